@@ -1,0 +1,42 @@
+"""optplan: optimistic and Bayesian planning in tabular MDPs, solved two ways and cross-checked.
+
+Public API (re-exports only)::
+
+    import optplan as op
+    mdp = op.TabularMDP(P, R, discount=0.9)          # P[s, a, s'], R[s, a]
+    res = op.solve_discounted(mdp, method="fast")   # or method="conic", solver="CLARABEL"
+    chk = op.cross_check(op.AverageRewardPlanning(mdp))
+"""
+
+from .crosscheck import SOLVER_TOL, cross_check
+from .mdp import FiniteHorizonMDP, TabularMDP
+from .problems import (
+    METHODS,
+    SOLVERS,
+    AverageRewardPlanning,
+    DiscountedPlanning,
+    FiniteHorizonPlanning,
+    solve_average_reward,
+    solve_discounted,
+    solve_finite_horizon,
+)
+from .result import CrossCheck, PlanResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TabularMDP",
+    "FiniteHorizonMDP",
+    "PlanResult",
+    "CrossCheck",
+    "cross_check",
+    "SOLVER_TOL",
+    "METHODS",
+    "SOLVERS",
+    "DiscountedPlanning",
+    "AverageRewardPlanning",
+    "FiniteHorizonPlanning",
+    "solve_discounted",
+    "solve_average_reward",
+    "solve_finite_horizon",
+]

@@ -1,0 +1,6 @@
+"""Agents: the :class:`Agent` protocol and one module per algorithm family."""
+
+from .base import Agent
+from .baselines import OracleAgent, RandomAgent
+
+__all__ = ["Agent", "OracleAgent", "RandomAgent"]

@@ -1,0 +1,192 @@
+"""Reference agents: uniform random play and the optimal policy of the true model.
+
+They bracket every learning agent: an agent's regret should grow slower than
+:class:`RandomAgent`'s (linear) and cannot beat :class:`OracleAgent`'s (bounded).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mdp import FiniteHorizonMDP, TabularMDP
+from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
+from ..result import PlanResult
+
+__all__ = ["RandomAgent", "OracleAgent", "CRITERIA"]
+
+#: Criteria :class:`OracleAgent` optimizes (the ``criterion`` strings of the models).
+CRITERIA = ("discounted", "average", "finite_horizon")
+
+
+def _check_count(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class RandomAgent:
+    """Play uniformly at random among the admissible actions of the current state.
+
+    Parameters
+    ----------
+    n_states, n_actions : int
+        ``S`` and ``A``.
+    action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
+        Admissible actions; all admissible if omitted. With a layered mask the agent counts
+        the steps since :meth:`reset` or the last ``done`` to know its layer.
+    """
+
+    def __init__(self, n_states: int, n_actions: int, action_mask=None) -> None:
+        S = _check_count("n_states", n_states)
+        A = _check_count("n_actions", n_actions)
+        if action_mask is None:
+            mask = np.ones((S, A), dtype=bool)
+        else:
+            mask = np.asarray(action_mask)
+            if mask.dtype != bool:
+                if mask.dtype.kind not in "iu" or not np.isin(mask, (0, 1)).all():
+                    raise TypeError(f"action_mask must be boolean, got dtype {mask.dtype}")
+                mask = mask.astype(bool)
+            if mask.shape[-2:] != (S, A) or mask.ndim not in (2, 3):
+                raise ValueError(
+                    f"action_mask has shape {mask.shape}, expected ({S}, {A}) or (L, {S}, {A})"
+                )
+        counts = mask.sum(axis=-1)
+        if (counts == 0).any():
+            idx = tuple(int(i) for i in np.argwhere(counts == 0)[0])
+            raise ValueError(f"action_mask leaves state {idx[-1]} with no action (index {idx})")
+        self.n_states = S
+        self.n_actions = A
+        self.action_mask = mask
+        self._layered = mask.ndim == 3
+        # Admissible actions first, in index order: entry k of row s is the k-th admissible one.
+        self._actions = np.argsort(~mask, axis=-1, kind="stable")
+        self._counts = counts
+        self._rng: np.random.Generator | None = None
+        self._layer = 0
+
+    @classmethod
+    def for_mdp(cls, mdp: TabularMDP | FiniteHorizonMDP) -> RandomAgent:
+        """A random agent with the sizes and admissible actions of ``mdp``."""
+        return cls(mdp.n_states, mdp.n_actions, mdp.action_mask)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Take the run's generator; the agent learns nothing, so there is nothing to forget."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        self._rng = rng
+        self._layer = 0
+
+    def select_action(self, state: int) -> int:
+        """A uniform draw from the admissible actions of ``state``."""
+        if self._rng is None:
+            raise RuntimeError("call reset(rng) before select_action()")
+        if self._layered:
+            if self._layer >= len(self.action_mask):
+                raise RuntimeError(
+                    f"{self._layer} steps without done, but the mask has {len(self.action_mask)} layers"
+                )
+            k = self._rng.integers(self._counts[self._layer, state])
+            return int(self._actions[self._layer, state, k])
+        return int(self._actions[state, self._rng.integers(self._counts[state])])
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        """Advance the layer counter (reset to 0 when ``done``)."""
+        self._layer = 0 if done else self._layer + 1
+
+    def __repr__(self) -> str:
+        return f"RandomAgent(S={self.n_states}, A={self.n_actions})"
+
+
+class OracleAgent:
+    """Act by an optimal deterministic policy of the true model.
+
+    The model is solved once, at construction, through :mod:`optplan.problems`.
+
+    Parameters
+    ----------
+    mdp : TabularMDP or FiniteHorizonMDP
+        The true model.
+    criterion : {"discounted", "average", "finite_horizon"}, optional
+        What to optimize. ``None`` takes the model's own: ``"finite_horizon"`` for a
+        ``FiniteHorizonMDP``, ``"discounted"`` for a ``TabularMDP`` with a discount,
+        ``"average"`` without one. ``"average"`` on a discounted model ignores its discount.
+    method : {"fast", "conic"}, default "fast"
+        Passed to the planner.
+
+    Attributes
+    ----------
+    result : PlanResult
+        The planner's solution; ``result.policy`` is ``[s]`` or ``[l, s]`` (finite horizon).
+    criterion : str
+    policy : ndarray of int
+
+    Raises
+    ------
+    ValueError
+        For a criterion the model cannot be solved for.
+    RuntimeError
+        If the planner reports no solution (e.g. ``multichain`` for the average criterion).
+
+    Notes
+    -----
+    For finite horizon the agent counts the steps since :meth:`reset` or the last ``done``
+    to know its layer, so it must see every transition through :meth:`update`.
+    """
+
+    def __init__(
+        self,
+        mdp: TabularMDP | FiniteHorizonMDP,
+        criterion: str | None = None,
+        method: str = "fast",
+    ) -> None:
+        if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
+            raise TypeError(f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}")
+        if criterion is None:
+            criterion = mdp.criterion
+        if criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {CRITERIA} or None, got {criterion!r}")
+        finite = isinstance(mdp, FiniteHorizonMDP)
+        if finite != (criterion == "finite_horizon"):
+            raise ValueError(f"criterion {criterion!r} does not apply to {mdp!r}")
+        if criterion == "discounted" and mdp.discount is None:
+            raise ValueError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
+
+        if criterion == "finite_horizon":
+            result = solve_finite_horizon(mdp, method=method)
+        elif criterion == "discounted":
+            result = solve_discounted(mdp, method=method)
+        else:
+            result = solve_average_reward(mdp.with_discount(None), method=method)
+        if not result.success:
+            raise RuntimeError(
+                f"planning the {criterion} criterion on {mdp!r} failed: "
+                f"status {result.status!r}, {result.message}"
+            )
+        self.mdp = mdp
+        self.criterion = criterion
+        self.result: PlanResult = result
+        self.policy = np.asarray(result.policy, dtype=np.intp)
+        self._finite = finite
+        self._layer = 0
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start a run at layer 0; the policy is deterministic, ``rng`` is not used."""
+        self._layer = 0
+
+    def select_action(self, state: int) -> int:
+        """The optimal action in ``state`` (at the current layer, for finite horizon)."""
+        if self._finite:
+            if self._layer >= len(self.policy):
+                raise RuntimeError(
+                    f"{self._layer} steps without done, but the horizon is {len(self.policy)}"
+                )
+            return int(self.policy[self._layer, state])
+        return int(self.policy[state])
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        """Advance the layer counter (reset to 0 when ``done``)."""
+        self._layer = 0 if done else self._layer + 1
+
+    def __repr__(self) -> str:
+        return f"OracleAgent({self.mdp!r}, criterion={self.criterion!r})"

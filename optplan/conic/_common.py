@@ -1,0 +1,77 @@
+"""What every conic path shares: solver settings, running CVXPY, sparse Bellman matrices."""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ..result import SOLVER_ERROR, map_cvxpy_status
+
+#: Solver settings used unless the caller passes ``solver_options``. Tight, because the conic
+#: path is the reference the fast paths are checked against; SCS (first-order) is looser and
+#: gets more iterations. Names are each solver's own (CVXPY passes them through).
+SOLVER_DEFAULTS = {
+    "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "max_iter": 500},
+    "ECOS": {"abstol": 1e-10, "reltol": 1e-10, "feastol": 1e-10, "max_iters": 500},
+    "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
+}
+
+
+def run(problem: cp.Problem, solver: str, solver_options: dict | None = None):
+    """Solve a CVXPY problem; never raises for numerical trouble.
+
+    Returns
+    -------
+    status : str
+        optplan status (through :data:`optplan.result.CVXPY_STATUS_MAP`).
+    message : str
+    iterations : int or None
+    seconds : float
+        Wall time of ``problem.solve`` (canonicalization plus solver).
+    """
+    options = dict(SOLVER_DEFAULTS[solver])
+    options.update(solver_options or {})
+    start = time.perf_counter()
+    if solver not in cp.installed_solvers():
+        return SOLVER_ERROR, f"solver {solver} is not installed (cvxpy has {cp.installed_solvers()})", None, 0.0
+    try:
+        problem.solve(solver=solver, **options)
+    except cp.error.SolverError as exc:
+        return SOLVER_ERROR, f"{solver}: {exc}", None, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    status = map_cvxpy_status(problem.status)
+    stats = problem.solver_stats
+    iterations = getattr(stats, "num_iters", None) if stats is not None else None
+    message = "" if problem.status == cp.OPTIMAL else f"{solver} returned status {problem.status!r}"
+    return status, message, iterations, seconds
+
+
+def admissible_pairs(mask: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Indices of the admissible pairs (one Bellman inequality each), in C order."""
+    return np.nonzero(mask)
+
+
+def bellman_matrix(P_rows: np.ndarray, rows_state: np.ndarray, n_cols: int,
+                   discount: float = 1.0, next_offset: np.ndarray | None = None) -> sp.csr_matrix:
+    """Sparse ``E - discount * P`` for Bellman inequalities ``(E - gamma P) v >= r``.
+
+    ``P_rows[k, s']`` are the transition rows of the admissible pairs, ``rows_state[k]`` the
+    column of the pair's own state in ``v``; ``next_offset[k]`` shifts the columns of ``P``
+    (finite horizon: the next layer's block).
+    """
+    K, S = P_rows.shape
+    k_idx, s_next = np.nonzero(P_rows)
+    cols = s_next if next_offset is None else s_next + next_offset[k_idx]
+    E = sp.csr_matrix((np.ones(K), (np.arange(K), rows_state)), shape=(K, n_cols))
+    Pm = sp.csr_matrix((P_rows[k_idx, s_next], (k_idx, cols)), shape=(K, n_cols))
+    return (E - discount * Pm).tocsr()
+
+
+def scatter(values: np.ndarray, index: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Place per-pair values back into a dense ``shape`` array (zeros elsewhere)."""
+    out = np.zeros(shape)
+    out[index] = values
+    return out

@@ -1,0 +1,82 @@
+"""Conic path of ``AverageRewardPlanning``: the LP of the optimality equations (two stages)."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from ..fast._dp import backup, greedy, masked
+from ..result import OPTIMAL, PlanResult
+from ._common import admissible_pairs, bellman_matrix, run, scatter
+
+#: Stage 1 leaves ``v`` undetermined on states where no Bellman inequality is tight; a
+#: residual above this (relative to the reward scale) triggers the second stage.
+TIGHT_TOL = 1e-8
+#: Stage 2 fixes ``phi`` at the stage-1 value plus this relative slack, so that solver
+#: round-off in stage 1 cannot make it infeasible.
+PHI_SLACK = 1e-9
+
+
+def _bellman(mdp):
+    s_idx, a_idx = admissible_pairs(mdp.action_mask)
+    A = bellman_matrix(mdp.P[s_idx, a_idx], s_idx, mdp.n_states, 1.0)
+    return A, mdp.R[s_idx, a_idx], (s_idx, a_idx)
+
+
+def formulate(problem) -> cp.Problem:
+    """Stage 1: ``min phi  s.t.  phi + (E - P) v >= r`` (constraint 0; its dual is ``y``)."""
+    A, r, _ = _bellman(problem.mdp)
+    phi = cp.Variable(name="gain")
+    v = cp.Variable(problem.mdp.n_states, name="bias")
+    return cp.Problem(cp.Minimize(phi), [phi + A @ v >= r])
+
+
+def formulate_bias(problem, gain: float, pi: np.ndarray) -> cp.Problem:
+    """Stage 2: ``min sum v  s.t.  (E - P) v >= r - gain,  pi @ v = 0``.
+
+    With ``gain`` optimal and ``pi`` a stationary distribution of an optimal policy, every
+    feasible ``v`` is ``>= h*`` where ``h*`` solves Eq. (1) with ``pi @ h* = 0``, and ``h*`` is
+    feasible, so the minimizer is ``h*``.
+    """
+    A, r, _ = _bellman(problem.mdp)
+    v = cp.Variable(problem.mdp.n_states, name="bias")
+    return cp.Problem(cp.Minimize(cp.sum(v)), [A @ v >= r - gain, pi @ v == 0])
+
+
+def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    mdp = problem.mdp
+    S = mdp.n_states
+    prob = formulate(problem)
+    status, message, iterations, seconds = run(prob, solver, solver_options)
+    phi, v = prob.var_dict["gain"].value, prob.var_dict["bias"].value
+    if v is None or phi is None:
+        return PlanResult(np.nan, status=status, message=message, method="conic", solver=solver,
+                          iterations=iterations, solve_time=seconds)
+    gain = float(phi)
+    pairs = admissible_pairs(mdp.action_mask)
+    y = np.clip(prob.constraints[0].dual_value, 0.0, None)
+    occupancy = scatter(y / y.sum(), pairs, mdp.R.shape)
+    pi = occupancy.sum(axis=1)
+    scale = 1.0 + np.abs(mdp.R).max()
+    residual = masked(backup(mdp.P, mdp.R, v), mdp.action_mask).max(axis=1) - v - gain
+    stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
+    if stage2 and status == OPTIMAL:
+        prob2 = formulate_bias(problem, gain + PHI_SLACK * scale, pi)
+        status, message2, it2, sec2 = run(prob2, solver, solver_options)
+        seconds += sec2
+        iterations = (iterations or 0) + (it2 or 0)
+        message = "; ".join(m for m in (message, message2) if m)
+        if prob2.var_dict["bias"].value is None:
+            return PlanResult(gain, status=status, message="stage 2 (bias): " + message,
+                              method="conic", solver=solver, iterations=iterations,
+                              solve_time=seconds, gain=gain, occupancy=occupancy)
+        v = prob2.var_dict["bias"].value
+    h = v - pi @ v
+    q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
+    visited = pi > 1e-6 * pi.max()
+    policy = np.where(visited, occupancy.argmax(axis=1), greedy(q))
+    return PlanResult(
+        value=gain, x=h, multiplier=occupancy, status=status, message=message, method="conic",
+        solver=solver, iterations=iterations, solve_time=seconds, values=h, q=q, policy=policy,
+        gain=gain, bias=h, occupancy=occupancy, info={"stage2": stage2},
+    )

@@ -1,0 +1,40 @@
+"""Conic path of ``DiscountedPlanning``: the primal LP, occupancies from its dual."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from ..fast._dp import backup, masked
+from ..result import PlanResult
+from ._common import admissible_pairs, bellman_matrix, run, scatter
+
+
+def formulate(problem) -> cp.Problem:
+    """``min w @ V  s.t.  (E - gamma P) V >= r`` over the admissible pairs (constraint 0)."""
+    mdp = problem.mdp
+    s_idx, a_idx = admissible_pairs(mdp.action_mask)
+    A = bellman_matrix(mdp.P[s_idx, a_idx], s_idx, mdp.n_states, mdp.discount)
+    V = cp.Variable(mdp.n_states, name="V")
+    bellman = A @ V >= mdp.R[s_idx, a_idx]
+    return cp.Problem(cp.Minimize(problem.weights @ V), [bellman])
+
+
+def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    mdp = problem.mdp
+    prob = formulate(problem)
+    status, message, iterations, seconds = run(prob, solver, solver_options)
+    V = prob.var_dict["V"].value
+    if V is None:
+        return PlanResult(np.nan, status=status, message=message, method="conic", solver=solver,
+                          iterations=iterations, solve_time=seconds)
+    y = np.clip(prob.constraints[0].dual_value, 0.0, None)
+    occupancy = scatter((1.0 - mdp.discount) * y, admissible_pairs(mdp.action_mask), mdp.R.shape)
+    q = masked(backup(mdp.P, mdp.R, V, mdp.discount), mdp.action_mask)
+    # full-support weights put mass on every state, so the dual names an action everywhere
+    policy = occupancy.argmax(axis=1)
+    return PlanResult(
+        value=float(mdp.initial @ V), x=V, multiplier=occupancy, status=status, message=message,
+        method="conic", solver=solver, iterations=iterations, solve_time=seconds,
+        values=V, q=q, policy=policy, occupancy=occupancy,
+    )

@@ -1,0 +1,5 @@
+"""Environments (Gymnasium API) that also expose their true model as ``.mdp``."""
+
+from .tabular import TabularEnv
+
+__all__ = ["TabularEnv"]

@@ -1,0 +1,135 @@
+"""Fast path of ``AverageRewardPlanning``: Howard policy iteration or relative value iteration."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..result import MAX_ITER, MULTICHAIN, OPTIMAL, PlanResult
+from ._dp import (
+    backup,
+    closed_classes,
+    evaluate_average,
+    greedy,
+    masked,
+    policy_model,
+    stationary,
+)
+from ._options import check_algorithm, check_tol_iter
+
+ALGORITHMS = ("policy_iteration", "relative_value_iteration")
+
+
+def solve(problem, algorithm: str = "policy_iteration", tol: float = 1e-10,
+          max_iter: int | None = None, aperiodicity: float = 0.5) -> PlanResult:
+    """Solve the average-reward optimality equations of a unichain MDP.
+
+    Parameters
+    ----------
+    algorithm : {"policy_iteration", "relative_value_iteration"}
+        Howard's policy iteration for unichain models (Puterman §8.6): evaluate the policy by
+        the bordered linear system, improve greedily keeping the incumbent on ties. If an
+        iterate is multichain, relative value iteration takes over (it also solves weakly
+        communicating models). Relative value iteration (Puterman §8.5.5) runs on the
+        aperiodic transform ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``)
+        and stops when ``span(T h - h) < tol``.
+    tol : float
+        Relative value iteration stops when the span of ``T h - h`` is below ``tol``.
+    max_iter : int, optional
+        Default 1,000 (policy iteration) and 100,000 (relative value iteration).
+    aperiodicity : float in (0, 1)
+        ``tau`` of the aperiodicity transform.
+
+    Returns
+    -------
+    PlanResult
+        Status ``multichain`` (with no numbers but the last iterate's) when the gain is not
+        constant across states, so Eq. (1) with a scalar gain has no solution.
+    """
+    check_algorithm(algorithm, ALGORITHMS)
+    check_tol_iter(tol, max_iter or 1)
+    if not (0.0 < aperiodicity < 1.0):
+        raise ValueError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
+    mdp = problem.mdp
+    P, R, mask = mdp.P, mdp.R, mdp.action_mask
+    start = time.perf_counter()
+    note = ""
+    if algorithm == "policy_iteration":
+        out = _policy_iteration(P, R, mask, max_iter or 1_000)
+        if out[0] == MULTICHAIN:
+            note = out[1] + "; switched to relative value iteration. "
+            out = _relative_value_iteration(P, R, mask, tol, 100_000, aperiodicity)
+            if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
+                out = (MULTICHAIN, *out[1:])
+    else:
+        out = _relative_value_iteration(P, R, mask, tol, max_iter or 100_000, aperiodicity)
+    status, message, policy, iterations = out
+    message = note + message if status != OPTIMAL else note.rstrip()
+    P_pi, r_pi = policy_model(P, R, policy)
+    n_classes = closed_classes(P_pi)[0]
+    if status == OPTIMAL and n_classes > 1:
+        status, message = MULTICHAIN, message + (
+            f"the returned policy has {n_classes} recurrent classes"
+        )
+    if n_classes == 1:
+        gain, h = evaluate_average(P_pi, r_pi)
+        pi = stationary(P_pi)
+        h = h - pi @ h
+    else:
+        gain, h, pi = np.nan, np.full(mdp.n_states, np.nan), np.full(mdp.n_states, np.nan)
+    occupancy = np.zeros_like(R)
+    occupancy[np.arange(mdp.n_states), policy] = pi
+    return PlanResult(
+        value=gain,
+        x=h,
+        multiplier=occupancy,
+        status=status,
+        message=message,
+        method="fast",
+        solver=algorithm,
+        iterations=iterations,
+        solve_time=time.perf_counter() - start,
+        values=h,
+        q=masked(backup(P, R, h), mask),
+        policy=policy,
+        gain=gain,
+        bias=h,
+        occupancy=occupancy,
+    )
+
+
+def _policy_iteration(P, R, mask, max_iter):
+    policy = greedy(masked(R, mask))
+    for it in range(1, max_iter + 1):
+        P_pi, r_pi = policy_model(P, R, policy)
+        n_classes = closed_classes(P_pi)[0]
+        if n_classes > 1:
+            return (MULTICHAIN, f"policy iteration met a policy with {n_classes} recurrent "
+                    f"classes at iteration {it}", policy, it)
+        _, h = evaluate_average(P_pi, r_pi)
+        new = greedy(masked(backup(P, R, h), mask), policy, tol=1e-12)
+        if np.array_equal(new, policy):
+            return OPTIMAL, "", policy, it
+        policy = new
+    return MAX_ITER, f"policy iteration did not stop in {max_iter} iterations", policy, max_iter
+
+
+def _relative_value_iteration(P, R, mask, tol, max_iter, tau):
+    S = R.shape[0]
+    h = np.zeros(S)
+    for it in range(1, max_iter + 1):
+        # aperiodic transform: T~h = tau h + (1 - tau) (max_a r + P h) with r unscaled keeps the
+        # gain and scales the bias by 1 / (1 - tau)
+        Th = masked(backup(P, R, (1.0 - tau) * h), mask).max(axis=1) + tau * h
+        delta = Th - h
+        span = delta.max() - delta.min()
+        h = Th - Th[0]
+        if span < tol:
+            policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+            return OPTIMAL, "", policy, it
+    policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+    return (MAX_ITER, f"relative value iteration did not converge in {max_iter} iterations: "
+            f"span(T h - h) = {span:.3g} stays above tol={tol} (the optimal gain is not constant "
+            "across states in a multichain model, or the chain mixes very slowly); ",
+            policy, max_iter)

@@ -1,0 +1,295 @@
+"""Tabular MDP models: arrays plus validation, nothing else.
+
+Array naming (used everywhere in optplan):
+
+* ``P[s, a, s']`` transition probabilities, ``R[s, a]`` expected rewards;
+* finite horizon adds a leading layer index: ``P[l, s, a, s']``, ``R[l, s, a]``;
+* ``action_mask[s, a]`` is ``True`` where action ``a`` is admissible in state ``s``
+  (the admissible sets A(x) of accelerating-ucb-indices-mdp §2).
+
+Every check runs at construction and raises ``ValueError``/``TypeError`` naming the field and
+the offending value, so a model that exists is a valid model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Rows of P must sum to 1 within this absolute tolerance.
+ROW_SUM_TOL = 1e-9
+
+__all__ = ["TabularMDP", "FiniteHorizonMDP", "ROW_SUM_TOL"]
+
+
+def _as_float_array(name: str, value, ndim: int | tuple[int, ...]) -> np.ndarray:
+    if value is None:
+        raise TypeError(f"{name} is required, got None")
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}: {exc}") from None
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if arr.ndim not in ndims:
+        want = " or ".join(str(n) for n in ndims)
+        raise ValueError(f"{name} must have {want} dimensions, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} has a non-finite entry {float(arr[idx])} at index {idx}")
+    arr.setflags(write=False)
+    return arr
+
+
+def _check_distribution(name: str, arr: np.ndarray) -> None:
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a vector, got shape {arr.shape}")
+    neg = arr < 0
+    if neg.any():
+        i = int(np.argmax(neg))
+        raise ValueError(f"{name} has a negative entry {float(arr[i])!r} at index {i}")
+    total = float(arr.sum())
+    if abs(total - 1.0) > ROW_SUM_TOL:
+        raise ValueError(f"{name} must sum to 1, sums to {total!r}")
+
+
+def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
+    """Check P >= 0 and that rows of admissible pairs sum to one; ``axes`` names the leading axes."""
+    def where(idx):
+        return "P[" + ", ".join(f"{n}={i}" for n, i in zip(axes, idx)) + "]"
+
+    neg = P < 0
+    if neg.any():
+        idx = tuple(int(i) for i in np.argwhere(neg)[0])
+        raise ValueError(f"P has a negative entry {float(P[idx])!r} at {where(idx[:-1])[:-1]}, s'={idx[-1]}]")
+    sums = P.sum(axis=-1)
+    bad = (np.abs(sums - 1.0) > ROW_SUM_TOL) & mask
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, not 1 (tolerance {ROW_SUM_TOL})"
+        )
+
+
+def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
+    if mask is None:
+        out = np.ones(shape, dtype=bool)
+    else:
+        out = np.array(mask)
+        if out.dtype != bool:
+            if out.dtype.kind not in "iu" or not np.isin(out, (0, 1)).all():
+                raise TypeError(f"action_mask must be boolean, got dtype {out.dtype}")
+            out = out.astype(bool)
+        if out.shape != shape:
+            raise ValueError(f"action_mask has shape {out.shape}, expected {shape} to match R")
+    empty = ~out.any(axis=-1)
+    if empty.any():
+        idx = tuple(int(i) for i in np.argwhere(empty)[0])
+        raise ValueError(f"action_mask leaves state {idx if len(idx) > 1 else idx[0]} with no action")
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class TabularMDP:
+    """A finite MDP for the discounted or the average-reward criterion.
+
+    Parameters
+    ----------
+    P : array_like, shape (S, A, S)
+        ``P[s, a, s']`` = probability of moving to ``s'`` after action ``a`` in ``s``.
+        Rows of admissible ``(s, a)`` must sum to 1; rows of masked-out pairs are ignored
+        (they may be all zeros) but must be finite and non-negative.
+    R : array_like, shape (S, A)
+        Expected one-step reward ``r_{x,a}``.
+    discount : float in [0, 1), optional
+        Discount factor. ``None`` means the model carries no discount; it can then be solved
+        only for the average-reward criterion (accelerating-ucb-indices-mdp Eq. 1).
+    initial : array_like, shape (S,), optional
+        Start distribution; uniform if omitted.
+    action_mask : array_like of bool, shape (S, A), optional
+        Admissible actions ``A(x)``; all admissible if omitted. Every state needs one.
+    name : str, optional
+        A label (model files set it).
+    """
+
+    P: np.ndarray
+    R: np.ndarray
+    discount: float | None = None
+    initial: np.ndarray | None = None
+    action_mask: np.ndarray | None = None
+    name: str = ""
+    criterion: str = field(init=False)
+
+    def __post_init__(self):
+        P = _as_float_array("P", self.P, 3)
+        R = _as_float_array("R", self.R, 2)
+        S, A = R.shape
+        if P.shape != (S, A, S):
+            raise ValueError(f"P has shape {P.shape}, expected (S, A, S) = {(S, A, S)} from R {R.shape}")
+        if S == 0 or A == 0:
+            raise ValueError(f"the model needs at least one state and one action, got R {R.shape}")
+        mask = _check_mask(self.action_mask, (S, A))
+        _check_transitions(P, mask, "sa")
+        discount = self.discount
+        if discount is not None:
+            if isinstance(discount, bool) or not isinstance(discount, (int, float, np.floating)):
+                raise TypeError(f"discount must be a float, got {discount!r}")
+            discount = float(discount)
+            if not (0.0 <= discount < 1.0):
+                raise ValueError(f"discount must lie in [0, 1), got {discount!r}")
+        if self.initial is None:
+            initial = np.full(S, 1.0 / S)
+            initial.setflags(write=False)
+        else:
+            initial = _as_float_array("initial", self.initial, 1)
+            if initial.shape != (S,):
+                raise ValueError(f"initial has shape {initial.shape}, expected ({S},)")
+            _check_distribution("initial", initial)
+        object.__setattr__(self, "P", P)
+        object.__setattr__(self, "R", R)
+        object.__setattr__(self, "discount", discount)
+        object.__setattr__(self, "initial", initial)
+        object.__setattr__(self, "action_mask", mask)
+        object.__setattr__(self, "criterion", "average" if discount is None else "discounted")
+
+    @property
+    def n_states(self) -> int:
+        return self.R.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.R.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(S, A)``."""
+        return self.R.shape
+
+    def with_mask(self, action_mask) -> TabularMDP:
+        """The same model with other admissible action sets (index agents restrict actions)."""
+        return TabularMDP(self.P, self.R, self.discount, self.initial, action_mask, self.name)
+
+    def with_discount(self, discount: float | None) -> TabularMDP:
+        """The same model for another discount (``None``: average reward)."""
+        return TabularMDP(self.P, self.R, discount, self.initial, self.action_mask, self.name)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, TabularMDP):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.discount == other.discount
+            and np.array_equal(self.P, other.P)
+            and np.array_equal(self.R, other.R)
+            and np.array_equal(self.initial, other.initial)
+            and np.array_equal(self.action_mask, other.action_mask)
+        )
+
+    __hash__ = None  # arrays are not hashable; equality is by value
+
+    def __repr__(self) -> str:
+        crit = "average" if self.discount is None else f"discount={self.discount}"
+        label = f"{self.name!r}, " if self.name else ""
+        return f"TabularMDP({label}S={self.n_states}, A={self.n_actions}, {crit})"
+
+
+@dataclass(frozen=True, eq=False)
+class FiniteHorizonMDP:
+    """A layered finite-horizon MDP (k-learning-variational-bayesian-rl §2).
+
+    Parameters
+    ----------
+    P : array_like, shape (L, S, A, S)
+        ``P[l, s, a, s']`` transition law at layer (step) ``l``.
+    R : array_like, shape (L, S, A)
+        Expected reward ``R[l, s, a]``.
+    initial : array_like, shape (S,), optional
+        Start distribution at layer 0; uniform if omitted.
+    action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
+        Admissible actions (a 2-D mask applies to every layer).
+    name : str, optional
+    """
+
+    P: np.ndarray
+    R: np.ndarray
+    initial: np.ndarray | None = None
+    action_mask: np.ndarray | None = None
+    name: str = ""
+    criterion: str = field(init=False, default="finite_horizon")
+
+    def __post_init__(self):
+        P = _as_float_array("P", self.P, 4)
+        R = _as_float_array("R", self.R, 3)
+        L, S, A = R.shape
+        if P.shape != (L, S, A, S):
+            raise ValueError(
+                f"P has shape {P.shape}, expected (L, S, A, S) = {(L, S, A, S)} from R {R.shape}"
+            )
+        if L == 0 or S == 0 or A == 0:
+            raise ValueError(f"the model needs L, S, A >= 1, got R {R.shape}")
+        mask = self.action_mask
+        if mask is not None and np.ndim(mask) == 2:
+            mask = np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
+        mask = _check_mask(mask, (L, S, A))
+        _check_transitions(P, mask, "lsa")
+        if self.initial is None:
+            initial = np.full(S, 1.0 / S)
+            initial.setflags(write=False)
+        else:
+            initial = _as_float_array("initial", self.initial, 1)
+            if initial.shape != (S,):
+                raise ValueError(f"initial has shape {initial.shape}, expected ({S},)")
+            _check_distribution("initial", initial)
+        object.__setattr__(self, "P", P)
+        object.__setattr__(self, "R", R)
+        object.__setattr__(self, "initial", initial)
+        object.__setattr__(self, "action_mask", mask)
+
+    @classmethod
+    def from_stationary(cls, mdp: TabularMDP, horizon: int) -> FiniteHorizonMDP:
+        """Repeat a stationary model over ``horizon`` layers."""
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        L = int(horizon)
+        return cls(
+            np.broadcast_to(mdp.P, (L, *mdp.P.shape)),
+            np.broadcast_to(mdp.R, (L, *mdp.R.shape)),
+            initial=mdp.initial,
+            action_mask=mdp.action_mask,
+            name=mdp.name,
+        )
+
+    @property
+    def horizon(self) -> int:
+        return self.R.shape[0]
+
+    @property
+    def n_states(self) -> int:
+        return self.R.shape[1]
+
+    @property
+    def n_actions(self) -> int:
+        return self.R.shape[2]
+
+    @property
+    def discount(self) -> None:
+        return None
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, FiniteHorizonMDP):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and np.array_equal(self.P, other.P)
+            and np.array_equal(self.R, other.R)
+            and np.array_equal(self.initial, other.initial)
+            and np.array_equal(self.action_mask, other.action_mask)
+        )
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        label = f"{self.name!r}, " if self.name else ""
+        return f"FiniteHorizonMDP({label}L={self.horizon}, S={self.n_states}, A={self.n_actions})"

@@ -1,0 +1,275 @@
+"""Read and write the declarative TOML model files in ``models/``.
+
+A model file has one of two forms.
+
+**Explicit arrays**::
+
+    name = "cowan3"                    # optional, default: the file name without suffix
+    description = "..."                # optional, free text
+    criterion = "average"              # "average" | "discounted" | "finite_horizon"
+    discount = 0.95                    # required iff criterion = "discounted"
+    P = [[[...], ...], ...]            # P[s][a][s']   (finite_horizon: P[l][s][a][s'])
+    R = [[...], ...]                   # R[s][a]       (finite_horizon: R[l][s][a])
+    initial = [...]                    # optional, default uniform
+    action_mask = [[true, ...], ...]   # optional, default all admissible
+                                       # (finite_horizon: [s][a] for every layer or [l][s][a])
+
+**Generator**::
+
+    generator = "riverswim"            # a key of optplan.generators.GENERATORS
+    n_states = 6                       # any parameter of that generator, as a top-level key
+    name, description, criterion, discount   # optional, as above
+    horizon = 20                       # required iff criterion = "finite_horizon": the
+                                       # stationary model repeated over that many layers
+
+Without ``criterion`` a generator file is ``"discounted"`` if it sets ``discount`` and
+``"average"`` otherwise. Every error raises ``ValueError`` naming the file and the key (a missing
+file raises ``FileNotFoundError``); errors from the model's own validation
+(:mod:`optplan.mdp`) are re-raised as ``ValueError`` with the file name prefixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomli_w
+
+from .generators import GENERATORS
+from .mdp import FiniteHorizonMDP, TabularMDP
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["load_model", "save_model", "CRITERIA"]
+
+#: The values of the ``criterion`` key.
+CRITERIA = ("average", "discounted", "finite_horizon")
+
+_COMMON_KEYS = ("name", "description", "criterion", "discount")
+_ARRAY_KEYS = ("P", "R", "initial", "action_mask")
+_GENERATOR_KEYS = ("generator", "horizon")
+
+Model = TabularMDP | FiniteHorizonMDP
+
+
+def _fail(path: Path, key: str, message: str) -> ValueError:
+    return ValueError(f"{path}: key '{key}': {message}")
+
+
+def _string(path: Path, data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _fail(path, key, f"must be a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _array(path: Path, key: str, value: Any, ndims: tuple[int, ...], kind: str) -> np.ndarray:
+    """Nested TOML arrays -> ndarray; ``kind`` is ``"number"`` (int or float) or ``"bool"``."""
+    want = " or ".join(f"{n}-dimensional" for n in ndims)
+    if not isinstance(value, list):
+        raise _fail(path, key, f"must be a {want} array of {kind}s, got {type(value).__name__}")
+    try:
+        arr = np.array(value, dtype=object)
+    except ValueError:
+        arr = None
+    if arr is None or arr.ndim not in ndims:
+        raise _fail(path, key, f"must be a {want} array of {kind}s (nested lists of equal length)")
+    leaf_types = {type(x) for x in arr.flat}
+    allowed = {bool} if kind == "bool" else {int, float}
+    bad = leaf_types - allowed
+    if bad:
+        names = ", ".join(sorted(t.__name__ for t in bad))
+        raise _fail(path, key, f"must hold {kind}s only, found {names}")
+    return arr.astype(bool if kind == "bool" else float)
+
+
+def _check_shape(path: Path, key: str, arr: np.ndarray, expected: tuple[int, ...], why: str):
+    if arr.shape != expected:
+        raise _fail(path, key, f"has shape {arr.shape}, expected {expected} {why}")
+
+
+def _criterion(path: Path, data: dict[str, Any], default: str | None) -> tuple[str, float | None]:
+    criterion = _string(path, data, "criterion")
+    if criterion is None:
+        if default is None:
+            raise _fail(path, "criterion", f"is required (one of {', '.join(CRITERIA)})")
+        criterion = default
+    if criterion not in CRITERIA:
+        raise _fail(path, "criterion", f"unknown criterion {criterion!r}, expected one of {CRITERIA}")
+    discount = data.get("discount")
+    if criterion == "discounted":
+        if discount is None:
+            raise _fail(path, "discount", "is required when criterion = 'discounted'")
+        if isinstance(discount, bool) or not isinstance(discount, (int, float)):
+            raise _fail(path, "discount", f"must be a number, got {type(discount).__name__}")
+        discount = float(discount)
+    elif discount is not None:
+        raise _fail(path, "discount", f"is only allowed with criterion = 'discounted', not {criterion!r}")
+    return criterion, discount
+
+
+def _unknown_keys(path: Path, data: dict[str, Any], allowed, what: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise _fail(path, key, f"unknown key for {what} (allowed: {', '.join(allowed)})")
+
+
+def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
+    _unknown_keys(path, data, _COMMON_KEYS + _ARRAY_KEYS, "an explicit-array model")
+    criterion, discount = _criterion(path, data, default=None)
+    layered = criterion == "finite_horizon"
+    for key in ("P", "R"):
+        if key not in data:
+            raise _fail(path, key, "is required in an explicit-array model (or set 'generator')")
+    P = _array(path, "P", data["P"], (4,) if layered else (3,), "number")
+    R = _array(path, "R", data["R"], (3,) if layered else (2,), "number")
+    lead, S, A = R.shape[:-2], R.shape[-2], R.shape[-1]
+    layout = "(L, S, A, S)" if layered else "(S, A, S)"
+    _check_shape(path, "P", P, (*lead, S, A, S), f"= {layout} from R of shape {R.shape}")
+    initial = mask = None
+    if "initial" in data:
+        initial = _array(path, "initial", data["initial"], (1,), "number")
+        _check_shape(path, "initial", initial, (S,), f"= (S,) from R of shape {R.shape}")
+    if "action_mask" in data:
+        mask = _array(path, "action_mask", data["action_mask"], (2, 3) if layered else (2,), "bool")
+        if mask.ndim == 2:
+            _check_shape(path, "action_mask", mask, (S, A), f"= (S, A) from R of shape {R.shape}")
+        else:
+            _check_shape(path, "action_mask", mask, R.shape, f"= (L, S, A) from R of shape {R.shape}")
+    try:
+        if layered:
+            return FiniteHorizonMDP(P, R, initial=initial, action_mask=mask, name=name)
+        return TabularMDP(P, R, discount=discount, initial=initial, action_mask=mask, name=name)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
+    gen_name = _string(path, data, "generator")
+    if gen_name not in GENERATORS:
+        raise _fail(path, "generator", f"unknown generator {gen_name!r}, expected one of {sorted(GENERATORS)}")
+    generator = GENERATORS[gen_name]
+    default = "discounted" if data.get("discount") is not None else "average"
+    criterion, discount = _criterion(path, data, default=default)
+    signature = inspect.signature(generator).parameters
+    params = {k: v for k, v in data.items() if k not in _COMMON_KEYS + _GENERATOR_KEYS}
+    for key in params:
+        if key not in signature:
+            raise _fail(
+                path, key,
+                f"not a parameter of generator {gen_name!r} (parameters: {', '.join(signature)})",
+            )
+    passes_discount = "discount" in signature
+    if passes_discount:
+        params["discount"] = discount
+    horizon = data.get("horizon")
+    if criterion == "finite_horizon":
+        if horizon is None:
+            raise _fail(path, "horizon", "is required when a generator file sets criterion = 'finite_horizon'")
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise _fail(path, "horizon", f"must be a positive integer, got {horizon!r}")
+    elif horizon is not None:
+        raise _fail(path, "horizon", f"is only allowed with criterion = 'finite_horizon', not {criterion!r}")
+    try:
+        mdp = generator(**params)
+        if not passes_discount:
+            mdp = mdp.with_discount(discount)
+        mdp = dataclasses.replace(mdp, name=name)
+        if criterion == "finite_horizon":
+            return FiniteHorizonMDP.from_stationary(mdp, horizon)
+        return mdp
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: generator {gen_name!r}: {exc}") from None
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Load a model file (explicit arrays or a generator call; see the module docstring).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A TOML file, read with :mod:`tomllib` (``tomli`` before Python 3.11).
+
+    Returns
+    -------
+    TabularMDP or FiniteHorizonMDP
+        ``TabularMDP(discount=None)`` for ``criterion = "average"``, ``TabularMDP(discount=d)``
+        for ``"discounted"``, ``FiniteHorizonMDP`` for ``"finite_horizon"``. The model's name is
+        the ``name`` key, or the file name without its suffix.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If the file is not valid TOML, or a key is missing, unknown, of the wrong type or shape,
+        or the model fails validation; the message names the file and the key.
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        try:
+            data = tomllib.load(fh)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    name = _string(path, data, "name")
+    _string(path, data, "description")
+    if name is None:
+        name = path.stem
+    if "generator" in data:
+        return _from_generator(path, data, name)
+    return _from_arrays(path, data, name)
+
+
+def save_model(model: Model, path: str | os.PathLike, *, description: str | None = None) -> Path:
+    """Write ``model`` as an explicit-array model file; ``load_model`` reads it back exactly.
+
+    Floats are written by :mod:`tomli_w` with ``repr``, the shortest string that parses back
+    to the same double, so ``load_model(save_model(m, f)) == m`` holds bit for bit.
+    ``initial`` is written only when it is not uniform, ``action_mask`` only when some action
+    is masked out (the defaults reproduce both exactly).
+
+    Parameters
+    ----------
+    model : TabularMDP or FiniteHorizonMDP
+    path : str or path-like
+        Destination; overwritten if it exists.
+    description : str, optional
+        Free text stored under the ``description`` key.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    if isinstance(model, FiniteHorizonMDP):
+        criterion = "finite_horizon"
+    elif isinstance(model, TabularMDP):
+        criterion = model.criterion
+    else:
+        raise TypeError(f"model must be a TabularMDP or FiniteHorizonMDP, got {type(model).__name__}")
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a string, got {type(description).__name__}")
+    doc: dict[str, Any] = {"name": model.name}
+    if description is not None:
+        doc["description"] = description
+    doc["criterion"] = criterion
+    if model.discount is not None:
+        doc["discount"] = float(model.discount)
+    S = model.n_states
+    if not np.array_equal(model.initial, np.full(S, 1.0 / S)):
+        doc["initial"] = model.initial.tolist()
+    if not model.action_mask.all():
+        doc["action_mask"] = model.action_mask.tolist()
+    doc["P"] = model.P.tolist()
+    doc["R"] = model.R.tolist()
+    path = Path(path)
+    path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    return path

@@ -1,0 +1,44 @@
+"""Problem objects: *what* is solved (inputs and validation). See ``optplan.conic``/``optplan.fast``."""
+
+from __future__ import annotations
+
+from ..mdp import FiniteHorizonMDP, TabularMDP
+from ..result import PlanResult
+from .average_reward import AverageRewardPlanning
+from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
+from .discounted import DiscountedPlanning
+from .finite_horizon import FiniteHorizonPlanning
+
+__all__ = [
+    "Problem",
+    "METHODS",
+    "SOLVERS",
+    "DEFAULT_SOLVER",
+    "DiscountedPlanning",
+    "AverageRewardPlanning",
+    "FiniteHorizonPlanning",
+    "solve_discounted",
+    "solve_average_reward",
+    "solve_finite_horizon",
+]
+
+
+def solve_discounted(
+    mdp: TabularMDP, method: str = "fast", solver: str | None = None, **options
+) -> PlanResult:
+    """Solve ``DiscountedPlanning(mdp)``; see :meth:`Problem.solve` for the arguments."""
+    return DiscountedPlanning(mdp).solve(method=method, solver=solver, **options)
+
+
+def solve_average_reward(
+    mdp: TabularMDP, method: str = "fast", solver: str | None = None, **options
+) -> PlanResult:
+    """Solve ``AverageRewardPlanning(mdp)`` (the model's discount is ignored)."""
+    return AverageRewardPlanning(mdp).solve(method=method, solver=solver, **options)
+
+
+def solve_finite_horizon(
+    mdp: FiniteHorizonMDP, method: str = "fast", solver: str | None = None, **options
+) -> PlanResult:
+    """Solve ``FiniteHorizonPlanning(mdp)`` by backward induction or its LP."""
+    return FiniteHorizonPlanning(mdp).solve(method=method, solver=solver, **options)

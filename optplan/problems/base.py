@@ -1,0 +1,72 @@
+"""The problem-object protocol: *what* is solved; ``conic/`` and ``fast/`` say *how*.
+
+A problem is a frozen dataclass holding validated inputs. Its class attribute ``stem`` names
+the modules ``optplan.conic.<stem>`` and ``optplan.fast.<stem>``, each of which defines
+``solve(problem, **options) -> PlanResult``; the conic module also defines
+``formulate(problem) -> cvxpy.Problem``. ``compare`` lists, per quantity, how far two results
+are apart; :func:`optplan.cross_check` uses it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from ..result import PlanResult
+
+METHODS = ("fast", "conic")
+#: Conic solvers optplan drives through CVXPY.
+SOLVERS = ("CLARABEL", "ECOS", "SCS")
+DEFAULT_SOLVER = "CLARABEL"
+
+
+def check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
+
+
+def check_solver(solver: str | None) -> str:
+    """Validate a conic solver name (case-insensitive); ``None`` gives the default."""
+    if solver is None:
+        return DEFAULT_SOLVER
+    if not isinstance(solver, str) or solver.upper() not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    return solver.upper()
+
+
+class Problem(ABC):
+    """Base class of the problem objects (subclasses are frozen dataclasses)."""
+
+    stem: ClassVar[str]
+
+    def solve(self, method: str = "fast", solver: str | None = None, **options) -> PlanResult:
+        """Solve the problem.
+
+        Parameters
+        ----------
+        method : {"fast", "conic"}
+            ``"fast"``: closed form / root finding / dynamic programming (``optplan.fast``);
+            ``"conic"``: the CVXPY formulation (``optplan.conic``).
+        solver : {"CLARABEL", "ECOS", "SCS"}, optional
+            Conic solver (``method="conic"`` only; validated either way).
+        **options
+            Passed to the path: e.g. ``algorithm``, ``tol``, ``max_iter`` for the fast path,
+            solver settings (``solver_options={...}``) for the conic path.
+        """
+        check_method(method)
+        solver = check_solver(solver)
+        module = importlib.import_module(f"optplan.{method}.{self.stem}")
+        if method == "conic":
+            return module.solve(self, solver=solver, **options)
+        return module.solve(self, **options)
+
+    def formulate(self):
+        """The ``cvxpy.Problem`` of the conic path, for users to inspect or extend."""
+        module = importlib.import_module(f"optplan.conic.{self.stem}")
+        return module.formulate(self)
+
+    @abstractmethod
+    def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        """``{quantity: (abs_err, scale)}`` between two optimal results of this problem."""
