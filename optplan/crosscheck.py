@@ -17,9 +17,14 @@ SOLVER_TOL = {
 }
 
 
-def cross_check(problem: Problem, solver: str | None = None, rtol: float | None = None,
-                atol: float | None = None, fast_options: dict | None = None,
-                conic_options: dict | None = None) -> CrossCheck:
+def cross_check(
+    problem: Problem,
+    solver: str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    fast_options: dict | None = None,
+    conic_options: dict | None = None,
+) -> CrossCheck:
     """Solve ``problem`` with ``method="fast"`` and ``method="conic"`` and compare.
 
     Parameters
@@ -52,8 +57,7 @@ def cross_check(problem: Problem, solver: str | None = None, rtol: float | None 
     both = fast.status in SOLUTION_PRESENT and conic.status in SOLUTION_PRESENT
     if not both:
         agree = fast.status == conic.status
-        message = (f"fast: {fast.status} ({fast.message}); conic: {conic.status} "
-                   f"({conic.message})")
+        message = f"fast: {fast.status} ({fast.message}); conic: {conic.status} ({conic.message})"
         return CrossCheck(agree, abs_err, rel_err, rtol, atol, fast, conic, message)
     bad = []
     for name, (err, scale) in problem.compare(fast, conic).items():

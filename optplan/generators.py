@@ -123,7 +123,11 @@ def riverswim(
     if p_left < -1e-12:
         raise ValueError(f"p_right + p_stay must be <= 1, got {p_right!r} + {p_stay!r}")
     p_left = max(p_left, 0.0)
-    starts = [start] if isinstance(start, (int, np.integer)) and not isinstance(start, bool) else start
+    if isinstance(start, np.ndarray):
+        start = start.tolist()
+    starts = (
+        [start] if isinstance(start, (int, np.integer)) and not isinstance(start, bool) else start
+    )
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence) or len(starts) == 0:
         raise ValueError(f"start must be a state index or a non-empty list of them, got {start!r}")
     starts = [_check_int("start", s, 0) for s in starts]

@@ -29,7 +29,9 @@ def _as_float_array(name: str, value, ndim: int | tuple[int, ...]) -> np.ndarray
     try:
         arr = np.array(value, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}: {exc}") from None
+        raise TypeError(
+            f"{name} must be a numeric array, got {type(value).__name__}: {exc}"
+        ) from None
     ndims = (ndim,) if isinstance(ndim, int) else ndim
     if arr.ndim not in ndims:
         want = " or ".join(str(n) for n in ndims)
@@ -55,20 +57,24 @@ def _check_distribution(name: str, arr: np.ndarray) -> None:
 
 
 def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
-    """Check P >= 0 and that rows of admissible pairs sum to one; ``axes`` names the leading axes."""
+    """Check P >= 0 and that admissible rows sum to one; ``axes`` names the leading axes."""
+
     def where(idx):
-        return "P[" + ", ".join(f"{n}={i}" for n, i in zip(axes, idx)) + "]"
+        return "P[" + ", ".join(f"{n}={i}" for n, i in zip(axes, idx, strict=False)) + "]"
 
     neg = P < 0
     if neg.any():
         idx = tuple(int(i) for i in np.argwhere(neg)[0])
-        raise ValueError(f"P has a negative entry {float(P[idx])!r} at {where(idx[:-1])[:-1]}, s'={idx[-1]}]")
+        raise ValueError(
+            f"P has a negative entry {float(P[idx])!r} at {where(idx[:-1])[:-1]}, s'={idx[-1]}]"
+        )
     sums = P.sum(axis=-1)
     bad = (np.abs(sums - 1.0) > ROW_SUM_TOL) & mask
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(
-            f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, not 1 (tolerance {ROW_SUM_TOL})"
+            f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, "
+            f"not 1 (tolerance {ROW_SUM_TOL})"
         )
 
 
@@ -86,7 +92,9 @@ def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
     empty = ~out.any(axis=-1)
     if empty.any():
         idx = tuple(int(i) for i in np.argwhere(empty)[0])
-        raise ValueError(f"action_mask leaves state {idx if len(idx) > 1 else idx[0]} with no action")
+        raise ValueError(
+            f"action_mask leaves state {idx if len(idx) > 1 else idx[0]} with no action"
+        )
     out.setflags(write=False)
     return out
 
@@ -127,7 +135,9 @@ class TabularMDP:
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
         if P.shape != (S, A, S):
-            raise ValueError(f"P has shape {P.shape}, expected (S, A, S) = {(S, A, S)} from R {R.shape}")
+            raise ValueError(
+                f"P has shape {P.shape}, expected (S, A, S) = {(S, A, S)} from R {R.shape}"
+            )
         if S == 0 or A == 0:
             raise ValueError(f"the model needs at least one state and one action, got R {R.shape}")
         mask = _check_mask(self.action_mask, (S, A))
@@ -231,7 +241,9 @@ class FiniteHorizonMDP:
             raise ValueError(f"the model needs L, S, A >= 1, got R {R.shape}")
         mask = self.action_mask
         if mask is not None and np.ndim(mask) == 2:
-            mask = np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
+            mask = (
+                np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
+            )
         mask = _check_mask(mask, (L, S, A))
         _check_transitions(P, mask, "lsa")
         if self.initial is None:

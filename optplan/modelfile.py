@@ -103,7 +103,9 @@ def _criterion(path: Path, data: dict[str, Any], default: str | None) -> tuple[s
             raise _fail(path, "criterion", f"is required (one of {', '.join(CRITERIA)})")
         criterion = default
     if criterion not in CRITERIA:
-        raise _fail(path, "criterion", f"unknown criterion {criterion!r}, expected one of {CRITERIA}")
+        raise _fail(
+            path, "criterion", f"unknown criterion {criterion!r}, expected one of {CRITERIA}"
+        )
     discount = data.get("discount")
     if criterion == "discounted":
         if discount is None:
@@ -112,7 +114,9 @@ def _criterion(path: Path, data: dict[str, Any], default: str | None) -> tuple[s
             raise _fail(path, "discount", f"must be a number, got {type(discount).__name__}")
         discount = float(discount)
     elif discount is not None:
-        raise _fail(path, "discount", f"is only allowed with criterion = 'discounted', not {criterion!r}")
+        raise _fail(
+            path, "discount", f"is only allowed with criterion = 'discounted', not {criterion!r}"
+        )
     return criterion, discount
 
 
@@ -143,7 +147,9 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
         if mask.ndim == 2:
             _check_shape(path, "action_mask", mask, (S, A), f"= (S, A) from R of shape {R.shape}")
         else:
-            _check_shape(path, "action_mask", mask, R.shape, f"= (L, S, A) from R of shape {R.shape}")
+            _check_shape(
+                path, "action_mask", mask, R.shape, f"= (L, S, A) from R of shape {R.shape}"
+            )
     try:
         if layered:
             return FiniteHorizonMDP(P, R, initial=initial, action_mask=mask, name=name)
@@ -155,7 +161,11 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
 def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
     gen_name = _string(path, data, "generator")
     if gen_name not in GENERATORS:
-        raise _fail(path, "generator", f"unknown generator {gen_name!r}, expected one of {sorted(GENERATORS)}")
+        raise _fail(
+            path,
+            "generator",
+            f"unknown generator {gen_name!r}, expected one of {sorted(GENERATORS)}",
+        )
     generator = GENERATORS[gen_name]
     default = "discounted" if data.get("discount") is not None else "average"
     criterion, discount = _criterion(path, data, default=default)
@@ -164,7 +174,8 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
     for key in params:
         if key not in signature:
             raise _fail(
-                path, key,
+                path,
+                key,
                 f"not a parameter of generator {gen_name!r} (parameters: {', '.join(signature)})",
             )
     passes_discount = "discount" in signature
@@ -173,11 +184,17 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
     horizon = data.get("horizon")
     if criterion == "finite_horizon":
         if horizon is None:
-            raise _fail(path, "horizon", "is required when a generator file sets criterion = 'finite_horizon'")
+            raise _fail(
+                path,
+                "horizon",
+                "is required when a generator file sets criterion = 'finite_horizon'",
+            )
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
             raise _fail(path, "horizon", f"must be a positive integer, got {horizon!r}")
     elif horizon is not None:
-        raise _fail(path, "horizon", f"is only allowed with criterion = 'finite_horizon', not {criterion!r}")
+        raise _fail(
+            path, "horizon", f"is only allowed with criterion = 'finite_horizon', not {criterion!r}"
+        )
     try:
         mdp = generator(**params)
         if not passes_discount:
@@ -254,7 +271,9 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
     elif isinstance(model, TabularMDP):
         criterion = model.criterion
     else:
-        raise TypeError(f"model must be a TabularMDP or FiniteHorizonMDP, got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a TabularMDP or FiniteHorizonMDP, got {type(model).__name__}"
+        )
     if description is not None and not isinstance(description, str):
         raise TypeError(f"description must be a string, got {type(description).__name__}")
     doc: dict[str, Any] = {"name": model.name}

@@ -124,8 +124,22 @@ class PlanResult:
         """A JSON-ready dict (arrays to lists, ``-inf``/``inf``/``nan`` to ``None``)."""
         out = {}
         for name in (
-            "value", "status", "success", "message", "method", "solver", "iterations",
-            "solve_time", "gain", "x", "multiplier", "values", "bias", "q", "policy", "occupancy",
+            "value",
+            "status",
+            "success",
+            "message",
+            "method",
+            "solver",
+            "iterations",
+            "solve_time",
+            "gain",
+            "x",
+            "multiplier",
+            "values",
+            "bias",
+            "q",
+            "policy",
+            "occupancy",
         ):
             out[name] = _jsonable(getattr(self, name))
         if self.info:

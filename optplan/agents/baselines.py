@@ -82,9 +82,10 @@ class RandomAgent:
         if self._rng is None:
             raise RuntimeError("call reset(rng) before select_action()")
         if self._layered:
-            if self._layer >= len(self.action_mask):
+            n_layers = len(self.action_mask)
+            if self._layer >= n_layers:
                 raise RuntimeError(
-                    f"{self._layer} steps without done, but the mask has {len(self.action_mask)} layers"
+                    f"{self._layer} steps without done, but the mask has {n_layers} layers"
                 )
             k = self._rng.integers(self._counts[self._layer, state])
             return int(self._actions[self._layer, state, k])
@@ -141,7 +142,9 @@ class OracleAgent:
         method: str = "fast",
     ) -> None:
         if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-            raise TypeError(f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}")
+            raise TypeError(
+                f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}"
+            )
         if criterion is None:
             criterion = mdp.criterion
         if criterion not in CRITERIA:

@@ -36,7 +36,12 @@ def run(problem: cp.Problem, solver: str, solver_options: dict | None = None):
     options.update(solver_options or {})
     start = time.perf_counter()
     if solver not in cp.installed_solvers():
-        return SOLVER_ERROR, f"solver {solver} is not installed (cvxpy has {cp.installed_solvers()})", None, 0.0
+        return (
+            SOLVER_ERROR,
+            f"solver {solver} is not installed (cvxpy has {cp.installed_solvers()})",
+            None,
+            0.0,
+        )
     try:
         problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
@@ -54,8 +59,13 @@ def admissible_pairs(mask: np.ndarray) -> tuple[np.ndarray, ...]:
     return np.nonzero(mask)
 
 
-def bellman_matrix(P_rows: np.ndarray, rows_state: np.ndarray, n_cols: int,
-                   discount: float = 1.0, next_offset: np.ndarray | None = None) -> sp.csr_matrix:
+def bellman_matrix(
+    P_rows: np.ndarray,
+    rows_state: np.ndarray,
+    n_cols: int,
+    discount: float = 1.0,
+    next_offset: np.ndarray | None = None,
+) -> sp.csr_matrix:
     """Sparse ``E - discount * P`` for Bellman inequalities ``(E - gamma P) v >= r``.
 
     ``P_rows[k, s']`` are the transition rows of the admissible pairs, ``rows_state[k]`` the
@@ -70,7 +80,9 @@ def bellman_matrix(P_rows: np.ndarray, rows_state: np.ndarray, n_cols: int,
     return (E - discount * Pm).tocsr()
 
 
-def scatter(values: np.ndarray, index: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:
+def scatter(
+    values: np.ndarray, index: tuple[np.ndarray, ...], shape: tuple[int, ...]
+) -> np.ndarray:
     """Place per-pair values back into a dense ``shape`` array (zeros elsewhere)."""
     out = np.zeros(shape)
     out[index] = values

@@ -5,8 +5,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..fast._dp import backup, greedy, masked
-from ..result import OPTIMAL, PlanResult
+from ..fast._dp import backup, class_gains, greedy, masked
+from ..result import MULTICHAIN, OPTIMAL, PlanResult
 from ._common import admissible_pairs, bellman_matrix, run, scatter
 
 #: Stage 1 leaves ``v`` undetermined on states where no Bellman inequality is tight; a
@@ -45,19 +45,50 @@ def formulate_bias(problem, gain: float, pi: np.ndarray) -> cp.Problem:
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     mdp = problem.mdp
-    S = mdp.n_states
     prob = formulate(problem)
     status, message, iterations, seconds = run(prob, solver, solver_options)
     phi, v = prob.var_dict["gain"].value, prob.var_dict["bias"].value
     if v is None or phi is None:
-        return PlanResult(np.nan, status=status, message=message, method="conic", solver=solver,
-                          iterations=iterations, solve_time=seconds)
+        return PlanResult(
+            np.nan,
+            status=status,
+            message=message,
+            method="conic",
+            solver=solver,
+            iterations=iterations,
+            solve_time=seconds,
+        )
     gain = float(phi)
     pairs = admissible_pairs(mdp.action_mask)
     y = np.clip(prob.constraints[0].dual_value, 0.0, None)
     occupancy = scatter(y / y.sum(), pairs, mdp.R.shape)
     pi = occupancy.sum(axis=1)
     scale = 1.0 + np.abs(mdp.R).max()
+    visited = pi > 1e-6 * pi.max()
+    policy = np.where(
+        visited, occupancy.argmax(axis=1), greedy(masked(backup(mdp.P, mdp.R, v), mdp.action_mask))
+    )
+    gains = class_gains(mdp.P, mdp.R, policy)
+    if gains.max() - gains.min() > TIGHT_TOL * scale:
+        # the scalar-gain LP gives the best class's gain; in a multichain model that is not
+        # the gain from every state, so it is not reported as the optimal gain
+        message = (
+            f"the LP's policy has {gains.size} recurrent classes with gains "
+            f"{np.round(gains, 6).tolist()}: the model is multichain and the unichain "
+            "LP (one scalar gain) does not apply"
+        )
+        return PlanResult(
+            np.nan,
+            status=MULTICHAIN,
+            message=message,
+            method="conic",
+            solver=solver,
+            iterations=iterations,
+            solve_time=seconds,
+            policy=policy,
+            occupancy=occupancy,
+            info={"lp_gain": gain},
+        )
     residual = masked(backup(mdp.P, mdp.R, v), mdp.action_mask).max(axis=1) - v - gain
     stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
     if stage2 and status == OPTIMAL:
@@ -67,16 +98,36 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         iterations = (iterations or 0) + (it2 or 0)
         message = "; ".join(m for m in (message, message2) if m)
         if prob2.var_dict["bias"].value is None:
-            return PlanResult(gain, status=status, message="stage 2 (bias): " + message,
-                              method="conic", solver=solver, iterations=iterations,
-                              solve_time=seconds, gain=gain, occupancy=occupancy)
+            return PlanResult(
+                gain,
+                status=status,
+                message="stage 2 (bias): " + message,
+                method="conic",
+                solver=solver,
+                iterations=iterations,
+                solve_time=seconds,
+                gain=gain,
+                occupancy=occupancy,
+            )
         v = prob2.var_dict["bias"].value
     h = v - pi @ v
     q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
-    visited = pi > 1e-6 * pi.max()
-    policy = np.where(visited, occupancy.argmax(axis=1), greedy(q))
+    policy = np.where(visited, policy, greedy(q))
     return PlanResult(
-        value=gain, x=h, multiplier=occupancy, status=status, message=message, method="conic",
-        solver=solver, iterations=iterations, solve_time=seconds, values=h, q=q, policy=policy,
-        gain=gain, bias=h, occupancy=occupancy, info={"stage2": stage2},
+        value=gain,
+        x=h,
+        multiplier=occupancy,
+        status=status,
+        message=message,
+        method="conic",
+        solver=solver,
+        iterations=iterations,
+        solve_time=seconds,
+        values=h,
+        q=q,
+        policy=policy,
+        gain=gain,
+        bias=h,
+        occupancy=occupancy,
+        info={"stage2": stage2},
     )

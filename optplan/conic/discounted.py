@@ -26,15 +26,32 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     status, message, iterations, seconds = run(prob, solver, solver_options)
     V = prob.var_dict["V"].value
     if V is None:
-        return PlanResult(np.nan, status=status, message=message, method="conic", solver=solver,
-                          iterations=iterations, solve_time=seconds)
+        return PlanResult(
+            np.nan,
+            status=status,
+            message=message,
+            method="conic",
+            solver=solver,
+            iterations=iterations,
+            solve_time=seconds,
+        )
     y = np.clip(prob.constraints[0].dual_value, 0.0, None)
     occupancy = scatter((1.0 - mdp.discount) * y, admissible_pairs(mdp.action_mask), mdp.R.shape)
     q = masked(backup(mdp.P, mdp.R, V, mdp.discount), mdp.action_mask)
     # full-support weights put mass on every state, so the dual names an action everywhere
     policy = occupancy.argmax(axis=1)
     return PlanResult(
-        value=float(mdp.initial @ V), x=V, multiplier=occupancy, status=status, message=message,
-        method="conic", solver=solver, iterations=iterations, solve_time=seconds,
-        values=V, q=q, policy=policy, occupancy=occupancy,
+        value=float(mdp.initial @ V),
+        x=V,
+        multiplier=occupancy,
+        status=status,
+        message=message,
+        method="conic",
+        solver=solver,
+        iterations=iterations,
+        solve_time=seconds,
+        values=V,
+        q=q,
+        policy=policy,
+        occupancy=occupancy,
     )

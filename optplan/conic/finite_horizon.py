@@ -30,17 +30,38 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     status, message, iterations, seconds = run(prob, solver, solver_options)
     v = prob.var_dict["V"].value
     if v is None:
-        return PlanResult(np.nan, status=status, message=message, method="conic", solver=solver,
-                          iterations=iterations, solve_time=seconds)
+        return PlanResult(
+            np.nan,
+            status=status,
+            message=message,
+            method="conic",
+            solver=solver,
+            iterations=iterations,
+            solve_time=seconds,
+        )
     V = v.reshape(L, S)
     V_next = np.vstack([V[1:], np.zeros((1, S))])
-    q = np.stack([masked(backup(mdp.P[l], mdp.R[l], V_next[l]), mdp.action_mask[l])
-                  for l in range(L)])
+    q = np.stack(
+        [masked(backup(mdp.P[l], mdp.R[l], V_next[l]), mdp.action_mask[l]) for l in range(L)]
+    )
     policy = greedy(q)
-    dual = scatter(np.clip(prob.constraints[0].dual_value, 0.0, None),
-                   admissible_pairs(mdp.action_mask), mdp.R.shape)
+    dual = scatter(
+        np.clip(prob.constraints[0].dual_value, 0.0, None),
+        admissible_pairs(mdp.action_mask),
+        mdp.R.shape,
+    )
     return PlanResult(
-        value=float(mdp.initial @ V[0]), x=V, multiplier=dual, status=status, message=message,
-        method="conic", solver=solver, iterations=iterations, solve_time=seconds,
-        values=V, q=q, policy=policy, occupancy=forward_occupancy(mdp, policy),
+        value=float(mdp.initial @ V[0]),
+        x=V,
+        multiplier=dual,
+        status=status,
+        message=message,
+        method="conic",
+        solver=solver,
+        iterations=iterations,
+        solve_time=seconds,
+        values=V,
+        q=q,
+        policy=policy,
+        occupancy=forward_occupancy(mdp, policy),
     )

@@ -85,13 +85,18 @@ class TabularEnv(gym.Env):
         max_steps: int | None = None,
     ) -> None:
         if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-            raise TypeError(f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}")
-        if isinstance(reward_noise, bool) or not isinstance(
-            reward_noise, (int, float, np.integer, np.floating)
+            raise TypeError(
+                f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}"
+            )
+        if (
+            isinstance(reward_noise, bool)
+            or not isinstance(reward_noise, (int, float, np.integer, np.floating))
+            or not math.isfinite(reward_noise)
+            or reward_noise < 0
         ):
-            raise ValueError(f"reward_noise must be a non-negative finite float, got {reward_noise!r}")
-        if not math.isfinite(reward_noise) or reward_noise < 0:
-            raise ValueError(f"reward_noise must be a non-negative finite float, got {reward_noise!r}")
+            raise ValueError(
+                f"reward_noise must be a non-negative finite float, got {reward_noise!r}"
+            )
         if max_steps is not None and (
             isinstance(max_steps, bool)
             or not isinstance(max_steps, (int, np.integer))

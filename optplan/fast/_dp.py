@@ -55,6 +55,13 @@ def closed_classes(P_pi: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     return int(closed.sum()), labels, closed
 
 
+def n_recurrent_classes(P_pi: np.ndarray) -> int:
+    """Number of recurrent classes; O(S^2) shortcut when some state is entered from every state."""
+    if (P_pi > 0).all(axis=0).any():
+        return 1
+    return closed_classes(P_pi)[0]
+
+
 def evaluate_discounted(P_pi: np.ndarray, r_pi: np.ndarray, discount: float) -> np.ndarray:
     """``V = (I - discount P_pi)^{-1} r_pi``."""
     S = r_pi.shape[0]
@@ -97,21 +104,14 @@ def evaluate_average(P_pi: np.ndarray, r_pi: np.ndarray) -> tuple[float, np.ndar
     return float(sol[S]), sol[:S]
 
 
-def average_policy_gain(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[float, bool]:
-    """Gain of a deterministic policy in a model, and whether its chain is unichain.
-
-    For a multichain policy the gain is state-dependent; the largest recurrent-class gain is
-    returned with ``False`` so a caller can tell.
-    """
+def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """Gain of each recurrent class of a deterministic policy's chain (one entry if unichain)."""
     P_pi, r_pi = policy_model(P, R, policy)
-    n, labels, closed = closed_classes(P_pi)
-    if n == 1:
-        g, _ = evaluate_average(P_pi, r_pi)
-        return g, True
+    if n_recurrent_classes(P_pi) == 1:
+        return np.array([evaluate_average(P_pi, r_pi)[0]])
+    _, labels, closed = closed_classes(P_pi)
     gains = []
     for c in np.flatnonzero(closed):  # loop over recurrent classes, not states
         idx = np.flatnonzero(labels == c)
-        sub = P_pi[np.ix_(idx, idx)]
-        g, _ = evaluate_average(sub, r_pi[idx])
-        gains.append(g)
-    return float(max(gains)), False
+        gains.append(evaluate_average(P_pi[np.ix_(idx, idx)], r_pi[idx])[0])
+    return np.array(gains)

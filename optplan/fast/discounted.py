@@ -13,8 +13,9 @@ from ._options import check_algorithm, check_tol_iter
 ALGORITHMS = ("policy_iteration", "value_iteration")
 
 
-def solve(problem, algorithm: str = "policy_iteration", tol: float = 1e-10,
-          max_iter: int | None = None) -> PlanResult:
+def solve(
+    problem, algorithm: str = "policy_iteration", tol: float = 1e-10, max_iter: int | None = None
+) -> PlanResult:
     """Solve a discounted MDP.
 
     Parameters
@@ -38,7 +39,7 @@ def solve(problem, algorithm: str = "policy_iteration", tol: float = 1e-10,
     status, message = OPTIMAL, ""
     if algorithm == "policy_iteration":
         policy = greedy(masked(R, mask))
-        for it in range(1, max_iter + 1):
+        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
             V = evaluate_discounted(*policy_model(P, R, policy), gamma)
             Q = backup(P, R, V, gamma)
             new = greedy(masked(Q, mask), policy, tol=1e-12)
@@ -50,7 +51,7 @@ def solve(problem, algorithm: str = "policy_iteration", tol: float = 1e-10,
     else:
         V = np.zeros(mdp.n_states)
         threshold = tol * (1.0 - gamma) / (2.0 * gamma) if gamma > 0 else np.inf
-        for it in range(1, max_iter + 1):
+        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
             Q = backup(P, R, V, gamma)
             V_new = masked(Q, mask).max(axis=1)
             step = np.max(np.abs(V_new - V))
@@ -58,9 +59,12 @@ def solve(problem, algorithm: str = "policy_iteration", tol: float = 1e-10,
             if step < threshold:
                 break
         else:
-            status, message = MAX_ITER, (
-                f"value iteration did not reach tol={tol} in {max_iter} iterations "
-                f"(last step {step:.3g})"
+            status, message = (
+                MAX_ITER,
+                (
+                    f"value iteration did not reach tol={tol} in {max_iter} iterations "
+                    f"(last step {step:.3g})"
+                ),
             )
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))

@@ -1,4 +1,4 @@
-"""Problem objects: *what* is solved (inputs and validation). See ``optplan.conic``/``optplan.fast``."""
+"""Problem objects: *what* is solved (inputs, validation); ``conic``/``fast`` say how."""
 
 from __future__ import annotations
 

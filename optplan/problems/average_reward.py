@@ -8,7 +8,7 @@ import numpy as np
 
 from ..mdp import TabularMDP
 from ..result import PlanResult
-from ._compare import diff, diff_up_to_constant
+from ._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
 from .base import Problem
 
 
@@ -47,10 +47,10 @@ class AverageRewardPlanning(Problem):
             raise TypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
 
     def policy_gain(self, policy: np.ndarray) -> float:
-        """Gain of a deterministic policy (the best recurrent class's if it is multichain)."""
-        from ..fast._dp import average_policy_gain
+        """Gain of a deterministic policy (the worst recurrent class's if it is multichain)."""
+        from ..fast._dp import class_gains
 
-        return average_policy_gain(self.mdp.P, self.mdp.R, policy)[0]
+        return float(class_gains(self.mdp.P, self.mdp.R, policy).min())
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         out = {
@@ -60,6 +60,14 @@ class AverageRewardPlanning(Problem):
             "policy_value": diff(self.policy_gain(a.policy), self.policy_gain(b.policy)),
             "occupancy_value": diff(*(float(np.sum(r.occupancy * self.mdp.R)) for r in (a, b))),
         }
-        if np.array_equal(a.policy, b.policy):
+        zero = np.zeros(self.mdp.n_states)
+        out["multiplier_feasibility"] = (
+            max(
+                max(flow_residual(r.occupancy, self.mdp.P, zero), abs(r.occupancy.sum() - 1.0))
+                for r in (a, b)
+            ),
+            1.0,
+        )
+        if unique_argmax(a.q):
             out["multiplier"] = diff(a.occupancy, b.occupancy)
         return out

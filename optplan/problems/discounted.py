@@ -8,7 +8,7 @@ import numpy as np
 
 from ..mdp import TabularMDP
 from ..result import PlanResult
-from ._compare import diff
+from ._compare import diff, flow_residual, unique_argmax
 from .base import Problem
 
 
@@ -18,8 +18,8 @@ class DiscountedPlanning(Problem):
 
     The LP (Puterman §6.9; DESIGN.md "Discounted"):
 
-    .. math:: \min_V\ w^\top V \quad \text{s.t.}\quad V_s \ge R_{sa} + \gamma \sum_{s'} P_{sas'} V_{s'}
-              \quad \forall\, a \in A(s),
+    .. math:: \min_V\ w^\top V \quad \text{s.t.}\quad
+              V_s \ge R_{sa} + \gamma \sum_{s'} P_{sas'} V_{s'} \quad \forall\, a \in A(s),
 
     whose dual variables, scaled by ``1 - gamma``, are the normalized discounted state-action
     occupancy of an optimal policy started from ``w``. The weights ``w`` are :attr:`weights`:
@@ -63,6 +63,12 @@ class DiscountedPlanning(Problem):
         scale = 1.0 / (1.0 - self.mdp.discount)
         occ_value = [scale * float(np.sum(r.occupancy * self.mdp.R)) for r in (a, b)]
         out["occupancy_value"] = diff(*occ_value)
-        if np.array_equal(a.policy, b.policy):
+        gamma = self.mdp.discount
+        source = (1.0 - gamma) * self.weights
+        out["multiplier_feasibility"] = (
+            max(flow_residual(r.occupancy, self.mdp.P, source, gamma) for r in (a, b)),
+            1.0,
+        )
+        if unique_argmax(a.q):
             out["multiplier"] = diff(a.occupancy, b.occupancy)
         return out

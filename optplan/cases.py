@@ -1,0 +1,100 @@
+"""Random problem instances shared by the tests and ``optplan bench`` (scipy's ``_tstutils``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mdp import FiniteHorizonMDP, TabularMDP
+
+
+def random_transitions(
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    n_states: int,
+    density: float = 1.0,
+    unichain: bool = True,
+) -> np.ndarray:
+    """Dirichlet(1) rows ``P[..., s']`` with about ``density * S`` next states each.
+
+    With ``unichain=True`` every row gives positive probability to state 0, so every policy's
+    chain has a single recurrent class (the one holding state 0).
+    """
+    P = rng.dirichlet(np.ones(n_states), size=shape)
+    if density < 1.0:
+        keep = rng.random((*shape, n_states)) < density
+        if unichain:
+            keep[..., 0] = True
+        empty = ~keep.any(axis=-1)
+        keep[empty, rng.integers(n_states, size=int(empty.sum()))] = True
+        P = np.where(keep, P, 0.0)
+        P /= P.sum(axis=-1, keepdims=True)
+    return P
+
+
+def random_mask(rng: np.random.Generator, shape: tuple[int, ...], keep: float = 0.7) -> np.ndarray:
+    """A random admissible-action mask that leaves every state at least one action."""
+    mask = rng.random(shape) < keep
+    first = rng.integers(shape[-1], size=shape[:-1])
+    np.put_along_axis(mask, first[..., None], True, axis=-1)
+    return mask
+
+
+def random_rewards(
+    rng: np.random.Generator, shape: tuple[int, ...], ties: bool = False
+) -> np.ndarray:
+    """Uniform rewards in [0, 1); with ``ties`` rounded to one decimal so many actions tie."""
+    R = rng.random(shape)
+    return np.round(R, 1) if ties else R
+
+
+def random_mdp(
+    rng: np.random.Generator,
+    n_states: int,
+    n_actions: int,
+    discount: float | None = None,
+    density: float = 1.0,
+    mask: bool = False,
+    ties: bool = False,
+    unichain: bool = True,
+) -> TabularMDP:
+    """A random ``TabularMDP`` (see :func:`random_transitions` for ``unichain``)."""
+    P = random_transitions(rng, (n_states, n_actions), n_states, density, unichain)
+    R = random_rewards(rng, (n_states, n_actions), ties)
+    action_mask = random_mask(rng, (n_states, n_actions)) if mask else None
+    return TabularMDP(P, R, discount=discount, action_mask=action_mask)
+
+
+def random_finite_horizon(
+    rng: np.random.Generator,
+    horizon: int,
+    n_states: int,
+    n_actions: int,
+    density: float = 1.0,
+    mask: bool = False,
+    ties: bool = False,
+) -> FiniteHorizonMDP:
+    P = random_transitions(rng, (horizon, n_states, n_actions), n_states, density, unichain=False)
+    R = random_rewards(rng, (horizon, n_states, n_actions), ties)
+    action_mask = random_mask(rng, (horizon, n_states, n_actions)) if mask else None
+    return FiniteHorizonMDP(P, R, action_mask=action_mask)
+
+
+def planning_cases(
+    seed: int, count: int, criterion: str, max_states: int = 40, max_actions: int = 5
+):
+    """``count`` varied random models for one criterion: sizes, density, masks, ties."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        S = int(rng.integers(1, max_states + 1))
+        A = int(rng.integers(1, max_actions + 1))
+        density = float(rng.choice([1.0, 0.5, 0.2, 0.05]))
+        mask = bool(i % 2)
+        ties = i % 3 == 0
+        if criterion == "finite_horizon":
+            L = int(rng.integers(1, 8))
+            yield random_finite_horizon(rng, L, S, A, density, mask, ties)
+        else:
+            discount = (
+                float(rng.choice([0.0, 0.5, 0.9, 0.99])) if criterion == "discounted" else None
+            )
+            yield random_mdp(rng, S, A, discount, density, mask, ties)
