@@ -8,8 +8,10 @@ Public API (re-exports only)::
     chk = op.cross_check(op.AverageRewardPlanning(mdp))
 """
 
+from . import agents, envs, experiments
 from .crosscheck import SOLVER_TOL, cross_check
 from .mdp import FiniteHorizonMDP, TabularMDP
+from .modelfile import load_model, save_model
 from .problems import (
     METHODS,
     SOLVERS,
@@ -26,6 +28,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TabularMDP",
+    "load_model",
+    "save_model",
+    "agents",
+    "envs",
+    "experiments",
     "FiniteHorizonMDP",
     "PlanResult",
     "CrossCheck",

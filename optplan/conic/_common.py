@@ -8,7 +8,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..result import SOLVER_ERROR, map_cvxpy_status
+from ..result import SOLUTION_PRESENT, SOLVER_ERROR, PlanResult, map_cvxpy_status
 
 #: Solver settings used unless the caller passes ``solver_options``. Tight, because the conic
 #: path is the reference the fast paths are checked against; SCS (first-order) is looser and
@@ -87,3 +87,25 @@ def scatter(
     out = np.zeros(shape)
     out[index] = values
     return out
+
+
+def no_solution(
+    status: str, message: str, solver: str, iterations, seconds: float, **fields
+) -> PlanResult | None:
+    """The result to return when the solver found no solution (``None`` when it did).
+
+    The value is NaN, not the solver's last iterate: a number is returned only with a
+    solution status.
+    """
+    if status in SOLUTION_PRESENT:
+        return None
+    return PlanResult(
+        np.nan,
+        status=status,
+        message=message or f"{solver}: {status}",
+        method="conic",
+        solver=solver,
+        iterations=iterations,
+        solve_time=seconds,
+        **fields,
+    )

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..fast._dp import backup, class_gains, greedy, masked
 from ..result import MULTICHAIN, OPTIMAL, PlanResult
-from ._common import admissible_pairs, bellman_matrix, run, scatter
+from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
 
 #: Stage 1 leaves ``v`` undetermined on states where no Bellman inequality is tight; a
 #: residual above this (relative to the reward scale) triggers the second stage.
@@ -47,17 +47,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     mdp = problem.mdp
     prob = formulate(problem)
     status, message, iterations, seconds = run(prob, solver, solver_options)
+    failed = no_solution(status, message, solver, iterations, seconds)
+    if failed:
+        return failed
     phi, v = prob.var_dict["gain"].value, prob.var_dict["bias"].value
-    if v is None or phi is None:
-        return PlanResult(
-            np.nan,
-            status=status,
-            message=message,
-            method="conic",
-            solver=solver,
-            iterations=iterations,
-            solve_time=seconds,
-        )
     gain = float(phi)
     pairs = admissible_pairs(mdp.action_mask)
     y = np.clip(prob.constraints[0].dual_value, 0.0, None)
@@ -97,18 +90,17 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         seconds += sec2
         iterations = (iterations or 0) + (it2 or 0)
         message = "; ".join(m for m in (message, message2) if m)
-        if prob2.var_dict["bias"].value is None:
-            return PlanResult(
-                gain,
-                status=status,
-                message="stage 2 (bias): " + message,
-                method="conic",
-                solver=solver,
-                iterations=iterations,
-                solve_time=seconds,
-                gain=gain,
-                occupancy=occupancy,
-            )
+        failed = no_solution(
+            status,
+            "stage 2 (bias): " + message,
+            solver,
+            iterations,
+            seconds,
+            occupancy=occupancy,
+            info={"lp_gain": gain},
+        )
+        if failed:
+            return failed
         v = prob2.var_dict["bias"].value
     h = v - pi @ v
     q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..fast._dp import backup, masked
 from ..result import PlanResult
-from ._common import admissible_pairs, bellman_matrix, run, scatter
+from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
 
 
 def formulate(problem) -> cp.Problem:
@@ -24,17 +24,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     mdp = problem.mdp
     prob = formulate(problem)
     status, message, iterations, seconds = run(prob, solver, solver_options)
+    failed = no_solution(status, message, solver, iterations, seconds)
+    if failed:
+        return failed
     V = prob.var_dict["V"].value
-    if V is None:
-        return PlanResult(
-            np.nan,
-            status=status,
-            message=message,
-            method="conic",
-            solver=solver,
-            iterations=iterations,
-            solve_time=seconds,
-        )
     y = np.clip(prob.constraints[0].dual_value, 0.0, None)
     occupancy = scatter((1.0 - mdp.discount) * y, admissible_pairs(mdp.action_mask), mdp.R.shape)
     q = masked(backup(mdp.P, mdp.R, V, mdp.discount), mdp.action_mask)

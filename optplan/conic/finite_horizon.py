@@ -8,7 +8,7 @@ import numpy as np
 from ..fast._dp import backup, greedy, masked
 from ..fast.finite_horizon import forward_occupancy
 from ..result import PlanResult
-from ._common import admissible_pairs, bellman_matrix, run, scatter
+from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
 
 
 def formulate(problem) -> cp.Problem:
@@ -28,17 +28,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     L, S, _ = mdp.R.shape
     prob = formulate(problem)
     status, message, iterations, seconds = run(prob, solver, solver_options)
+    failed = no_solution(status, message, solver, iterations, seconds)
+    if failed:
+        return failed
     v = prob.var_dict["V"].value
-    if v is None:
-        return PlanResult(
-            np.nan,
-            status=status,
-            message=message,
-            method="conic",
-            solver=solver,
-            iterations=iterations,
-            solve_time=seconds,
-        )
     V = v.reshape(L, S)
     V_next = np.vstack([V[1:], np.zeros((1, S))])
     q = np.stack(

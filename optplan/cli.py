@@ -1,0 +1,306 @@
+"""The ``optplan`` command: solve, verify, demo, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .crosscheck import cross_check
+from .mdp import FiniteHorizonMDP, TabularMDP
+from .modelfile import load_model
+from .problems import (
+    SOLVERS,
+    AverageRewardPlanning,
+    DiscountedPlanning,
+    FiniteHorizonPlanning,
+)
+from .result import PlanResult
+
+CRITERIA = ("average", "discounted", "finite_horizon")
+DEMO_MODELS = ("cowan3.toml", "riverswim6.toml", "random-dirichlet.toml")
+
+
+class CLIError(Exception):
+    """A user error: printed without a traceback, exit status 2."""
+
+
+def make_problem(model, criterion: str | None, discount: float | None, horizon: int | None):
+    """The planning problem for a model and a criterion (default: the model's own)."""
+    criterion = criterion or model.criterion
+    if criterion == "finite_horizon":
+        if isinstance(model, FiniteHorizonMDP):
+            return FiniteHorizonPlanning(model)
+        if horizon is None:
+            raise CLIError("--criterion finite_horizon on a stationary model needs --horizon L")
+        return FiniteHorizonPlanning(FiniteHorizonMDP.from_stationary(model, horizon))
+    if not isinstance(model, TabularMDP):
+        raise CLIError(
+            f"--criterion {criterion} needs a stationary model, the file holds {model!r}"
+        )
+    if criterion == "discounted":
+        gamma = discount if discount is not None else model.discount
+        if gamma is None:
+            raise CLIError(
+                "the model has no discount: pass --discount G for --criterion discounted"
+            )
+        return DiscountedPlanning(model.with_discount(gamma))
+    return AverageRewardPlanning(model)
+
+
+def _fmt(arr, digits: int = 6) -> str:
+    a = np.asarray(arr)
+    if a.dtype.kind in "iu":
+        return np.array2string(a, separator=" ")
+    return np.array2string(
+        a, precision=digits, separator=" ", suppress_small=False, max_line_width=100
+    )
+
+
+def describe(res: PlanResult) -> str:
+    head = f"[{res.method}{' / ' + res.solver if res.solver else ''}]"
+    lines = [
+        f"{head} status={res.status}  time={res.solve_time * 1e3:.2f} ms  "
+        f"iterations={res.iterations}"
+    ]
+    if res.message:
+        lines.append(f"  message: {res.message}")
+    if res.success:
+        if res.gain is not None:
+            lines.append(f"  gain   = {res.gain:.12g}")
+            lines.append(f"  bias   = {_fmt(res.bias)}")
+        else:
+            lines.append(f"  value  = {res.value:.12g}   (initial @ V)")
+            if res.values is not None and res.values.ndim == 1:
+                lines.append(f"  V      = {_fmt(res.values)}")
+        lines.append(f"  policy = {_fmt(res.policy)}")
+    return "\n".join(lines)
+
+
+def describe_check(chk) -> str:
+    mark = "AGREE" if chk.agree else "DISAGREE"
+    lines = [
+        f"cross-check ({chk.conic.solver}, rtol={chk.rtol:g}, atol={chk.atol:g}): {mark}",
+        "  quantity                 abs error (|fast - conic|; residual for *_feasibility)",
+    ]
+    for name, err in chk.abs_err.items():
+        lines.append(f"  {name:<24} {err:.2e}")
+    if not chk.agree:
+        lines.append(f"  {chk.message}")
+    return "\n".join(lines)
+
+
+def cmd_solve(args) -> int:
+    model = load_model(args.file)
+    problem = make_problem(model, args.criterion, args.discount, args.horizon)
+    fast_opts = {"algorithm": args.algorithm} if args.algorithm else {}
+    out = {"model": str(args.file), "name": model.name, "criterion": problem.stem, "results": {}}
+    code = 0
+    if args.method == "both":
+        chk = cross_check(problem, solver=args.solver, fast_options=fast_opts)
+        results = {"fast": chk.fast, "conic": chk.conic}
+        out["cross_check"] = {k: v for k, v in chk.to_dict().items() if k not in ("fast", "conic")}
+        code = 0 if chk.agree else 1
+    elif args.method == "fast":
+        results = {"fast": problem.solve(method="fast", **fast_opts)}
+    else:
+        results = {"conic": problem.solve(method="conic", solver=args.solver)}
+    out["results"] = {k: r.to_dict() for k, r in results.items()}
+    if any(not r.success for r in results.values()):
+        code = 1
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{model!r} from {args.file}, criterion {problem.stem}")
+        for r in results.values():
+            print(describe(r))
+        if args.method == "both":
+            print(describe_check(chk))
+    return code
+
+
+def cmd_verify(args) -> int:
+    model = load_model(args.file)
+    problem = make_problem(model, args.criterion, args.discount, args.horizon)
+    solvers = args.solver or list(SOLVERS)
+    report, ok = [], True
+    for solver in solvers:
+        chk = cross_check(problem, solver=solver)
+        ok &= chk.agree
+        report.append(chk)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "model": str(args.file),
+                    "criterion": problem.stem,
+                    "agree": ok,
+                    "checks": [
+                        {"solver": c.conic.solver}
+                        | {k: v for k, v in c.to_dict().items() if k not in ("fast", "conic")}
+                        for c in report
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"{model!r} from {args.file}, criterion {problem.stem}")
+        for chk in report:
+            print(describe_check(chk))
+        print("verify: " + ("all solvers agree with the fast path" if ok else "DISAGREEMENT"))
+    return 0 if ok else 1
+
+
+def find_models_dir(given: str | None) -> Path:
+    candidates = (
+        [Path(given)]
+        if given
+        else [Path.cwd() / "models", Path(__file__).resolve().parents[1] / "models"]
+    )
+    for c in candidates:
+        if (c / DEMO_MODELS[0]).is_file():
+            return c
+    raise CLIError(
+        f"cannot find the shipped models (looked in {', '.join(map(str, candidates))}); "
+        "run from the repository root or pass --models DIR"
+    )
+
+
+def cmd_demo(args) -> int:
+    start = time.perf_counter()
+    directory = find_models_dir(args.models)
+    print("optplan demo: each shipped model solved by the fast path (policy iteration) and by its")
+    print("LP in CVXPY (CLARABEL), then cross-checked (gain, bias, policy value, occupancies).\n")
+    ok = True
+    header = (
+        f"{'model':<18}{'criterion':<12}{'value (fast)':>16}{'value (conic)':>16}"
+        f"{'max |diff|':>11}{'fast ms':>9}{'conic ms':>10}  policy"
+    )
+    print(header)
+    print("-" * len(header))
+    for fname in DEMO_MODELS:
+        model = load_model(directory / fname)
+        for problem in (
+            AverageRewardPlanning(model),
+            DiscountedPlanning(model.with_discount(0.95)),
+            FiniteHorizonPlanning(FiniteHorizonMDP.from_stationary(model, 10)),
+        ):
+            chk = cross_check(problem, solver="CLARABEL")
+            ok &= chk.agree
+            worst = max(chk.abs_err.values()) if chk.abs_err else float("nan")
+            label = {
+                "average_reward": "average",
+                "discounted": "disc. 0.95",
+                "finite_horizon": "horizon 10",
+            }[problem.stem]
+            policy = chk.fast.policy if chk.fast.policy.ndim == 1 else chk.fast.policy[0]
+            print(
+                f"{model.name:<18}{label:<12}{chk.fast.value:>16.10f}{chk.conic.value:>16.10f}"
+                f"{worst:>11.1e}{chk.fast.solve_time * 1e3:>9.2f}"
+                f"{chk.conic.solve_time * 1e3:>10.2f}"
+                f"  {_fmt(policy)}{'' if chk.agree else '  DISAGREE: ' + chk.message}"
+            )
+    cowan = load_model(directory / "cowan3.toml")
+    pol = AverageRewardPlanning(cowan).solve().policy
+    paper = "matches" if pol.tolist() == [0, 1, 0] else "DOES NOT match"
+    print(f"\ncowan3 optimal policy {pol.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
+    print(f"all cross-checks agree: {ok}; total {time.perf_counter() - start:.1f} s")
+    return 0 if ok else 1
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench_planning, format_table
+
+    solvers = args.solvers or list(SOLVERS)
+    progress = None if (args.json or args.quiet) else (lambda m: print(m, file=sys.stderr))
+    rows = bench_planning(
+        sizes=args.sizes,
+        n_actions=args.actions,
+        repeats=args.repeats,
+        solvers=solvers,
+        criteria=args.criteria,
+        seed=args.seed,
+        progress=progress,
+    )
+    if args.json:
+        print(json.dumps({"benchmark": "planning", "rows": rows}, indent=2))
+    else:
+        print(
+            f"planning benchmark: random dense MDPs, A={args.actions}, {args.repeats} instances "
+            "per size, median wall seconds; ratio = conic median / fast median (same run)"
+        )
+        print(format_table(rows, solvers))
+    return 0
+
+
+def _solver_name(value: str) -> str:
+    if value.upper() not in SOLVERS:
+        raise argparse.ArgumentTypeError(f"unknown solver {value!r}; choose from {SOLVERS}")
+    return value.upper()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optplan", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def model_args(p):
+        p.add_argument("file", help="model file (TOML), e.g. models/cowan3.toml")
+        p.add_argument("--criterion", choices=CRITERIA, help="default: the file's criterion")
+        p.add_argument("--discount", type=float, help="discount for --criterion discounted")
+        p.add_argument("--horizon", type=int, help="layers for --criterion finite_horizon")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("solve", help="solve a model file (fast, conic or both)")
+    model_args(p)
+    p.add_argument("--method", choices=("fast", "conic", "both"), default="fast")
+    p.add_argument("--solver", type=_solver_name, default="CLARABEL")
+    p.add_argument("--algorithm", help="fast-path algorithm, e.g. value_iteration")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("verify", help="cross-check fast vs conic; exit 1 on disagreement")
+    model_args(p)
+    p.add_argument(
+        "--solver", type=_solver_name, action="append", help=f"repeatable; default all of {SOLVERS}"
+    )
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("demo", help="solve the shipped models both ways (seconds)")
+    p.add_argument("--models", help="directory holding the shipped model files")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="fast-vs-conic benchmarks")
+    bsub = p.add_subparsers(dest="suite", required=True)
+    b = bsub.add_parser("planning", help="known-model planning: fast DP vs LP solvers")
+    b.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
+    b.add_argument("--actions", type=int, default=4)
+    b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--solvers", type=_solver_name, nargs="+")
+    b.add_argument(
+        "--criteria",
+        nargs="+",
+        choices=("discounted", "average"),
+        default=["discounted", "average"],
+    )
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CLIError, ValueError, TypeError, FileNotFoundError) as exc:
+        print(f"optplan: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
