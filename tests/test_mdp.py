@@ -31,13 +31,22 @@ def test_valid_model_and_defaults():
         (lambda P, R: (P[0], R), ValueError, r"P must have 3 dimensions, got shape \(2, 3\)"),
         (lambda P, R: (P, R[:2]), ValueError, r"P has shape \(3, 2, 3\), expected .*\(2, 2, 2\)"),
         (lambda P, R: (P[:, :, :2], R), ValueError, r"P has shape \(3, 2, 2\)"),
-        (lambda P, R: (np.where(np.arange(3) == 1, -0.1, P) / 1.0, R), ValueError,
-         r"negative entry -0\.1 at P\[s=0, a=0, s'=1\]"),
+        (
+            lambda P, R: (np.where(np.arange(3) == 1, -0.1, P) / 1.0, R),
+            ValueError,
+            r"negative entry -0\.1 at P\[s=0, a=0, s'=1\]",
+        ),
         (lambda P, R: (P * 1.01, R), ValueError, r"row P\[s=0, a=0, :\] sums to 1\.01"),
-        (lambda P, R: (np.where(np.isclose(P, P[2, 1, 2]), np.nan, P), R), ValueError,
-         r"P has a non-finite entry nan at index \(2, 1, 2\)"),
-        (lambda P, R: (P, np.where(np.arange(2) == 1, np.inf, R)), ValueError,
-         r"R has a non-finite entry inf at index \(0, 1\)"),
+        (
+            lambda P, R: (np.where(np.isclose(P, P[2, 1, 2]), np.nan, P), R),
+            ValueError,
+            r"P has a non-finite entry nan at index \(2, 1, 2\)",
+        ),
+        (
+            lambda P, R: (P, np.where(np.arange(2) == 1, np.inf, R)),
+            ValueError,
+            r"R has a non-finite entry inf at index \(0, 1\)",
+        ),
         (lambda P, R: ("abc", R), TypeError, r"P must be a numeric array"),
     ],
 )

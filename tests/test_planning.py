@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import optplan as op
 from optplan.cases import planning_cases, random_finite_horizon, random_mdp
-from optplan.result import MULTICHAIN, SOLUTION_PRESENT
+from optplan.result import MULTICHAIN
 
 MODELS = Path(__file__).parents[1] / "models"
 PROBLEMS = {
@@ -133,8 +133,10 @@ def test_masks_are_respected():
     rng = np.random.default_rng(8)
     model = random_mdp(rng, 10, 4, discount=0.8, mask=True)
     for method in ("fast", "conic"):
-        for res in (op.solve_discounted(model, method=method),
-                    op.solve_average_reward(model, method=method)):
+        for res in (
+            op.solve_discounted(model, method=method),
+            op.solve_average_reward(model, method=method),
+        ):
             assert model.action_mask[np.arange(10), res.policy].all()
             assert np.all(np.isneginf(res.q[~model.action_mask]))
             assert np.all(res.occupancy[~model.action_mask] == 0)
@@ -230,19 +232,30 @@ def test_weakly_communicating_model_falls_back_to_relative_value_iteration():
 @pytest.mark.parametrize(
     "call, exc, match",
     [
-        (lambda m: op.solve_discounted(m, method="magic"), ValueError,
-         r"method must be one of \('fast', 'conic'\), got 'magic'"),
-        (lambda m: op.solve_discounted(m, method="conic", solver="MOSEK"), ValueError,
-         r"solver must be one of \('CLARABEL', 'ECOS', 'SCS'\), got 'MOSEK'"),
+        (
+            lambda m: op.solve_discounted(m, method="magic"),
+            ValueError,
+            r"method must be one of \('fast', 'conic'\), got 'magic'",
+        ),
+        (
+            lambda m: op.solve_discounted(m, method="conic", solver="MOSEK"),
+            ValueError,
+            r"solver must be one of \('CLARABEL', 'ECOS', 'SCS'\), got 'MOSEK'",
+        ),
         (lambda m: op.solve_discounted(m, solver="GUROBI"), ValueError, "got 'GUROBI'"),
-        (lambda m: op.solve_discounted(m, algorithm="newton"), ValueError,
-         r"algorithm must be one of \('policy_iteration', 'value_iteration'\), got 'newton'"),
-        (lambda m: op.solve_average_reward(m, algorithm="value_iteration"), ValueError,
-         "algorithm must be one of .*relative_value_iteration.*got 'value_iteration'"),
+        (
+            lambda m: op.solve_discounted(m, algorithm="newton"),
+            ValueError,
+            r"algorithm must be one of \('policy_iteration', 'value_iteration'\), got 'newton'",
+        ),
+        (
+            lambda m: op.solve_average_reward(m, algorithm="value_iteration"),
+            ValueError,
+            "algorithm must be one of .*relative_value_iteration.*got 'value_iteration'",
+        ),
         (lambda m: op.solve_discounted(m, tol=-1), ValueError, "tol must be a positive number"),
         (lambda m: op.solve_discounted(m, max_iter=0), ValueError, "max_iter must be a positive"),
-        (lambda m: op.solve_discounted(m.with_discount(None)), ValueError,
-         "mdp.discount is None"),
+        (lambda m: op.solve_discounted(m.with_discount(None)), ValueError, "mdp.discount is None"),
         (lambda m: op.solve_finite_horizon(m), TypeError, "mdp must be a FiniteHorizonMDP"),
         (lambda m: op.cross_check(m), TypeError, "problem must be an optplan problem object"),
     ],
@@ -265,13 +278,15 @@ def test_cross_check_catches_a_wrong_fast_answer():
 def test_conic_reports_max_iter_honestly():
     """A solver stopped early gives a status, a message and NaN, not its last iterate."""
     model = random_mdp(np.random.default_rng(4), 30, 3, discount=0.9)
-    res = op.solve_discounted(model, method="conic", solver="CLARABEL",
-                              solver_options={"max_iter": 1})
+    res = op.solve_discounted(
+        model, method="conic", solver="CLARABEL", solver_options={"max_iter": 1}
+    )
     assert res.status == "max_iter" and not res.success
     assert "user_limit" in res.message and np.isnan(res.value) and res.policy is None
     with pytest.warns(UserWarning, match="inaccurate"):
-        res = op.solve_discounted(model, method="conic", solver="SCS",
-                                  solver_options={"max_iters": 2})
+        res = op.solve_discounted(
+            model, method="conic", solver="SCS", solver_options={"max_iters": 2}
+        )
     assert res.status == "optimal_inaccurate" and "optimal_inaccurate" in res.message
 
 
