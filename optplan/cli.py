@@ -129,7 +129,7 @@ def cmd_verify(args) -> int:
     solvers = args.solver or list(SOLVERS)
     report, ok = [], True
     for solver in solvers:
-        chk = cross_check(problem, solver=solver)
+        chk = cross_check(problem, solver=solver, rtol=args.rtol, atol=args.atol)
         ok &= chk.agree
         report.append(chk)
     if args.json:
@@ -267,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--solver", type=_solver_name, action="append", help=f"repeatable; default all of {SOLVERS}"
     )
+    p.add_argument("--rtol", type=float, help="override the per-solver tolerance table")
+    p.add_argument("--atol", type=float, help="override the per-solver tolerance table")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("demo", help="solve the shipped models both ways (seconds)")

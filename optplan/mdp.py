@@ -56,6 +56,19 @@ def _check_distribution(name: str, arr: np.ndarray) -> None:
         raise ValueError(f"{name} must sum to 1, sums to {total!r}")
 
 
+def _check_initial(initial, S: int) -> np.ndarray:
+    """The start distribution: uniform if ``None``, else a validated read-only copy."""
+    if initial is None:
+        out = np.full(S, 1.0 / S)
+        out.setflags(write=False)
+        return out
+    out = _as_float_array("initial", initial, 1)
+    if out.shape != (S,):
+        raise ValueError(f"initial has shape {out.shape}, expected ({S},)")
+    _check_distribution("initial", out)
+    return out
+
+
 def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
     """Check P >= 0 and that admissible rows sum to one; ``axes`` names the leading axes."""
 
@@ -149,14 +162,7 @@ class TabularMDP:
             discount = float(discount)
             if not (0.0 <= discount < 1.0):
                 raise ValueError(f"discount must lie in [0, 1), got {discount!r}")
-        if self.initial is None:
-            initial = np.full(S, 1.0 / S)
-            initial.setflags(write=False)
-        else:
-            initial = _as_float_array("initial", self.initial, 1)
-            if initial.shape != (S,):
-                raise ValueError(f"initial has shape {initial.shape}, expected ({S},)")
-            _check_distribution("initial", initial)
+        initial = _check_initial(self.initial, S)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
         object.__setattr__(self, "discount", discount)
@@ -246,14 +252,7 @@ class FiniteHorizonMDP:
             )
         mask = _check_mask(mask, (L, S, A))
         _check_transitions(P, mask, "lsa")
-        if self.initial is None:
-            initial = np.full(S, 1.0 / S)
-            initial.setflags(write=False)
-        else:
-            initial = _as_float_array("initial", self.initial, 1)
-            if initial.shape != (S,):
-                raise ValueError(f"initial has shape {initial.shape}, expected ({S},)")
-            _check_distribution("initial", initial)
+        initial = _check_initial(self.initial, S)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
         object.__setattr__(self, "initial", initial)

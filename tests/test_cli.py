@@ -1,0 +1,129 @@
+"""The optplan command: solve, verify, demo, bench, and its errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optplan.cli import main
+
+MODELS = Path(__file__).parents[1] / "models"
+COWAN = str(MODELS / "cowan3.toml")
+
+
+def test_solve_both_json_agrees_to_1e7(capsys):
+    code = main(["solve", COWAN, "--criterion", "average", "--method", "both", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["cross_check"]["agree"]
+    fast, conic = out["results"]["fast"], out["results"]["conic"]
+    assert conic["solver"] == "CLARABEL" and fast["policy"] == conic["policy"] == [0, 1, 0]
+    assert abs(fast["gain"] - conic["gain"]) < 1e-7
+    assert max(abs(a - b) for a, b in zip(fast["bias"], conic["bias"], strict=True)) < 1e-7
+
+
+def test_solve_text_and_criteria(capsys):
+    assert main(["solve", COWAN]) == 0
+    assert "gain" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "solve",
+                COWAN,
+                "--criterion",
+                "discounted",
+                "--discount",
+                "0.9",
+                "--method",
+                "conic",
+                "--solver",
+                "ecos",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "ECOS" in out and "initial @ V" in out
+    assert (
+        main(
+            ["solve", COWAN, "--criterion", "finite_horizon", "--horizon", "5", "--method", "both"]
+        )
+        == 0
+    )
+    assert "AGREE" in capsys.readouterr().out
+    assert (
+        main(["solve", str(MODELS / "riverswim6.toml"), "--algorithm", "relative_value_iteration"])
+        == 0
+    )
+
+
+def test_verify_all_solvers(capsys):
+    assert main(["verify", COWAN]) == 0
+    out = capsys.readouterr().out
+    assert out.count("AGREE") == 3 and "all solvers agree" in out
+    assert main(["verify", str(MODELS / "riverswim6.toml"), "--solver", "CLARABEL", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["agree"] is True
+
+
+def test_verify_exits_nonzero_on_disagreement(tmp_path, capsys):
+    # zero tolerance: the solvers' 1e-11 round-off is a disagreement
+    assert main(["verify", COWAN, "--solver", "ECOS", "--rtol", "0", "--atol", "0"]) == 1
+    assert "DISAGREE" in capsys.readouterr().out
+    multi = tmp_path / "multi.toml"
+    multi.write_text(
+        'criterion = "average"\nP = [[[1.0, 0.0]], [[0.0, 1.0]]]\nR = [[0.0], [1.0]]\n'
+    )
+    assert main(["solve", str(multi)]) == 1
+    assert "multichain" in capsys.readouterr().out
+
+
+def test_demo(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "matches the paper" in out and "all cross-checks agree: True" in out
+    assert out.count("cowan3") >= 3
+
+
+def test_bench_planning_json(capsys):
+    assert main(["bench", "planning", "--sizes", "5", "8", "--repeats", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["S"] for r in rows] == [5, 8, 5, 8]
+    for r in rows:
+        assert r["fast_s"] > 0 and r["CLARABEL_fail"] == 0 and r["CLARABEL_err"] < 1e-7
+        assert r["best_ratio"] == min(r[f"{s}_ratio"] for s in ("CLARABEL", "ECOS", "SCS"))
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["solve", "missing.toml"], "missing.toml"),
+        (["solve", COWAN, "--criterion", "discounted"], "needs.*--discount|has no discount"),
+        (["solve", COWAN, "--criterion", "discounted", "--discount", "1.0"], "discount must lie"),
+        (["solve", COWAN, "--criterion", "finite_horizon"], "needs --horizon"),
+        (["solve", COWAN, "--algorithm", "simplex"], "algorithm must be one of"),
+    ],
+)
+def test_errors_exit_2_with_message(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("optplan: error:")
+    import re
+
+    assert re.search(match, err), err
+
+
+def test_unknown_solver_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["solve", COWAN, "--solver", "MOSEK"])
+    assert exc.value.code == 2 and "unknown solver 'MOSEK'" in capsys.readouterr().err
+
+
+def test_console_script_runs():
+    out = subprocess.run(
+        [sys.executable, "-m", "optplan.cli", "solve", COWAN, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["results"]["fast"]["policy"] == [0, 1, 0]
