@@ -89,6 +89,21 @@ def scatter(
     return out
 
 
+def conic_result(
+    status: str, message: str, solver: str, iterations, seconds: float, **fields
+) -> PlanResult:
+    """A ``PlanResult`` of the conic path (``fields``: value, x, multiplier, policy ...)."""
+    return PlanResult(
+        status=status,
+        message=message,
+        method="conic",
+        solver=solver,
+        iterations=iterations,
+        solve_time=seconds,
+        **fields,
+    )
+
+
 def no_solution(
     status: str, message: str, solver: str, iterations, seconds: float, **fields
 ) -> PlanResult | None:
@@ -99,13 +114,12 @@ def no_solution(
     """
     if status in SOLUTION_PRESENT:
         return None
-    return PlanResult(
-        np.nan,
-        status=status,
-        message=message or f"{solver}: {status}",
-        method="conic",
-        solver=solver,
-        iterations=iterations,
-        solve_time=seconds,
+    return conic_result(
+        status,
+        message or f"{solver}: {status}",
+        solver,
+        iterations,
+        seconds,
+        value=np.nan,
         **fields,
     )

@@ -6,8 +6,15 @@ import cvxpy as cp
 import numpy as np
 
 from ..fast._dp import backup, class_gains, greedy, masked
-from ..result import MULTICHAIN, OPTIMAL, PlanResult
-from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
+from ..result import MULTICHAIN, PlanResult
+from ._common import (
+    admissible_pairs,
+    bellman_matrix,
+    conic_result,
+    no_solution,
+    run,
+    scatter,
+)
 
 #: Stage 1 leaves ``v`` undetermined on states where no Bellman inequality is tight; a
 #: residual above this (relative to the reward scale) triggers the second stage.
@@ -58,9 +65,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     pi = occupancy.sum(axis=1)
     scale = 1.0 + np.abs(mdp.R).max()
     visited = pi > 1e-6 * pi.max()
-    policy = np.where(
-        visited, occupancy.argmax(axis=1), greedy(masked(backup(mdp.P, mdp.R, v), mdp.action_mask))
-    )
+    q_lp = masked(backup(mdp.P, mdp.R, v), mdp.action_mask)
+    policy = np.where(visited, occupancy.argmax(axis=1), greedy(q_lp))
     gains = class_gains(mdp.P, mdp.R, policy)
     if gains.max() - gains.min() > TIGHT_TOL * scale:
         # the scalar-gain LP gives the best class's gain; in a multichain model that is not
@@ -70,21 +76,20 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
             f"{np.round(gains, 6).tolist()}: the model is multichain and the unichain "
             "LP (one scalar gain) does not apply"
         )
-        return PlanResult(
-            np.nan,
-            status=MULTICHAIN,
-            message=message,
-            method="conic",
-            solver=solver,
-            iterations=iterations,
-            solve_time=seconds,
+        return conic_result(
+            MULTICHAIN,
+            message,
+            solver,
+            iterations,
+            seconds,
+            value=np.nan,
             policy=policy,
             occupancy=occupancy,
             info={"lp_gain": gain},
         )
-    residual = masked(backup(mdp.P, mdp.R, v), mdp.action_mask).max(axis=1) - v - gain
+    residual = q_lp.max(axis=1) - v - gain
     stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
-    if stage2 and status == OPTIMAL:
+    if stage2:
         prob2 = formulate_bias(problem, gain + PHI_SLACK * scale, pi)
         status, message2, it2, sec2 = run(prob2, solver, solver_options)
         seconds += sec2
@@ -105,16 +110,15 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     h = v - pi @ v
     q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
     policy = np.where(visited, policy, greedy(q))
-    return PlanResult(
+    return conic_result(
+        status,
+        message,
+        solver,
+        iterations,
+        seconds,
         value=gain,
         x=h,
         multiplier=occupancy,
-        status=status,
-        message=message,
-        method="conic",
-        solver=solver,
-        iterations=iterations,
-        solve_time=seconds,
         values=h,
         q=q,
         policy=policy,

@@ -7,7 +7,14 @@ import numpy as np
 
 from ..fast._dp import backup, masked
 from ..result import PlanResult
-from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
+from ._common import (
+    admissible_pairs,
+    bellman_matrix,
+    conic_result,
+    no_solution,
+    run,
+    scatter,
+)
 
 
 def formulate(problem) -> cp.Problem:
@@ -33,16 +40,15 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     q = masked(backup(mdp.P, mdp.R, V, mdp.discount), mdp.action_mask)
     # full-support weights put mass on every state, so the dual names an action everywhere
     policy = occupancy.argmax(axis=1)
-    return PlanResult(
+    return conic_result(
+        status,
+        message,
+        solver,
+        iterations,
+        seconds,
         value=float(mdp.initial @ V),
         x=V,
         multiplier=occupancy,
-        status=status,
-        message=message,
-        method="conic",
-        solver=solver,
-        iterations=iterations,
-        solve_time=seconds,
         values=V,
         q=q,
         policy=policy,

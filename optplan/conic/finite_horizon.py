@@ -8,7 +8,14 @@ import numpy as np
 from ..fast._dp import backup, greedy, masked
 from ..fast.finite_horizon import forward_occupancy
 from ..result import PlanResult
-from ._common import admissible_pairs, bellman_matrix, no_solution, run, scatter
+from ._common import (
+    admissible_pairs,
+    bellman_matrix,
+    conic_result,
+    no_solution,
+    run,
+    scatter,
+)
 
 
 def formulate(problem) -> cp.Problem:
@@ -43,16 +50,15 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         admissible_pairs(mdp.action_mask),
         mdp.R.shape,
     )
-    return PlanResult(
+    return conic_result(
+        status,
+        message,
+        solver,
+        iterations,
+        seconds,
         value=float(mdp.initial @ V[0]),
         x=V,
         multiplier=dual,
-        status=status,
-        message=message,
-        method="conic",
-        solver=solver,
-        iterations=iterations,
-        solve_time=seconds,
         values=V,
         q=q,
         policy=policy,
