@@ -19,9 +19,6 @@ from ._common import (
 #: Stage 1 leaves ``v`` undetermined on states where no Bellman inequality is tight; a
 #: residual above this (relative to the reward scale) triggers the second stage.
 TIGHT_TOL = 1e-8
-#: Stage 2 fixes ``phi`` at the stage-1 value plus this relative slack, so that solver
-#: round-off in stage 1 cannot make it infeasible.
-PHI_SLACK = 1e-9
 
 
 def _bellman(mdp):
@@ -90,7 +87,12 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     residual = q_lp.max(axis=1) - v - gain
     stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
     if stage2:
-        prob2 = formulate_bias(problem, gain + PHI_SLACK * scale, pi)
+        # phi = stage-1 gain plus stage 1's own largest constraint violation: (phi, v) of
+        # stage 1 is then exactly feasible, so solver round-off cannot make stage 2 infeasible
+        # (a fixed slack instead would loosen the bias by slack x the chain's hitting times)
+        A, r, _ = _bellman(mdp)
+        violation = max(0.0, float(np.max(r - A @ v - gain)))
+        prob2 = formulate_bias(problem, gain + violation, pi)
         status, message2, it2, sec2 = run(prob2, solver, solver_options)
         seconds += sec2
         iterations = (iterations or 0) + (it2 or 0)
