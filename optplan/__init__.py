@@ -10,6 +10,7 @@ Public API (re-exports only)::
 
 from . import agents, envs, experiments
 from .crosscheck import SOLVER_TOL, cross_check
+from .fast.kl_ball import kl_ball_index
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model, save_model
 from .problems import (
@@ -18,11 +19,12 @@ from .problems import (
     AverageRewardPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
+    KLBallIndex,
     solve_average_reward,
     solve_discounted,
     solve_finite_horizon,
 )
-from .result import CrossCheck, PlanResult
+from .result import BatchResult, CrossCheck, PlanResult
 
 __version__ = "0.1.0"
 
@@ -35,6 +37,7 @@ __all__ = [
     "experiments",
     "FiniteHorizonMDP",
     "PlanResult",
+    "BatchResult",
     "CrossCheck",
     "cross_check",
     "SOLVER_TOL",
@@ -43,6 +46,8 @@ __all__ = [
     "DiscountedPlanning",
     "AverageRewardPlanning",
     "FiniteHorizonPlanning",
+    "KLBallIndex",
+    "kl_ball_index",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

@@ -220,3 +220,64 @@ class CrossCheck:
             "fast": self.fast.to_dict(),
             "conic": self.conic.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What a batched fast path returns: one entry per problem instance, leading batch shape.
+
+    Attributes
+    ----------
+    value : ndarray, shape batch
+    x : ndarray, shape batch + (S,)
+        The optimizer per instance (``q*``); NaN rows where there is none (infeasible).
+    multiplier : ndarray, shape batch
+        Lagrange multiplier of the instance's main constraint (e.g. ``dC/d radius``).
+    status : ndarray of str, shape batch
+        One of :data:`ALL_STATUSES` per instance (scipy's ``elementwise`` style).
+    iterations : ndarray of int, shape batch
+        Root-finding iterations per instance (0 for closed forms and edge cases).
+    solve_time : float
+        Wall seconds of the whole batched call.
+    method, solver : str
+    """
+
+    value: np.ndarray
+    x: np.ndarray
+    multiplier: np.ndarray
+    status: np.ndarray
+    iterations: np.ndarray
+    solve_time: float
+    method: str = "fast"
+    solver: str = ""
+
+    @property
+    def success(self) -> np.ndarray:
+        """Boolean array: a solution is present."""
+        return np.isin(self.status, list(SOLUTION_PRESENT))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    def element(self, index) -> PlanResult:
+        """Instance ``index`` as a :class:`PlanResult`."""
+        status = str(self.status[index])
+        x = self.x[index]
+        return PlanResult(
+            value=float(self.value[index]),
+            x=None if np.isnan(x).all() else x,
+            multiplier=float(self.multiplier[index]),
+            status=status,
+            message=_EDGE_MESSAGES.get(status, ""),
+            method=self.method,
+            solver=self.solver,
+            iterations=int(self.iterations[index]),
+            solve_time=self.solve_time,
+        )
+
+
+_EDGE_MESSAGES = {
+    INFEASIBLE: "infeasible: no distribution q satisfies the constraint (see the problem's docs)",
+    MAX_ITER: "root finding did not converge within the iteration limit",
+}

@@ -14,7 +14,13 @@ from ..result import SOLUTION_PRESENT, SOLVER_ERROR, PlanResult, map_cvxpy_statu
 #: path is the reference the fast paths are checked against; SCS (first-order) is looser and
 #: gets more iterations. Names are each solver's own (CVXPY passes them through).
 SOLVER_DEFAULTS = {
-    "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "max_iter": 500},
+    "CLARABEL": {
+        "tol_gap_abs": 1e-12,
+        "tol_gap_rel": 1e-12,
+        "tol_feas": 1e-12,
+        "tol_ktratio": 1e-10,
+        "max_iter": 500,
+    },
     "ECOS": {"abstol": 1e-10, "reltol": 1e-10, "feastol": 1e-10, "max_iters": 500},
     "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
 }

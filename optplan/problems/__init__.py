@@ -8,6 +8,7 @@ from .average_reward import AverageRewardPlanning
 from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
+from .kl_ball import KLBallIndex
 
 __all__ = [
     "Problem",
@@ -17,6 +18,7 @@ __all__ = [
     "DiscountedPlanning",
     "AverageRewardPlanning",
     "FiniteHorizonPlanning",
+    "KLBallIndex",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

@@ -1,0 +1,81 @@
+"""Input validation shared by the index problems (KL ball, KL-inf, L1 ball) and their batched
+functional forms: errors name the argument, the batch index and the value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mdp import ROW_SUM_TOL
+
+
+def _finite(name: str, arr: np.ndarray) -> None:
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f" at index {idx}" if arr.ndim else ""
+        raise ValueError(f"{name} has a non-finite entry {float(arr[idx])}{where}")
+
+
+def _numeric(name: str, value) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numeric, got {type(value).__name__}: {value!r}") from None
+
+
+def check_distribution_rows(name: str, p) -> np.ndarray:
+    """``p[..., S]``: finite, non-negative rows summing to one (within ``ROW_SUM_TOL``)."""
+    p = _numeric(name, p)
+    if p.ndim < 1 or p.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must have a last axis of length >= 1 (states), got shape {p.shape}"
+        )
+    _finite(name, p)
+    neg = p < 0
+    if neg.any():
+        idx = tuple(int(i) for i in np.argwhere(neg)[0])
+        raise ValueError(f"{name} has a negative entry {float(p[idx])!r} at index {idx}")
+    sums = p.sum(axis=-1)
+    bad = np.abs(sums - 1.0) > ROW_SUM_TOL
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0]) if sums.ndim else ()
+        where = f" (row {idx})" if idx else ""
+        raise ValueError(
+            f"{name} must sum to 1 along its last axis{where}, sums to {float(sums[idx])!r}"
+        )
+    return p
+
+
+def check_index_inputs(p, v, param, param_name: str):
+    """Validate and broadcast ``p[..., S]``, ``v[..., S]`` and ``param[...]``.
+
+    Returns ``(p, v, param)`` with ``p`` and ``v`` of shape ``batch + (S,)`` and ``param`` of
+    shape ``batch``, where ``batch`` is the broadcast of ``p.shape[:-1]``, ``v.shape[:-1]``
+    and ``param.shape``.
+    """
+    p = check_distribution_rows("p", p)
+    v = _numeric("v", v)
+    if v.ndim < 1:
+        raise ValueError(f"v must have a last axis of states, got a scalar {float(v)!r}")
+    _finite("v", v)
+    if v.shape[-1] != p.shape[-1]:
+        raise ValueError(
+            f"v has {v.shape[-1]} states (shape {v.shape}) but p has "
+            f"{p.shape[-1]} (shape {p.shape})"
+        )
+    param = _numeric(param_name, param)
+    _finite(param_name, param)
+    try:
+        batch = np.broadcast_shapes(p.shape[:-1], v.shape[:-1], param.shape)
+    except ValueError:
+        raise ValueError(
+            f"shapes do not broadcast: p {p.shape}, v {v.shape}, {param_name} "
+            f"{param.shape} (batch shapes {p.shape[:-1]}, {v.shape[:-1]}, "
+            f"{param.shape})"
+        ) from None
+    S = p.shape[-1]
+    return (
+        np.broadcast_to(p, batch + (S,)),
+        np.broadcast_to(v, batch + (S,)),
+        np.broadcast_to(param, batch),
+    )
