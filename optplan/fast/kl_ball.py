@@ -3,7 +3,8 @@ r"""Fast path of ``KLBallIndex``: the KL-ball index by a 1-D safeguarded Newton 
 ``C(p, v, d) = max { q.v : q in simplex, KL(p||q) <= d }`` (accelerating-ucb-indices-mdp §4.1).
 Lagrangian duality in ``q`` (DESIGN.md) gives, with ``I = {x : p_x > 0}``,
 
-.. math:: C = \min_{\eta \ge V,\ \eta > V_I}\ \eta - \exp\Big(\sum_{x \in I} p_x \log(\eta - v_x) - d\Big),
+.. math:: C = \min_{\eta \ge V,\ \eta > V_I}\
+          \eta - \exp\Big(\sum_{x \in I} p_x \log(\eta - v_x) - d\Big),
 
 ``V = max_x v_x``, ``V_I = max_{x in I} v_x``; ``q_x = lam p_x / (eta - v_x)`` on ``I`` with
 ``lam = exp(sum p log(eta - v) - d) = dC/dd``, and leftover mass on the best zero-probability
