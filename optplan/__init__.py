@@ -11,6 +11,7 @@ Public API (re-exports only)::
 from . import agents, envs, experiments
 from .crosscheck import SOLVER_TOL, cross_check
 from .fast.kl_ball import kl_ball_index
+from .fast.kl_inf import kl_inf_rate
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model, save_model
 from .problems import (
@@ -20,6 +21,7 @@ from .problems import (
     DiscountedPlanning,
     FiniteHorizonPlanning,
     KLBallIndex,
+    KLInfRate,
     solve_average_reward,
     solve_discounted,
     solve_finite_horizon,
@@ -48,6 +50,8 @@ __all__ = [
     "FiniteHorizonPlanning",
     "KLBallIndex",
     "kl_ball_index",
+    "KLInfRate",
+    "kl_inf_rate",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

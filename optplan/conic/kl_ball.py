@@ -9,7 +9,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..result import PlanResult
+from ..result import INFEASIBLE, PlanResult
 from ._common import conic_result, no_solution, run
 
 
@@ -27,7 +27,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     status, message, iterations, seconds = run(prob, solver, solver_options)
     failed = no_solution(status, message, solver, iterations, seconds)
     if failed:
-        return failed.replace(value=-np.inf) if status == "infeasible" else failed
+        return failed.replace(value=-np.inf) if status == INFEASIBLE else failed
     q = prob.var_dict["q"].value
     return conic_result(
         status,

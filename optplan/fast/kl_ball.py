@@ -35,6 +35,7 @@ import numpy as np
 from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
 from ._roots import newton_bracketed
+from ._simplex import with_leftover
 
 
 def _log_expm1(d: np.ndarray) -> np.ndarray:
@@ -93,7 +94,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
     keep = np.exp(-d[flat])
     qi = keep[:, None] * p[flat]
     lam[flat] = keep * (V[flat] - V_I[flat])
-    q[flat] = _with_leftover(qi, v[flat], supp[flat], V[flat])
+    q[flat] = with_leftover(qi, v[flat], supp[flat], V[flat])
     value[flat] = V[flat] - keep * (V[flat] - V_I[flat])
 
     todo = np.flatnonzero((d > 0) & ~constant)
@@ -145,7 +146,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
         qi = pt * np.exp(L[:, None] - dt[:, None] - ell)
         mass = qi.sum(axis=1)
         qi = np.where(boundary[:, None], qi, qi / mass[:, None])  # interior: sum_I q = 1
-        q[todo] = _with_leftover(qi, v[todo], supp[todo], V[todo])
+        q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
         value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
         lam[todo] = np.exp(L - s - dt)
         iterations[todo] = iters
@@ -179,17 +180,6 @@ def _ell_w(delta: np.ndarray, log_delta: np.ndarray, s: np.ndarray):
         w[big] = np.exp(-ell[big])
         u[big] = -np.expm1(-ell[big])
     return ell, w, u
-
-
-def _with_leftover(q_support: np.ndarray, v: np.ndarray, supp: np.ndarray, V: np.ndarray):
-    """Put ``1 - sum(q_support)`` on the first best zero-probability state (if any mass left)."""
-    q = np.where(supp, q_support, 0.0)
-    leftover = np.maximum(1.0 - q.sum(axis=1), 0.0)
-    candidates = ~supp & (v == V[:, None])
-    has = candidates.any(axis=1) & (leftover > 0)
-    rows = np.flatnonzero(has)
-    q[rows, candidates[rows].argmax(axis=1)] += leftover[rows]
-    return q
 
 
 def solve(problem) -> PlanResult:

@@ -9,6 +9,7 @@ from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
 from .kl_ball import KLBallIndex
+from .kl_inf import KLInfRate
 
 __all__ = [
     "Problem",
@@ -19,6 +20,7 @@ __all__ = [
     "AverageRewardPlanning",
     "FiniteHorizonPlanning",
     "KLBallIndex",
+    "KLInfRate",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

@@ -1,0 +1,48 @@
+"""The KL-minimization rate of MDP-DMED (accelerating-ucb-indices-mdp §3.2, §4.2, Thms 3-4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..result import PlanResult
+from ._index import check_index_inputs
+from .base import Problem
+from .kl_ball import index_compare
+
+
+@dataclass(frozen=True, eq=False)
+class KLInfRate(Problem):
+    r"""``D(p, v, rho) = min { KL(p || q) : q in the simplex, q . v >= rho }``.
+
+    ``x = q*``; ``multiplier`` = the multiplier of ``q . v >= rho``, ``dD/drho``. Edge cases
+    (Theorem 3): ``rho <= p . v`` gives 0; ``rho > max v``, or ``rho = max v`` with ``v`` not
+    constant, gives ``+inf`` with status ``infeasible``. MDP-DMED's discrepancies use
+    ``ln t / D - T_x^a``.
+
+    Parameters
+    ----------
+    p : array_like, shape (S,)
+    v : array_like, shape (S,)
+    target : float
+    """
+
+    p: np.ndarray
+    v: np.ndarray
+    target: float
+    stem = "kl_inf"
+
+    def __post_init__(self):
+        p, v, target = check_index_inputs(self.p, self.v, self.target, "target")
+        if p.ndim != 1:
+            raise ValueError(
+                f"KLInfRate takes one instance (p of shape (S,)), got p {p.shape}; "
+                "use op.kl_inf_rate for batches"
+            )
+        object.__setattr__(self, "p", np.array(p))
+        object.__setattr__(self, "v", np.array(v))
+        object.__setattr__(self, "target", float(target))
+
+    def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        return index_compare(self.p, self.v, a, b)
