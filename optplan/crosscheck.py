@@ -43,7 +43,8 @@ def cross_check(
     CrossCheck
         ``agree`` is True when both paths find a solution and every quantity the problem
         compares (``problem.compare``: value, solution ``x``, multipliers, ...) is within
-        tolerance, or when both report the same non-solution status (e.g. both infeasible).
+        tolerance (its square root for ``problem.sqrt_tol_quantities``), or when both report
+        the same non-solution status (e.g. both infeasible).
     """
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an optplan problem object, got {type(problem).__name__}")
@@ -63,7 +64,10 @@ def cross_check(
     for name, (err, scale) in problem.compare(fast, conic).items():
         abs_err[name] = err
         rel_err[name] = err / (1.0 + scale)
-        if not (err <= atol + rtol * scale) or not np.isfinite(err):
-            bad.append(f"{name}: |fast - conic| = {err:.3g} > {atol:g} + {rtol:g} * {scale:.3g}")
+        a, r = (
+            (np.sqrt(atol), np.sqrt(rtol)) if name in problem.sqrt_tol_quantities else (atol, rtol)
+        )
+        if not (err <= a + r * scale) or not np.isfinite(err):
+            bad.append(f"{name}: |fast - conic| = {err:.3g} > {a:g} + {r:g} * {scale:.3g}")
     message = "; ".join(bad) if bad else "all quantities agree"
     return CrossCheck(not bad, abs_err, rel_err, rtol, atol, fast, conic, message)

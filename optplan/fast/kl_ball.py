@@ -91,7 +91,8 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
 
     # v constant on the support: everything but e^{-d} of the mass moves to the best state
     flat = (d > 0) & constant
-    keep = np.exp(-d[flat])
+    # (with no better zero-probability state nothing moves: q = p)
+    keep = np.where(V[flat] > V_I[flat], np.exp(-d[flat]), 1.0)
     qi = keep[:, None] * p[flat]
     lam[flat] = keep * (V[flat] - V_I[flat])
     q[flat] = with_leftover(qi, v[flat], supp[flat], V[flat])

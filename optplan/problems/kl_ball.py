@@ -33,6 +33,7 @@ class KLBallIndex(Problem):
     v: np.ndarray
     radius: float
     stem = "kl_ball"
+    sqrt_tol_quantities = frozenset({"x", "multiplier"})
 
     def __post_init__(self):
         p, v, radius = check_index_inputs(self.p, self.v, self.radius, "radius")
@@ -46,19 +47,48 @@ class KLBallIndex(Problem):
         object.__setattr__(self, "radius", float(radius))
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
-        return index_compare(self.p, self.v, a, b)
+        out = index_compare(self.p, self.v, a, b)
+        if a.x is not None:  # a's q* is feasible and attains a's value
+            out["x_certificate"] = (
+                max(kl_divergence(self.p, a.x) - self.radius, 0.0)
+                + abs(a.x @ self.v - a.value)
+                + simplex_residual(a.x),
+                abs(a.value) + self.radius,
+            )
+            # stationarity in q: v_x + lam p_x / q_x = eta on the support (q_x > 0)
+            m = (self.p > 0) & (a.x > 0)
+            if np.isfinite(a.multiplier) and m.any():
+                eta = self.v[m] + a.multiplier * self.p[m] / a.x[m]
+                out["multiplier_certificate"] = (float(np.ptp(eta)), float(np.abs(eta).max()))
+        return out
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """``sum_{p_x > 0} p_x log(p_x / q_x)`` (``inf`` if ``q_x = 0 < p_x``)."""
+    m = p > 0
+    with np.errstate(divide="ignore"):
+        return float(np.sum(p[m] * (np.log(p[m]) - np.log(q[m]))))
+
+
+def simplex_residual(q: np.ndarray) -> float:
+    """How far ``q`` is from the simplex: ``|sum q - 1| + max(-min q, 0)``."""
+    return abs(float(q.sum()) - 1.0) + max(-float(q.min()), 0.0)
 
 
 def index_compare(p, v, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
-    """Value, ``q*`` and the multiplier; ``q*`` on the support only when several
-    zero-probability states tie for the best value (the leftover may split among them)."""
+    """Value, ``q*`` and the multiplier of a KL index problem.
+
+    ``q*`` is unique except for how mass is split among several states tied at ``max v``
+    (zero-probability ones, or any of them once the constraint is slack): with such ties the
+    tied group is compared by its total mass.
+    """
     out = {"value": diff(a.value, b.value)}
     if a.x is not None and b.x is not None:
-        zero_best = (p == 0) & (v == v.max())
+        top = v == v.max()
         qa, qb = a.x, b.x
-        if zero_best.sum() > 1:
-            qa = np.append(qa[~zero_best], qa[zero_best].sum())
-            qb = np.append(qb[~zero_best], qb[zero_best].sum())
+        if top.sum() > 1:
+            qa = np.append(qa[~top], qa[top].sum())
+            qb = np.append(qb[~top], qb[top].sum())
         out["x"] = diff(qa, qb)
     if np.isfinite(a.multiplier) and np.isfinite(b.multiplier):
         out["multiplier"] = diff(a.multiplier, b.multiplier)

@@ -9,7 +9,7 @@ import numpy as np
 from ..result import PlanResult
 from ._index import check_index_inputs
 from .base import Problem
-from .kl_ball import index_compare
+from .kl_ball import index_compare, kl_divergence, simplex_residual
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +32,7 @@ class KLInfRate(Problem):
     v: np.ndarray
     target: float
     stem = "kl_inf"
+    sqrt_tol_quantities = frozenset({"x", "multiplier"})
 
     def __post_init__(self):
         p, v, target = check_index_inputs(self.p, self.v, self.target, "target")
@@ -45,4 +46,17 @@ class KLInfRate(Problem):
         object.__setattr__(self, "target", float(target))
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
-        return index_compare(self.p, self.v, a, b)
+        out = index_compare(self.p, self.v, a, b)
+        if a.x is not None:  # a's q* meets the target and attains a's value
+            out["x_certificate"] = (
+                max(self.target - a.x @ self.v, 0.0)
+                + abs(kl_divergence(self.p, a.x) - a.value)
+                + simplex_residual(a.x),
+                abs(a.value) + abs(self.target),
+            )
+            # stationarity in q: p_x / q_x + lam v_x = kappa on the support
+            m = self.p > 0
+            if np.isfinite(a.multiplier) and (a.x[m] > 0).all():
+                kappa = self.p[m] / a.x[m] + a.multiplier * self.v[m]
+                out["multiplier_certificate"] = (float(np.ptp(kappa)), float(np.abs(kappa).max()))
+        return out

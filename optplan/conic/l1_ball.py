@@ -1,0 +1,39 @@
+"""Conic path of ``L1BallIndex``: the LP ``max v.q  s.t.  ||q - p||_1 <= d, q >= 0, sum q = 1``.
+
+The paper's ``q+``/``q-`` form (§4.3) is the same LP with ``q = p + q- - q+``; CVXPY's
+``norm1`` canonicalizes to it (one epigraph variable per state), and ``q`` stays a variable so
+``x`` needs no reconstruction.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from ..result import PlanResult
+from ._common import conic_result, no_solution, run
+
+
+def formulate(problem) -> cp.Problem:
+    """Constraint 0: the L1 ball (its dual is ``dB/dd``); 1: ``sum q = 1``."""
+    p, v = problem.p, problem.v
+    q = cp.Variable(p.size, name="q", nonneg=True)
+    return cp.Problem(cp.Maximize(v @ q), [cp.norm1(q - p) <= problem.radius, cp.sum(q) == 1])
+
+
+def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    prob = formulate(problem)
+    status, message, iterations, seconds = run(prob, solver, solver_options)
+    failed = no_solution(status, message, solver, iterations, seconds)
+    if failed:
+        return failed.replace(value=-np.inf) if status == "infeasible" else failed
+    return conic_result(
+        status,
+        message,
+        solver,
+        iterations,
+        seconds,
+        value=float(prob.value),
+        x=prob.var_dict["q"].value,
+        multiplier=float(prob.constraints[0].dual_value),
+    )
