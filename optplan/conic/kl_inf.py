@@ -19,6 +19,8 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    """The value is the solver's objective (``opt_val``), not CVXPY's re-evaluation at the
+    returned ``q``, which is ``inf`` when the solver rounds a tiny ``q_x`` with ``p_x > 0`` to 0."""
     prob = formulate(problem)
     status, message, iterations, seconds = run(prob, solver, solver_options)
     failed = no_solution(status, message, solver, iterations, seconds)
@@ -30,7 +32,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         solver,
         iterations,
         seconds,
-        value=float(prob.value),
+        value=float(prob.solution.opt_val),
         x=prob.var_dict["q"].value,
         multiplier=float(prob.constraints[0].dual_value),
     )

@@ -119,7 +119,8 @@ def kl_inf_rate(p, v, target, max_iter: int = 100) -> BatchResult:
         t = _terms(r, c)
         with np.errstate(divide="ignore"):
             log_t = np.where(eps[:, None] < 0.5, np.log1p(-eps[:, None] * one_c), np.log(t))
-        value[todo] = (pt * np.where(st, log_t, 0.0)).sum(axis=1)
+        # D >= 0; a target within round-off of p.v can sum to -1e-32
+        value[todo] = np.maximum((pt * np.where(st, log_t, 0.0)).sum(axis=1), 0.0)
         qi = np.where(st, pt / t, 0.0)
         qi = np.where(boundary[:, None], qi, qi / qi.sum(axis=1, keepdims=True))
         q[todo] = with_leftover(qi, vt, st, Vt)

@@ -75,7 +75,9 @@ def simplex_residual(q: np.ndarray) -> float:
     return abs(float(q.sum()) - 1.0) + max(-float(q.min()), 0.0)
 
 
-def index_compare(p, v, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+def index_compare(
+    p, v, a: PlanResult, b: PlanResult, multiplier_unique: bool = True
+) -> dict[str, tuple[float, float]]:
     """Value, ``q*`` and the multiplier of a KL index problem.
 
     ``q*`` is unique except for how mass is split among several states tied at ``max v``
@@ -90,6 +92,6 @@ def index_compare(p, v, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, 
             qa = np.append(qa[~top], qa[top].sum())
             qb = np.append(qb[~top], qb[top].sum())
         out["x"] = diff(qa, qb)
-    if np.isfinite(a.multiplier) and np.isfinite(b.multiplier):
+    if multiplier_unique and np.isfinite(a.multiplier) and np.isfinite(b.multiplier):
         out["multiplier"] = diff(a.multiplier, b.multiplier)
     return out
