@@ -16,6 +16,10 @@ import numpy as np
 STEP_RTOL = 4 * np.finfo(float).eps
 #: ... or when ``|g|`` is below ``G_RTOL`` times the size of its terms.
 G_RTOL = 8 * np.finfo(float).eps
+#: A Newton/Halley step below this (relative), taken where ``|g|`` is already below
+#: ``sqrt(G_RTOL)`` times its scale, is the last one: convergence is at least quadratic there,
+#: so the error after it is ~1e-18.
+FINAL_STEP = 1e-9
 
 
 def newton_bracketed(
@@ -29,9 +33,10 @@ def newton_bracketed(
 
     Parameters
     ----------
-    func : callable ``(x, idx) -> (g, dg, scale)``
+    func : callable ``(x, idx) -> (g, dg, scale)`` or ``(g, dg, scale, d2g)``
         Values and derivatives of the elements ``idx`` at points ``x`` (same length), and the
         size of the terms summed into ``g``: ``|g| <= G_RTOL * scale`` is round-off, a root.
+        With a second derivative the step is Halley's instead of Newton's.
     x0, lo, hi : ndarray, shape (n,)
         Start and brackets (``g(lo) <= 0 <= g(hi)``); copied, not modified.
 
@@ -50,18 +55,25 @@ def newton_bracketed(
     idx = np.arange(n)
     for _ in range(max_iter):
         xi = x[idx]
-        g, dg, scale = func(xi, idx)
+        out = func(xi, idx)
+        g, dg, scale = out[:3]
         iterations[idx] += 1
         neg = g < 0
         lo[idx[neg]] = xi[neg]
         hi[idx[~neg]] = xi[~neg]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xn = xi - g / dg
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if len(out) == 4:  # Halley: cubic convergence when g'' is supplied
+                xn = xi - 2.0 * g * dg / (2.0 * dg * dg - g * out[3])
+            else:
+                xn = xi - g / dg
         l, h = lo[idx], hi[idx]
         bad = ~np.isfinite(xn) | (xn <= l) | (xn >= h)
         xn = np.where(bad, 0.5 * (l + h), xn)
         root = np.abs(g) <= G_RTOL * scale
-        done = root | (np.abs(xn - xi) <= STEP_RTOL * np.maximum(1.0, np.abs(xi)))
+        step = np.abs(xn - xi)
+        final = ~bad & (step <= FINAL_STEP * np.maximum(1.0, np.abs(xi)))
+        done = root | (final & (np.abs(g) <= np.sqrt(G_RTOL) * scale))
+        done |= step <= STEP_RTOL * np.maximum(1.0, np.abs(xi))
         done |= (h - l) <= STEP_RTOL * np.maximum(1.0, np.abs(xi))
         x[idx] = np.where(root, xi, xn)
         idx = idx[~done]

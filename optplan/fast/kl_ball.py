@@ -9,8 +9,8 @@ Lagrangian duality in ``q`` (DESIGN.md) gives, with ``I = {x : p_x > 0}``,
 ``V = max_x v_x``, ``V_I = max_{x in I} v_x``; ``q_x = lam p_x / (eta - v_x)`` on ``I`` with
 ``lam = exp(sum p log(eta - v) - d) = dC/dd``, and leftover mass on the best zero-probability
 state when the minimum sits at ``eta = V`` (possible only if ``V > V_I``). The stationarity
-condition ``sum_I q_x = 1`` is solved in ``s = -log(eta - V_I)``: with ``delta = V_I - v``,
-``l_x = log(1 + delta_x e^s)`` and ``w = e^{-l}``,
+condition ``sum_I q_x = 1`` is solved (Halley's method) in ``s = -log(eta - V_I)``: with
+``delta = V_I - v``, ``l_x = log(1 + delta_x e^s)`` and ``w = e^{-l}``,
 
 .. math:: g(s) = \sum_I p_x l_x + \log \sum_I p_x w_x - d = 0, \qquad
           g'(s) = \frac{\sum p w^2}{\sum p w} - \sum p w \ \ge 0,
@@ -123,7 +123,12 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
             L = (pt_i * ell).sum(axis=1)
             # log a0 = log1p(-sum p u) with u = 1 - w computed directly: no loss near a0 = 1
             log_a0 = np.log1p(-(pt_i * u).sum(axis=1))
-            return L + log_a0 - dt[idx], (pw * w).sum(axis=1) / a0 - a0, L - log_a0 + dt[idx]
+            a2 = (pw * w).sum(axis=1)
+            pwu = pw * u  # dw/ds = -w u
+            b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
+            dg = a2 / a0 - a0
+            d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
+            return L + log_a0 - dt[idx], dg, L - log_a0 + dt[idx], d2g
 
         capped = s_max < hi
         boundary = np.zeros(todo.size, dtype=bool)

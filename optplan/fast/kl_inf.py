@@ -94,8 +94,13 @@ def kl_inf_rate(p, v, target, max_iter: int = 100) -> BatchResult:
         boundary = k0 <= 0
         hi = np.zeros(todo.size)
         var = np.maximum((pt * vt**2).sum(axis=1) - mu[todo] ** 2, 1e-300)
+        # start: lam ~ (rho - mu) / Var near the mean; near V, k ~ P_V / omega + k_rest
         eps0 = np.clip((rt - mu[todo]) / var * (Vt - rt), 1e-300, 1.0 - 1e-16)
-        r0 = np.log1p(-eps0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k_rest = np.where(st & (c > 0), pt * one_c / c, 0.0).sum(axis=1)
+            omega_v = np.where((P_V > 0) & (k_rest < 0), P_V / -k_rest, np.nan)
+        near_v = (rt - mu[todo] > Vt - rt) & np.isfinite(omega_v)
+        r0 = np.where(near_v, np.log(np.clip(omega_v, 1e-300, 1.0)), np.log1p(-eps0))
 
         def g_dg(r, idx):
             t = _terms(r, c[idx])

@@ -46,7 +46,7 @@ def l1_ball_index(p, v, radius) -> BatchResult:
     start = time.perf_counter()
     p, v, d = check_index_inputs(p, v, radius, "radius")
     batch, S = d.shape, p.shape[-1]
-    shared_v = all(stride == 0 for stride in v.strides[:-1])
+    shared_v = d.size > 0 and all(stride == 0 for stride in v.strides[:-1])
     p = np.ascontiguousarray(p.reshape(-1, S), dtype=float)
     d = d.reshape(-1).astype(float)
     n = d.size
