@@ -12,6 +12,7 @@ from . import agents, envs, experiments
 from .crosscheck import SOLVER_TOL, cross_check
 from .fast.kl_ball import kl_ball_index
 from .fast.kl_inf import kl_inf_rate
+from .fast.l1_ball import l1_ball_index
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model, save_model
 from .problems import (
@@ -22,6 +23,7 @@ from .problems import (
     FiniteHorizonPlanning,
     KLBallIndex,
     KLInfRate,
+    L1BallIndex,
     solve_average_reward,
     solve_discounted,
     solve_finite_horizon,
@@ -52,6 +54,8 @@ __all__ = [
     "kl_ball_index",
     "KLInfRate",
     "kl_inf_rate",
+    "L1BallIndex",
+    "l1_ball_index",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

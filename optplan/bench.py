@@ -6,14 +6,17 @@ instance, so machine noise hits both paths alike. Medians, not means.
 
 from __future__ import annotations
 
+import importlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from .cases import random_mdp
+from .cases import INDEX_PROBLEMS, random_index_instance, random_mdp
 from .problems import SOLVERS, AverageRewardPlanning, DiscountedPlanning
-from .result import SOLUTION_PRESENT
+from .result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
 
 PLANNING_PROBLEMS = {
     "discounted": lambda mdp: DiscountedPlanning(mdp.with_discount(0.95)),
@@ -99,3 +102,324 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
             )
         lines.append(line)
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Index problems (accelerating-ucb-indices-mdp §4.5, Figs. 1-2): compute time vs |S|
+
+#: ``stem -> (problem class, batched fast function)``, imported on first use.
+INDEX_PATHS = {
+    "kl_ball": ("optplan.problems.kl_ball:KLBallIndex", "optplan.fast.kl_ball:kl_ball_index"),
+    "kl_inf": ("optplan.problems.kl_inf:KLInfRate", "optplan.fast.kl_inf:kl_inf_rate"),
+    "l1_ball": ("optplan.problems.l1_ball:L1BallIndex", "optplan.fast.l1_ball:l1_ball_index"),
+}
+#: The large batch is timed only when ``S * batch`` is at most this many elements.
+MAX_BATCH_ELEMENTS = 10_000_000
+
+
+def _load(spec: str):
+    module, name = spec.split(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ValueError(f"{spec.replace(':', '.')} is not available ({exc})") from None
+
+
+def index_paths(problem: str) -> tuple[type, Callable]:
+    """The problem class and the batched fast function of an index problem stem."""
+    if problem not in INDEX_PATHS:
+        raise ValueError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
+    cls_spec, fn_spec = INDEX_PATHS[problem]
+    return _load(cls_spec), _load(fn_spec)
+
+
+def _quartiles(times: list[float]) -> tuple[float | None, float | None, float | None]:
+    if not times:
+        return None, None, None
+    q25, med, q75 = np.percentile(times, [25, 50, 75])
+    return float(med), float(q25), float(q75)
+
+
+def _conic(problem, solver: str):
+    """The conic path, without CVXPY's "Solution may be inaccurate" warning: the bench counts
+    ``optimal_inaccurate`` statuses itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return problem.solve(method="conic", solver=solver)
+
+
+def _time_batch(batched: Callable, instances: list) -> tuple[object, float]:
+    P = np.stack([p for p, _, _ in instances])
+    V = np.stack([v for _, v, _ in instances])
+    params = np.array([r for _, _, r in instances])
+    return _timed(lambda: batched(P, V, params))
+
+
+def bench_indices(
+    sizes: Sequence[int] = (10, 100, 1000, 10000),
+    instances: int = 15,
+    problems: Sequence[str] = INDEX_PROBLEMS,
+    solvers: Sequence[str] = SOLVERS,
+    batch: int = 1000,
+    max_conic_seconds: float = 120.0,
+    zeros: float = 0.0,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Compute time of the index problems vs ``|S|``: fast path (single and batched) vs conic.
+
+    The paper's §4.5 experiment with our paths: for each problem and each ``S``, ``instances``
+    random instances (:func:`optplan.cases.random_index_instance`), each solved by the fast
+    path (``problem.solve(method="fast")``) and by every conic solver, interleaved instance by
+    instance. Then one batched fast call on the same instances, and (when
+    ``S * batch <= MAX_BATCH_ELEMENTS``) one batched call on ``batch`` fresh instances.
+
+    A conic solver whose cumulative time at one size exceeds ``max_conic_seconds`` is not run
+    on that size's remaining instances nor on larger sizes; its row entries say so
+    (``<SOLVER>_skipped``), its statistics cover the instances it did run (``<SOLVER>_timed``).
+
+    Returns one row per (problem, S) with
+
+    - ``fast_s`` (median), ``fast_q25``, ``fast_q75`` (quartiles, seconds per single call),
+      ``fast_fail`` (fast single calls without a solution);
+    - ``batch_s``: one batched call on the ``instances`` instances / ``instances``;
+      ``batch_fail``, ``batch_err`` (max |batched - single| value);
+    - ``bigbatch_s``: one batched call on ``batch`` instances / ``batch`` (``None`` when not
+      run), ``bigbatch_n``, ``bigbatch_fail``;
+    - per solver: ``<SOLVER>_s``, ``_q25``, ``_q75``, ``_timed``, ``_ratio`` (conic median /
+      ``fast_s``), ``_ratio_batch`` (conic median / ``batch_s``), ``_fail`` (status neither
+      optimal nor optimal_inaccurate: counted, not dropped), ``_inaccurate`` (optimal_inaccurate
+      count), ``_statuses`` (count per status), ``_err`` (max |fast - conic| value over the
+      instances the solver reported ``optimal``; ``None`` if none), ``_rel_err``
+      (max ``|fast - conic| / (1 + |conic|)``), ``_skipped`` (``None`` or why);
+    - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
+    """
+    if instances < 1:
+        raise ValueError(f"instances must be >= 1, got {instances}")
+    rows = []
+    for k, problem in enumerate(problems):
+        cls, batched = index_paths(problem)
+        # warm-up (imports, solvers' first-call overheads), untimed
+        p, v, r = random_index_instance(np.random.default_rng(12345), 5, problem)
+        cls(p, v, r).solve(method="fast")
+        batched(p[None], v[None], np.array([r]))
+        for solver in solvers:
+            _conic(cls(p, v, r), solver)
+        tripped: dict[str, int] = {}  # solver -> the size at which it went over the cap
+        for S in sizes:
+            rng = np.random.default_rng([seed, k, S])
+            cases = [random_index_instance(rng, S, problem, zeros) for _ in range(instances)]
+            times: dict[str, list[float]] = {"fast": []} | {s: [] for s in solvers}
+            statuses: dict[str, list[str]] = {s: [] for s in solvers}
+            errs = dict.fromkeys(solvers, None)
+            rel_errs = dict.fromkeys(solvers, None)
+            spent = dict.fromkeys(solvers, 0.0)
+            fast_values, fast_fail = [], 0
+            for p, v, r in cases:
+                prob = cls(p, v, r)
+                fast, t = _timed(lambda prob=prob: prob.solve(method="fast"))
+                times["fast"].append(t)
+                fast_values.append(fast.value)
+                fast_fail += not fast.success
+                for solver in solvers:
+                    if solver in tripped:
+                        continue
+                    res, t = _timed(lambda prob=prob, s=solver: _conic(prob, s))
+                    times[solver].append(t)
+                    statuses[solver].append(res.status)
+                    spent[solver] += t
+                    if res.status == OPTIMAL and fast.success:
+                        err = abs(fast.value - res.value)
+                        rel = err / (1.0 + abs(res.value))
+                        errs[solver] = max(errs[solver] or 0.0, err)
+                        rel_errs[solver] = max(rel_errs[solver] or 0.0, rel)
+                    if spent[solver] > max_conic_seconds:
+                        tripped[solver] = S
+
+            med, q25, q75 = _quartiles(times["fast"])
+            row = {
+                "problem": problem,
+                "S": S,
+                "instances": instances,
+                "fast_s": med,
+                "fast_q25": q25,
+                "fast_q75": q75,
+                "fast_fail": fast_fail,
+            }
+            res, t = _time_batch(batched, cases)
+            row["batch_s"] = t / instances
+            row["batch_fail"] = int((~res.success).sum())
+            diff = np.abs(np.asarray(res.value) - np.asarray(fast_values))
+            row["batch_err"] = float(diff[np.isfinite(diff)].max(initial=0.0))
+            row["bigbatch_n"] = batch
+            row["bigbatch_s"] = row["bigbatch_fail"] = None
+            if batch > 0 and S * batch <= MAX_BATCH_ELEMENTS:
+                big_rng = np.random.default_rng([seed, k, S, 1])
+                big = [random_index_instance(big_rng, S, problem, zeros) for _ in range(batch)]
+                res, t = _time_batch(batched, big)
+                del big
+                row["bigbatch_s"] = t / batch
+                row["bigbatch_fail"] = int((~res.success).sum())
+                del res
+
+            for solver in solvers:
+                med, q25, q75 = _quartiles(times[solver])
+                counts = {st: statuses[solver].count(st) for st in sorted(set(statuses[solver]))}
+                row[f"{solver}_s"] = med
+                row[f"{solver}_q25"] = q25
+                row[f"{solver}_q75"] = q75
+                row[f"{solver}_timed"] = len(times[solver])
+                row[f"{solver}_ratio"] = None if med is None else med / row["fast_s"]
+                row[f"{solver}_ratio_batch"] = None if med is None else med / row["batch_s"]
+                row[f"{solver}_fail"] = sum(st not in SOLUTION_PRESENT for st in statuses[solver])
+                row[f"{solver}_inaccurate"] = counts.get(OPTIMAL_INACCURATE, 0)
+                row[f"{solver}_statuses"] = counts
+                row[f"{solver}_err"] = errs[solver]
+                row[f"{solver}_rel_err"] = rel_errs[solver]
+                row[f"{solver}_skipped"] = None
+                if solver in tripped:
+                    at = tripped[solver]
+                    row[f"{solver}_skipped"] = f"skipped after {max_conic_seconds:g} s" + (
+                        f" ({len(times[solver])} of {instances} instances timed)"
+                        if at == S
+                        else f" at S={at}"
+                    )
+            ratios = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
+            row["best_ratio"] = min(ratios) if ratios else None
+            rows.append(row)
+            if progress:
+                _index_progress(progress, row, solvers)
+    return rows
+
+
+def _index_progress(progress: Callable[[str], None], row: dict, solvers: Sequence[str]) -> None:
+    head = f"{row['problem']} S={row['S']}"
+    big = (
+        f", batch {row['bigbatch_n']} {row['bigbatch_s']:.2e} s/inst"
+        if row["bigbatch_s"] is not None
+        else ""
+    )
+    progress(
+        f"{head} fast: {row['fast_s']:.2e} s single, {row['batch_s']:.2e} s/inst batched"
+        f"{big}, {row['fast_fail']} failed"
+    )
+    for s in solvers:
+        if row[f"{s}_s"] is None:
+            progress(f"{head} {s}: {row[f'{s}_skipped']}")
+            continue
+        err = row[f"{s}_err"]
+        skipped = f"; {row[f'{s}_skipped']}" if row[f"{s}_skipped"] else ""
+        progress(
+            f"{head} {s}: {row[f'{s}_s']:.2e} s ({row[f'{s}_ratio']:.0f}x fast), "
+            f"{row[f'{s}_fail']} failed, {row[f'{s}_inaccurate']} inaccurate, max err "
+            f"{'-' if err is None else f'{err:.1e}'}{skipped}"
+        )
+
+
+def _e(x: float | None, width: int, spec: str = ".2e") -> str:
+    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
+
+
+def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
+    """One line per (problem, S); columns: the fast path (single call, per instance in the
+    N-batch and in the large batch), then per solver its median, ratio to the fast single
+    call, failures/inaccurate, and the max abs and relative disagreement with the fast path.
+    A ``*`` marks a median over fewer than N instances (the solver went over the time cap)."""
+    head = f"{'problem':<9}{'S':>7}{'fast s':>10}{'batch/N':>10}{'batch/B':>10}"
+    for s in solvers:  # a 47-character block per solver
+        head += f"{s + ' s':>12}{'ratio':>8}{'fail/inacc':>11}{'abs err':>8}{'rel err':>8}"
+    lines = [head, "-" * len(head)]
+    notes = []
+    for r in rows:
+        line = (
+            f"{r['problem']:<9}{r['S']:>7}{r['fast_s']:>10.2e}{r['batch_s']:>10.2e}"
+            f"{_e(r['bigbatch_s'], 10)}"
+        )
+        if r["fast_fail"] or r["batch_fail"] or r["bigbatch_fail"]:
+            notes.append(
+                f"! {r['problem']} S={r['S']}: fast path failed on {r['fast_fail']} single, "
+                f"{r['batch_fail']} batched, {r['bigbatch_fail']} large-batch instances"
+            )
+        for s in solvers:
+            if r[f"{s}_s"] is None:
+                line += f"{r[f'{s}_skipped']:>47}"
+                continue
+            partial = r[f"{s}_timed"] < r["instances"]
+            if partial:
+                notes.append(f"* {s} at {r['problem']} S={r['S']}: {r[f'{s}_skipped']}")
+            ratio = r[f"{s}_ratio"]
+            line += (
+                f"{r[f'{s}_s']:>11.2e}{'*' if partial else ' '}"
+                f"{ratio:>7.0f}x"
+                f"{str(r[f'{s}_fail']) + '/' + str(r[f'{s}_inaccurate']):>11}"
+                f"{_e(r[f'{s}_err'], 8, '.0e')}{_e(r[f'{s}_rel_err'], 8, '.0e')}"
+            )
+        lines.append(line)
+    return "\n".join(lines + notes)
+
+
+PATH_STYLES = {
+    "fast": ("fast (single call)", "C0", "o", "-"),
+    "batch": ("fast (batch of N, per instance)", "C0", "s", "--"),
+    "bigbatch": ("fast (batch of B, per instance)", "C0", "^", ":"),
+    "CLARABEL": ("CLARABEL", "C1", "o", "-"),
+    "ECOS": ("ECOS", "C2", "D", "-"),
+    "SCS": ("SCS", "C3", "v", "-"),
+}
+
+
+def require_matplotlib():
+    """``matplotlib.figure.Figure``, or an ``ImportError`` saying how to install it."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(
+            "plotting needs matplotlib: pip install 'optplan[plot]' (or matplotlib)"
+        ) from exc
+    return Figure
+
+
+def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | None = None):
+    """Log-log PNG of compute time vs ``|S|``: one panel per problem, one line per path or
+    solver (medians, 25-75% bands where there are several instances). Needs matplotlib (the
+    ``plot`` extra); draws on a bare ``Figure`` (no pyplot, no global backend change)."""
+    Figure = require_matplotlib()
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    fig = Figure(figsize=(5.2 * len(problems), 4.6), layout="constrained")
+    axes = fig.subplots(1, len(problems), sharey=True, squeeze=False)[0]
+    for ax, problem in zip(axes, problems, strict=True):
+        sel = [r for r in rows if r["problem"] == problem]
+        S = np.array([r["S"] for r in sel], dtype=float)
+        n = sel[0]["instances"]
+        series = [("fast", "fast_s", "fast_q25", "fast_q75"), ("batch", "batch_s", None, None)]
+        series.append(("bigbatch", "bigbatch_s", None, None))
+        series += [(s, f"{s}_s", f"{s}_q25", f"{s}_q75") for s in solvers]
+        for key, med_key, lo_key, hi_key in series:
+            label, color, marker, style = PATH_STYLES.get(key, (key, None, "o", "-"))
+            label = label.replace("N,", f"N={n},").replace("B,", f"B={sel[0]['bigbatch_n']},")
+            y = np.array([np.nan if r[med_key] is None else r[med_key] for r in sel])
+            if np.isnan(y).all():
+                continue
+            skipped = [r[f"{key}_skipped"] for r in sel if r.get(f"{key}_skipped")]
+            if skipped:
+                first = next(r for r in sel if r.get(f"{key}_skipped"))
+                label += f" (skipped after time cap from S={first['S']})"
+            ax.plot(S, y, linestyle=style, marker=marker, color=color, label=label)
+            if lo_key is not None:
+                lo = np.array([np.nan if r[lo_key] is None else r[lo_key] for r in sel])
+                hi = np.array([np.nan if r[hi_key] is None else r[hi_key] for r in sel])
+                ax.fill_between(S, lo, hi, color=color, alpha=0.2, linewidth=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(problem)
+        ax.set_xlabel("|S|")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("wall seconds per instance (median, 25-75% band)")
+    fig.suptitle(
+        title or f"Index compute time vs |S| ({rows[0]['instances']} random instances per size)"
+    )
+    fig.savefig(path, dpi=120)
+    return Path(path)

@@ -98,3 +98,38 @@ def planning_cases(
                 float(rng.choice([0.0, 0.5, 0.9, 0.99])) if criterion == "discounted" else None
             )
             yield random_mdp(rng, S, A, discount, density, mask, ties)
+
+
+#: The index problems of accelerating-ucb-indices-mdp (§4.1-4.3), by stem.
+INDEX_PROBLEMS = ("kl_ball", "kl_inf", "l1_ball")
+
+
+def random_index_instance(
+    rng: np.random.Generator, S: int, problem: str, zeros: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """A random instance ``(p, v, param)`` of an index problem, as in the paper's §4.5.
+
+    ``p ~ Dirichlet(1)`` over ``S`` states; with ``zeros > 0`` about that fraction of the
+    states get probability zero (at least one state keeps positive mass) and ``p`` is
+    renormalized. ``v ~ U(0, 1)``. ``param`` is the radius ``~ U(0.01, 1)`` for ``"kl_ball"``
+    and ``"l1_ball"``, and for ``"kl_inf"`` a target strictly between ``p . v`` and
+    ``max v`` (a uniform fraction in ``[0.01, 0.99]`` of the gap; ``S == 1`` or constant ``v``
+    leave no gap and raise).
+    """
+    if problem not in INDEX_PROBLEMS:
+        raise ValueError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
+    p = rng.dirichlet(np.ones(S))
+    if zeros > 0:
+        drop = rng.random(S) < zeros
+        drop[rng.integers(S)] = False
+        p = np.where(drop, 0.0, p)
+        p /= p.sum()
+    v = rng.random(S)
+    if problem == "kl_inf":
+        mean, top = float(p @ v), float(v.max())
+        if not top > mean:
+            raise ValueError(f"no target strictly between p.v = {mean} and max v = {top}")
+        param = mean + rng.uniform(0.01, 0.99) * (top - mean)
+    else:
+        param = float(rng.uniform(0.01, 1.0))
+    return p, v, param

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cases import INDEX_PROBLEMS
 from .crosscheck import cross_check
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model
@@ -238,6 +239,68 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_bench_indices(args) -> int:
+    from .bench import (
+        MAX_BATCH_ELEMENTS,
+        bench_indices,
+        format_index_table,
+        plot_indices,
+        require_matplotlib,
+    )
+
+    if args.plot:  # before minutes of timing, not after
+        try:
+            require_matplotlib()
+        except ImportError as exc:
+            raise CLIError(str(exc)) from None
+    solvers = args.solvers or list(SOLVERS)
+    progress = None if (args.json or args.quiet) else (lambda m: print(m, file=sys.stderr))
+    rows = bench_indices(
+        sizes=args.sizes,
+        instances=args.instances,
+        problems=args.problems,
+        solvers=solvers,
+        batch=args.batch,
+        max_conic_seconds=args.max_conic_seconds,
+        zeros=args.zeros,
+        seed=args.seed,
+        progress=progress,
+    )
+    if args.plot:
+        plot_indices(rows, args.plot, solvers)
+    if args.json:
+        out = {
+            "benchmark": "indices",
+            "sizes": args.sizes,
+            "instances": args.instances,
+            "problems": args.problems,
+            "solvers": solvers,
+            "batch": args.batch,
+            "max_batch_elements": MAX_BATCH_ELEMENTS,
+            "max_conic_seconds": args.max_conic_seconds,
+            "zeros": args.zeros,
+            "seed": args.seed,
+            "plot": args.plot,
+            "rows": rows,
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(
+            f"index benchmark (paper §4.5): {args.instances} random instances per size, "
+            "median wall seconds per instance.\n"
+            "batch/N: one batched fast call on the N instances / N; batch/B: one call on "
+            f"B={args.batch} fresh instances / B (when S*B <= {MAX_BATCH_ELEMENTS:.0e}).\n"
+            "ratio: conic median / fast single-call median (same run). fail: status neither "
+            "optimal nor optimal_inaccurate; inacc: optimal_inaccurate.\n"
+            "abs/rel err: max |fast - conic| and max |fast - conic| / (1 + |conic|) over the "
+            "instances the solver solved to status optimal."
+        )
+        print(format_index_table(rows, solvers))
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
 def _solver_name(value: str) -> str:
     if value.upper() not in SOLVERS:
         raise argparse.ArgumentTypeError(f"unknown solver {value!r}; choose from {SOLVERS}")
@@ -292,6 +355,38 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.set_defaults(func=cmd_bench)
+
+    b = bsub.add_parser(
+        "indices",
+        help="index problems (KL ball, KL-inf, L1 ball): compute time vs |S| (paper Figs. 1-2)",
+    )
+    b.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10000])
+    b.add_argument("--instances", type=int, default=15, help="random instances per size")
+    b.add_argument("--problems", nargs="+", choices=INDEX_PROBLEMS, default=list(INDEX_PROBLEMS))
+    b.add_argument("--solvers", type=_solver_name, nargs="+")
+    b.add_argument(
+        "--batch",
+        type=int,
+        default=1000,
+        metavar="B",
+        help="also time one batched fast call on B instances (when S*B <= 1e7; 0: never)",
+    )
+    b.add_argument(
+        "--max-conic-seconds",
+        type=float,
+        default=120.0,
+        metavar="T",
+        help="stop timing a conic solver once it has spent T s on one size (and skip it on "
+        "larger sizes); reported as skipped",
+    )
+    b.add_argument(
+        "--zeros", type=float, default=0.0, help="fraction of zero-probability states in p"
+    )
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.set_defaults(func=cmd_bench_indices)
     return parser
 
 

@@ -204,3 +204,13 @@ def test_formulate_is_an_exponential_cone_program():
     assert prob.is_dcp() and "ExpCone" in str(prob.get_problem_data("CLARABEL")[0]["dims"]) or True
     prob.solve(solver="CLARABEL")
     assert prob.value == pytest.approx(op.KLBallIndex([0.2, 0.8], [0, 1], 0.1).solve().value)
+
+
+def test_pinsker_kl_ball_inside_the_l1_ball():
+    """KL(p||q) >= ||p - q||_1^2 / 2, so C(p, v, d) <= B(p, v, sqrt(2 d))."""
+    for seed in range(200):
+        p, v = instance(seed)
+        d = np.geomspace(1e-8, 10, 9)
+        kl_val = op.kl_ball_index(p, v, d).value
+        l1_val = op.l1_ball_index(p, v, np.sqrt(2 * d)).value
+        assert np.all(kl_val <= l1_val + 1e-12 * (1 + np.abs(l1_val)))

@@ -10,6 +10,7 @@ from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
 from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
+from .l1_ball import L1BallIndex
 
 __all__ = [
     "Problem",
@@ -21,6 +22,7 @@ __all__ = [
     "FiniteHorizonPlanning",
     "KLBallIndex",
     "KLInfRate",
+    "L1BallIndex",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",
