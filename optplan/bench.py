@@ -142,6 +142,14 @@ def _quartiles(times: list[float]) -> tuple[float | None, float | None, float | 
     return float(med), float(q25), float(q75)
 
 
+def _note(messages: list[str], res, keep: int = 3) -> None:
+    """Keep the first few distinct messages of results without a solution."""
+    if not res.success and len(messages) < keep:
+        msg = f"{res.status}: {res.message}" if res.message else res.status
+        if msg not in messages:
+            messages.append(msg)
+
+
 def _conic(problem, solver: str):
     """The conic path, without CVXPY's "Solution may be inaccurate" warning: the bench counts
     ``optimal_inaccurate`` statuses itself."""
@@ -191,7 +199,8 @@ def bench_indices(
     - per solver: ``<SOLVER>_s``, ``_q25``, ``_q75``, ``_timed``, ``_ratio`` (conic median /
       ``fast_s``), ``_ratio_batch`` (conic median / ``batch_s``), ``_fail`` (status neither
       optimal nor optimal_inaccurate: counted, not dropped), ``_inaccurate`` (optimal_inaccurate
-      count), ``_statuses`` (count per status), ``_err`` (max |fast - conic| value over the
+      count), ``_statuses`` (count per status), ``_messages`` (the first few distinct
+      messages of failures; also ``fast_messages``), ``_err`` (max |fast - conic| value over the
       instances the solver reported ``optimal``; ``None`` if none), ``_rel_err``
       (max ``|fast - conic| / (1 + |conic|)``), ``_skipped`` (``None`` or why);
     - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
@@ -213,6 +222,7 @@ def bench_indices(
             cases = [random_index_instance(rng, S, problem, zeros) for _ in range(instances)]
             times: dict[str, list[float]] = {"fast": []} | {s: [] for s in solvers}
             statuses: dict[str, list[str]] = {s: [] for s in solvers}
+            messages: dict[str, list[str]] = {"fast": []} | {s: [] for s in solvers}
             errs = dict.fromkeys(solvers, None)
             rel_errs = dict.fromkeys(solvers, None)
             spent = dict.fromkeys(solvers, 0.0)
@@ -223,12 +233,14 @@ def bench_indices(
                 times["fast"].append(t)
                 fast_values.append(fast.value)
                 fast_fail += not fast.success
+                _note(messages["fast"], fast)
                 for solver in solvers:
                     if solver in tripped:
                         continue
                     res, t = _timed(lambda prob=prob, s=solver: _conic(prob, s))
                     times[solver].append(t)
                     statuses[solver].append(res.status)
+                    _note(messages[solver], res)
                     spent[solver] += t
                     if res.status == OPTIMAL and fast.success:
                         err = abs(fast.value - res.value)
@@ -247,6 +259,7 @@ def bench_indices(
                 "fast_q25": q25,
                 "fast_q75": q75,
                 "fast_fail": fast_fail,
+                "fast_messages": messages["fast"],
             }
             res, t = _time_batch(batched, cases)
             row["batch_s"] = t / instances
@@ -276,6 +289,7 @@ def bench_indices(
                 row[f"{solver}_fail"] = sum(st not in SOLUTION_PRESENT for st in statuses[solver])
                 row[f"{solver}_inaccurate"] = counts.get(OPTIMAL_INACCURATE, 0)
                 row[f"{solver}_statuses"] = counts
+                row[f"{solver}_messages"] = messages[solver]
                 row[f"{solver}_err"] = errs[solver]
                 row[f"{solver}_rel_err"] = rel_errs[solver]
                 row[f"{solver}_skipped"] = None

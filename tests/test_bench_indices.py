@@ -58,6 +58,7 @@ def test_bench_indices_json_and_plot(capsys, tmp_path):
     ]
     for r in rows:
         assert r["fast_fail"] == r["batch_fail"] == r["bigbatch_fail"] == 0
+        assert r["fast_messages"] == []
         assert r["fast_q25"] <= r["fast_s"] <= r["fast_q75"]
         assert r["batch_s"] > 0 and r["bigbatch_s"] > 0 and r["bigbatch_n"] == 50
         assert r["batch_err"] < 1e-12  # batched = loop of single calls
@@ -66,6 +67,7 @@ def test_bench_indices_json_and_plot(capsys, tmp_path):
             assert r[f"{s}_ratio"] > 0 and r[f"{s}_ratio_batch"] > 0
             assert r[f"{s}_q25"] <= r[f"{s}_s"] <= r[f"{s}_q75"]
             assert sum(r[f"{s}_statuses"].values()) == 3
+            assert len(r[f"{s}_messages"]) <= min(r[f"{s}_fail"] + r[f"{s}_inaccurate"], 3)
             assert r[f"{s}_fail"] == sum(
                 n for st, n in r[f"{s}_statuses"].items() if st not in bench.SOLUTION_PRESENT
             )

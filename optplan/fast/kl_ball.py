@@ -150,6 +150,10 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
         ell = _ell_w(delt, log_delta, s)[0]
         L = (pt * ell).sum(axis=1)
         qi = pt * np.exp(L[:, None] - dt[:, None] - ell)
+        # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
+        # state and d is large) is stored as the smallest normal double: KL(p||q) stays <= d
+        # and the value moves by < 1e-300
+        qi = np.where(pt > 0, np.maximum(qi, np.finfo(float).tiny), 0.0)
         mass = qi.sum(axis=1)
         qi = np.where(boundary[:, None], qi, qi / mass[:, None])  # interior: sum_I q = 1
         q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
@@ -176,10 +180,11 @@ def _ell_w(delta: np.ndarray, log_delta: np.ndarray, s: np.ndarray):
     The direct form is fast; rows where ``delta e^s`` could overflow use ``logaddexp``.
     """
     z = np.exp(np.minimum(s, 700.0))[:, None]
-    dz = delta * z
-    ell = np.log1p(dz)
-    w = 1.0 / (1.0 + dz)
-    u = dz * w
+    with np.errstate(over="ignore", invalid="ignore"):  # rows with s > 600 are redone below
+        dz = delta * z
+        ell = np.log1p(dz)
+        w = 1.0 / (1.0 + dz)
+        u = dz * w
     big = s > 600.0
     if big.any():
         ell[big] = np.logaddexp(0.0, log_delta[big] + s[big, None])

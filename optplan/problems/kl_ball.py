@@ -56,7 +56,7 @@ class KLBallIndex(Problem):
                 abs(a.value) + self.radius,
             )
             # stationarity in q: v_x + lam p_x / q_x = eta on the support (q_x > 0)
-            m = (self.p > 0) & (a.x > 0)
+            m = (self.p > 0) & (a.x > 1e-290)  # (entries stored at the double floor excluded)
             if np.isfinite(a.multiplier) and m.any():
                 eta = self.v[m] + a.multiplier * self.p[m] / a.x[m]
                 out["multiplier_certificate"] = (float(np.ptp(eta)), float(np.abs(eta).max()))
