@@ -76,10 +76,14 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
     iterations = np.zeros(B, dtype=int)
 
     supp = p > 0
-    V_I = np.where(supp, v, -np.inf).max(axis=1)
     V = v.max(axis=1)
-    delta = np.where(supp, V_I[:, None] - v, 0.0)
-    P_top = np.where(supp & (delta == 0.0), p, 0.0).sum(axis=1)
+    if supp.all():  # the common dense case: skip the masking passes
+        V_I = V
+        delta = V[:, None] - v
+    else:
+        V_I = np.where(supp, v, -np.inf).max(axis=1)
+        delta = np.where(supp, V_I[:, None] - v, 0.0)
+    P_top = (p * (delta == 0.0)).sum(axis=1)
     constant = P_top >= 1.0 - 1e-15
 
     infeasible = d < 0
@@ -100,13 +104,15 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
 
     todo = np.flatnonzero((d > 0) & ~constant)
     if todo.size:
-        pt, dt, delt = p[todo], d[todo], delta[todo]
-        with np.errstate(divide="ignore"):
-            log_delta = np.where(delt > 0, np.log(delt), -np.inf)
+        if todo.size == B:
+            pt, dt, delt = p, d, delta
+        else:
+            pt, dt, delt = p[todo], d[todo], delta[todo]
+        log_delta = np.log(np.where(delt > 0, delt, 1.0))  # log delta, 0 where delta = 0
         mean_delta = (pt * delt).sum(axis=1)
         var_delta = np.maximum((pt * delt**2).sum(axis=1) - mean_delta**2, 1e-300)
         lo = _log_expm1(dt) - np.log(mean_delta)
-        hi = (dt - np.log(P_top[todo]) - (pt * np.where(delt > 0, log_delta, 0.0)).sum(axis=1)) / (
+        hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (
             1.0 - P_top[todo]
         ) + 1.0
         lo = np.minimum(lo, hi - 1.0)
@@ -116,8 +122,8 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
             s_max = np.where(gap > 0, -np.log(gap), np.inf)
 
         def g_dg(s, idx):
-            ell, w, u = _ell_w(delt[idx], log_delta[idx], s)
-            pt_i = pt[idx]
+            ell, w, u = _ell_w(delt[idx] if idx.size < todo.size else delt, s)
+            pt_i = pt[idx] if idx.size < todo.size else pt
             pw = pt_i * w
             a0 = pw.sum(axis=1)
             L = (pt_i * ell).sum(axis=1)
@@ -147,7 +153,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
             s[inner], iters[inner], ok[inner] = newton_bracketed(
                 sub, s0[inner], lo[inner], hi[inner], max_iter
             )
-        ell = _ell_w(delt, log_delta, s)[0]
+        ell = _ell_w(delt, s)[0]
         L = (pt * ell).sum(axis=1)
         qi = pt * np.exp(L[:, None] - dt[:, None] - ell)
         # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
@@ -174,7 +180,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
     )
 
 
-def _ell_w(delta: np.ndarray, log_delta: np.ndarray, s: np.ndarray):
+def _ell_w(delta: np.ndarray, s: np.ndarray):
     """``l = log(1 + delta e^s)``, ``w = 1 / (1 + delta e^s)`` and ``u = 1 - w`` per row ``s``.
 
     The direct form is fast; rows where ``delta e^s`` could overflow use ``logaddexp``.
@@ -187,7 +193,8 @@ def _ell_w(delta: np.ndarray, log_delta: np.ndarray, s: np.ndarray):
         u = dz * w
     big = s > 600.0
     if big.any():
-        ell[big] = np.logaddexp(0.0, log_delta[big] + s[big, None])
+        with np.errstate(divide="ignore"):
+            ell[big] = np.logaddexp(0.0, np.log(delta[big]) + s[big, None])
         w[big] = np.exp(-ell[big])
         u[big] = -np.expm1(-ell[big])
     return ell, w, u
