@@ -68,7 +68,9 @@ def kl_inf_rate(p, v, target, max_iter: int = 100) -> BatchResult:
 
     supp = p > 0
     V = v.max(axis=1)
-    mu = (p * v).sum(axis=1)
+    # p.v, clipped to the support's range: round-off must not put a constant v's mean below v
+    support_v = np.where(supp, v, np.nan)
+    mu = np.clip((p * v).sum(axis=1), np.nanmin(support_v, axis=1), np.nanmax(support_v, axis=1))
     below = rho <= mu
     value[below], q[below], lam[below] = 0.0, p[below], 0.0
     out = ~below & (rho >= V)  # rho > V, or rho = V > mu (v not constant)
