@@ -51,34 +51,36 @@ def newton_bracketed(
     x = np.clip(x0, lo, hi).astype(float)
     n = x.shape[0]
     iterations = np.zeros(n, dtype=int)
-    active = np.ones(n, dtype=bool)
     idx = np.arange(n)
-    for _ in range(max_iter):
-        xi = x[idx]
-        out = func(xi, idx)
-        g, dg, scale = out[:3]
-        iterations[idx] += 1
-        neg = g < 0
-        lo[idx[neg]] = xi[neg]
-        hi[idx[~neg]] = xi[~neg]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    sqrt_g_rtol = np.sqrt(G_RTOL)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for it in range(1, max_iter + 1):
+            xi = x[idx]
+            out = func(xi, idx)
+            g, dg, scale = out[:3]
+            neg = g < 0
+            l = np.where(neg, xi, lo[idx])
+            h = np.where(neg, hi[idx], xi)
             if len(out) == 4:  # Halley: cubic convergence when g'' is supplied
                 xn = xi - 2.0 * g * dg / (2.0 * dg * dg - g * out[3])
             else:
                 xn = xi - g / dg
-        l, h = lo[idx], hi[idx]
-        bad = ~np.isfinite(xn) | (xn <= l) | (xn >= h)
-        xn = np.where(bad, 0.5 * (l + h), xn)
-        root = np.abs(g) <= G_RTOL * scale
-        step = np.abs(xn - xi)
-        final = ~bad & (step <= FINAL_STEP * np.maximum(1.0, np.abs(xi)))
-        done = root | (final & (np.abs(g) <= np.sqrt(G_RTOL) * scale))
-        done |= step <= STEP_RTOL * np.maximum(1.0, np.abs(xi))
-        done |= (h - l) <= STEP_RTOL * np.maximum(1.0, np.abs(xi))
-        x[idx] = np.where(root, xi, xn)
-        idx = idx[~done]
-        if idx.size == 0:
-            break
-    active[:] = False
-    active[idx] = True
-    return x, iterations, ~active
+            bad = ~((xn > l) & (xn < h))  # outside the bracket, or not finite
+            xn = np.where(bad, 0.5 * (l + h), xn)
+            ag, ax, step = np.abs(g), np.maximum(1.0, np.abs(xi)), np.abs(xn - xi)
+            root = ag <= G_RTOL * scale
+            done = (
+                root
+                | (~bad & (step <= FINAL_STEP * ax) & (ag <= sqrt_g_rtol * scale))
+                | (step <= STEP_RTOL * ax)
+                | ((h - l) <= STEP_RTOL * ax)
+            )
+            x[idx] = np.where(root, xi, xn)
+            lo[idx], hi[idx] = l, h
+            iterations[idx] = it
+            idx = idx[~done]
+            if idx.size == 0:
+                break
+    converged = np.ones(n, dtype=bool)
+    converged[idx] = False
+    return x, iterations, converged

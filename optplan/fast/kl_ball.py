@@ -89,18 +89,20 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
     infeasible = d < 0
     value[infeasible], status[infeasible] = -np.inf, INFEASIBLE
     zero = d == 0
-    value[zero] = (p[zero] * v[zero]).sum(axis=1)
-    q[zero] = p[zero]
-    lam[zero] = np.where(constant[zero], V[zero] - V_I[zero], np.inf)
+    if zero.any():
+        value[zero] = (p[zero] * v[zero]).sum(axis=1)
+        q[zero] = p[zero]
+        lam[zero] = np.where(constant[zero], V[zero] - V_I[zero], np.inf)
 
     # v constant on the support: everything but e^{-d} of the mass moves to the best state
     flat = (d > 0) & constant
-    # (with no better zero-probability state nothing moves: q = p)
-    keep = np.where(V[flat] > V_I[flat], np.exp(-d[flat]), 1.0)
-    qi = keep[:, None] * p[flat]
-    lam[flat] = keep * (V[flat] - V_I[flat])
-    q[flat] = with_leftover(qi, v[flat], supp[flat], V[flat])
-    value[flat] = V[flat] - keep * (V[flat] - V_I[flat])
+    if flat.any():
+        # (with no better zero-probability state nothing moves: q = p)
+        keep = np.where(V[flat] > V_I[flat], np.exp(-d[flat]), 1.0)
+        qi = keep[:, None] * p[flat]
+        lam[flat] = keep * (V[flat] - V_I[flat])
+        q[flat] = with_leftover(qi, v[flat], supp[flat], V[flat])
+        value[flat] = V[flat] - keep * (V[flat] - V_I[flat])
 
     todo = np.flatnonzero((d > 0) & ~constant)
     if todo.size:
