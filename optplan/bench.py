@@ -158,11 +158,13 @@ def _conic(problem, solver: str):
         return problem.solve(method="conic", solver=solver)
 
 
-def _time_batch(batched: Callable, instances: list) -> tuple[object, float]:
+def _time_batch(batched: Callable, instances: list, repeats: int = 3) -> tuple[object, float]:
+    """One batched call on all instances: the result and the median wall time of ``repeats``."""
     P = np.stack([p for p, _, _ in instances])
     V = np.stack([v for _, v, _ in instances])
     params = np.array([r for _, _, r in instances])
-    return _timed(lambda: batched(P, V, params))
+    runs = [_timed(lambda: batched(P, V, params)) for _ in range(repeats)]
+    return runs[0][0], float(np.median([t for _, t in runs]))
 
 
 def bench_indices(
@@ -182,7 +184,8 @@ def bench_indices(
     random instances (:func:`optplan.cases.random_index_instance`), each solved by the fast
     path (``problem.solve(method="fast")``) and by every conic solver, interleaved instance by
     instance. Then one batched fast call on the same instances, and (when
-    ``S * batch <= MAX_BATCH_ELEMENTS``) one batched call on ``batch`` fresh instances.
+    ``S * batch <= MAX_BATCH_ELEMENTS``) one batched call on ``batch`` fresh instances (each
+    batched call timed three times, median).
 
     A conic solver whose cumulative time at one size exceeds ``max_conic_seconds`` is not run
     on that size's remaining instances nor on larger sizes; its row entries say so
