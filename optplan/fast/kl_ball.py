@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from ..problems._index import check_index_inputs
+from ..problems._index import broadcast_index_inputs, check_index_inputs
 from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
@@ -47,7 +47,7 @@ def _log_expm1(d: np.ndarray) -> np.ndarray:
     return out
 
 
-def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
+def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> BatchResult:
     """Batched KL-ball index ``C(p, v, radius)``.
 
     Parameters
@@ -58,6 +58,10 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
     radius : float or array_like broadcastable to ``batch``
         KL radius ``d`` (negative: infeasible).
 
+    validate : bool
+        Check the inputs (default); ``False`` skips the checks for inputs that already
+        passed them.
+
     Returns
     -------
     BatchResult
@@ -65,7 +69,10 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
         Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
-    p, v, d = check_index_inputs(p, v, radius, "radius")
+    if validate:
+        p, v, d = check_index_inputs(p, v, radius, "radius")
+    else:
+        p, v, d = broadcast_index_inputs(p, v, radius)
     batch, S = d.shape, p.shape[-1]
     p, v, d = p.reshape(-1, S), v.reshape(-1, S), d.reshape(-1).astype(float)
     B = d.shape[0]
@@ -114,9 +121,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100) -> BatchResult:
         mean_delta = (pt * delt).sum(axis=1)
         var_delta = np.maximum((pt * delt**2).sum(axis=1) - mean_delta**2, 1e-300)
         lo = _log_expm1(dt) - np.log(mean_delta)
-        hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (
-            1.0 - P_top[todo]
-        ) + 1.0
+        hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (1.0 - P_top[todo]) + 1.0
         lo = np.minimum(lo, hi - 1.0)
         # eta >= V: s <= s_max = -log(V - V_I) when the best state has probability zero
         gap = V[todo] - V_I[todo]
@@ -204,4 +209,5 @@ def _ell_w(delta: np.ndarray, s: np.ndarray):
 
 def solve(problem) -> PlanResult:
     """Solve one ``KLBallIndex`` through the batched kernel."""
-    return kl_ball_index(problem.p, problem.v, problem.radius).element(())
+    # the problem object validated its fields at construction
+    return kl_ball_index(problem.p, problem.v, problem.radius, validate=False).element(())

@@ -34,13 +34,13 @@ import time
 
 import numpy as np
 
-from ..problems._index import check_index_inputs
+from ..problems._index import broadcast_index_inputs, check_index_inputs
 from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
 
-def kl_inf_rate(p, v, target, max_iter: int = 100) -> BatchResult:
+def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> BatchResult:
     """Batched KL-minimization rate ``D(p, v, target)``.
 
     Parameters
@@ -50,13 +50,20 @@ def kl_inf_rate(p, v, target, max_iter: int = 100) -> BatchResult:
     target : float or array_like broadcastable to ``batch``
         ``rho``.
 
+    validate : bool
+        Check the inputs (default); ``False`` skips the checks for inputs that already
+        passed them.
+
     Returns
     -------
     BatchResult
         ``value`` (D), ``x`` (q*), ``multiplier`` (``dD/d target``), ``status`` per element.
     """
     start = time.perf_counter()
-    p, v, rho = check_index_inputs(p, v, target, "target")
+    if validate:
+        p, v, rho = check_index_inputs(p, v, target, "target")
+    else:
+        p, v, rho = broadcast_index_inputs(p, v, target)
     batch, S = rho.shape, p.shape[-1]
     p, v, rho = p.reshape(-1, S), v.reshape(-1, S), rho.reshape(-1).astype(float)
     B = rho.shape[0]
@@ -154,4 +161,5 @@ def _terms(r: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def solve(problem) -> PlanResult:
     """Solve one ``KLInfRate`` through the batched kernel."""
-    return kl_inf_rate(problem.p, problem.v, problem.target).element(())
+    # the problem object validated its fields at construction
+    return kl_inf_rate(problem.p, problem.v, problem.target, validate=False).element(())

@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from ..problems._index import check_index_inputs
+from ..problems._index import broadcast_index_inputs, check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
 
 
-def l1_ball_index(p, v, radius) -> BatchResult:
+def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
     """Batched L1-ball index ``B(p, v, radius)``.
 
     Parameters
@@ -37,6 +37,10 @@ def l1_ball_index(p, v, radius) -> BatchResult:
     radius : float or array_like broadcastable to ``batch``
         L1 radius ``d`` (negative: infeasible).
 
+    validate : bool
+        Check the inputs (default); ``False`` skips the checks for inputs that already
+        passed them.
+
     Returns
     -------
     BatchResult
@@ -44,7 +48,10 @@ def l1_ball_index(p, v, radius) -> BatchResult:
         kink), ``status`` per element. Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
-    p, v, d = check_index_inputs(p, v, radius, "radius")
+    if validate:
+        p, v, d = check_index_inputs(p, v, radius, "radius")
+    else:
+        p, v, d = broadcast_index_inputs(p, v, radius)
     batch, S = d.shape, p.shape[-1]
     shared_v = d.size > 0 and all(stride == 0 for stride in v.strides[:-1])
     p = np.ascontiguousarray(p.reshape(-1, S), dtype=float)
@@ -100,4 +107,5 @@ def l1_ball_index(p, v, radius) -> BatchResult:
 
 def solve(problem) -> PlanResult:
     """Solve one ``L1BallIndex`` through the batched kernel."""
-    return l1_ball_index(problem.p, problem.v, problem.radius).element(())
+    # the problem object validated its fields at construction
+    return l1_ball_index(problem.p, problem.v, problem.radius, validate=False).element(())

@@ -73,6 +73,17 @@ def check_index_inputs(p, v, param, param_name: str):
             f"{param.shape} (batch shapes {p.shape[:-1]}, {v.shape[:-1]}, "
             f"{param.shape})"
         ) from None
+    return _broadcast(p, v, param, batch)
+
+
+def broadcast_index_inputs(p, v, param):
+    """:func:`check_index_inputs` without the checks, for inputs that already passed them
+    (a problem object's fields)."""
+    p, v, param = np.asarray(p, float), np.asarray(v, float), np.asarray(param, float)
+    return _broadcast(p, v, param, np.broadcast_shapes(p.shape[:-1], v.shape[:-1], param.shape))
+
+
+def _broadcast(p, v, param, batch):
     S = p.shape[-1]
     return (
         np.broadcast_to(p, batch + (S,)),
