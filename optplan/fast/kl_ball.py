@@ -32,8 +32,8 @@ import time
 
 import numpy as np
 
-from ..problems._index import broadcast_index_inputs, check_index_inputs
-from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
+from ..problems._index import flat_batch
+from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
@@ -69,18 +69,9 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
-    if validate:
-        p, v, d = check_index_inputs(p, v, radius, "radius")
-    else:
-        p, v, d = broadcast_index_inputs(p, v, radius)
-    batch, S = d.shape, p.shape[-1]
-    p, v, d = p.reshape(-1, S), v.reshape(-1, S), d.reshape(-1).astype(float)
-    B = d.shape[0]
-    value = np.full(B, np.nan)
-    q = np.full((B, S), np.nan)
-    lam = np.full(B, np.nan)
-    status = np.full(B, OPTIMAL, dtype="<U20")
-    iterations = np.zeros(B, dtype=int)
+    p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
+    value, q, lam, status, iterations = outputs
+    S = p.shape[-1]
 
     supp = p > 0
     V = v.max(axis=1)
@@ -113,7 +104,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
 
     todo = np.flatnonzero((d > 0) & ~constant)
     if todo.size:
-        if todo.size == B:
+        if todo.size == d.shape[0]:
             pt, dt, delt = p, d, delta
         else:
             pt, dt, delt = p[todo], d[todo], delta[todo]

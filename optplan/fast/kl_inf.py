@@ -34,8 +34,8 @@ import time
 
 import numpy as np
 
-from ..problems._index import broadcast_index_inputs, check_index_inputs
-from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
+from ..problems._index import flat_batch
+from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
@@ -60,18 +60,9 @@ def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> Bat
         ``value`` (D), ``x`` (q*), ``multiplier`` (``dD/d target``), ``status`` per element.
     """
     start = time.perf_counter()
-    if validate:
-        p, v, rho = check_index_inputs(p, v, target, "target")
-    else:
-        p, v, rho = broadcast_index_inputs(p, v, target)
-    batch, S = rho.shape, p.shape[-1]
-    p, v, rho = p.reshape(-1, S), v.reshape(-1, S), rho.reshape(-1).astype(float)
-    B = rho.shape[0]
-    value = np.full(B, np.nan)
-    q = np.full((B, S), np.nan)
-    lam = np.full(B, np.nan)
-    status = np.full(B, OPTIMAL, dtype="<U20")
-    iterations = np.zeros(B, dtype=int)
+    p, v, rho, batch, outputs = flat_batch(p, v, target, "target", validate)
+    value, q, lam, status, iterations = outputs
+    S = p.shape[-1]
 
     supp = p > 0
     V = v.max(axis=1)

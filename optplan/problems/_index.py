@@ -90,3 +90,40 @@ def _broadcast(p, v, param, batch):
         np.broadcast_to(v, batch + (S,)),
         np.broadcast_to(param, batch),
     )
+
+
+def flat_batch(p, v, param, name: str, validate: bool = True):
+    """The prologue of every batched index kernel.
+
+    Returns ``(p, v, param, batch, outputs)`` with ``p``, ``v`` of shape ``(B, S)``, ``param``
+    of shape ``(B,)``, the original ``batch`` shape, and ``outputs`` = fresh
+    ``(value, x, multiplier, status, iterations)`` arrays (NaN, NaN, NaN, "optimal", 0).
+    """
+    if validate:
+        p, v, param = check_index_inputs(p, v, param, name)
+    else:
+        p, v, param = broadcast_index_inputs(p, v, param)
+    batch, S = param.shape, p.shape[-1]
+    p, v, param = p.reshape(-1, S), v.reshape(-1, S), param.reshape(-1).astype(float)
+    B = param.shape[0]
+    outputs = (
+        np.full(B, np.nan),
+        np.full((B, S), np.nan),
+        np.full(B, np.nan),
+        np.full(B, "optimal", dtype="<U20"),
+        np.zeros(B, dtype=int),
+    )
+    return p, v, param, batch, outputs
+
+
+def single_instance(problem, param_name: str, batched_name: str) -> None:
+    """Validate a problem object's ``p``, ``v`` and parameter and store them as arrays."""
+    p, v, param = check_index_inputs(problem.p, problem.v, getattr(problem, param_name), param_name)
+    if p.ndim != 1:
+        raise ValueError(
+            f"{type(problem).__name__} takes one instance (p of shape (S,)), got p "
+            f"{p.shape}; use op.{batched_name} for batches"
+        )
+    object.__setattr__(problem, "p", np.array(p))
+    object.__setattr__(problem, "v", np.array(v))
+    object.__setattr__(problem, param_name, float(param))

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..result import PlanResult
 from ._compare import diff
-from ._index import check_index_inputs
+from ._index import single_instance
 from .base import Problem
 
 
@@ -36,15 +36,7 @@ class KLBallIndex(Problem):
     sqrt_tol_quantities = frozenset({"x", "multiplier"})
 
     def __post_init__(self):
-        p, v, radius = check_index_inputs(self.p, self.v, self.radius, "radius")
-        if p.ndim != 1:
-            raise ValueError(
-                f"KLBallIndex takes one instance (p of shape (S,)), got p {p.shape}; "
-                "use op.kl_ball_index for batches"
-            )
-        object.__setattr__(self, "p", np.array(p))
-        object.__setattr__(self, "v", np.array(v))
-        object.__setattr__(self, "radius", float(radius))
+        single_instance(self, "radius", "kl_ball_index")
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         out = index_compare(self.p, self.v, a, b)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..result import PlanResult
-from ._index import check_index_inputs
+from ._index import single_instance
 from .base import Problem
 from .kl_ball import index_compare, kl_divergence, simplex_residual
 
@@ -35,15 +35,7 @@ class KLInfRate(Problem):
     sqrt_tol_quantities = frozenset({"x", "multiplier"})
 
     def __post_init__(self):
-        p, v, target = check_index_inputs(self.p, self.v, self.target, "target")
-        if p.ndim != 1:
-            raise ValueError(
-                f"KLInfRate takes one instance (p of shape (S,)), got p {p.shape}; "
-                "use op.kl_inf_rate for batches"
-            )
-        object.__setattr__(self, "p", np.array(p))
-        object.__setattr__(self, "v", np.array(v))
-        object.__setattr__(self, "target", float(target))
+        single_instance(self, "target", "kl_inf_rate")
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         # with v constant on the support and the target at p.v, q = p is the only feasible

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..result import PlanResult
 from ._compare import diff
-from ._index import check_index_inputs
+from ._index import single_instance
 from .base import Problem
 from .kl_ball import simplex_residual
 
@@ -51,15 +51,7 @@ class L1BallIndex(Problem):
     stem = "l1_ball"
 
     def __post_init__(self):
-        p, v, radius = check_index_inputs(self.p, self.v, self.radius, "radius")
-        if p.ndim != 1:
-            raise ValueError(
-                f"L1BallIndex takes one instance (p of shape (S,)), got p {p.shape}; "
-                "use op.l1_ball_index for batches"
-            )
-        object.__setattr__(self, "p", np.array(p))
-        object.__setattr__(self, "v", np.array(v))
-        object.__setattr__(self, "radius", float(radius))
+        single_instance(self, "radius", "l1_ball_index")
 
     def derivatives(self, radius: float | None = None) -> tuple[float, float]:
         """``(right, left)`` derivative of ``B`` in the radius (default: this radius).
