@@ -207,11 +207,33 @@ def cmd_demo(args) -> int:
                 f"  {_fmt(policy)}{'' if chk.agree else '  DISAGREE: ' + chk.message}"
             )
     cowan = load_model(directory / "cowan3.toml")
-    pol = AverageRewardPlanning(cowan).solve().policy
-    paper = "matches" if pol.tolist() == [0, 1, 0] else "DOES NOT match"
-    print(f"\ncowan3 optimal policy {pol.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
+    sol = AverageRewardPlanning(cowan).solve()
+    paper = "matches" if sol.policy.tolist() == [0, 1, 0] else "DOES NOT match"
+    print(f"\ncowan3 optimal policy {sol.policy.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
+    ok &= _demo_indices(cowan.P[0, 1], sol.bias)
     print(f"all cross-checks agree: {ok}; total {time.perf_counter() - start:.1f} s")
     return 0 if ok else 1
+
+
+def _demo_indices(p: np.ndarray, v: np.ndarray) -> bool:
+    """The three index problems of accelerating-ucb-indices-mdp §4 on cowan3's (x1, a2) row."""
+    from .problems import KLBallIndex, KLInfRate, L1BallIndex
+
+    print(f"\nindices for p = P[x1, a2] = {p.tolist()}, v = the bias above:")
+    target = float(p @ v + 0.5 * (v.max() - p @ v))
+    ok = True
+    for problem, label in (
+        (KLBallIndex(p, v, 0.1), "KL ball C(p, v, 0.1)  (MDP-UCB)"),
+        (KLInfRate(p, v, target), f"KL-inf D(p, v, {target:.3f}) (MDP-DMED)"),
+        (L1BallIndex(p, v, 0.2), "L1 ball B(p, v, 0.2)  (OLP)"),
+    ):
+        chk = cross_check(problem, solver="CLARABEL")
+        ok &= chk.agree
+        print(
+            f"  {label:<36} fast {chk.fast.value:.12f}  conic {chk.conic.value:.12f}  "
+            f"multiplier {chk.fast.multiplier:.6f}  {'agree' if chk.agree else 'DISAGREE'}"
+        )
+    return ok
 
 
 def cmd_bench(args) -> int:
