@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from ..problems._index import flat_batch
+from ..problems._index import batch_result, flat_batch
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
@@ -71,7 +71,6 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
     start = time.perf_counter()
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
     value, q, lam, status, iterations = outputs
-    S = p.shape[-1]
 
     supp = p > 0
     V = v.max(axis=1)
@@ -166,16 +165,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         iterations[todo] = iters
         status[todo[~ok]] = MAX_ITER
 
-    return BatchResult(
-        value=value.reshape(batch),
-        x=q.reshape(batch + (S,)),
-        multiplier=lam.reshape(batch),
-        status=status.reshape(batch),
-        iterations=iterations.reshape(batch),
-        solve_time=time.perf_counter() - start,
-        method="fast",
-        solver="newton",
-    )
+    return batch_result(batch, outputs, start, "halley")
 
 
 def _ell_w(delta: np.ndarray, s: np.ndarray):

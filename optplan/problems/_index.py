@@ -3,6 +3,8 @@ functional forms: errors name the argument, the batch index and the value."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..mdp import ROW_SUM_TOL
@@ -127,3 +129,21 @@ def single_instance(problem, param_name: str, batched_name: str) -> None:
     object.__setattr__(problem, "p", np.array(p))
     object.__setattr__(problem, "v", np.array(v))
     object.__setattr__(problem, param_name, float(param))
+
+
+def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
+    """The epilogue of every batched index kernel: ``outputs`` (from :func:`flat_batch`)
+    reshaped to ``batch`` as a :class:`~optplan.result.BatchResult`."""
+    from ..result import BatchResult
+
+    value, x, multiplier, status, iterations = outputs
+    return BatchResult(
+        value=value.reshape(batch),
+        x=x.reshape(batch + x.shape[-1:]),
+        multiplier=multiplier.reshape(batch),
+        status=status.reshape(batch),
+        iterations=iterations.reshape(batch),
+        solve_time=time.perf_counter() - start,
+        method="fast",
+        solver=solver,
+    )
