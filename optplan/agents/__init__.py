@@ -2,5 +2,6 @@
 
 from .base import Agent
 from .baselines import OracleAgent, RandomAgent
+from .qlearning import EpsilonGreedyQ, SoftQ
 
-__all__ = ["Agent", "OracleAgent", "RandomAgent"]
+__all__ = ["Agent", "OracleAgent", "RandomAgent", "EpsilonGreedyQ", "SoftQ"]

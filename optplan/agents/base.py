@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "check_agent_mask", "check_count"]
 
 
 @runtime_checkable
@@ -36,3 +36,30 @@ class Agent(Protocol):
         the first state of the next one (which arrives through :meth:`select_action`).
         """
         ...
+
+
+def check_count(name: str, value) -> int:
+    """A positive integer parameter (``n_states``, ``n_actions`` ...)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_agent_mask(action_mask, S: int, A: int) -> np.ndarray:
+    """An agent's admissible actions: bool ``(S, A)`` or ``(L, S, A)``, every state with one."""
+    if action_mask is None:
+        return np.ones((S, A), dtype=bool)
+    mask = np.asarray(action_mask)
+    if mask.dtype != bool:
+        if mask.dtype.kind not in "iu" or not np.isin(mask, (0, 1)).all():
+            raise TypeError(f"action_mask must be boolean, got dtype {mask.dtype}")
+        mask = mask.astype(bool)
+    if mask.shape[-2:] != (S, A) or mask.ndim not in (2, 3):
+        raise ValueError(
+            f"action_mask has shape {mask.shape}, expected ({S}, {A}) or (L, {S}, {A})"
+        )
+    counts = mask.sum(axis=-1)
+    if (counts == 0).any():
+        idx = tuple(int(i) for i in np.argwhere(counts == 0)[0])
+        raise ValueError(f"action_mask leaves state {idx[-1]} with no action (index {idx})")
+    return mask

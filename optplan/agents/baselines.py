@@ -11,17 +11,12 @@ import numpy as np
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
 from ..result import PlanResult
+from .base import check_agent_mask, check_count
 
 __all__ = ["RandomAgent", "OracleAgent", "CRITERIA"]
 
 #: Criteria :class:`OracleAgent` optimizes (the ``criterion`` strings of the models).
 CRITERIA = ("discounted", "average", "finite_horizon")
-
-
-def _check_count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class RandomAgent:
@@ -37,31 +32,16 @@ class RandomAgent:
     """
 
     def __init__(self, n_states: int, n_actions: int, action_mask=None) -> None:
-        S = _check_count("n_states", n_states)
-        A = _check_count("n_actions", n_actions)
-        if action_mask is None:
-            mask = np.ones((S, A), dtype=bool)
-        else:
-            mask = np.asarray(action_mask)
-            if mask.dtype != bool:
-                if mask.dtype.kind not in "iu" or not np.isin(mask, (0, 1)).all():
-                    raise TypeError(f"action_mask must be boolean, got dtype {mask.dtype}")
-                mask = mask.astype(bool)
-            if mask.shape[-2:] != (S, A) or mask.ndim not in (2, 3):
-                raise ValueError(
-                    f"action_mask has shape {mask.shape}, expected ({S}, {A}) or (L, {S}, {A})"
-                )
-        counts = mask.sum(axis=-1)
-        if (counts == 0).any():
-            idx = tuple(int(i) for i in np.argwhere(counts == 0)[0])
-            raise ValueError(f"action_mask leaves state {idx[-1]} with no action (index {idx})")
+        S = check_count("n_states", n_states)
+        A = check_count("n_actions", n_actions)
+        mask = check_agent_mask(action_mask, S, A)
         self.n_states = S
         self.n_actions = A
         self.action_mask = mask
         self._layered = mask.ndim == 3
         # Admissible actions first, in index order: entry k of row s is the k-th admissible one.
         self._actions = np.argsort(~mask, axis=-1, kind="stable")
-        self._counts = counts
+        self._counts = mask.sum(axis=-1)
         self._rng: np.random.Generator | None = None
         self._layer = 0
 
