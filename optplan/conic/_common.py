@@ -9,7 +9,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..result import SOLUTION_PRESENT, SOLVER_ERROR, PlanResult, map_cvxpy_status
+from ..result import INFEASIBLE, SOLUTION_PRESENT, SOLVER_ERROR, PlanResult, map_cvxpy_status
 
 #: Solver settings used unless the caller passes ``solver_options``. Tight, because the conic
 #: path is the reference the fast paths are checked against; SCS (first-order) is looser and
@@ -136,4 +136,30 @@ def no_solution(
         seconds,
         value=np.nan,
         **fields,
+    )
+
+
+def solve_index(
+    prob: cp.Problem, solver: str, solver_options: dict | None, infeasible_value: float
+) -> PlanResult:
+    """Run an index problem's formulation (variable ``q``, main constraint first).
+
+    The value is the solver's objective (``opt_val``), not CVXPY's re-evaluation at the
+    returned ``q``, which is ``inf`` when the solver rounds a tiny ``q_x`` with ``p_x > 0`` to 0.
+    An infeasible problem gets the problem's conventional value (``-inf`` for a max, ``+inf``
+    for a min) with the solver's status.
+    """
+    status, message, iterations, seconds = run(prob, solver, solver_options)
+    failed = no_solution(status, message, solver, iterations, seconds)
+    if failed:
+        return failed.replace(value=infeasible_value) if status == INFEASIBLE else failed
+    return conic_result(
+        status,
+        message,
+        solver,
+        iterations,
+        seconds,
+        value=float(prob.solution.opt_val),
+        x=prob.var_dict["q"].value,
+        multiplier=float(prob.constraints[0].dual_value),
     )

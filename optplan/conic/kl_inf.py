@@ -5,8 +5,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..result import INFEASIBLE, PlanResult
-from ._common import conic_result, no_solution, run
+from ..result import PlanResult
+from ._common import solve_index
 
 
 def formulate(problem) -> cp.Problem:
@@ -19,20 +19,4 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    """The value is the solver's objective (``opt_val``), not CVXPY's re-evaluation at the
-    returned ``q``, which is ``inf`` when the solver rounds a tiny ``q_x`` with ``p_x > 0`` to 0."""
-    prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
-    if failed:
-        return failed.replace(value=np.inf) if status == INFEASIBLE else failed
-    return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
-        value=float(prob.solution.opt_val),
-        x=prob.var_dict["q"].value,
-        multiplier=float(prob.constraints[0].dual_value),
-    )
+    return solve_index(formulate(problem), solver, solver_options, infeasible_value=np.inf)

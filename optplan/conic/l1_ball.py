@@ -11,7 +11,7 @@ import cvxpy as cp
 import numpy as np
 
 from ..result import PlanResult
-from ._common import conic_result, no_solution, run
+from ._common import solve_index
 
 
 def formulate(problem) -> cp.Problem:
@@ -22,18 +22,4 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
-    if failed:
-        return failed.replace(value=-np.inf) if status == "infeasible" else failed
-    return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
-        value=float(prob.value),
-        x=prob.var_dict["q"].value,
-        multiplier=float(prob.constraints[0].dual_value),
-    )
+    return solve_index(formulate(problem), solver, solver_options, infeasible_value=-np.inf)
