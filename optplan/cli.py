@@ -12,6 +12,7 @@ import numpy as np
 
 from .cases import INDEX_PROBLEMS
 from .crosscheck import cross_check
+from .experiments.cli import add_parsers as add_experiment_parsers
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model
 from .problems import (
@@ -410,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.set_defaults(func=cmd_bench_indices)
+
+    add_experiment_parsers(sub)
     return parser
 
 
@@ -417,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CLIError, ValueError, TypeError, FileNotFoundError) as exc:
+    except (CLIError, ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         print(f"optplan: error: {exc}", file=sys.stderr)
         return 2
 

@@ -175,9 +175,9 @@ def test_run_is_reproducible_and_seed_dependent():
 
 
 def test_trace_bookkeeping_continuing():
-    mdp = ergodic_mdp(discount=0.95)  # the discount plays no part in the regret
+    mdp = ergodic_mdp(discount=0.95)  # criterion="average": the discount plays no part
     env = TabularEnv(mdp, max_steps=30)
-    tr = run(RandomAgent.for_mdp(mdp), env, steps=301, seed=0)
+    tr = run(RandomAgent.for_mdp(mdp), env, steps=301, seed=0, criterion="average")
     assert isinstance(tr, Trace) and tr.criterion == "average" and tr.layers is None
     assert tr.steps == 301 and tr.episodes == 10
     for arr in (tr.states, tr.actions, tr.rewards, tr.expected_rewards, tr.regret):
@@ -190,6 +190,11 @@ def test_trace_bookkeeping_continuing():
     summary = tr.summary()
     assert summary["regret"] == tr.regret[-1] and summary["episodes"] == 10
     assert 0 <= summary["optimal_rate"] <= 1 and summary["wall_time"] >= 0
+    np.testing.assert_array_equal(tr.episode_ends, np.arange(30, 301, 30))
+    assert tr.successes is None and tr.time_to_solve is None
+    np.testing.assert_array_equal(tr.visits, np.bincount(tr.states, minlength=mdp.n_states))
+    np.testing.assert_allclose(tr.oracle_cumulative, g * np.arange(1, 302), rtol=1e-12)
+    np.testing.assert_allclose(tr.realized_regret, tr.regret, atol=1e-9)  # noiseless rewards
 
 
 def test_trace_bookkeeping_finite_horizon():

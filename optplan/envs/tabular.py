@@ -57,6 +57,11 @@ class TabularEnv(gym.Env):
         Truncate the episode (``truncated=True``) after this many steps. ``None`` means a
         continuing task for a ``TabularMDP`` and episodes of exactly ``L`` steps for a
         ``FiniteHorizonMDP``.
+    goal_states : sequence of int, optional
+        States that count as reaching the goal: every step then reports
+        ``info["goal_reached"]`` (whether ``next_state`` is one of them), which
+        :func:`~optplan.experiments.run` turns into per-episode successes and DeepSea's
+        *time to solve*.
 
     Attributes
     ----------
@@ -64,6 +69,7 @@ class TabularEnv(gym.Env):
         The true model, for exact regret.
     reward_noise : float
     max_steps : int or None
+    goal_states : tuple of int
 
     Notes
     -----
@@ -83,6 +89,7 @@ class TabularEnv(gym.Env):
         mdp: TabularMDP | FiniteHorizonMDP,
         reward_noise: float = 0.0,
         max_steps: int | None = None,
+        goal_states=None,
     ) -> None:
         if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
             raise TypeError(
@@ -104,6 +111,20 @@ class TabularEnv(gym.Env):
         ):
             raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
 
+        goals = np.zeros(mdp.n_states, dtype=bool)
+        if goal_states is not None:
+            for g in goal_states:
+                if (
+                    isinstance(g, bool)
+                    or not isinstance(g, (int, np.integer))
+                    or not 0 <= g < mdp.n_states
+                ):
+                    raise ValueError(
+                        f"goal_states must hold state indices in [0, {mdp.n_states}), got {g!r}"
+                    )
+                goals[g] = True
+        self._goals = goals if goal_states is not None else None
+        self.goal_states = tuple(int(g) for g in np.flatnonzero(goals)) if goal_states else ()
         self.mdp = mdp
         self.reward_noise = float(reward_noise)
         self.max_steps = None if max_steps is None else int(max_steps)
@@ -164,7 +185,8 @@ class TabularEnv(gym.Env):
         truncated : bool
             ``True`` when ``max_steps`` steps have been taken since :meth:`reset`.
         info : dict
-            ``"expected_reward"``, and ``"layer"`` (of ``next_state``) for finite horizon.
+            ``"expected_reward"``, ``"layer"`` (of ``next_state``) for finite horizon, and
+            ``"goal_reached"`` when ``goal_states`` were given.
 
         Raises
         ------
@@ -209,6 +231,8 @@ class TabularEnv(gym.Env):
         info: dict[str, Any] = {"expected_reward": expected}
         if self._finite:
             info["layer"] = self._t
+        if self._goals is not None:
+            info["goal_reached"] = bool(self._goals[nxt])
         return nxt, reward, terminated, truncated, info
 
     def __repr__(self) -> str:
@@ -217,4 +241,6 @@ class TabularEnv(gym.Env):
             extra += f", reward_noise={self.reward_noise}"
         if self.max_steps is not None:
             extra += f", max_steps={self.max_steps}"
+        if self._goals is not None:
+            extra += f", goal_states={list(self.goal_states)}"
         return f"TabularEnv({self.mdp!r}{extra})"

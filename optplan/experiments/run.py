@@ -1,9 +1,9 @@
-"""The agent-environment loop and its record, scored by exact pseudo-regret.
+"""The agent-environment loop and its record, scored by exact regret (see :mod:`.metrics`).
 
 :func:`run` drives an :class:`~optplan.agents.Agent` through an environment that exposes its
 true model (``env.mdp``, e.g. :class:`~optplan.envs.TabularEnv`) and returns a :class:`Trace`.
-Regret is computed from the model after the loop, from the visited pairs, so it carries no
-reward noise.
+Regret is computed from the model after the loop, from the visited pairs, so the pseudo-regret
+carries no reward noise.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 
 from ..agents.base import Agent
 from ..mdp import FiniteHorizonMDP, TabularMDP
-from ..problems import solve_average_reward, solve_finite_horizon
+from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
+from . import metrics
 
 __all__ = ["Trace", "run", "OPTIMAL_ACTION_RTOL"]
 
@@ -37,21 +38,36 @@ class Trace:
     expected_rewards : ndarray of float, shape (steps,)
         ``R[s_t, a_t]`` (``R[l_t, s_t, a_t]``) of the true model.
     regret : ndarray of float, shape (steps,)
-        Cumulative pseudo-regret after each step (see :func:`run`).
+        Cumulative pseudo-regret after each step (see :mod:`.metrics` for each criterion).
+    realized_regret : ndarray of float, shape (steps,)
+        The same with the observed rewards: oracle's expected cumulative reward minus the
+        rewards received.
+    oracle_cumulative : ndarray of float, shape (steps,)
+        The oracle's expected cumulative reward after each step (``g* t`` for the average
+        criterion); :attr:`normalized_regret` divides by it.
     optimal_rate : float
         Fraction of steps whose action is optimal in the true model (ties included).
     criterion : str
-        ``"average"`` (continuing) or ``"finite_horizon"``.
+        ``"average"``, ``"discounted"`` or ``"finite_horizon"``.
     optimal_value : float
-        The benchmark: the optimal gain ``g*`` (average), or ``initial @ V*_0``, the optimal
-        expected episode return (finite horizon).
+        The optimal gain ``g*`` (average), ``initial @ V*`` (discounted), or
+        ``initial @ V*_0``, the optimal expected episode return (finite horizon).
     layers : ndarray of int or None
         The layer ``l_t`` of each step (finite horizon only).
+    episode_ends : ndarray of int, shape (episodes,)
+        Number of steps taken when each episode ended (terminated or truncated).
+    successes : ndarray of bool or None, shape (episodes,)
+        Whether each finished episode reached the goal (``info["goal_reached"]`` on some step);
+        ``None`` when the environment never reports a goal.
+    visits : ndarray of int
+        Visits per state, ``(S,)``, or per layer and state, ``(L, S)``, for finite horizon.
     steps, episodes : int
-        Steps taken; episodes that ended (terminated or truncated) during the run.
+        Steps taken; episodes that ended during the run.
     seed : int
     wall_time : float
         Seconds spent in the loop (planning the true model excluded).
+    stopped_early : bool
+        The run stopped when the goal was solved (``stop_when_solved``).
     """
 
     states: np.ndarray
@@ -59,14 +75,33 @@ class Trace:
     rewards: np.ndarray
     expected_rewards: np.ndarray
     regret: np.ndarray
+    realized_regret: np.ndarray
+    oracle_cumulative: np.ndarray
     optimal_rate: float
     criterion: str
     optimal_value: float
     layers: np.ndarray | None
+    episode_ends: np.ndarray
+    successes: np.ndarray | None
+    visits: np.ndarray
     steps: int
     episodes: int
     seed: int
     wall_time: float
+    stopped_early: bool = False
+
+    @property
+    def normalized_regret(self) -> np.ndarray:
+        """Pseudo-regret over the oracle's expected cumulative reward (``NaN`` where <= 0)."""
+        return metrics.normalized_regret(self.regret, self.oracle_cumulative)
+
+    @property
+    def time_to_solve(self) -> int | None:
+        """First episode with the goal reached in >= 10% of episodes so far (k-learning §4);
+        ``None`` if never, or if the environment reports no goal."""
+        if self.successes is None:
+            return None
+        return metrics.time_to_solve(self.successes)
 
     def summary(self) -> dict:
         """Scalars of the run, JSON-ready."""
@@ -76,11 +111,20 @@ class Trace:
             "episodes": self.episodes,
             "seed": self.seed,
             "regret": float(self.regret[-1]),
+            "realized_regret": float(self.realized_regret[-1]),
+            "normalized_regret": float(self.normalized_regret[-1]),
             "regret_per_step": float(self.regret[-1]) / self.steps,
+            "time_to_solve": self.time_to_solve,
+            "goal_rate": None
+            if self.successes is None
+            else float(self.successes.mean())
+            if self.successes.size
+            else 0.0,
             "mean_reward": float(self.rewards.mean()),
             "mean_expected_reward": float(self.expected_rewards.mean()),
             "optimal_value": self.optimal_value,
             "optimal_rate": self.optimal_rate,
+            "stopped_early": self.stopped_early,
             "wall_time": self.wall_time,
         }
 
@@ -112,8 +156,39 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def run(agent: Agent, env, steps: int, seed: int = 0) -> Trace:
-    r"""Run ``agent`` in ``env`` for ``steps`` steps and score it against the true model.
+def _true_model(env):
+    mdp = getattr(getattr(env, "unwrapped", env), "mdp", None)
+    if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
+        raise TypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
+    return mdp
+
+
+def _resolve_criterion(mdp, criterion):
+    finite = isinstance(mdp, FiniteHorizonMDP)
+    if criterion is None:
+        return (
+            "finite_horizon" if finite else ("average" if mdp.discount is None else mdp.criterion)
+        )
+    if criterion not in metrics.CRITERIA:
+        raise ValueError(f"criterion must be one of {metrics.CRITERIA} or None, got {criterion!r}")
+    if finite != (criterion == "finite_horizon"):
+        raise ValueError(f"criterion {criterion!r} does not apply to {mdp!r}")
+    if criterion == "discounted" and mdp.discount is None:
+        raise ValueError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
+    return criterion
+
+
+def run(
+    agent: Agent,
+    env,
+    steps: int | None = None,
+    seed: int = 0,
+    *,
+    episodes: int | None = None,
+    criterion: str | None = None,
+    stop_when_solved: bool = False,
+) -> Trace:
+    r"""Run ``agent`` in ``env`` and score it against the true model.
 
     Episodic: when an episode terminates or is truncated the agent gets ``done=True``, the
     environment is reset (without a seed, continuing its stream) and the run goes on.
@@ -124,12 +199,21 @@ def run(agent: Agent, env, steps: int, seed: int = 0) -> Trace:
     env : gymnasium.Env
         An environment exposing its true model as ``env.unwrapped.mdp`` (e.g.
         :class:`~optplan.envs.TabularEnv`).
-    steps : int
-        Number of time steps (positive).
+    steps : int, optional
+        Number of time steps (positive). Give exactly one of ``steps`` and ``episodes``.
     seed : int, default 0
         Root of all randomness: ``np.random.SeedSequence(seed)`` is spawned into one stream
         for the environment (``env.reset(seed=...)``) and one generator for
         ``agent.reset(rng)``, so a run is a function of ``seed`` alone.
+    episodes : int, optional
+        Number of episodes (positive); the environment must end episodes.
+    criterion : {"average", "discounted", "finite_horizon"}, optional
+        How regret is measured (:mod:`.metrics`). ``None``: ``"finite_horizon"`` for a
+        ``FiniteHorizonMDP``, ``"discounted"`` for a ``TabularMDP`` with a discount,
+        ``"average"`` otherwise.
+    stop_when_solved : bool, default False
+        End the run after the episode at which the goal counts as solved
+        (:func:`.metrics.time_to_solve`), e.g. DeepSea's "time to solve" runs.
 
     Returns
     -------
@@ -138,39 +222,51 @@ def run(agent: Agent, env, steps: int, seed: int = 0) -> Trace:
     Raises
     ------
     ValueError
-        If ``steps`` is not a positive or ``seed`` not a non-negative integer.
+        If ``steps``/``episodes`` are not given exactly once as positive integers, ``seed``
+        is not a non-negative integer, or ``criterion`` does not fit the model.
     TypeError
         If ``agent`` lacks the :class:`~optplan.agents.Agent` methods or ``env`` has no model.
     RuntimeError
-        If the true model cannot be solved (e.g. a multichain model has no scalar gain).
+        If the true model cannot be solved (e.g. a multichain model has no scalar gain), or
+        ``episodes`` is given and no episode ends within ``10**7`` steps.
 
     Notes
     -----
     Pseudo-regret uses expected rewards of the visited pairs, never the sampled ones.
 
-    *Continuing* (``TabularMDP``, criterion ``"average"``): the step-``t`` term is
-    ``g* - R[s_t, a_t]`` with ``g*`` the optimal gain of the true model (its discount is
-    ignored). Under an optimal policy its expected sum is ``h(s_0) - E h(s_T)``, bounded by
-    ``span(h)``; any gain gap shows up as linear growth.
+    *Average* (``TabularMDP``): the step-``t`` term is ``g* - R[s_t, a_t]`` with ``g*`` the
+    optimal gain of the true model. Under an optimal policy its expected sum is
+    ``h(s_0) - E h(s_T)``, bounded by ``span(h)``; any gain gap shows up as linear growth.
+
+    *Discounted*: the step term is ``E[r_t]`` of an oracle following a discount-optimal policy
+    from the initial distribution, minus ``R[s_t, a_t]``.
 
     *Finite horizon* (``FiniteHorizonMDP``): the step term is the action gap
     ``V*_l(s_l) - Q*_l(s_l, a_l) >= 0``, exactly 0 for an optimal action. By the
-    performance-difference lemma (telescoping ``Q*_l = R_l + P_l V*_{l+1}``, ``V*_L = 0``) its
-    expected sum over an episode is ``V*_0(s_0) - V^pi_0(s_0)``, the episode's regret, for any
-    (even non-Markov) policy. A truncated episode (``max_steps < L``) contributes only its
-    prefix of gaps. ``V*`` is taken as ``max_a Q*`` so that optimal actions have gap 0 bit
-    for bit.
+    performance-difference lemma its expected sum over an episode is
+    ``V*_0(s_0) - V^pi_0(s_0)``, the episode's regret, for any (even non-Markov) policy. A
+    truncated episode contributes only its prefix of gaps. ``V*`` is taken as ``max_a Q*`` so
+    that optimal actions have gap 0 bit for bit.
+
+    Goals: an environment that puts ``"goal_reached"`` in a step's ``info`` marks that
+    episode a success; :attr:`Trace.successes` and :attr:`Trace.time_to_solve` follow.
     """
-    steps = _check_int("steps", steps, 1)
+    if (steps is None) == (episodes is None):
+        raise ValueError(
+            f"give exactly one of steps and episodes, got steps={steps!r}, episodes={episodes!r}"
+        )
+    if steps is not None:
+        steps = _check_int("steps", steps, 1)
+    else:
+        episodes = _check_int("episodes", episodes, 1)
     seed = _check_int("seed", seed, 0)
     if not isinstance(agent, Agent):
         raise TypeError(
             f"agent must implement reset, select_action and update, got {type(agent).__name__}"
         )
-    mdp = getattr(getattr(env, "unwrapped", env), "mdp", None)
-    if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-        raise TypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
-    finite = isinstance(mdp, FiniteHorizonMDP)
+    mdp = _true_model(env)
+    criterion = _resolve_criterion(mdp, criterion)
+    finite = criterion == "finite_horizon"
 
     if finite:
         res = solve_finite_horizon(mdp)
@@ -178,14 +274,18 @@ def run(agent: Agent, env, steps: int, seed: int = 0) -> Trace:
         q = np.asarray(res.q, dtype=float)
         vstar = q.max(axis=-1)
         optimal_value = float(mdp.initial @ vstar[0])
-        criterion = "finite_horizon"
+    elif criterion == "discounted":
+        res = solve_discounted(mdp)
+        _check_solved(res, "discounted problem")
+        q = np.asarray(res.q, dtype=float)
+        vstar = q.max(axis=-1)
+        optimal_value = float(mdp.initial @ vstar)
     else:
         res = solve_average_reward(mdp.with_discount(None))
         _check_solved(res, "average-reward problem")
         q = np.asarray(res.q, dtype=float)
         vstar = q.max(axis=-1)
         optimal_value = float(res.gain)
-        criterion = "average"
     scale = 1.0 + float(np.abs(q[np.isfinite(q)]).max())
     # Near-optimal within round-off; the Q-values of the average problem are r + P h.
     is_optimal = q >= vstar[..., None] - OPTIMAL_ACTION_RTOL * scale
@@ -198,56 +298,102 @@ def run(agent: Agent, env, steps: int, seed: int = 0) -> Trace:
     actions: list[int] = []
     rewards: list[float] = []
     layers: list[int] = []
+    episode_ends: list[int] = []
+    successes: list[bool] = []
     select, update, step = agent.select_action, agent.update, env.step
-    episodes = 0
     layer = 0
+    goal_seen = False  # the environment reports goals at all
+    reached = False  # ... and this episode reached it
+    solved_count = 0
+    stopped_early = False
+    max_steps = steps if steps is not None else 10**7
 
     start = time.perf_counter()
     state, _ = env.reset(seed=env_seed)
     agent.reset(agent_rng)
-    for _ in range(steps):
+    t = 0
+    while t < max_steps:
         action = select(state)
-        next_state, reward, terminated, truncated, _ = step(action)
+        next_state, reward, terminated, truncated, info = step(action)
         done = bool(terminated or truncated)
         update(state, action, reward, next_state, done)
         states.append(state)
         actions.append(action)
         rewards.append(reward)
         layers.append(layer)
+        t += 1
+        if "goal_reached" in info:
+            goal_seen = True
+            reached = reached or bool(info["goal_reached"])
         if done:
-            episodes += 1
+            episode_ends.append(t)
+            successes.append(reached)
+            solved_count += reached
+            reached = False
             layer = 0
+            n_done = len(episode_ends)
+            if episodes is not None and n_done >= episodes:
+                break
+            if (
+                stop_when_solved
+                and goal_seen
+                and solved_count >= metrics.SOLVE_THRESHOLD * n_done * (1 - 1e-12)
+            ):
+                stopped_early = True
+                break
             state, _ = env.reset()
         else:
             layer += 1
             state = next_state
+    else:
+        if episodes is not None:
+            raise RuntimeError(
+                f"only {len(episode_ends)} of {episodes} episodes ended within {max_steps} steps"
+            )
     wall_time = time.perf_counter() - start
 
     s = np.asarray(states, dtype=np.intp)
     a = np.asarray(actions, dtype=np.intp)
+    n = s.size
     if finite:
         l = np.asarray(layers, dtype=np.intp)
         expected = mdp.R[l, s, a]
         gaps = vstar[l, s] - q[l, s, a]
         optimal = is_optimal[l, s, a]
+        oracle = metrics.oracle_layer_rewards(mdp, res.policy)[l]
+        regret = np.cumsum(gaps)
+        visits = np.zeros((mdp.horizon, mdp.n_states), dtype=np.int64)
+        np.add.at(visits, (l, s), 1)
     else:
         l = None
         expected = mdp.R[s, a]
-        gaps = optimal_value - expected
         optimal = is_optimal[s, a]
+        if criterion == "average":
+            oracle = np.full(n, optimal_value)
+        else:
+            oracle = metrics.oracle_step_rewards(mdp, res.policy, n)
+        regret = metrics.cumulative_regret(oracle, expected)
+        visits = np.bincount(s, minlength=mdp.n_states).astype(np.int64)
+    rewards_arr = np.asarray(rewards, dtype=float)
 
     return Trace(
         states=_freeze(s),
         actions=_freeze(a),
-        rewards=_freeze(np.asarray(rewards, dtype=float)),
+        rewards=_freeze(rewards_arr),
         expected_rewards=_freeze(np.array(expected, dtype=float)),
-        regret=_freeze(np.cumsum(gaps)),
+        regret=_freeze(regret),
+        realized_regret=_freeze(metrics.cumulative_regret(oracle, rewards_arr)),
+        oracle_cumulative=_freeze(np.cumsum(oracle)),
         optimal_rate=float(optimal.mean()),
         criterion=criterion,
         optimal_value=optimal_value,
         layers=None if l is None else _freeze(l),
-        steps=steps,
-        episodes=episodes,
+        episode_ends=_freeze(np.asarray(episode_ends, dtype=np.int64)),
+        successes=_freeze(np.asarray(successes, dtype=bool)) if goal_seen else None,
+        visits=_freeze(visits),
+        steps=n,
+        episodes=len(episode_ends),
         seed=seed,
         wall_time=wall_time,
+        stopped_early=stopped_early,
     )

@@ -1,0 +1,295 @@
+"""The experiment commands of ``optplan``: ``run``, ``sweep``, ``plot`` and ``results``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..modelfile import tomllib
+from . import registry
+from .execute import BACKENDS, execute_task, run_sweep
+from .figures import KINDS, SCALING_METRICS
+from .plots import mean_ci
+from .store import CURVE_KEYS, load_results
+from .sweep import load_sweep, single_sweep
+
+__all__ = ["add_parsers", "aggregate"]
+
+
+def _value(text: str):
+    """A ``--param`` value: a TOML literal (``0.1``, ``true``, ``"x"``) or else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def split_params(pairs: list[str], agent: str, env: str) -> tuple[dict, dict]:
+    """``k=v`` pairs into agent and environment parameters (``agent.k``/``env.k`` to choose)."""
+    a_comp, e_comp = registry.get_agent(agent), registry.get_env(env)
+    a_names = {p.name for p in a_comp.params}
+    e_names = {p.name for p in e_comp.params}
+    a_params: dict = {}
+    e_params: dict = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--param takes key=value, got {pair!r}")
+        key, text = pair.split("=", 1)
+        key = key.strip()
+        side, _, name = key.rpartition(".")
+        if side == "agent":
+            a_params[name] = _value(text)
+        elif side == "env":
+            e_params[name] = _value(text)
+        elif side:
+            raise ValueError(f"--param {key!r}: prefix must be 'agent.' or 'env.'")
+        elif name in a_names and name in e_names:
+            raise ValueError(f"--param {name!r} is both an agent and an env parameter: prefix it")
+        elif name in a_names:
+            a_params[name] = _value(text)
+        elif name in e_names:
+            e_params[name] = _value(text)
+        else:
+            raise ValueError(
+                f"--param {name!r}: not a parameter of agent {agent!r} "
+                f"({', '.join(sorted(a_names)) or 'none'}) or env {env!r} "
+                f"({', '.join(sorted(e_names))})"
+            )
+    return a_params, e_params
+
+
+def aggregate(rows: list[dict]) -> list[dict]:
+    """Per (agent, env): tasks, failures, mean final regret with 95% CI, time to solve."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["agent"], r["env"]), []).append(r)
+    out = []
+    for (agent, env), rs in groups.items():
+        ok = [r for r in rs if r["status"] == "ok"]
+        entry = {"agent": agent, "env": env, "tasks": len(rs), "failed": len(rs) - len(ok)}
+        for key in ("regret", "normalized_regret"):
+            vals = np.array([r[key] for r in ok], dtype=float)
+            m, h = mean_ci(vals) if vals.size else (np.nan, np.nan)
+            entry[key] = None if np.isnan(m) else float(m)
+            entry[f"{key}_ci95"] = None if np.isnan(h) else float(h)
+        tts = [r["time_to_solve"] for r in ok if r.get("goal_rate") is not None]
+        if tts:
+            solved = [t for t in tts if t is not None]
+            entry["solved"] = f"{len(solved)}/{len(tts)}"
+            entry["time_to_solve_median"] = float(np.median(solved)) if solved else None
+        entry["wall_time_mean"] = float(np.mean([r["wall_time"] for r in ok])) if ok else None
+        out.append(entry)
+    return out
+
+
+def _fmt_ci(m, h) -> str:
+    if m is None:
+        return "-"
+    return f"{m:.4g} ± {h:.2g}" if h is not None else f"{m:.4g}"
+
+
+def format_aggregate(groups: list[dict]) -> str:
+    head = (
+        f"{'agent':<28} {'env':<30} {'n':>3} {'fail':>4} {'final regret (95% CI)':>24} "
+        f"{'normalized':>20} {'solved':>7} {'t_solve':>8} {'wall s':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for g in groups:
+        tts = g.get("time_to_solve_median")
+        lines.append(
+            f"{g['agent']:<28.28} {g['env']:<30.30} {g['tasks']:>3} {g['failed']:>4} "
+            f"{_fmt_ci(g['regret'], g['regret_ci95']):>24} "
+            f"{_fmt_ci(g['normalized_regret'], g['normalized_regret_ci95']):>20} "
+            f"{g.get('solved', '-'):>7} {'-' if tts is None else f'{tts:g}':>8} "
+            f"{(g['wall_time_mean'] or 0):>7.2f}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_run(args) -> int:
+    if args.list:
+        print(registry.describe())
+        return 0
+    if not args.agent or not args.env:
+        raise ValueError("give --agent and --env (optplan run --list shows them)")
+    a_params, e_params = split_params(args.param or [], args.agent, args.env)
+    sweep = single_sweep(
+        args.agent,
+        args.env,
+        a_params,
+        e_params,
+        seeds=args.seeds,
+        steps=args.steps,
+        episodes=args.episodes,
+        criterion=args.criterion,
+        seed=args.seed,
+        stop_when_solved=args.stop_when_solved,
+    )
+    if args.out:
+        report = run_sweep(sweep, args.out, jobs=args.jobs, quiet=args.quiet or args.json)
+        rows = load_results(args.out).rows
+        if not args.json:
+            print(report)
+    else:
+        from .store import summary_row
+
+        rows = [summary_row(execute_task(t.to_dict())[0]) for t in sweep.tasks()]
+    groups = aggregate(rows)
+    if args.json:
+        print(json.dumps({"tasks": rows, "groups": groups}, indent=2, default=str))
+        return 0
+    print(
+        f"{'seed':>4} {'steps':>8} {'episodes':>8} {'regret':>12} {'normalized':>11} "
+        f"{'t_solve':>8} {'wall s':>7}  status"
+    )
+    for r in rows:
+        tts = r.get("time_to_solve")
+        norm = r.get("normalized_regret")
+        print(
+            f"{r['seed_index']:>4} {r.get('steps') or 0:>8} {r.get('episodes') or 0:>8} "
+            f"{(r.get('regret') or float('nan')):>12.5g} "
+            f"{(float('nan') if norm is None else norm):>11.4g} "
+            f"{'-' if tts is None else tts:>8} {(r.get('wall_time') or 0):>7.2f}  "
+            f"{r['status']}{': ' + r['error'] if r.get('error') else ''}"
+        )
+    print()
+    print(format_aggregate(groups))
+    return 1 if any(r["status"] != "ok" for r in rows) else 0
+
+
+def cmd_sweep(args) -> int:
+    sweep = load_sweep(args.file)
+    report = run_sweep(
+        sweep,
+        args.out,
+        backend=args.backend,
+        jobs=args.jobs,
+        address=args.address,
+        quiet=args.quiet,
+        retry_failed=args.retry_failed,
+    )
+    print(report)
+    if not args.quiet:
+        print(format_aggregate(aggregate(load_results(args.out).rows)))
+    return 1 if report.failed else 0
+
+
+def cmd_results(args) -> int:
+    res = load_results(args.dir)
+    rows = res.rows
+    if args.compare:
+        diffs = res.compare(load_results(args.compare))
+        if diffs:
+            print(f"{len(diffs)} differences (wall_time ignored):")
+            print("\n".join(diffs[:50]))
+            return 1
+        print(
+            f"identical: {len(rows)} tasks, every summary column equal bit for bit "
+            f"(wall_time ignored)"
+        )
+        return 0
+    groups = aggregate(rows)
+    if args.json:
+        print(json.dumps({"tasks": rows, "groups": groups}, indent=2, default=str))
+        return 0
+    sw = res.spec["sweep"]
+    failed = sum(r["status"] != "ok" for r in rows)
+    print(f"sweep {sw['name']!r}: {len(rows)} of {res.n_tasks} tasks finished, {failed} failed")
+    print(format_aggregate(groups))
+    errors = [r for r in rows if r["status"] != "ok"]
+    for r in errors[:10]:
+        print(f"error in {r['task_id']}: {r['error']}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from . import figures, plots
+
+    res = load_results(args.dir)
+    if args.kind == "regret":
+        fig = figures.regret_figure(
+            res,
+            metric=args.metric or "regret",
+            envs=args.env,
+            agents=args.agent,
+            logx=args.logx,
+            logy=args.logy,
+        )
+    elif args.kind == "scaling":
+        ref = figures.reference_curve(args.reference) if args.reference else None
+        fig = figures.scaling_figure(
+            res,
+            metric=args.metric or "regret",
+            param=args.param,
+            reference=ref,
+            reference_label=args.reference,
+            agents=args.agent,
+            logy=not args.linear_y,
+        )
+    else:
+        env = args.env[0] if args.env else None
+        fig = figures.heatmap_figure(res, env=env, agents=args.agent, log=not args.linear_y)
+    path = plots.save_figure(fig, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Add ``run``, ``sweep``, ``plot`` and ``results`` to the ``optplan`` subparsers."""
+    p = sub.add_parser("run", help="run one agent on one environment over seeds")
+    p.add_argument("--agent", help="registered agent (see --list)")
+    p.add_argument("--env", help="registered environment (see --list)")
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="K=V",
+        help="agent or env parameter (prefix agent./env. when ambiguous); repeatable",
+    )
+    p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    horizon = p.add_mutually_exclusive_group()
+    horizon.add_argument("--steps", type=int)
+    horizon.add_argument("--episodes", type=int)
+    p.add_argument("--criterion", choices=["average", "discounted"], help="continuing regret")
+    p.add_argument("--seed", type=int, default=0, help="root seed")
+    p.add_argument("--stop-when-solved", action="store_true")
+    p.add_argument("--out", help="also keep the results in this directory (resumable)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers (with --out)")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--list", action="store_true", help="list agents, environments, parameters")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="run a sweep file into a resumable result directory")
+    p.add_argument("file", help="sweep file, e.g. models/sweeps/smoke.toml")
+    p.add_argument("--out", required=True, help="result directory (re-run to resume)")
+    p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes / local Ray CPUs")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--retry-failed", action="store_true", help="re-run tasks that raised")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("plot", help="plot a sweep's results")
+    p.add_argument("dir", help="result directory of optplan sweep")
+    p.add_argument("--kind", choices=KINDS, default="regret")
+    p.add_argument("--out", required=True, help="PNG (or any matplotlib format) to write")
+    p.add_argument(
+        "--metric",
+        help=f"regret: one of {', '.join(CURVE_KEYS)}; scaling: one of "
+        f"{', '.join(SCALING_METRICS)} (default regret)",
+    )
+    p.add_argument("--env", action="append", help="environment label(s) to show")
+    p.add_argument("--agent", action="append", help="agent label(s) to show")
+    p.add_argument("--param", help="scaling: the environment size parameter (default: guessed)")
+    p.add_argument("--reference", help="scaling: reference curve in x, e.g. '2**(x-1)'")
+    p.add_argument("--logx", action="store_true", help="regret: log-scale steps")
+    p.add_argument("--logy", action="store_true", help="regret: log-scale y")
+    p.add_argument("--linear-y", action="store_true", help="scaling/heatmap: linear scale")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("results", help="summarize a sweep's result directory")
+    p.add_argument("dir")
+    p.add_argument("--json", action="store_true", help="every task row and the group table")
+    p.add_argument("--compare", metavar="DIR", help="exit 1 unless DIR has equal rows")
+    p.set_defaults(func=cmd_results)

@@ -1,0 +1,257 @@
+"""Run a sweep's tasks locally (joblib processes) or on Ray, into a resumable result store.
+
+:func:`execute_task` is the unit of work: a pure function of the task's description (a
+plain dict), so it runs unchanged in this process, a joblib worker or a Ray worker on another
+machine, and gives bitwise the same result everywhere. Workers only compute; this process
+writes each record as it arrives, so any backend works with a local output directory.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import registry
+from .metrics import subsample_indices
+from .run import run
+from .store import ResultStore
+from .sweep import Sweep
+
+__all__ = ["execute_task", "run_sweep", "SweepReport", "BACKENDS"]
+
+BACKENDS = ("local", "ray")
+
+
+def execute_task(task: dict) -> tuple[dict, dict]:
+    """Build the task's environment and agent, run it, and return ``(record, arrays)``.
+
+    Never raises for a failure of the task itself: the record then has ``status = "error"``,
+    the error message and the traceback, and empty arrays.
+    """
+    record = {
+        "format": 1,
+        "index": task["index"],
+        "task_id": task["task_id"],
+        "agent": task["agent"],
+        "env": task["env"],
+        "seed_index": task["seed_index"],
+        "seed": task["seed"],
+        "host": platform.node(),
+        "pid": os.getpid(),
+    }
+    start = time.perf_counter()
+    try:
+        env_cfg, agent_cfg = task["env"], task["agent"]
+        env = registry.get_env(env_cfg["name"]).build(task["seed_index"], **env_cfg["params"])
+        agent = registry.get_agent(agent_cfg["name"]).build(
+            env, task["criterion"], **agent_cfg["params"]
+        )
+        trace = run(
+            agent,
+            env,
+            steps=task["steps"],
+            episodes=task["episodes"],
+            seed=task["seed"],
+            criterion=task["criterion"],
+            stop_when_solved=task["stop_when_solved"],
+        )
+    except Exception as exc:  # a failing task is recorded, never stops the sweep
+        record.update(
+            status="error",
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+            summary={"wall_time": time.perf_counter() - start},
+        )
+        return record, {}
+    idx = subsample_indices(trace.steps, task["curve_points"], task["curve_scale"])
+    t = idx + 1
+    episodes_by_t = np.searchsorted(trace.episode_ends, t, side="right")
+    arrays = {
+        "t": t.astype(np.int64),
+        "episodes": episodes_by_t.astype(np.int64),
+        "regret": trace.regret[idx],
+        "realized_regret": trace.realized_regret[idx],
+        "normalized_regret": trace.normalized_regret[idx],
+        "visits": trace.visits,
+    }
+    summary = trace.summary()
+    summary["wall_time"] = time.perf_counter() - start
+    record.update(status="ok", error=None, traceback=None, summary=summary)
+    return record, arrays
+
+
+@dataclass
+class SweepReport:
+    """What :func:`run_sweep` did."""
+
+    total: int
+    skipped: int
+    ran: int
+    failed: int
+    wall_time: float
+    summary_path: Path
+    curves_path: Path
+
+    def __str__(self) -> str:
+        return (
+            f"{self.total} tasks: {self.skipped} already finished, {self.ran} run "
+            f"({self.failed} failed) in {self.wall_time:.1f} s; summary {self.summary_path}"
+        )
+
+
+def _progress(total: int, quiet: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="task",
+        disable=quiet,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
+
+
+def _local(payloads: list[dict], jobs: int):
+    from joblib import Parallel, delayed
+
+    if jobs == 1:  # in-process: no worker start-up, easy to debug
+        for p in payloads:
+            yield execute_task(p)
+        return
+    par = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1)
+    yield from par(delayed(execute_task)(p) for p in payloads)
+
+
+def _ray(payloads: list[dict], jobs: int | None, address: str | None):
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError("the ray backend needs Ray: pip install 'optplan[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        kwargs = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            import optplan
+
+            # Ship this package to the cluster's workers (its dependencies must be there).
+            kwargs["runtime_env"] = {"py_modules": [str(Path(optplan.__file__).parent)]}
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=jobs or os.cpu_count(), **kwargs)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute_task)
+        pending = {remote.remote(p): p for p in payloads}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            payload = pending.pop(ref)
+            try:
+                yield ray.get(ref)
+            except Exception as exc:  # worker died (e.g. out of memory): record it
+                yield _crashed(payload, exc)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _crashed(payload: dict, exc: Exception) -> tuple[dict, dict]:
+    rec = {
+        "format": 1,
+        "index": payload["index"],
+        "task_id": payload["task_id"],
+        "agent": payload["agent"],
+        "env": payload["env"],
+        "seed_index": payload["seed_index"],
+        "seed": payload["seed"],
+        "status": "error",
+        "error": f"worker failed: {type(exc).__name__}: {exc}",
+        "traceback": None,
+        "summary": {},
+    }
+    return rec, {}
+
+
+def run_sweep(
+    sweep: Sweep,
+    out,
+    backend: str = "local",
+    jobs: int = 1,
+    address: str | None = None,
+    quiet: bool = False,
+    retry_failed: bool = False,
+) -> SweepReport:
+    """Run every task of ``sweep`` not yet finished in ``out``, then write the summaries.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    out : path
+        Result directory (:class:`~optplan.experiments.store.ResultStore`). Finished tasks
+        found there are skipped; a directory of another sweep is refused before anything runs.
+    backend : {"local", "ray"}
+        ``"local"``: joblib worker processes (``jobs`` of them; ``1`` runs in this process).
+        ``"ray"``: Ray tasks, on a local Ray instance with ``jobs`` CPUs, or on the cluster at
+        ``address`` (e.g. ``"auto"`` or ``"ray://host:10001"``).
+    jobs : int
+        Parallel workers (local) or CPUs of the local Ray instance.
+    quiet : bool
+        No progress bar.
+    retry_failed : bool
+        Run again the tasks whose record says ``error`` (default: they count as finished).
+
+    Returns
+    -------
+    SweepReport
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if address is not None and backend != "ray":
+        raise ValueError("address applies to the ray backend only (--backend ray)")
+    store = ResultStore(out)
+    store.prepare(sweep)
+    tasks = sweep.tasks()
+    done = {r["task_id"] for r in store.records() if r["status"] == "ok" or not retry_failed}
+    pending = [t for t in tasks if t.task_id not in done]
+    stems = {t.task_id: t.file_stem for t in pending}
+    payloads = [t.to_dict() for t in pending]
+
+    start = time.perf_counter()
+    failed = 0
+    skipped = len(tasks) - len(pending)
+    if not quiet and skipped:
+        print(
+            f"{skipped} of {len(tasks)} tasks already finished in {out}; skipping them",
+            file=sys.stderr,
+        )
+    bar = _progress(len(pending), quiet or not pending, sweep.name)
+    results = _local(payloads, jobs) if backend == "local" else _ray(payloads, jobs, address)
+    try:
+        for record, arrays in results:
+            store.save(stems[record["task_id"]], record, arrays)
+            failed += record["status"] != "ok"
+            bar.update(1)
+            bar.set_postfix(done=bar.n, failed=failed, refresh=False)
+    finally:
+        bar.close()
+    summary, curves = store.write_summary()
+    return SweepReport(
+        total=len(tasks),
+        skipped=skipped,
+        ran=len(pending),
+        failed=failed,
+        wall_time=time.perf_counter() - start,
+        summary_path=summary,
+        curves_path=curves,
+    )

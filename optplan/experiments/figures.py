@@ -1,0 +1,240 @@
+"""Figures from a sweep's result directory: regret curves, scaling plots, visit heatmaps.
+
+These read :class:`~optplan.experiments.store.Results` and draw with :mod:`.plots`; they back
+``optplan plot DIR --kind regret|scaling|heatmap``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from . import plots
+from .store import CURVE_KEYS, Results
+
+__all__ = ["regret_figure", "scaling_figure", "heatmap_figure", "reference_curve", "KINDS"]
+
+KINDS = ("regret", "scaling", "heatmap")
+
+#: Summary scalars a scaling plot can show.
+SCALING_METRICS = (
+    "time_to_solve",
+    "regret",
+    "realized_regret",
+    "normalized_regret",
+    "optimal_rate",
+    "episodes",
+    "steps",
+    "wall_time",
+)
+
+
+def _grid(n: int, width: float = 5.0, height: float = 3.6):
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plots.new_figure(ncols=ncols, nrows=nrows, width=width, height=height)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _select(labels, wanted, what: str) -> list[str]:
+    if wanted is None:
+        return list(labels)
+    missing = [w for w in wanted if w not in labels]
+    if missing:
+        raise ValueError(f"no finished {what} labelled {missing[0]!r} (have: {list(labels)})")
+    return [w for w in labels if w in wanted]
+
+
+def _ok(results: Results):
+    groups = results.groups()
+    if not groups:
+        raise ValueError(f"{results.root} holds no successfully finished task to plot")
+    return groups
+
+
+def regret_figure(
+    results: Results,
+    metric: str = "regret",
+    envs=None,
+    agents=None,
+    logx: bool = False,
+    logy: bool = False,
+):
+    """One panel per environment configuration; one mean line and 95% band per agent."""
+    if metric not in CURVE_KEYS:
+        raise ValueError(f"metric must be one of {CURVE_KEYS} for a regret plot, got {metric!r}")
+    groups = _ok(results)
+    env_labels = _select(dict.fromkeys(e for _, e in groups), envs, "environment")
+    agent_labels = _select(dict.fromkeys(a for a, _ in groups), agents, "agent")
+    fig, axes = _grid(len(env_labels))
+    ylabel = metric.replace("_", " ")
+    for ax, env in zip(axes, env_labels, strict=True):
+        curves, t_ref = {}, None
+        for agent in agent_labels:
+            recs = groups.get((agent, env))
+            if not recs:
+                continue
+            t, Y = results.curve_matrix(recs, metric)
+            if t_ref is None or t[-1] > t_ref[-1]:
+                t_ref = t
+            curves[agent] = (t, Y)
+        # One grid per panel: the longest; others interpolated (NaN past their end).
+        aligned = {}
+        for agent, (t, Y) in curves.items():
+            Z = np.full((Y.shape[0], t_ref.size), np.nan)
+            inside = t_ref <= t[-1]
+            for i, y in enumerate(Y):
+                ok = np.isfinite(y)
+                if ok.any():
+                    Z[i, inside] = np.interp(t_ref[inside], t[ok], y[ok])
+            aligned[agent] = Z
+        plots.plot_regret(
+            ax, t_ref, aligned, ylabel=f"cumulative {ylabel}", logx=logx, logy=logy, title=env
+        )
+    fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} (mean, 95% CI over seeds)")
+    return fig
+
+
+def _varying_param(rows: list[dict]) -> str:
+    params = sorted({k for r in rows for k in r if k.startswith("env.")})
+    varying = [k for k in params if len({repr(r.get(k)) for r in rows}) > 1]
+    numeric = [
+        k
+        for k in varying
+        if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for r in rows)
+    ]
+    if len(numeric) != 1:
+        raise ValueError(
+            "cannot tell which environment parameter is the size: "
+            f"numeric parameters that vary: {[k[4:] for k in numeric] or 'none'}; pass --param"
+        )
+    return numeric[0][4:]
+
+
+def scaling_figure(
+    results: Results,
+    metric: str = "regret",
+    param: str | None = None,
+    reference: Callable | None = None,
+    reference_label: str | None = None,
+    agents=None,
+    logy: bool = True,
+):
+    """A summary scalar vs an environment size parameter; one panel per environment type.
+
+    Unsolved runs (``time_to_solve`` empty) and failed tasks are NaN, and a size with any NaN
+    seed is not drawn (k-learning Fig. 2's convention).
+    """
+    if metric not in SCALING_METRICS:
+        raise ValueError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
+    rows = results.rows
+    if not rows:
+        raise ValueError(f"{results.root} holds no finished task")
+    env_names = {r["env"]: rec["env"]["name"] for r, rec in zip(rows, results.records, strict=True)}
+    by_type: dict[str, list[dict]] = {}
+    for r in rows:
+        by_type.setdefault(env_names[r["env"]], []).append(r)
+    fig, axes = _grid(len(by_type))
+    for ax, (env_name, env_rows) in zip(axes, by_type.items(), strict=True):
+        p = param or _varying_param(env_rows)
+        key = f"env.{p}"
+        if any(key not in r for r in env_rows):
+            raise ValueError(f"environment {env_name!r} has no parameter {p!r}")
+        xs = sorted({r[key] for r in env_rows})
+        agent_labels = _select(dict.fromkeys(r["agent"] for r in env_rows), agents, "agent")
+        sizes = {}
+        for agent in agent_labels:
+            cells: dict = {x: [] for x in xs}
+            for r in env_rows:
+                if r["agent"] != agent:
+                    continue
+                v = r.get(metric) if r["status"] == "ok" else None
+                cells[r[key]].append(np.nan if v is None else float(v))
+            n = max(len(c) for c in cells.values())
+            Y = np.full((n, len(xs)), np.nan)
+            for j, x in enumerate(xs):
+                Y[: len(cells[x]), j] = cells[x]
+            sizes[agent] = (np.asarray(xs, dtype=float), Y)
+        plots.plot_scaling(
+            ax,
+            sizes,
+            ylabel=metric.replace("_", " "),
+            xlabel=p,
+            reference=reference,
+            reference_label=reference_label,
+            logy=logy,
+            title=env_name,
+        )
+        if all(isinstance(x, int) for x in xs):
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(f"{results.spec['sweep']['name']}: {metric.replace('_', ' ')} vs size")
+    return fig
+
+
+def heatmap_figure(results: Results, env: str | None = None, agents=None, log: bool = True):
+    """Mean visit counts per state (per layer and state, episodic) for each agent on ``env``.
+
+    ``env`` defaults to the last environment configuration of the sweep (often the largest).
+    """
+    groups = _ok(results)
+    env_labels = list(dict.fromkeys(e for _, e in groups))
+    env = env if env is not None else env_labels[-1]
+    _select(env_labels, [env], "environment")
+    agent_labels = _select(
+        dict.fromkeys(a for a, e in groups if e == env), agents, "agent on that environment"
+    )
+    fig, axes = _grid(len(agent_labels), width=5.0, height=3.6)
+    for ax, agent in zip(axes, agent_labels, strict=True):
+        visits = np.mean([results.arrays(r)["visits"] for r in groups[(agent, env)]], axis=0)
+        ylabel = "layer" if visits.ndim == 2 else ""
+        plots.plot_heatmap(
+            ax,
+            visits,
+            log=log,
+            title=agent,
+            ylabel=ylabel,
+            cbar_label="log10(1 + visits)" if log else "visits",
+        )
+    fig.suptitle(f"{env}: mean state visits over seeds")
+    return fig
+
+
+def reference_curve(expr: str) -> Callable:
+    """A reference curve from an expression in ``x`` (or ``N``), e.g. ``"2**(x-1)"``.
+
+    Only arithmetic and ``exp``, ``log``, ``log2``, ``sqrt`` are available; ``^`` means power.
+    """
+    namespace = {
+        "exp": np.exp,
+        "log": np.log,
+        "log2": np.log2,
+        "sqrt": np.sqrt,
+        "pi": math.pi,
+        "e": math.e,
+    }
+    source = expr.replace("^", "**")
+    try:
+        code = compile(source, "<reference>", "eval")
+    except SyntaxError as exc:
+        raise ValueError(f"reference {expr!r} is not an expression: {exc.msg}") from None
+    unknown = set(code.co_names) - set(namespace) - {"x", "N"}
+    if unknown:
+        raise ValueError(
+            f"reference {expr!r} uses unknown name {sorted(unknown)[0]!r} "
+            f"(allowed: x, N, {', '.join(namespace)})"
+        )
+
+    def f(x):
+        x = np.asarray(x, dtype=float)
+        return np.broadcast_to(
+            eval(code, {"__builtins__": {}}, {**namespace, "x": x, "N": x}), x.shape
+        )
+
+    f(np.array([1.0]))  # fail now, not while drawing
+    return f

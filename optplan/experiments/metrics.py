@@ -1,0 +1,181 @@
+r"""Regret and exploration metrics, computed exactly from the true model.
+
+Every function here is a pure function of arrays, so the run loop, the result store and the
+tests share one definition of each metric.
+
+Settings (``criterion``)
+------------------------
+``"average"`` (continuing, undiscounted; accelerating-ucb-indices-mdp §2)
+    The oracle earns the optimal gain ``g*`` per step. Pseudo-regret after ``T`` steps is
+    ``sum_t (g* - R[s_t, a_t])``; realized regret is ``T g* - sum_t r_t``.
+``"discounted"`` (continuing, discounted; bayesian-methods-tabular-rl)
+    The oracle follows a discount-optimal policy ``pi*`` from the same initial distribution;
+    its expected reward at step ``t`` is ``mu_0 P_pi*^t r_pi*`` (exact, by propagating the
+    state distribution). Pseudo-regret is ``sum_t (E[oracle r_t] - R[s_t, a_t])``; realized
+    regret uses the observed ``r_t`` instead.
+``"finite_horizon"`` (episodic; k-learning Eq. 4)
+    Pseudo-regret sums the action gaps ``V*_l(s_l) - Q*_l(s_l, a_l)``, whose expectation over
+    an episode is that episode's value gap ``V*_0(s_0) - V^pi_0(s_0)``. The oracle's expected
+    reward at layer ``l`` is ``d_l r_pi*,l`` with ``d_l`` its state distribution, so realized
+    regret at the end of each episode is ``sum_episodes (V*_0 - return)``.
+
+Normalized regret divides by the oracle's expected cumulative reward (``NaN`` where it is not
+positive). DeepSea's *time to solve* (k-learning §4) is the first episode at which the goal
+has been reached in at least 10% of the episodes so far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "CRITERIA",
+    "SOLVE_THRESHOLD",
+    "oracle_step_rewards",
+    "oracle_layer_rewards",
+    "cumulative_regret",
+    "normalized_regret",
+    "time_to_solve",
+    "subsample_indices",
+]
+
+CRITERIA = ("average", "discounted", "finite_horizon")
+
+#: k-learning §4: solved once the goal was reached in at least 10% of the episodes so far.
+SOLVE_THRESHOLD = 0.1
+
+# Stop propagating a state distribution once a step changes it by less than this (L1).
+_STATIONARY_TOL = 1e-15
+
+
+def _policy_rows(P: np.ndarray, R: np.ndarray, policy: np.ndarray):
+    """``P_pi`` and ``r_pi`` of a deterministic policy (last axes ``(S, A, S)`` / ``(S, A)``)."""
+    policy = np.asarray(policy, dtype=np.intp)
+    idx = policy[..., None]
+    r_pi = np.take_along_axis(R, idx, axis=-1)[..., 0]
+    P_pi = np.take_along_axis(P, idx[..., None], axis=-2)[..., 0, :]
+    return P_pi, r_pi
+
+
+def oracle_step_rewards(mdp, policy, steps: int) -> np.ndarray:
+    """Expected reward at steps ``0 .. steps-1`` of a deterministic ``policy`` of ``mdp``.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The true continuing model; the oracle starts from ``mdp.initial``.
+    policy : array of int, shape (S,)
+    steps : int
+
+    Returns
+    -------
+    ndarray, shape (steps,)
+        ``mu_0 P_pi^t r_pi``. Propagation stops once the distribution is stationary to
+        ``1e-15`` (L1) and the last value is repeated, so long horizons cost little.
+    """
+    P_pi, r_pi = _policy_rows(mdp.P, mdp.R, policy)
+    out = np.empty(steps)
+    d = np.asarray(mdp.initial, dtype=float)
+    for t in range(steps):
+        out[t] = d @ r_pi
+        nxt = d @ P_pi
+        if np.abs(nxt - d).sum() < _STATIONARY_TOL:
+            out[t + 1 :] = nxt @ r_pi
+            break
+        d = nxt
+    return out
+
+
+def oracle_layer_rewards(mdp, policy) -> np.ndarray:
+    """Expected reward at each layer of an episode of a finite-horizon ``policy[l, s]``.
+
+    Returns
+    -------
+    ndarray, shape (L,)
+        ``d_l r_pi,l`` with ``d_0 = mdp.initial`` and ``d_{l+1} = d_l P_pi,l``; their sum is
+        the policy's expected episode return.
+    """
+    P_pi, r_pi = _policy_rows(mdp.P, mdp.R, policy)
+    out = np.empty(mdp.horizon)
+    d = np.asarray(mdp.initial, dtype=float)
+    for l in range(mdp.horizon):
+        out[l] = d @ r_pi[l]
+        d = d @ P_pi[l]
+    return out
+
+
+def cumulative_regret(oracle_rewards, rewards) -> np.ndarray:
+    """``cumsum(oracle_rewards - rewards)``: pseudo-regret with expected rewards, realized
+    regret with observed ones."""
+    return np.cumsum(np.asarray(oracle_rewards, dtype=float) - np.asarray(rewards, dtype=float))
+
+
+def normalized_regret(regret, oracle_cumulative) -> np.ndarray:
+    """``regret / oracle_cumulative``, ``NaN`` where the oracle's cumulative reward is <= 0."""
+    regret = np.asarray(regret, dtype=float)
+    oracle_cumulative = np.asarray(oracle_cumulative, dtype=float)
+    out = np.full(np.broadcast(regret, oracle_cumulative).shape, np.nan)
+    np.divide(regret, oracle_cumulative, out=out, where=oracle_cumulative > 0)
+    return out
+
+
+def time_to_solve(successes, threshold: float = SOLVE_THRESHOLD) -> int | None:
+    """First episode (1-based) at which the goal was reached in >= ``threshold`` of episodes.
+
+    Parameters
+    ----------
+    successes : array of bool, shape (episodes,)
+        Whether each finished episode reached the goal.
+    threshold : float in (0, 1], default 0.1
+
+    Returns
+    -------
+    int or None
+        ``None`` if the fraction never reaches ``threshold``.
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must lie in (0, 1], got {threshold!r}")
+    s = np.asarray(successes, dtype=bool)
+    if s.ndim != 1:
+        raise ValueError(f"successes must be 1-D, got shape {s.shape}")
+    episodes = np.arange(1, s.size + 1)
+    # Integer comparison (count >= threshold * e) up to one ulp of the product: avoids the
+    # rounding of count / e.
+    hit = np.flatnonzero(np.cumsum(s) >= threshold * episodes * (1 - 1e-12))
+    return int(hit[0]) + 1 if hit.size else None
+
+
+def subsample_indices(n: int, points: int, scale: str = "log") -> np.ndarray:
+    """Indices into a length-``n`` curve at which to store it.
+
+    Parameters
+    ----------
+    n : int
+        Curve length (positive).
+    points : int
+        Target number of stored points (>= 2); all ``n`` when ``n <= points``.
+    scale : {"log", "linear"}
+        ``"log"`` spaces the stored time steps ``t = index + 1`` geometrically (dense early,
+        where regret curves bend); ``"linear"`` evenly.
+
+    Returns
+    -------
+    ndarray of int
+        Strictly increasing, always holding ``0`` and ``n - 1``. Log spacing can give fewer
+        than ``points`` indices when rounding merges early ones.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
+        raise ValueError(f"points must be an integer >= 2, got {points!r}")
+    if scale not in ("log", "linear"):
+        raise ValueError(f"scale must be 'log' or 'linear', got {scale!r}")
+    if n <= points:
+        return np.arange(n)
+    if scale == "log":
+        t = np.geomspace(1, n, points)
+    else:
+        t = np.linspace(1, n, points)
+    idx = np.unique(np.rint(t).astype(np.int64) - 1)
+    idx[0], idx[-1] = 0, n - 1
+    return np.unique(idx)

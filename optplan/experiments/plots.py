@@ -1,0 +1,409 @@
+"""Matplotlib helpers for experiment figures: regret curves, scaling plots and heatmaps.
+
+Matplotlib is an optional dependency (``pip install 'optplan[plot]'``); it is imported lazily,
+inside the functions that need it. Figures are built with :class:`matplotlib.figure.Figure`
+and the non-interactive Agg canvas, never with :mod:`matplotlib.pyplot`, so no global state
+and no display are involved.
+
+Confidence bands and error bars are Student-t intervals over seeds, see :func:`mean_ci`.
+A NaN entry means "no data": a run that stopped before that step, or an instance not solved
+within the step cap.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import stats
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "mean_ci",
+    "plot_regret",
+    "plot_scaling",
+    "plot_heatmap",
+    "new_figure",
+    "save_figure",
+]
+
+_INSTALL_HINT = "plotting needs matplotlib: pip install 'optplan[plot]'"
+
+#: Opacity of the confidence band drawn by :func:`plot_regret`.
+BAND_ALPHA = 0.25
+
+
+def _matplotlib() -> Any:
+    """Import and return :mod:`matplotlib`, or raise an :class:`ImportError` with a hint."""
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
+        raise ImportError(_INSTALL_HINT) from exc
+    return matplotlib
+
+
+def _check_level(level: float) -> float:
+    try:
+        level = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}") from None
+    if not 0.0 < level < 1.0:  # also rejects NaN
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    return level
+
+
+def mean_ci(values: Any, axis: int = 0, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and Student-t confidence half-width along an axis, ignoring NaN.
+
+    Parameters
+    ----------
+    values : array_like of float
+        The samples, e.g. shape ``(n_seeds, steps)``; NaN entries are ignored.
+    axis : int, default 0
+        The axis to reduce (the seeds).
+    level : float, default 0.95
+        Confidence level, in ``(0, 1)``.
+
+    Returns
+    -------
+    mean : ndarray
+        Mean of the non-NaN entries; NaN where there are none.
+    half_width : ndarray
+        ``t.ppf((1 + level) / 2, n - 1) * std(ddof=1) / sqrt(n)`` with ``n`` the count of
+        non-NaN entries; NaN where ``n < 2``.
+
+    Raises
+    ------
+    ValueError
+        If `level` is not in ``(0, 1)``.
+
+    Notes
+    -----
+    No :class:`RuntimeWarning` is emitted for empty or single-sample slices.
+    """
+    level = _check_level(level)
+    x = np.asarray(values, dtype=float)
+    finite = ~np.isnan(x)
+    n = finite.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        total = np.where(finite, x, 0.0).sum(axis=axis)
+        mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+        centred = np.where(finite, x - np.expand_dims(mean, axis), 0.0)
+        var = (centred**2).sum(axis=axis) / np.maximum(n - 1, 1)
+        quantile = stats.t.ppf((1.0 + level) / 2.0, np.maximum(n - 1, 1))
+        half = quantile * np.sqrt(var) / np.sqrt(np.maximum(n, 1))
+        half = np.where(n >= 2, half, np.nan)
+    return np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
+
+
+def _runs(label: Any, y: Any, m: int, what: str, x_shape: tuple[int, ...]) -> np.ndarray:
+    """``y`` as a float array of shape ``(n_seeds, m)`` (1-D means one seed), or ValueError."""
+    arr = np.asarray(y, dtype=float)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != m:
+        raise ValueError(
+            f"{what}[{label!r}] has shape {np.shape(y)}; expected (n_seeds, {m}) "
+            f"to match x of shape {x_shape}"
+        )
+    return arr
+
+
+def plot_regret(
+    ax: Axes,
+    t: Any,
+    curves: Mapping[Any, Any],
+    *,
+    ylabel: str = "cumulative regret",
+    level: float = 0.95,
+    logx: bool = False,
+    logy: bool = False,
+    title: str | None = None,
+) -> Axes:
+    """Plot mean curves over seeds with shaded confidence bands.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    t : array_like, shape (steps,)
+        The x positions (time steps).
+    curves : Mapping
+        ``label -> array`` of shape ``(n_seeds, steps)`` (a 1-D array is one seed). NaN means
+        "not reached" (e.g. a run that stopped early) and is left out of the mean.
+    ylabel : str, default "cumulative regret"
+    level : float, default 0.95
+        Confidence level of the band, see :func:`mean_ci`.
+    logx, logy : bool, default False
+        Log-scale axes.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        `ax`, with one line (the mean) and one band (mean ± half-width, same colour) per
+        label, and a legend ``"label (n=seeds)"``.
+
+    Raises
+    ------
+    ValueError
+        If `t` is not 1-D, a curve's shape does not match ``(n_seeds, len(t))``, or `level`
+        is not in ``(0, 1)``.
+    """
+    _matplotlib()
+    level = _check_level(level)
+    tt = np.asarray(t, dtype=float)
+    if tt.ndim != 1:
+        raise ValueError(f"t must be 1-D, got shape {tt.shape}")
+    for label, y in curves.items():
+        runs = _runs(label, y, tt.size, "curves", tt.shape)
+        mean, half = mean_ci(runs, axis=0, level=level)
+        (line,) = ax.plot(tt, mean, label=f"{label} (n={runs.shape[0]})")
+        ax.fill_between(
+            tt, mean - half, mean + half, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if title is not None:
+        ax.set_title(title)
+    if curves:
+        ax.legend()
+    return ax
+
+
+def _reference_values(reference: Callable[[Any], Any], xs: np.ndarray) -> np.ndarray:
+    """``reference`` on ``xs``: vectorised when it can be, element by element otherwise."""
+    try:
+        ys = np.asarray(reference(xs), dtype=float)
+        if ys.shape == xs.shape:
+            return ys
+    except Exception:  # fall back to scalar calls
+        pass
+    return np.array([float(reference(v)) for v in xs.tolist()], dtype=float)
+
+
+def plot_scaling(
+    ax: Axes,
+    sizes: Mapping[Any, tuple[Any, Any]],
+    *,
+    ylabel: str,
+    xlabel: str = "size",
+    reference: Callable[[Any], Any] | None = None,
+    reference_label: str | None = None,
+    logy: bool = True,
+    level: float = 0.95,
+    title: str | None = None,
+) -> Axes:
+    """Plot a metric against environment size, with confidence error bars.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    sizes : Mapping
+        ``label -> (x, y)`` with ``x`` of shape ``(m,)`` (environment sizes) and ``y`` of
+        shape ``(n_seeds, m)`` (the metric; a 1-D ``y`` is one seed). NaN means "not solved
+        within the cap".
+    ylabel : str
+    xlabel : str, default "size"
+    reference : callable, optional
+        ``f(x) -> y``, drawn as a grey dashed line over the union of all ``x`` (e.g.
+        ``lambda n: 2.0 ** (n - 1)``). Called on the array of sizes, or on each size if that
+        fails.
+    reference_label : str, optional
+        Legend entry of the reference line (default ``"reference"``).
+    logy : bool, default True
+        Log-scale y axis.
+    level : float, default 0.95
+        Confidence level of the error bars, see :func:`mean_ci`.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        `ax`. Each label gets a line with markers through the means and error bars of the
+        confidence half-width. A size where any seed is NaN (or infinite) is omitted: if an
+        agent fails to solve an instance within the cap, that point is not plotted.
+
+    Raises
+    ------
+    ValueError
+        If an ``x`` is not 1-D, a ``y`` does not have shape ``(n_seeds, m)``, or `level` is
+        not in ``(0, 1)``.
+    """
+    _matplotlib()
+    level = _check_level(level)
+    all_x = []
+    for label, (x, y) in sizes.items():
+        xx = np.asarray(x, dtype=float)
+        if xx.ndim != 1:
+            raise ValueError(f"sizes[{label!r}]: x must be 1-D, got shape {xx.shape}")
+        runs = _runs(label, y, xx.size, "sizes", xx.shape)
+        all_x.append(xx)
+        keep = np.all(np.isfinite(runs), axis=0) if runs.shape[0] else np.zeros(xx.size, bool)
+        mean, half = mean_ci(runs[:, keep], axis=0, level=level)
+        # The mean line carries the label (so it is the legend entry and can be found in
+        # ``ax.lines``); the error bars are drawn separately in the same colour.
+        (line,) = ax.plot(xx[keep], mean, marker="o", markersize=4, label=str(label))
+        ax.errorbar(
+            xx[keep],
+            mean,
+            yerr=np.nan_to_num(half, nan=0.0),
+            fmt="none",
+            ecolor=line.get_color(),
+            capsize=3,
+        )
+    if reference is not None and all_x:
+        xs = np.unique(np.concatenate(all_x))
+        ax.plot(
+            xs,
+            _reference_values(reference, xs),
+            color="grey",
+            linestyle="--",
+            zorder=1,
+            label=reference_label if reference_label is not None else "reference",
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+    if title is not None:
+        ax.set_title(title)
+    if sizes:
+        ax.legend()
+    return ax
+
+
+def plot_heatmap(
+    ax: Axes,
+    values: Any,
+    *,
+    log: bool = False,
+    title: str | None = None,
+    xlabel: str = "state",
+    ylabel: str = "layer",
+    cbar_label: str | None = None,
+    cmap: str = "viridis",
+) -> Axes:
+    """Draw a 2-D array as a heatmap with a colorbar (e.g. visit counts per layer and state).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    values : array_like, shape (rows, cols) or (cols,)
+        The values; a 1-D array is drawn as one row.
+    log : bool, default False
+        Plot ``log10(1 + values)``; `values` must then be non-negative.
+    title : str, optional
+    xlabel : str, default "state"
+    ylabel : str, default "layer"
+    cbar_label : str, optional
+        Colorbar label (default ``"log10(1 + value)"`` when `log`, none otherwise).
+    cmap : str, default "viridis"
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        `ax`.
+
+    Raises
+    ------
+    ValueError
+        If `values` has more than 2 dimensions, or `log` is set and some value is negative.
+    """
+    _matplotlib()
+    from matplotlib.ticker import MaxNLocator
+
+    data = np.asarray(values, dtype=float)
+    if data.ndim < 2:
+        data = data.reshape(1, -1)
+    if data.ndim != 2:
+        raise ValueError(f"values must be 1-D or 2-D, got shape {data.shape}")
+    if log:
+        if np.any(data < 0):  # NaN compares False
+            raise ValueError(f"log=True needs values >= 0, got minimum {float(np.nanmin(data))!r}")
+        data = np.log10(1.0 + data)
+        if cbar_label is None:
+            cbar_label = "log10(1 + value)"
+    image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap=cmap)
+    ax.figure.colorbar(image, ax=ax, label=cbar_label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def new_figure(
+    ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 3.6
+) -> tuple[Figure, list[Axes]]:
+    """A figure on the Agg canvas with a grid of axes, without :mod:`matplotlib.pyplot`.
+
+    Parameters
+    ----------
+    ncols, nrows : int, default 1
+        Grid shape.
+    width, height : float
+        Size of one panel in inches; the figure is ``(width * ncols, height * nrows)``.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : list of matplotlib.axes.Axes
+        The panels, row by row (flat, ``nrows * ncols`` long).
+
+    Raises
+    ------
+    ValueError
+        If `ncols` or `nrows` is below 1, or `width` or `height` is not positive.
+    """
+    _matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if int(ncols) < 1 or int(nrows) < 1:
+        raise ValueError(f"ncols and nrows must be >= 1, got ncols={ncols!r}, nrows={nrows!r}")
+    if not (width > 0 and height > 0):
+        raise ValueError(f"width and height must be > 0, got width={width!r}, height={height!r}")
+    fig = Figure(figsize=(width * ncols, height * nrows))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(int(nrows), int(ncols), squeeze=False)
+    return fig, list(axes.ravel())
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
+    """Lay out and save a figure, creating the parent directories.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or pathlib.Path
+        Destination; the format follows the suffix (e.g. ``.png``, ``.pdf``).
+    dpi : int, default 120
+
+    Returns
+    -------
+    pathlib.Path
+        `path`.
+    """
+    _matplotlib()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    return out

@@ -1,0 +1,309 @@
+"""Named agents and environments that sweeps, ``optplan run`` and the figures refer to.
+
+A :class:`Component` is a builder plus its typed, documented parameters. Environment builders
+take ``(seed_index, **params)`` and return a Gymnasium environment that exposes its true model
+as ``.mdp``; agent builders take ``(env, criterion, **params)`` and see only the environment's
+shape and action mask (the oracle alone reads the true model). New agents and environments
+register here with :func:`register_agent` / :func:`register_env` and are then usable from
+every sweep file and the CLI.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agents import EpsilonGreedyQ, OracleAgent, RandomAgent, SoftQ
+from ..envs import TabularEnv
+from ..generators import random_dirichlet, riverswim
+from ..mdp import FiniteHorizonMDP
+
+__all__ = [
+    "Param",
+    "Component",
+    "AGENTS",
+    "ENVS",
+    "register_agent",
+    "register_env",
+    "get_agent",
+    "get_env",
+    "check_params",
+]
+
+_KINDS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a component: name, kind (``int``/``float``/``bool``/``str``),
+    default (``None`` = the builder decides), and a one-line description."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+
+    def check(self, value, where: str):
+        """``value`` converted to this kind, or ``TypeError`` naming ``where`` and the value."""
+        ok = isinstance(value, _KINDS[self.kind]) and (
+            self.kind == "bool" or not isinstance(value, bool)
+        )
+        if not ok:
+            raise TypeError(
+                f"{where}: {self.name} must be {self.kind}, got {value!r} ({type(value).__name__})"
+            )
+        if self.kind == "float":
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{where}: {self.name} must be finite, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Component:
+    """A named agent or environment builder with its parameters.
+
+    Attributes
+    ----------
+    name : str
+    build : callable
+    params : tuple of Param
+    doc : str
+    episodic : bool or None
+        Environments: whether episodes end (``None`` for agents).
+    """
+
+    name: str
+    build: Callable
+    params: tuple[Param, ...]
+    doc: str
+    episodic: bool | None = None
+    _by_name: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_by_name", {p.name: p for p in self.params})
+
+    def resolve(self, params: Mapping[str, Any], where: str) -> dict:
+        """Defaults filled in, names and kinds checked; errors name ``where`` and the key."""
+        unknown = sorted(set(params) - set(self._by_name))
+        if unknown:
+            known = ", ".join(self._by_name) or "none"
+            raise ValueError(
+                f"{where}: unknown parameter {unknown[0]!r} for {self.name!r} (known: {known})"
+            )
+        out = {}
+        for p in self.params:
+            if p.name in params:
+                out[p.name] = p.check(params[p.name], where)
+            else:
+                out[p.name] = p.default
+        return out
+
+
+AGENTS: dict[str, Component] = {}
+ENVS: dict[str, Component] = {}
+
+
+def register_agent(name: str, build: Callable, params=(), doc: str = "") -> Component:
+    """Add an agent builder ``build(env, criterion, **params) -> Agent``."""
+    comp = Component(name, build, tuple(params), doc)
+    AGENTS[name] = comp
+    return comp
+
+
+def register_env(name: str, build: Callable, params=(), doc: str = "", episodic=False):
+    """Add an environment builder ``build(seed_index, **params) -> env``.
+
+    ``episodic``: whether its episodes end; ``None`` when a ``horizon`` parameter decides
+    (episodic when it is positive).
+    """
+    comp = Component(name, build, tuple(params), doc, episodic=episodic)
+    ENVS[name] = comp
+    return comp
+
+
+def _get(table: dict, kind: str, name) -> Component:
+    if not isinstance(name, str) or name not in table:
+        known = ", ".join(sorted(table))
+        raise ValueError(f"unknown {kind} {name!r} (known: {known})")
+    return table[name]
+
+
+def get_agent(name: str) -> Component:
+    """The registered agent ``name``; ``ValueError`` listing the known ones otherwise."""
+    return _get(AGENTS, "agent", name)
+
+
+def get_env(name: str) -> Component:
+    """The registered environment ``name``; ``ValueError`` listing the known ones otherwise."""
+    return _get(ENVS, "environment", name)
+
+
+def check_params(comp: Component, params: Mapping[str, Any], where: str) -> dict:
+    """Shorthand for ``comp.resolve(params, where)``."""
+    return comp.resolve(params, where)
+
+
+# --- shape of an environment, as an agent may see it ----------------------------------------
+
+
+def env_shape(env):
+    """``(n_states, n_actions, action_mask (S, A))`` of an environment's model.
+
+    A finite-horizon model's mask must be the same at every layer (agents here index by state
+    only); layered models with per-layer masks need a layer-aware agent.
+    """
+    mdp = env.unwrapped.mdp
+    mask = mdp.action_mask
+    if isinstance(mdp, FiniteHorizonMDP):
+        if not (mask == mask[0]).all():
+            raise ValueError("this agent needs the same action mask at every layer")
+        mask = mask[0]
+    return mdp.n_states, mdp.n_actions, mask
+
+
+# --- environments -----------------------------------------------------------------------------
+
+
+def _riverswim(seed_index, n_states, reward_noise):
+    return TabularEnv(riverswim(n_states), reward_noise=reward_noise)
+
+
+def _riverswim_episodic(seed_index, n_states, horizon, reward_noise):
+    mdp = FiniteHorizonMDP.from_stationary(riverswim(n_states), horizon)
+    return TabularEnv(mdp, reward_noise=reward_noise, goal_states=[n_states - 1])
+
+
+def _random_dirichlet(seed_index, n_states, n_actions, alpha, support, model_seed, reward_noise):
+    seed = seed_index if model_seed is None else model_seed
+    mdp = random_dirichlet(n_states, n_actions, seed=seed, alpha=alpha, support=support)
+    return TabularEnv(mdp, reward_noise=reward_noise)
+
+
+def _model_file(seed_index, path, horizon, reward_noise):
+    from ..modelfile import load_model
+
+    if not path:
+        raise ValueError("path must name a model file (.toml)")
+    mdp = load_model(path)
+    if horizon:
+        mdp = FiniteHorizonMDP.from_stationary(mdp, horizon)
+    return TabularEnv(mdp, reward_noise=reward_noise)
+
+
+_NOISE = Param("reward_noise", "float", 0.0, "std of Gaussian noise added to rewards")
+
+register_env(
+    "riverswim",
+    _riverswim,
+    [Param("n_states", "int", 6, "number of states"), _NOISE],
+    "RiverSwim (Strehl & Littman 2008), continuing",
+)
+register_env(
+    "riverswim-episodic",
+    _riverswim_episodic,
+    [
+        Param("n_states", "int", 6, "number of states"),
+        Param("horizon", "int", 20, "episode length L"),
+        _NOISE,
+    ],
+    "RiverSwim repeated over L layers; the goal is the rightmost state",
+    episodic=True,
+)
+register_env(
+    "random-dirichlet",
+    _random_dirichlet,
+    [
+        Param("n_states", "int", 10, "number of states"),
+        Param("n_actions", "int", 3, "number of actions"),
+        Param("alpha", "float", 1.0, "Dirichlet concentration of each transition row"),
+        Param("support", "int", None, "next states per row (sparse, unichain); all if unset"),
+        Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
+        _NOISE,
+    ],
+    "random MDP with Dirichlet rows and U(0,1) rewards (one model per seed index)",
+)
+register_env(
+    "model",
+    _model_file,
+    [
+        Param("path", "str", "", "model file (.toml), see optplan.modelfile"),
+        Param("horizon", "int", 0, "0: continuing; L > 0: episodes of L layers"),
+        _NOISE,
+    ],
+    "a model file",
+    episodic=None,
+)
+
+
+def env_is_episodic(name: str, params: Mapping[str, Any]) -> bool:
+    """Whether episodes end in environment ``name`` with resolved ``params``."""
+    comp = get_env(name)
+    if comp.episodic is None:  # decided by a parameter
+        return bool(params.get("horizon"))
+    return comp.episodic
+
+
+# --- agents -----------------------------------------------------------------------------------
+
+
+def _random(env, criterion):
+    S, A, mask = env_shape(env)
+    return RandomAgent(S, A, action_mask=mask)
+
+
+def _oracle(env, criterion):
+    return OracleAgent(env.unwrapped.mdp, criterion=criterion)
+
+
+def _qlearning(cls, key):
+    def build(env, criterion, discount, learning_rate, q_init, **kw):
+        S, A, mask = env_shape(env)
+        return cls(
+            S,
+            A,
+            kw[key],
+            discount=discount,
+            learning_rate=learning_rate,
+            q_init=q_init,
+            action_mask=mask,
+        )
+
+    return build
+
+
+_Q_PARAMS = [
+    Param("discount", "float", 0.99, "discount of the Q-learning target"),
+    Param("learning_rate", "float", None, "constant step size; unset: 1/n(s, a)"),
+    Param("q_init", "float", 0.0, "initial Q-values"),
+]
+
+register_agent("random", _random, [], "uniformly random admissible actions")
+register_agent("oracle", _oracle, [], "optimal policy of the true model (regret ~ 0)")
+register_agent(
+    "epsilon-greedy",
+    _qlearning(EpsilonGreedyQ, "epsilon"),
+    [Param("epsilon", "float", 0.1, "exploration probability"), *_Q_PARAMS],
+    "Q-learning with epsilon-greedy actions",
+)
+register_agent(
+    "soft-q",
+    _qlearning(SoftQ, "temperature"),
+    [Param("temperature", "float", 0.05, "Boltzmann temperature"), *_Q_PARAMS],
+    "Q-learning with Boltzmann (softmax) actions",
+)
+
+
+def describe() -> str:
+    """A plain-text list of every registered agent and environment with its parameters."""
+    lines = []
+    for title, table in (("agents", AGENTS), ("environments", ENVS)):
+        lines.append(f"{title}:")
+        for comp in table.values():
+            lines.append(f"  {comp.name:<20} {comp.doc}")
+            for p in comp.params:
+                default = "unset" if p.default is None else repr(p.default)
+                lines.append(f"      {p.name} ({p.kind}, default {default}): {p.doc}")
+    return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""Tests for the plotting helpers in :mod:`optplan.experiments.plots`."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.collections import PolyCollection  # noqa: E402
+
+from optplan.experiments.plots import (  # noqa: E402
+    mean_ci,
+    new_figure,
+    plot_heatmap,
+    plot_regret,
+    plot_scaling,
+    save_figure,
+)
+
+
+def _hand_ci(column, level=0.95):
+    col = np.asarray(column, dtype=float)
+    n = col.size
+    mean = sum(col) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in col) / (n - 1))
+    return mean, stats.t.ppf((1 + level) / 2, n - 1) * sd / math.sqrt(n)
+
+
+def _line_by_label(ax, prefix):
+    matches = [line for line in ax.lines if line.get_label().startswith(prefix)]
+    assert len(matches) == 1, [line.get_label() for line in ax.lines]
+    return matches[0]
+
+
+# --- mean_ci --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_mean_ci_matches_hand_computation(level):
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    mean, half = mean_ci(values, level=level)
+    expected = [_hand_ci(values[:, j], level) for j in range(2)]
+    np.testing.assert_allclose(mean, [e[0] for e in expected])
+    np.testing.assert_allclose(half, [e[1] for e in expected])
+    # Column 0: mean 3, sd 2, n 3 -> t_{0.975, 2} * 2 / sqrt(3).
+    if level == 0.95:
+        np.testing.assert_allclose(half[0], 4.302652729911275 * 2 / math.sqrt(3))
+
+
+def test_mean_ci_other_axis():
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    mean_t, half_t = mean_ci(values.T, axis=1)
+    mean, half = mean_ci(values, axis=0)
+    np.testing.assert_allclose(mean_t, mean)
+    np.testing.assert_allclose(half_t, half)
+
+
+def test_mean_ci_nan_handling_without_warnings():
+    nan = np.nan
+    values = np.array(
+        [
+            [1.0, 2.0, nan, nan],
+            [3.0, nan, nan, 7.0],
+            [5.0, nan, nan, 8.0],
+        ]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, half = mean_ci(values)
+    np.testing.assert_allclose(mean[[0, 1, 3]], [3.0, 2.0, 7.5])
+    assert np.isnan(mean[2])  # all-NaN column
+    assert np.isnan(half[1])  # a single value: no interval
+    assert np.isnan(half[2])
+    np.testing.assert_allclose(half[0], _hand_ci([1.0, 3.0, 5.0])[1])
+    np.testing.assert_allclose(half[3], _hand_ci([7.0, 8.0])[1])
+
+
+def test_mean_ci_empty_and_single_row_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, half = mean_ci(np.empty((0, 3)))
+        one_mean, one_half = mean_ci(np.array([[1.0, 2.0, 3.0]]))
+    assert mean.shape == half.shape == (3,)
+    assert np.all(np.isnan(mean)) and np.all(np.isnan(half))
+    np.testing.assert_array_equal(one_mean, [1.0, 2.0, 3.0])
+    assert np.all(np.isnan(one_half))
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.1, float("nan")])
+def test_mean_ci_rejects_bad_level(level):
+    with pytest.raises(ValueError, match="level") as info:
+        mean_ci([[1.0], [2.0]], level=level)
+    assert repr(level) in str(info.value)
+
+
+# --- plot_regret ----------------------------------------------------------------------------
+
+
+def _regret_curves():
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 51)
+    a = np.cumsum(rng.random((4, t.size)), axis=1)
+    b = np.cumsum(0.5 * rng.random((3, t.size)), axis=1)
+    b[0, 30:] = np.nan  # a run that stopped early
+    return t, {"ucrl": a, "psrl": b}
+
+
+def test_plot_regret_draws_line_and_band_per_label():
+    t, curves = _regret_curves()
+    fig, (ax,) = new_figure()
+    out = plot_regret(ax, t, curves, title="regret")
+    assert out is ax
+    assert len(ax.lines) == 2
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(ax.collections) == 2 and len(bands) == 2
+    for label, runs in curves.items():
+        line = _line_by_label(ax, label)
+        np.testing.assert_array_equal(line.get_xdata(), t)
+        np.testing.assert_allclose(line.get_ydata(), np.nanmean(runs, axis=0))
+    for line, band in zip(ax.lines, bands, strict=True):
+        np.testing.assert_allclose(band.get_facecolor()[0][:3], _rgb(line.get_color()))
+        assert band.get_alpha() == pytest.approx(0.25)
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["ucrl (n=4)", "psrl (n=3)"]
+    assert ax.get_ylabel() == "cumulative regret"
+    assert ax.get_title() == "regret"
+
+
+def _rgb(color):
+    from matplotlib.colors import to_rgb
+
+    return to_rgb(color)
+
+
+def test_plot_regret_log_axes():
+    t, curves = _regret_curves()
+    _, (ax,) = new_figure()
+    plot_regret(ax, t, curves, logx=True, logy=True, ylabel="r")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "r"
+
+
+def test_plot_regret_shape_mismatch_names_label():
+    t, curves = _regret_curves()
+    curves["bad-agent"] = np.zeros((2, t.size - 1))
+    _, (ax,) = new_figure()
+    with pytest.raises(ValueError, match="bad-agent") as info:
+        plot_regret(ax, t, curves)
+    assert "(2, 49)" in str(info.value) and "50" in str(info.value)
+
+
+def test_plot_regret_rejects_2d_t():
+    _, (ax,) = new_figure()
+    with pytest.raises(ValueError, match="t must be 1-D"):
+        plot_regret(ax, np.zeros((2, 3)), {"a": np.zeros((1, 3))})
+
+
+# --- plot_scaling ---------------------------------------------------------------------------
+
+
+def test_plot_scaling_omits_unsolved_sizes_and_draws_reference():
+    x = np.array([2, 4, 6, 8])
+    y = np.array(
+        [
+            [3.0, 10.0, 40.0, 90.0],
+            [4.0, 12.0, np.nan, 100.0],  # one seed did not solve size 6
+            [5.0, 11.0, 35.0, 95.0],
+        ]
+    )
+    x2 = np.array([3, 5])
+    y2 = np.array([[1.0, 2.0], [1.5, 2.5]])
+    _, (ax,) = new_figure()
+    out = plot_scaling(
+        ax,
+        {"k-learning": (x, y), "q-learning": (x2, y2)},
+        ylabel="steps to solve",
+        reference=lambda n: 2.0 ** (n - 1),
+        reference_label="2^(n-1)",
+        title="scaling",
+    )
+    assert out is ax
+    line = _line_by_label(ax, "k-learning")
+    np.testing.assert_array_equal(line.get_xdata(), [2, 4, 8])
+    np.testing.assert_allclose(line.get_ydata(), np.mean(y[:, [0, 1, 3]], axis=0))
+    assert line.get_marker() == "o"
+    np.testing.assert_array_equal(_line_by_label(ax, "q-learning").get_xdata(), x2)
+    ref = _line_by_label(ax, "2^(n-1)")
+    np.testing.assert_array_equal(ref.get_xdata(), [2, 3, 4, 5, 6, 8])
+    np.testing.assert_allclose(ref.get_ydata(), 2.0 ** (np.array([2, 3, 4, 5, 6, 8]) - 1))
+    assert ref.get_linestyle() == "--"
+    assert ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "size" and ax.get_ylabel() == "steps to solve"
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["k-learning", "q-learning", "2^(n-1)"]
+
+
+def test_plot_scaling_error_bars_are_ci_half_widths():
+    x = np.array([1.0, 2.0])
+    y = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    _, (ax,) = new_figure()
+    plot_scaling(ax, {"a": (x, y)}, ylabel="m", logy=False)
+    (container,) = ax.containers
+    segments = container.lines[2][0].get_segments()
+    _, half = mean_ci(y)
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in segments], 2 * half)
+    assert ax.get_yscale() == "linear"
+
+
+def test_plot_scaling_shape_mismatch_names_label():
+    _, (ax,) = new_figure()
+    with pytest.raises(ValueError, match="agent-x"):
+        plot_scaling(ax, {"agent-x": (np.arange(3), np.zeros((2, 4)))}, ylabel="m")
+
+
+# --- plot_heatmap, figures ------------------------------------------------------------------
+
+
+def test_plot_heatmap_log_rejects_negative_values():
+    _, (ax,) = new_figure()
+    with pytest.raises(ValueError, match="log"):
+        plot_heatmap(ax, np.array([[1.0, -2.0], [0.0, 3.0]]), log=True)
+
+
+def test_plot_heatmap_log_values_and_colorbar():
+    counts = np.array([[0.0, 9.0, 99.0], [1.0, 0.0, 3.0]])
+    fig, (ax,) = new_figure()
+    plot_heatmap(ax, counts, log=True, title="visits")
+    (image,) = ax.images
+    np.testing.assert_allclose(image.get_array(), np.log10(1 + counts))
+    assert len(fig.axes) == 2  # the colorbar
+    assert fig.axes[1].get_ylabel() == "log10(1 + value)"
+    assert ax.get_xlabel() == "state" and ax.get_ylabel() == "layer"
+
+
+def test_plot_heatmap_1d_is_one_row():
+    _, (ax,) = new_figure()
+    plot_heatmap(ax, np.arange(5.0), cbar_label="count")
+    assert ax.images[0].get_array().shape == (1, 5)
+
+
+def test_new_figure_grid():
+    fig, axes = new_figure(ncols=3, nrows=2, width=2.0, height=1.5)
+    assert len(axes) == 6
+    np.testing.assert_allclose(fig.get_size_inches(), [6.0, 3.0])
+
+
+def test_save_figure_writes_png(tmp_path):
+    t, curves = _regret_curves()
+    fig, (ax_regret, ax_heat) = new_figure(ncols=2)
+    plot_regret(ax_regret, t, curves)
+    plot_heatmap(ax_heat, np.arange(12.0).reshape(3, 4), log=True)
+    path = save_figure(fig, tmp_path / "nested" / "dir" / "regret.png")
+    assert path == tmp_path / "nested" / "dir" / "regret.png"
+    assert path.exists() and path.stat().st_size > 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_missing_matplotlib_gives_install_hint(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"pip install 'optplan\[plot\]'"):
+        new_figure()
+    mean, _ = mean_ci([[1.0], [3.0]])  # needs no matplotlib
+    np.testing.assert_allclose(mean, [2.0])
