@@ -238,8 +238,9 @@ def run(
     optimal gain of the true model. Under an optimal policy its expected sum is
     ``h(s_0) - E h(s_T)``, bounded by ``span(h)``; any gain gap shows up as linear growth.
 
-    *Discounted*: the step term is ``E[r_t]`` of an oracle following a discount-optimal policy
-    from the initial distribution, minus ``R[s_t, a_t]``.
+    *Discounted*: the step term is ``E[r_k]`` of an oracle following a discount-optimal policy
+    from the initial distribution, ``k`` steps into the episode (the oracle restarts when the
+    environment is reset), minus ``R[s_t, a_t]``.
 
     *Finite horizon* (``FiniteHorizonMDP``): the step term is the action gap
     ``V*_l(s_l) - Q*_l(s_l, a_l) >= 0``, exactly 0 for an optimal action. By the
@@ -371,7 +372,10 @@ def run(
         if criterion == "average":
             oracle = np.full(n, optimal_value)
         else:
-            oracle = metrics.oracle_step_rewards(mdp, res.policy, n)
+            # The oracle restarts from the initial distribution whenever the environment is
+            # reset (truncated episodes): index it by the step within the episode.
+            k = np.asarray(layers, dtype=np.intp)
+            oracle = metrics.oracle_step_rewards(mdp, res.policy, int(k.max()) + 1)[k]
         regret = metrics.cumulative_regret(oracle, expected)
         visits = np.bincount(s, minlength=mdp.n_states).astype(np.int64)
     rewards_arr = np.asarray(rewards, dtype=float)

@@ -225,7 +225,7 @@ def _axis(value, where: str) -> list:
 
 
 def _fmt(v) -> str:
-    return repr(v) if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
+    return repr(v) if isinstance(v, (str, float)) else str(v)
 
 
 def _configs(entries, kind: str, where: str) -> list[Config]:
@@ -250,8 +250,11 @@ def _configs(entries, kind: str, where: str) -> list[Config]:
             raise SweepError(f"{at}.params must be a table, got {params!r}")
         axes = {k: _axis(v, f"{at}.params.{k}") for k, v in params.items()}
         label = entry.get("label", comp.name)
-        if not isinstance(label, str) or not label:
-            raise SweepError(f"{at}.label must be a non-empty string, got {label!r}")
+        if not isinstance(label, str) or not label or "@" in label or "#" in label:
+            raise SweepError(
+                f"{at}.label must be a non-empty string without '@' or '#' (they separate the "
+                f"parts of a task id), got {label!r}"
+            )
         criterion = entry.get("criterion")
         if criterion is not None and criterion not in CRITERIA[:2]:
             raise SweepError(f"{at}.criterion must be 'average' or 'discounted', got {criterion!r}")
@@ -261,7 +264,7 @@ def _configs(entries, kind: str, where: str) -> list[Config]:
             try:
                 resolved = comp.resolve(given, f"{at}.params")
             except (TypeError, ValueError) as exc:
-                raise SweepError(f"{where}: {exc}") from None
+                raise SweepError(str(exc)) from None
             lab = label
             if varying:
                 lab += "(" + ", ".join(f"{k}={_fmt(given[k])}" for k in varying) + ")"
