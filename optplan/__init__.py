@@ -22,11 +22,18 @@ from .problems import (
     DiscountedPlanning,
     FiniteHorizonPlanning,
     KLBallIndex,
+    KLearningTemperature,
     KLInfRate,
     L1BallIndex,
     solve_average_reward,
     solve_discounted,
     solve_finite_horizon,
+)
+from .problems.k_learning import (
+    boltzmann_policy,
+    k_values,
+    soft_values,
+    temperature_schedule,
 )
 from .result import BatchResult, CrossCheck, PlanResult
 
@@ -56,6 +63,11 @@ __all__ = [
     "kl_inf_rate",
     "L1BallIndex",
     "l1_ball_index",
+    "KLearningTemperature",
+    "k_values",
+    "boltzmann_policy",
+    "soft_values",
+    "temperature_schedule",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

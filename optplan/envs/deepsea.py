@@ -64,8 +64,12 @@ VARIANTS = ("bsuite", "k-learning")
 #: Default reward-noise standard deviation of each variant: bsuite's stochastic version adds
 #: ``randn()`` (std 1) at the ends of the last row, its deterministic version no noise; the
 #: k-learning paper does not state a scale, 1.0 is our choice.
-_DEFAULT_NOISE = {("bsuite", True): 0.0, ("bsuite", False): 1.0, ("k-learning", True): 1.0}
-_DEFAULT_NOISE[("k-learning", False)] = 1.0
+_DEFAULT_NOISE = {
+    ("bsuite", True): 0.0,
+    ("bsuite", False): 1.0,
+    ("k-learning", True): 1.0,
+    ("k-learning", False): 1.0,
+}
 
 
 def _check_bool(name: str, value) -> bool:
@@ -195,7 +199,8 @@ class DeepSea(TabularEnv):
             or unscaled_move_cost < 0
         ):
             raise ValueError(
-                f"unscaled_move_cost must be a non-negative finite float, got {unscaled_move_cost!r}"
+                "unscaled_move_cost must be a non-negative finite float, "
+                f"got {unscaled_move_cost!r}"
             )
         if not isinstance(variant, str) or variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
@@ -313,13 +318,14 @@ class DeepSea(TabularEnv):
             raise ValueError(f"action {a} is out of range [0, 2) at row {row}, column {col}")
 
         rng = self.np_random
-        right = a == self.mapping[row, col]
+        right = bool(a == self.mapping[row, col])
+        goal = right and col == self.size - 1  # bsuite pays the 1 before moving
         expected = float(self.mdp.R[row, col, a])
         reward = expected
         if self.reward_noise > 0.0 and self._noise_mask[row, col]:
             reward += self.reward_noise * float(rng.standard_normal())
         if right:
-            if self.deterministic or rng.random() >= 1.0 / self.size:
+            if self.deterministic or rng.random() > 1.0 / self.size:
                 col = min(col + 1, self.size - 1)
         else:
             col = max(col - 1, 0)
@@ -330,14 +336,10 @@ class DeepSea(TabularEnv):
         info = {
             "expected_reward": expected,
             "layer": row,
-            "action_right": bool(right),
-            "goal_reached": bool(right and self._column_was_last(col, a)),
+            "action_right": right,
+            "goal_reached": goal,
         }
         return col, reward, terminated, False, info
-
-    def _column_was_last(self, new_col: int, action: int) -> bool:
-        # Placeholder replaced below; kept private.
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         extra = "" if self.deterministic else ", deterministic=False"

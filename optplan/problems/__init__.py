@@ -8,6 +8,7 @@ from .average_reward import AverageRewardPlanning
 from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
+from .k_learning import KLearningTemperature
 from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
 from .l1_ball import L1BallIndex
@@ -23,6 +24,7 @@ __all__ = [
     "KLBallIndex",
     "KLInfRate",
     "L1BallIndex",
+    "KLearningTemperature",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

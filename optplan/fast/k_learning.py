@@ -1,0 +1,273 @@
+r"""K-learning (k-learning-variational-bayesian-rl §3): K-values, Boltzmann policy, temperature.
+
+Arrays are layered: ``mean_rewards[l, s, a]`` (L, S, A) is ``E^t mu_l(s, a)``,
+``mean_transitions[l, s, a, s']`` (L, S, A, S) is ``E^t P_l(s' | s, a)`` from layer ``l`` to
+``l + 1``, ``counts[l, s, a]`` is ``n_l^t(s, a)``. Layers are 0-based here: the paper's
+``l = 1..L`` is our ``l = 0..L-1``, so its bonus numerator ``sigma^2 + (L - l)^2`` is
+``sigma^2 + (L - 1 - l)^2``.
+
+Optimistic Bellman operator (Eq. 6), with ``c_l(s, a) = (sigma^2 + (L-1-l)^2) / (2 max(n, 1))``::
+
+    K_l(s, a) = mu_l(s, a) + c_l(s, a) / tau + sum_s' P_l(s'|s, a) V_{l+1}(s'),
+    V_l(s)    = tau log sum_a exp(K_l(s, a) / tau)        (Eq. 14),   V_L = 0,
+
+the Boltzmann policy ``pi_l(s, a) ~ exp(K_l(s, a) / tau)`` (Eq. 9) and the schedule (Eq. 10).
+
+Optimal temperature (problem 11). Minimizing over ``K`` leaves ``f(tau) = rho . V_0`` (the
+Bellman inequalities are tight at the optimum because ``P >= 0``). Unrolling Eq. 8 along the
+Boltzmann policy gives, with ``lambda`` its occupancy measure from ``rho``,
+
+    f(tau) = M + tau A + B / tau,   M = <lambda, mu>,  A = <lambda, H(pi)>,  B = <lambda, c>,
+
+and by the envelope theorem ``f'(tau) = A - B / tau^2``. ``f`` is convex (a maximum over
+occupancies of functions convex in ``tau``), so ``tau*`` is the root of ``f'``, found here by
+Brent's method in ``log tau`` after a geometric bracket search. The dual of Appendix A.4
+(Eq. 27) evaluated at ``lambda(tau)`` is ``D = M + 2 sqrt(A B)`` (its inner minimum over tau,
+at ``sqrt(B / A)``); ``f(tau) - D >= 0`` is the primal-dual gap, zero exactly when
+``tau = sqrt(B / A)``, i.e. at ``tau*``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ..result import MAX_ITER, OPTIMAL, PlanResult
+
+__all__ = [
+    "bonus",
+    "k_values",
+    "soft_values",
+    "boltzmann_policy",
+    "occupancy",
+    "temperature_schedule",
+    "temperature_terms",
+    "solve",
+]
+
+
+def bonus(counts: np.ndarray, sigma: float) -> np.ndarray:
+    """``c_l(s, a) = (sigma^2 + (L-1-l)^2) / (2 max(n_l(s, a), 1))``, shape (L, S, A)."""
+    L = counts.shape[0]
+    remaining = (L - 1 - np.arange(L, dtype=float)) ** 2
+    return (sigma**2 + remaining)[:, None, None] / (2.0 * np.maximum(counts, 1.0))
+
+
+def _soft_max(K: np.ndarray, tau: float) -> np.ndarray:
+    """``tau log sum_a exp(K / tau)`` over the last axis, max-shifted (no overflow)."""
+    m = K.max(axis=-1)
+    z = np.exp((K - m[..., None]) / tau)
+    return m + tau * np.log(z.sum(axis=-1))
+
+
+def _k_recursion(tau, R, P, c):
+    """K (L, S, A) and V (L, S) by backward recursion; vectorized over states and actions."""
+    L, S, A = R.shape
+    K = np.empty((L, S, A))
+    V = np.empty((L, S))
+    v_next = np.zeros(S)
+    for l in range(L - 1, -1, -1):
+        K[l] = R[l] + c[l] / tau + P[l] @ v_next
+        v_next = V[l] = _soft_max(K[l], tau)
+    return K, V
+
+
+def k_values(tau: float, R: np.ndarray, P: np.ndarray, counts: np.ndarray, sigma: float):
+    """K-values (L, S, A) of Eq. 6 at temperature ``tau`` (inputs already validated)."""
+    return _k_recursion(float(tau), R, P, bonus(counts, sigma))[0]
+
+
+def soft_values(K: np.ndarray, tau: float) -> np.ndarray:
+    """``V_l(s) = tau log sum_a exp(K_l(s, a) / tau)`` (Eq. 14), stable for any ``tau > 0``."""
+    return _soft_max(np.asarray(K, dtype=float), float(tau))
+
+
+def boltzmann_policy(K: np.ndarray, tau: float) -> np.ndarray:
+    """``pi_l(s, a) ~ exp(K_l(s, a) / tau)`` (Eq. 9), max-shifted; rows sum to 1."""
+    K = np.asarray(K, dtype=float)
+    z = np.exp((K - K.max(axis=-1, keepdims=True)) / float(tau))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def occupancy(pi: np.ndarray, P: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Occupancy ``lambda_l(s, a)`` of a layered stochastic policy from ``rho`` (L, S, A)."""
+    L = pi.shape[0]
+    lam = np.empty_like(pi)
+    d = rho
+    for l in range(L):
+        lam[l] = d[:, None] * pi[l]
+        d = np.einsum("sa,sat->t", lam[l], P[l])
+    return lam
+
+
+def _entropy(pi: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(pi > 0, pi * np.log(pi), 0.0)
+    return h.sum(axis=-1)
+
+
+def temperature_terms(tau, R, P, c, rho):
+    """``(f, M, A, B, K, V, pi, lambda)`` at ``tau``: ``f = rho . V_0``, and the terms of
+    ``f = M + tau A + B / tau`` along the Boltzmann policy's occupancy ``lambda``."""
+    K, V = _k_recursion(tau, R, P, c)
+    pi = boltzmann_policy(K, tau)
+    lam = occupancy(pi, P, rho)
+    M = float((lam * R).sum())
+    A = float((lam.sum(axis=-1) * _entropy(pi)).sum())
+    B = float((lam * c).sum())
+    return float(rho @ V[0]), M, A, B, K, V, pi, lam
+
+
+def temperature_schedule(t: int, sigma: float, L: int, S: int, A: int) -> float:
+    """Eq. 10: ``sqrt((sigma^2 + L^2) S A (1 + log t) / (4 L t log A))`` for episode ``t``.
+
+    ``S`` is the total number of states (all layers), as in the paper's footnote 1.
+    """
+    return math.sqrt((sigma**2 + L**2) * S * A * (1 + math.log(t)) / (4 * L * t * math.log(A)))
+
+
+def _hard_max_result(problem, R, P, rho, start):
+    """tau* = 0 (no bonus anywhere: sigma = 0 and L = 1): K = mu, value = rho . max_a mu."""
+    K = R.copy()
+    V = K.max(axis=-1)
+    pi = (K == V[..., None]).astype(float)
+    pi /= pi.sum(axis=-1, keepdims=True)
+    lam = occupancy(pi, P, rho)
+    value = float(rho @ V[0])
+    return PlanResult(
+        value=value,
+        x=0.0,
+        status=OPTIMAL,
+        message="no bonus on any pair (sigma = 0, L = 1): tau* = 0, K = mean rewards",
+        method="fast",
+        solver="brent",
+        iterations=0,
+        solve_time=time.perf_counter() - start,
+        values=V,
+        q=K,
+        policy=pi,
+        occupancy=lam,
+        multiplier=lam,
+        info={"dual_value": value, "gap": 0.0, "tau": 0.0, "evaluations": 0},
+    )
+
+
+def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
+    """Optimal temperature of problem (11) by Brent's method on ``f'`` in ``log tau``.
+
+    Parameters
+    ----------
+    problem : KLearningTemperature
+    xtol : float
+        Absolute tolerance on ``log tau`` (so relative on ``tau``).
+    max_iter : int
+        Bracket expansions and Brent iterations, each.
+
+    Returns
+    -------
+    PlanResult
+        ``x = tau*``, ``value = f(tau*)``, ``q = K``, ``values = V`` (Eq. 14), ``policy`` the
+        Boltzmann policy ``(L, S, A)``, ``occupancy = multiplier = lambda`` (the dual
+        variables of the Bellman inequalities), ``info``: ``dual_value``, ``gap`` (primal
+        minus dual), ``derivative`` (``f'(tau*)``), ``evaluations``.
+    """
+    start = time.perf_counter()
+    R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
+    c = bonus(problem.counts, problem.sigma)
+    if not c.any():
+        return _hard_max_result(problem, R, P, rho, start)
+
+    evals = 0
+
+    def dfdu(u: float) -> float:
+        nonlocal evals
+        evals += 1
+        tau = math.exp(u)
+        _, _, A, B, *_ = temperature_terms(tau, R, P, c, rho)
+        return A - B / tau**2
+
+    # Bracket: start where a one-step fixed point puts tau, then widen by factors of 4.
+    _, _, A1, B1, *_ = temperature_terms(1.0, R, P, c, rho)
+    evals += 1
+    u0 = 0.5 * math.log(B1 / A1) if A1 > 0 and B1 > 0 else 0.0
+    lo, hi = u0 - 0.5, u0 + 0.5
+    g_lo, g_hi = dfdu(lo), dfdu(hi)
+    step = math.log(4.0)
+    for _ in range(max_iter):
+        if g_lo < 0 < g_hi or g_lo == 0 or g_hi == 0:
+            break
+        if g_lo >= 0:
+            lo, g_lo = lo - step, dfdu(lo - step)
+        if g_hi <= 0:
+            hi, g_hi = hi + step, dfdu(hi + step)
+    else:
+        return PlanResult(
+            value=float("nan"),
+            x=float("nan"),
+            status=MAX_ITER,
+            message=f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, "
+            f"{math.exp(hi):.3g}] after {max_iter} expansions",
+            method="fast",
+            solver="brent",
+            iterations=max_iter,
+            solve_time=time.perf_counter() - start,
+        )
+    if g_lo == 0:
+        u_star, iterations = lo, 0
+    elif g_hi == 0:
+        u_star, iterations = hi, 0
+    else:
+        u_star, rr = brentq(
+            dfdu,
+            lo,
+            hi,
+            xtol=xtol,
+            rtol=4 * np.finfo(float).eps,
+            maxiter=max_iter,
+            full_output=True,
+            disp=False,
+        )
+        iterations = rr.iterations
+        if not rr.converged:
+            return PlanResult(
+                value=float("nan"),
+                x=float("nan"),
+                status=MAX_ITER,
+                message=f"Brent's method did not converge in {max_iter} iterations",
+                method="fast",
+                solver="brent",
+                iterations=iterations,
+                solve_time=time.perf_counter() - start,
+            )
+    tau = math.exp(u_star)
+    f, M, A, B, K, V, pi, lam = temperature_terms(tau, R, P, c, rho)
+    evals += 1
+    dual = M + 2.0 * math.sqrt(A * B)
+    return PlanResult(
+        value=f,
+        x=tau,
+        status=OPTIMAL,
+        message="",
+        method="fast",
+        solver="brent",
+        iterations=iterations,
+        solve_time=time.perf_counter() - start,
+        values=V,
+        q=K,
+        policy=pi,
+        occupancy=lam,
+        multiplier=lam,
+        info={
+            "tau": tau,
+            "dual_value": dual,
+            "gap": f - dual,
+            "derivative": A - B / tau**2,
+            "entropy_term": A,
+            "bonus_term": B,
+            "reward_term": M,
+            "evaluations": evals,
+        },
+    )
