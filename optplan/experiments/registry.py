@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agents import EpsilonGreedyQ, OracleAgent, RandomAgent, SoftQ
-from ..envs import TabularEnv
+from ..envs import DeepSea, TabularEnv
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
 
@@ -194,6 +194,32 @@ def _model_file(seed_index, path, horizon, reward_noise):
 
 
 _NOISE = Param("reward_noise", "float", 0.0, "std of Gaussian noise added to rewards")
+
+
+def _deepsea(seed_index, size, deterministic, mapping_seed, variant, reward_noise):
+    seed = seed_index if mapping_seed is None else mapping_seed
+    return DeepSea(
+        size,
+        deterministic=deterministic,
+        mapping_seed=seed,
+        variant=variant,
+        reward_noise=reward_noise,
+    )
+
+
+register_env(
+    "deepsea",
+    _deepsea,
+    [
+        Param("size", "int", 10, "depth L = width of the grid"),
+        Param("deterministic", "bool", True, "false: bsuite's stochastic ('windy') version"),
+        Param("mapping_seed", "int", None, "action-mapping seed; unset: the run's seed index"),
+        Param("variant", "str", "bsuite", "'bsuite' or 'k-learning' (noisy rewards)"),
+        Param("reward_noise", "float", None, "noise std; unset: the variant's default"),
+    ],
+    "DeepSea (k-learning §4, bsuite deep_sea); goal = bottom-right cell",
+    episodic=True,
+)
 
 register_env(
     "riverswim",
