@@ -2,6 +2,16 @@
 
 from .base import Agent
 from .baselines import OracleAgent, RandomAgent
+from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
 
-__all__ = ["Agent", "OracleAgent", "RandomAgent", "EpsilonGreedyQ", "SoftQ"]
+__all__ = [
+    "Agent",
+    "OracleAgent",
+    "RandomAgent",
+    "EpsilonGreedyQ",
+    "SoftQ",
+    "KLearning",
+    "PSRL",
+    "LayeredPosterior",
+]

@@ -34,13 +34,27 @@ def _check_unit(name: str, value, low_open: bool = False, high_open: bool = Fals
 
 
 class _TabularQ:
-    """Shared state and update of the Q-learning baselines."""
+    """Shared state and update of the Q-learning baselines.
+
+    With ``n_layers = L`` (episodic, layered environments such as DeepSea, whose observations
+    are indices within a layer) the table is indexed by ``(layer, state)``: the agent counts
+    the steps since :meth:`reset` or the last ``done`` to know its layer, and the target of the
+    last layer has no continuation.
+    """
 
     def __init__(
-        self, n_states, n_actions, discount=0.99, learning_rate=None, q_init=0.0, action_mask=None
+        self,
+        n_states,
+        n_actions,
+        discount=0.99,
+        learning_rate=None,
+        q_init=0.0,
+        action_mask=None,
+        n_layers=None,
     ):
         self.n_states = check_count("n_states", n_states)
         self.n_actions = check_count("n_actions", n_actions)
+        self.n_layers = None if n_layers is None else check_count("n_layers", n_layers)
         self.discount = _check_unit("discount", discount)
         if learning_rate is not None:
             learning_rate = _check_unit("learning_rate", learning_rate, low_open=True)
@@ -49,26 +63,58 @@ class _TabularQ:
             raise ValueError(f"q_init must be a finite number, got {q_init!r}")
         self.q_init = float(q_init)
         mask = check_agent_mask(action_mask, self.n_states, self.n_actions)
-        if mask.ndim != 2:
-            raise ValueError(f"action_mask must be (S, A) for Q-learning, got {mask.shape}")
+        L = self.n_layers
+        if L is None and mask.ndim != 2:
+            raise ValueError(
+                f"action_mask must be (S, A) for Q-learning without n_layers, got {mask.shape}"
+            )
+        if L is not None:
+            if mask.ndim == 2:
+                mask = np.broadcast_to(mask, (L, *mask.shape))
+            elif len(mask) != L:
+                raise ValueError(f"action_mask has {len(mask)} layers, n_layers is {L}")
+            mask = mask.reshape(L * self.n_states, self.n_actions)
         self.action_mask = mask
+        self._layer = 0
         self.rng: np.random.Generator | None = None
         self.reset(np.random.default_rng(0))
 
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = rng
+        self._layer = 0
         self.q = np.where(self.action_mask, self.q_init, -np.inf)
-        self.counts = np.zeros((self.n_states, self.n_actions), dtype=int)
+        self.counts = np.zeros(self.action_mask.shape, dtype=int)
+
+    def _row(self, state: int) -> int:
+        """Row of the table: ``state``, or ``layer * S + state`` when layered."""
+        if self.n_layers is None:
+            return state
+        if self._layer >= self.n_layers:
+            raise RuntimeError(f"{self._layer} steps without done, but n_layers={self.n_layers}")
+        return self._layer * self.n_states + state
+
+    @property
+    def q_table(self) -> np.ndarray:
+        """Q-values, ``(S, A)`` or ``(L, S, A)`` when layered (a view)."""
+        if self.n_layers is None:
+            return self.q
+        return self.q.reshape(self.n_layers, self.n_states, self.n_actions)
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        self.counts[state, action] += 1
-        target = reward + (0.0 if done else self.discount * self.q[next_state].max())
-        lr = 1.0 / self.counts[state, action] if self.learning_rate is None else self.learning_rate
-        self.q[state, action] += lr * (target - self.q[state, action])
+        row = self._row(state)
+        self.counts[row, action] += 1
+        if done or (self.n_layers is not None and self._layer + 1 >= self.n_layers):
+            target = reward
+        else:
+            nxt = next_state if self.n_layers is None else row + self.n_states - state + next_state
+            target = reward + self.discount * self.q[nxt].max()
+        lr = 1.0 / self.counts[row, action] if self.learning_rate is None else self.learning_rate
+        self.q[row, action] += lr * (target - self.q[row, action])
+        self._layer = 0 if done else self._layer + 1
 
-    def _greedy(self, state: int) -> int:
-        row = self.q[state]
-        best = np.flatnonzero(row == row.max())
+    def _greedy(self, row: int) -> int:
+        values = self.q[row]
+        best = np.flatnonzero(values == values.max())
         return int(best[0] if best.size == 1 else self.rng.choice(best))
 
 
@@ -85,7 +131,9 @@ class EpsilonGreedyQ(_TabularQ):
         Constant step size; ``1 / n(s, a)`` if omitted.
     q_init : float
         Initial Q-values (optimistic initialization if large).
-    action_mask : array_like of bool, shape (S, A), optional
+    action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
+    n_layers : int, optional
+        Episodic layered environments: index the table by (layer, state).
     """
 
     def __init__(
@@ -97,14 +145,18 @@ class EpsilonGreedyQ(_TabularQ):
         learning_rate=None,
         q_init=0.0,
         action_mask=None,
+        n_layers=None,
     ):
         self.epsilon = _check_unit("epsilon", epsilon)
-        super().__init__(n_states, n_actions, discount, learning_rate, q_init, action_mask)
+        super().__init__(
+            n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers
+        )
 
     def select_action(self, state: int) -> int:
+        row = self._row(state)
         if self.rng.random() < self.epsilon:
-            return int(self.rng.choice(np.flatnonzero(self.action_mask[state])))
-        return self._greedy(state)
+            return int(self.rng.choice(np.flatnonzero(self.action_mask[row])))
+        return self._greedy(row)
 
 
 class SoftQ(_TabularQ):
@@ -127,17 +179,30 @@ class SoftQ(_TabularQ):
         learning_rate=None,
         q_init=0.0,
         action_mask=None,
+        n_layers=None,
     ):
         if not isinstance(temperature, (int, float)) or not (0 < temperature < np.inf):
             raise ValueError(f"temperature must be a positive number, got {temperature!r}")
         self.temperature = float(temperature)
-        super().__init__(n_states, n_actions, discount, learning_rate, q_init, action_mask)
+        super().__init__(
+            n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers
+        )
 
     def policy(self, state: int) -> np.ndarray:
-        """Action probabilities in ``state`` (0 on inadmissible actions)."""
-        row = self.q[state]
-        z = np.exp((row - row.max()) / self.temperature)  # exp(-inf) = 0 on masked actions
+        """Action probabilities in ``state`` (at the current layer; 0 on masked actions)."""
+        values = self.q[self._row(state)]
+        z = np.exp((values - values.max()) / self.temperature)  # exp(-inf) = 0 when masked
         return z / z.sum()
 
+    def soft_values(self) -> np.ndarray:
+        """``temperature * logsumexp(Q / temperature)`` per state (the analogue of
+        k-learning Eq. 14), ``(S,)`` or ``(L, S)``."""
+        q = self.q_table
+        m = q.max(axis=-1)
+        return m + self.temperature * np.log(
+            np.exp((q - m[..., None]) / self.temperature).sum(axis=-1)
+        )
+
     def select_action(self, state: int) -> int:
-        return int(self.rng.choice(self.n_actions, p=self.policy(state)))
+        p = self.policy(state)
+        return int(min(np.searchsorted(np.cumsum(p), self.rng.random() * p.sum()), len(p) - 1))

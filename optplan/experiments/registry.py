@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agents import EpsilonGreedyQ, OracleAgent, RandomAgent, SoftQ
+from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
 from ..envs import DeepSea, TabularEnv
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
@@ -150,18 +150,15 @@ def check_params(comp: Component, params: Mapping[str, Any], where: str) -> dict
 
 
 def env_shape(env):
-    """``(n_states, n_actions, action_mask (S, A))`` of an environment's model.
+    """``(n_layers, n_states, n_actions, action_mask)`` of an environment's model.
 
-    A finite-horizon model's mask must be the same at every layer (agents here index by state
-    only); layered models with per-layer masks need a layer-aware agent.
+    ``n_layers`` is ``None`` for a continuing model (mask ``(S, A)``) and ``L`` for a
+    finite-horizon one (mask ``(L, S, A)``): observations there are indices within a layer,
+    so learning agents index their tables by ``(layer, state)``.
     """
     mdp = env.unwrapped.mdp
-    mask = mdp.action_mask
-    if isinstance(mdp, FiniteHorizonMDP):
-        if not (mask == mask[0]).all():
-            raise ValueError("this agent needs the same action mask at every layer")
-        mask = mask[0]
-    return mdp.n_states, mdp.n_actions, mask
+    L = mdp.horizon if isinstance(mdp, FiniteHorizonMDP) else None
+    return L, mdp.n_states, mdp.n_actions, mdp.action_mask
 
 
 # --- environments -----------------------------------------------------------------------------
@@ -276,7 +273,7 @@ def env_is_episodic(name: str, params: Mapping[str, Any]) -> bool:
 
 
 def _random(env, criterion):
-    S, A, mask = env_shape(env)
+    _, S, A, mask = env_shape(env)
     return RandomAgent(S, A, action_mask=mask)
 
 
@@ -286,7 +283,7 @@ def _oracle(env, criterion):
 
 def _qlearning(cls, key):
     def build(env, criterion, discount, learning_rate, q_init, **kw):
-        S, A, mask = env_shape(env)
+        L, S, A, mask = env_shape(env)
         return cls(
             S,
             A,
@@ -295,6 +292,7 @@ def _qlearning(cls, key):
             learning_rate=learning_rate,
             q_init=q_init,
             action_mask=mask,
+            n_layers=L,
         )
 
     return build
@@ -320,6 +318,63 @@ register_agent(
     [Param("temperature", "float", 0.05, "Boltzmann temperature"), *_Q_PARAMS],
     "Q-learning with Boltzmann (softmax) actions",
 )
+
+
+def _episodic_shape(env, who: str):
+    L, S, A, mask = env_shape(env)
+    if L is None:
+        raise ValueError(f"{who} is for episodic (finite-horizon) environments")
+    if not mask.all():
+        raise ValueError(f"{who} assumes every action is admissible everywhere")
+    return L, S, A, env.unwrapped.mdp.initial
+
+
+def _k_learning(env, criterion, temperature, method, solver, sigma, prior_var, transition_prior):
+    L, S, A, initial = _episodic_shape(env, "k-learning")
+    return KLearning(
+        L,
+        S,
+        A,
+        temperature=temperature,
+        method=method,
+        solver=solver,
+        sigma=sigma,
+        prior_var=prior_var,
+        transition_prior=transition_prior,
+        initial=initial,
+    )
+
+
+def _psrl(env, criterion, sigma, prior_var, transition_prior):
+    L, S, A, initial = _episodic_shape(env, "psrl")
+    return PSRL(
+        L,
+        S,
+        A,
+        sigma=sigma,
+        prior_var=prior_var,
+        transition_prior=transition_prior,
+        initial=initial,
+    )
+
+
+_POSTERIOR = [
+    Param("sigma", "float", 1.0, "reward noise scale (posterior and K-learning bonus)"),
+    Param("prior_var", "float", 1.0, "prior variance of each mean reward (prior mean 0)"),
+    Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
+]
+register_agent(
+    "k-learning",
+    _k_learning,
+    [
+        Param("temperature", "str", "optimal", "'optimal' (problem 11) or 'schedule' (Eq. 10)"),
+        Param("method", "str", "fast", "tau* by 'fast' or 'conic'"),
+        Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+        *_POSTERIOR,
+    ],
+    "K-learning (k-learning Algorithm 1), episodic",
+)
+register_agent("psrl", _psrl, _POSTERIOR, "posterior sampling (PSRL), episodic")
 
 
 def describe() -> str:

@@ -1,0 +1,295 @@
+r"""Episodic Bayesian agents on layered models: K-learning (Algorithm 1) and PSRL.
+
+Both keep the same conjugate posterior (:class:`LayeredPosterior`), per layer ``l``, state
+``s`` and action ``a``:
+
+- rewards: ``mu_l(s, a) ~ N(0, prior_var)`` a priori, observed with Gaussian noise of
+  standard deviation ``sigma``; posterior mean ``(sum r / sigma^2) / (1/prior_var + n/sigma^2)``
+  and variance ``1 / (1/prior_var + n/sigma^2)``;
+- transitions: ``P_l(. | s, a) ~ Dirichlet(transition_prior)`` (all ``S`` next states of layer
+  ``l + 1``), posterior ``Dirichlet(transition_prior + next-state counts)``.
+
+K-learning (k-learning-variational-bayesian-rl Algorithm 1) plans once per episode on the
+posterior means and counts: a temperature from the schedule (Eq. 10) or the optimal ``tau*``
+of problem (11) (:class:`~optplan.problems.k_learning.KLearningTemperature`, fast or conic),
+K-values (Eq. 6), then acts by the Boltzmann policy (Eq. 9). PSRL samples one model from the
+posterior per episode and acts greedily by backward induction on it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..fast import k_learning as kfast
+from ..problems.base import check_method, check_solver
+from ..problems.k_learning import KLearningTemperature
+from .base import check_count
+
+__all__ = ["LayeredPosterior", "KLearning", "PSRL", "TEMPERATURES"]
+
+TEMPERATURES = ("optimal", "schedule")
+
+
+def _positive(name: str, value, allow_zero: bool = False) -> float:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    v = float(value) if ok else float("nan")
+    if not ok or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return v
+
+
+class LayeredPosterior:
+    """Gaussian rewards and Dirichlet transitions per ``(layer, state, action)``.
+
+    Parameters
+    ----------
+    n_layers, n_states, n_actions : int
+    sigma : float >= 0
+        Reward-noise standard deviation (0: rewards are observed exactly; the reward posterior
+        then is the sample mean once visited).
+    prior_var : float > 0
+        Prior variance of each mean reward (prior mean 0).
+    transition_prior : float > 0, optional
+        Dirichlet pseudo-count per next state; default ``1 / S``.
+    """
+
+    def __init__(
+        self, n_layers, n_states, n_actions, sigma=1.0, prior_var=1.0, transition_prior=None
+    ):
+        self.L = check_count("n_layers", n_layers)
+        self.S = check_count("n_states", n_states)
+        self.A = check_count("n_actions", n_actions)
+        self.sigma = _positive("sigma", sigma, allow_zero=True)
+        self.prior_var = _positive("prior_var", prior_var)
+        alpha = 1.0 / self.S if transition_prior is None else transition_prior
+        self.transition_prior = _positive("transition_prior", alpha)
+        self.reset()
+
+    def reset(self) -> None:
+        shape = (self.L, self.S, self.A)
+        self.counts = np.zeros(shape)
+        self.reward_sums = np.zeros(shape)
+        self.next_counts = np.zeros((*shape, self.S))
+
+    def update(self, layer: int, state: int, action: int, reward: float, next_state: int):
+        self.counts[layer, state, action] += 1
+        self.reward_sums[layer, state, action] += reward
+        if layer + 1 < self.L:
+            self.next_counts[layer, state, action, next_state] += 1
+
+    def reward_posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of every mean reward, (L, S, A) each."""
+        if self.sigma == 0:
+            n = np.maximum(self.counts, 1)
+            mean = np.where(self.counts > 0, self.reward_sums / n, 0.0)
+            var = np.where(self.counts > 0, 0.0, self.prior_var)
+            return mean, var
+        precision = 1.0 / self.prior_var + self.counts / self.sigma**2
+        return self.reward_sums / self.sigma**2 / precision, 1.0 / precision
+
+    def mean_transitions(self) -> np.ndarray:
+        """Posterior mean transitions (L, S, A, S)."""
+        alpha = self.next_counts + self.transition_prior
+        return alpha / alpha.sum(axis=-1, keepdims=True)
+
+    def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One model from the posterior: rewards (L, S, A) and transitions (L, S, A, S)."""
+        mean, var = self.reward_posterior()
+        R = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
+        g = rng.standard_gamma(self.next_counts + self.transition_prior)
+        total = g.sum(axis=-1, keepdims=True)
+        # A row whose gammas all underflow to 0 (tiny pseudo-counts): uniform, not NaN.
+        P = np.where(total > 0, g / np.where(total > 0, total, 1.0), 1.0 / self.S)
+        return R, P
+
+
+class _Episodic:
+    """Layer bookkeeping shared by the episodic agents; ``plan()`` runs at each episode start."""
+
+    def __init__(self, n_layers, n_states, n_actions, initial, posterior_kwargs):
+        self.posterior = LayeredPosterior(n_layers, n_states, n_actions, **posterior_kwargs)
+        L, S, A = self.posterior.L, self.posterior.S, self.posterior.A
+        if initial is None:
+            initial = np.full(S, 1.0 / S)
+        initial = np.asarray(initial, dtype=float)
+        if initial.shape != (S,) or (initial < 0).any() or abs(initial.sum() - 1) > 1e-9:
+            raise ValueError(f"initial must be a distribution over {S} states, got {initial!r}")
+        self.initial = initial
+        self.n_layers, self.n_states, self.n_actions = L, S, A
+        self.rng: np.random.Generator | None = None
+
+    def reset(self, rng: np.random.Generator) -> None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        self.rng = rng
+        self.posterior.reset()
+        self.episode = 0
+        self.layer = 0
+        self.plan()
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        self.posterior.update(self.layer, state, action, reward, next_state)
+        if done:
+            self.layer = 0
+            self.episode += 1
+            self.plan()
+        else:
+            self.layer += 1
+
+    def plan(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class KLearning(_Episodic):
+    """K-learning for episodic layered MDPs (k-learning-variational-bayesian-rl Algorithm 1).
+
+    Parameters
+    ----------
+    n_layers, n_states, n_actions : int
+        ``L``, states per layer, actions.
+    temperature : {"optimal", "schedule"}
+        ``"optimal"``: ``tau*`` of problem (11) each episode; ``"schedule"``: Eq. 10 with ``S``
+        the total number of states ``L * n_states``.
+    method : {"fast", "conic"}
+        How ``tau*`` is computed. A conic failure (any status but optimal) falls back to the
+        fast path for that episode; :attr:`fallbacks` counts them and :attr:`statuses` keeps
+        the conic statuses.
+    solver : {"CLARABEL", "ECOS", "SCS"}, optional
+    sigma, prior_var, transition_prior :
+        The posterior (:class:`LayeredPosterior`); ``sigma`` is also the bonus's noise scale.
+    initial : array (S,), optional
+        Start distribution ``rho`` (uniform by default).
+
+    Attributes
+    ----------
+    tau, K, values, pi :
+        The current episode's temperature, K-values (L, S, A), Eq. 14 values (L, S) and
+        Boltzmann policy (L, S, A).
+    """
+
+    def __init__(
+        self,
+        n_layers,
+        n_states,
+        n_actions,
+        temperature="optimal",
+        method="fast",
+        solver=None,
+        sigma=1.0,
+        prior_var=1.0,
+        transition_prior=None,
+        initial=None,
+    ):
+        if temperature not in TEMPERATURES:
+            raise ValueError(f"temperature must be one of {TEMPERATURES}, got {temperature!r}")
+        self.temperature = temperature
+        self.method = check_method(method)
+        self.solver = check_solver(solver)
+        self.fallbacks = 0
+        self.statuses: dict[str, int] = {}
+        super().__init__(
+            n_layers,
+            n_states,
+            n_actions,
+            initial,
+            {"sigma": sigma, "prior_var": prior_var, "transition_prior": transition_prior},
+        )
+        if self.n_actions < 2:
+            raise ValueError("KLearning needs at least 2 actions")
+
+    def plan(self) -> None:
+        post = self.posterior
+        R, _ = post.reward_posterior()
+        P = post.mean_transitions()
+        if self.temperature == "schedule":
+            self.tau = kfast.temperature_schedule(
+                self.episode + 1,
+                post.sigma,
+                self.n_layers,
+                self.n_layers * self.n_states,
+                self.n_actions,
+            )
+            self.K = kfast.k_values(self.tau, R, P, post.counts, post.sigma)
+        else:
+            problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial)
+            res = problem.solve(self.method, solver=self.solver if self.method == "conic" else None)
+            if self.method == "conic":
+                self.statuses[res.status] = self.statuses.get(res.status, 0) + 1
+                if res.status != "optimal":
+                    self.fallbacks += 1
+                    res = problem.solve("fast")
+            self.tau = float(res.x)
+            if self.tau > 0 and self.method == "fast":
+                self.K = res.q
+            elif self.tau > 0:  # conic K is pinned only where visited: recompute exactly
+                self.K = kfast.k_values(self.tau, R, P, post.counts, post.sigma)
+            else:
+                self.K = np.array(res.q)
+        if self.tau > 0:
+            self.pi = kfast.boltzmann_policy(self.K, self.tau)
+            self.values = kfast.soft_values(self.K, self.tau)
+        else:  # tau* = 0: greedy
+            best = self.K == self.K.max(axis=-1, keepdims=True)
+            self.pi = best / best.sum(axis=-1, keepdims=True)
+            self.values = self.K.max(axis=-1)
+        self._cdf = np.cumsum(self.pi, axis=-1)
+
+    def select_action(self, state: int) -> int:
+        if self.layer >= self.n_layers:
+            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
+        cdf = self._cdf[self.layer, state]
+        return int(
+            min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), self.n_actions - 1)
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"KLearning(L={self.n_layers}, S={self.n_states}, A={self.n_actions}, "
+            f"temperature={self.temperature!r}, method={self.method!r})"
+        )
+
+
+class PSRL(_Episodic):
+    """Posterior sampling for episodic layered MDPs (Osband et al. 2013; the k-learning paper's
+    main comparator): one model drawn from :class:`LayeredPosterior` per episode, then the
+    greedy policy of that model by backward induction."""
+
+    def __init__(
+        self,
+        n_layers,
+        n_states,
+        n_actions,
+        sigma=1.0,
+        prior_var=1.0,
+        transition_prior=None,
+        initial=None,
+    ):
+        super().__init__(
+            n_layers,
+            n_states,
+            n_actions,
+            initial,
+            {"sigma": sigma, "prior_var": prior_var, "transition_prior": transition_prior},
+        )
+
+    def plan(self) -> None:
+        R, P = self.posterior.sample(self.rng)
+        L, S, A = R.shape
+        Q = np.empty((L, S, A))
+        v = np.zeros(S)
+        for l in range(L - 1, -1, -1):
+            Q[l] = R[l] + P[l] @ v
+            v = Q[l].max(axis=-1)
+        self.Q = Q
+        self.policy = Q.argmax(axis=-1)
+
+    def select_action(self, state: int) -> int:
+        if self.layer >= self.n_layers:
+            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
+        return int(self.policy[self.layer, state])
+
+    def __repr__(self) -> str:
+        return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"
