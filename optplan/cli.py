@@ -262,6 +262,31 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_bench_k_learning(args) -> int:
+    from .bench_k_learning import bench_k_learning, format_k_table
+
+    solvers = args.solvers or list(SOLVERS)
+    progress = None if (args.json or args.quiet) else (lambda m: print(m, file=sys.stderr))
+    rows = bench_k_learning(
+        sizes=args.sizes,
+        instances=args.instances,
+        solvers=solvers,
+        seed=args.seed,
+        max_conic_seconds=args.max_conic_seconds,
+        progress=progress,
+    )
+    if args.json:
+        print(json.dumps({"benchmark": "k-learning", "rows": rows}, indent=2))
+    else:
+        print(
+            "K-learning temperature benchmark: DeepSea-shaped posteriors (L x L states, 2 "
+            f"actions), {args.instances} instances per depth, median wall seconds; x fast = "
+            "conic median / fast median (same run); dtau = max |tau_conic - tau_fast| / tau_fast"
+        )
+        print(format_k_table(rows, solvers))
+    return 0
+
+
 def cmd_bench_indices(args) -> int:
     from .bench import (
         MAX_BATCH_ELEMENTS,
@@ -411,6 +436,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.set_defaults(func=cmd_bench_indices)
+
+    b = bsub.add_parser(
+        "k-learning", help="K-learning optimal temperature (problem 11): fast vs conic solvers"
+    )
+    b.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 30, 50])
+    b.add_argument("--instances", type=int, default=5, help="random instances per depth")
+    b.add_argument("--solvers", type=_solver_name, nargs="+")
+    b.add_argument("--max-conic-seconds", type=float, default=120.0, metavar="T")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--quiet", action="store_true")
+    b.set_defaults(func=cmd_bench_k_learning)
 
     add_experiment_parsers(sub)
     return parser

@@ -1,0 +1,120 @@
+"""``optplan bench k-learning``: the optimal temperature, fast vs each conic solver.
+
+Instances are DeepSea-shaped posteriors (k-learning §4): ``L`` layers of ``L`` columns, two
+actions, posterior-mean transitions from random visit counts on DeepSea's true moves plus a
+Dirichlet(1/S) prior, random mean rewards, seeded. Times are medians over the instances of one
+run; ratios compare solvers measured in that same run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .envs import DeepSea
+from .problems import SOLVERS
+from .problems.k_learning import KLearningTemperature
+
+__all__ = ["deepsea_instance", "bench_k_learning", "format_k_table"]
+
+
+def deepsea_instance(L: int, rng: np.random.Generator) -> KLearningTemperature:
+    """A K-learning temperature problem shaped like a DeepSea posterior of depth ``L``."""
+    env = DeepSea(L, mapping_seed=int(rng.integers(2**31)))
+    P_true = np.asarray(env.mdp.P)
+    counts = rng.integers(0, 30, size=(L, L, 2)).astype(float)
+    counts[rng.random((L, L, 2)) < 0.5] = 0.0  # half the pairs unvisited
+    next_counts = counts[..., None] * P_true
+    alpha = 1.0 / L
+    P = (next_counts + alpha) / (counts[..., None] + alpha * L)
+    R = np.where(counts > 0, rng.normal(0.0, 0.1, (L, L, 2)), 0.0)
+    return KLearningTemperature(R, P, counts, 1.0, env.mdp.initial)
+
+
+def bench_k_learning(
+    sizes: Sequence[int] = (5, 10, 20, 30, 50),
+    instances: int = 5,
+    solvers: Sequence[str] = SOLVERS,
+    seed: int = 0,
+    max_conic_seconds: float = 120.0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """One row per depth: fast median time, each solver's median time, status counts, and the
+    largest relative differences of ``tau*`` and objective from the fast path."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    skip: set[str] = set()
+    for L in sizes:
+        problems = [deepsea_instance(L, rng) for _ in range(instances)]
+        fast_times, fast = [], []
+        for p in problems:
+            t0 = time.perf_counter()
+            res = p.solve("fast")
+            fast_times.append(time.perf_counter() - t0)
+            fast.append(res)
+        row = {
+            "L": L,
+            "pairs": L * L * 2,
+            "fast_median_s": float(np.median(fast_times)),
+            "fast_max_gap": float(max(abs(r.info["gap"]) / (1 + abs(r.value)) for r in fast)),
+            "tau_median": float(np.median([r.x for r in fast])),
+            "solvers": {},
+        }
+        for solver in solvers:
+            if solver in skip:
+                row["solvers"][solver] = {"skipped": True}
+                continue
+            times, statuses, dtau, dval = [], {}, [], []
+            spent = 0.0
+            for p, f in zip(problems, fast, strict=True):
+                t0 = time.perf_counter()
+                res = p.solve("conic", solver=solver)
+                dt = time.perf_counter() - t0
+                spent += dt
+                statuses[res.status] = statuses.get(res.status, 0) + 1
+                if res.status == "optimal":
+                    times.append(dt)
+                    dtau.append(abs(res.x - f.x) / f.x)
+                    dval.append(abs(res.value - f.value) / (1 + abs(f.value)))
+                if spent > max_conic_seconds:
+                    skip.add(solver)
+                    break
+            med = float(np.median(times)) if times else None
+            row["solvers"][solver] = {
+                "median_s": med,
+                "ratio": None if med is None else med / row["fast_median_s"],
+                "statuses": statuses,
+                "max_rel_tau_diff": max(dtau) if dtau else None,
+                "max_rel_value_diff": max(dval) if dval else None,
+            }
+        if progress:
+            progress(f"L={L}: fast {row['fast_median_s'] * 1e3:.2f} ms")
+        rows.append(row)
+    return rows
+
+
+def format_k_table(rows: list[dict], solvers: Sequence[str]) -> str:
+    head = f"{'L':>3} {'pairs':>6} {'fast ms':>9} {'gap':>8} {'tau*':>8}"
+    for s in solvers:
+        head += f" | {s[:8]:>8} ms {'x fast':>7} {'dtau':>8} {'ok':>5}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        line = (
+            f"{r['L']:>3} {r['pairs']:>6} {r['fast_median_s'] * 1e3:>9.3f} "
+            f"{r['fast_max_gap']:>8.1e} {r['tau_median']:>8.3g}"
+        )
+        for s in solvers:
+            d = r["solvers"][s]
+            if d.get("skipped"):
+                line += f" | {'skipped (time cap)':>35}"
+                continue
+            ok = d["statuses"].get("optimal", 0)
+            n = sum(d["statuses"].values())
+            ms = "-" if d["median_s"] is None else f"{d['median_s'] * 1e3:.1f}"
+            ratio = "-" if d["ratio"] is None else f"{d['ratio']:.0f}"
+            dt = "-" if d["max_rel_tau_diff"] is None else f"{d['max_rel_tau_diff']:.1e}"
+            line += f" | {ms:>11} {ratio:>7} {dt:>8} {ok:>2}/{n:<2}"
+        lines.append(line)
+    return "\n".join(lines)
