@@ -139,6 +139,11 @@ class _Episodic:
         else:
             self.layer += 1
 
+    def _current_layer(self) -> int:
+        if self.layer >= self.n_layers:
+            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
+        return self.layer
+
     def plan(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -238,9 +243,7 @@ class KLearning(_Episodic):
         self._cdf = np.cumsum(self.pi, axis=-1)
 
     def select_action(self, state: int) -> int:
-        if self.layer >= self.n_layers:
-            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
-        cdf = self._cdf[self.layer, state]
+        cdf = self._cdf[self._current_layer(), state]
         return int(
             min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), self.n_actions - 1)
         )
@@ -287,9 +290,7 @@ class PSRL(_Episodic):
         self.policy = Q.argmax(axis=-1)
 
     def select_action(self, state: int) -> int:
-        if self.layer >= self.n_layers:
-            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
-        return int(self.policy[self.layer, state])
+        return int(self.policy[self._current_layer(), state])
 
     def __repr__(self) -> str:
         return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"

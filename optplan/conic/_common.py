@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 
 import cvxpy as cp
 import numpy as np
@@ -57,7 +58,10 @@ def run(problem: cp.Problem, solver: str, solver_options: dict | None = None):
             0.0,
         )
     try:
-        problem.solve(solver=solver, **options)
+        with warnings.catch_warnings():
+            # Reported through the status (optimal_inaccurate), not as a warning.
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
         return SOLVER_ERROR, f"{solver}: {exc}", None, time.perf_counter() - start
     seconds = time.perf_counter() - start

@@ -155,6 +155,19 @@ def _hard_max_result(problem, R, P, rho, start):
     )
 
 
+def _max_iter(message: str, iterations: int, start: float) -> PlanResult:
+    return PlanResult(
+        value=float("nan"),
+        x=float("nan"),
+        status=MAX_ITER,
+        message=message,
+        method="fast",
+        solver="brent",
+        iterations=iterations,
+        solve_time=time.perf_counter() - start,
+    )
+
+
 def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
     """Optimal temperature of problem (11) by Brent's method on ``f'`` in ``log tau``.
 
@@ -204,16 +217,11 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
         if g_hi <= 0:
             hi, g_hi = hi + step, dfdu(hi + step)
     else:
-        return PlanResult(
-            value=float("nan"),
-            x=float("nan"),
-            status=MAX_ITER,
-            message=f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, "
-            f"{math.exp(hi):.3g}] after {max_iter} expansions",
-            method="fast",
-            solver="brent",
-            iterations=max_iter,
-            solve_time=time.perf_counter() - start,
+        return _max_iter(
+            f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
+            f"after {max_iter} expansions",
+            max_iter,
+            start,
         )
     if g_lo == 0:
         u_star, iterations = lo, 0
@@ -232,15 +240,8 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
         )
         iterations = rr.iterations
         if not rr.converged:
-            return PlanResult(
-                value=float("nan"),
-                x=float("nan"),
-                status=MAX_ITER,
-                message=f"Brent's method did not converge in {max_iter} iterations",
-                method="fast",
-                solver="brent",
-                iterations=iterations,
-                solve_time=time.perf_counter() - start,
+            return _max_iter(
+                f"Brent's method did not converge in {max_iter} iterations", iterations, start
             )
     tau = math.exp(u_star)
     f, M, A, B, K, V, pi, lam = temperature_terms(tau, R, P, c, rho)
