@@ -219,6 +219,11 @@ def run_sweep(
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if address is not None and backend != "ray":
         raise ValueError("address applies to the ray backend only (--backend ray)")
+    if backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ImportError("the ray backend needs Ray: pip install 'optplan[ray]'")
     store = ResultStore(out)
     store.prepare(sweep)
     tasks = sweep.tasks()
