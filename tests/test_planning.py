@@ -1,5 +1,6 @@
 """Known-model planning, two ways each, cross-checked (values, policies, multipliers)."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
