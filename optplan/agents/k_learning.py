@@ -19,10 +19,12 @@ posterior per episode and acts greedily by backward induction on it.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
 from ..fast import k_learning as kfast
+from ..fast.finite_horizon import backward_induction
 from ..problems.base import check_method, check_solver
 from ..problems.k_learning import KLearningTemperature
 from .base import check_count
@@ -106,7 +108,7 @@ class LayeredPosterior:
         return R, P
 
 
-class _Episodic:
+class _Episodic(ABC):
     """Layer bookkeeping shared by the episodic agents; ``plan()`` runs at each episode start."""
 
     def __init__(self, n_layers, n_states, n_actions, initial, posterior_kwargs):
@@ -144,8 +146,9 @@ class _Episodic:
             raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
         return self.layer
 
-    def plan(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def plan(self) -> None:
+        """Compute the policy of the episode that starts now (from :attr:`posterior`)."""
 
 
 class KLearning(_Episodic):
@@ -280,14 +283,8 @@ class PSRL(_Episodic):
 
     def plan(self) -> None:
         R, P = self.posterior.sample(self.rng)
-        L, S, A = R.shape
-        Q = np.empty((L, S, A))
-        v = np.zeros(S)
-        for l in range(L - 1, -1, -1):
-            Q[l] = R[l] + P[l] @ v
-            v = Q[l].max(axis=-1)
-        self.Q = Q
-        self.policy = Q.argmax(axis=-1)
+        self.Q, _ = backward_induction(P, R)
+        self.policy = self.Q.argmax(axis=-1)
 
     def select_action(self, state: int) -> int:
         return int(self.policy[self._current_layer(), state])

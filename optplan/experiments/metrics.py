@@ -95,13 +95,10 @@ def oracle_layer_rewards(mdp, policy) -> np.ndarray:
         ``d_l r_pi,l`` with ``d_0 = mdp.initial`` and ``d_{l+1} = d_l P_pi,l``; their sum is
         the policy's expected episode return.
     """
-    P_pi, r_pi = _policy_rows(mdp.P, mdp.R, policy)
-    out = np.empty(mdp.horizon)
-    d = np.asarray(mdp.initial, dtype=float)
-    for l in range(mdp.horizon):
-        out[l] = d @ r_pi[l]
-        d = d @ P_pi[l]
-    return out
+    from ..fast.finite_horizon import forward_occupancy
+
+    occ = forward_occupancy(mdp, np.asarray(policy, dtype=np.intp))
+    return (occ * mdp.R).sum(axis=(1, 2))
 
 
 def cumulative_regret(oracle_rewards, rewards) -> np.ndarray:

@@ -10,18 +10,26 @@ from ..result import OPTIMAL, PlanResult
 from ._dp import backup, greedy, masked
 
 
+def backward_induction(P: np.ndarray, R: np.ndarray, action_mask=None):
+    """``Q[l, s, a]`` and ``V[l, s]`` of a layered model: ``V_L = 0``,
+    ``Q_l = R_l + P_l V_{l+1}`` (masked actions ``-inf``), ``V_l = max_a Q_l``."""
+    L, S, A = R.shape
+    V = np.zeros((L + 1, S))
+    Q = np.empty((L, S, A))
+    for l in range(L - 1, -1, -1):  # loop over layers only
+        q = backup(P[l], R[l], V[l + 1])
+        Q[l] = q if action_mask is None else masked(q, action_mask[l])
+        V[l] = Q[l].max(axis=1)
+    return Q, V[:L]
+
+
 def solve(problem) -> PlanResult:
     """Backward induction: ``V_L = 0``, ``Q_l = R_l + P_l V_{l+1}``, ``V_l = max_{a in A} Q_l``."""
     mdp = problem.mdp
     start = time.perf_counter()
-    L, S, A = mdp.R.shape
-    V = np.zeros((L + 1, S))
-    Q = np.empty((L, S, A))
-    for l in range(L - 1, -1, -1):  # loop over layers only
-        Q[l] = masked(backup(mdp.P[l], mdp.R[l], V[l + 1]), mdp.action_mask[l])
-        V[l] = Q[l].max(axis=1)
+    L = mdp.horizon
+    Q, values = backward_induction(mdp.P, mdp.R, mdp.action_mask)
     policy = greedy(Q)
-    values = V[:L]
     return PlanResult(
         value=float(mdp.initial @ values[0]),
         x=values,
