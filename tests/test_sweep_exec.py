@@ -287,3 +287,15 @@ def test_cli_run_sweep_results_and_plots(tmp_path, capsys):
         == 2
     )
     assert "unknown name '__import__'" in capsys.readouterr().err
+
+
+def test_run_sweep_bad_arguments_fail_before_anything_is_written(tmp_path):
+    sweep = sweep_from_dict(small_spec(), source="small.toml")
+    out = tmp_path / "never"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        run_sweep(sweep, out, backend="dask")
+    with pytest.raises(ValueError, match="jobs must be a positive integer, got 0"):
+        run_sweep(sweep, out, jobs=0)
+    with pytest.raises(ValueError, match="address applies to the ray backend only"):
+        run_sweep(sweep, out, address="auto")
+    assert not out.exists()
