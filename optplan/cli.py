@@ -287,6 +287,31 @@ def cmd_bench_k_learning(args) -> int:
     return 0
 
 
+def cmd_bench_index_agents(args) -> int:
+    from .bench_index_agents import bench_index_agents, format_index_agents_table
+
+    progress = None if (args.json or args.quiet) else (lambda m: print(m, file=sys.stderr))
+    rows = bench_index_agents(
+        sizes=args.sizes,
+        n_actions=args.actions,
+        fast_steps=args.fast_steps,
+        conic_steps=args.conic_steps,
+        seed=args.seed,
+        progress=progress,
+    )
+    if args.json:
+        print(json.dumps({"benchmark": "index-agents", "rows": rows}, indent=2))
+    else:
+        print(
+            "Index agents on random Dirichlet MDPs: whole agent+env steps per second, fast vs "
+            f"conic index path, measured in this run ({args.fast_steps} fast / "
+            f"{args.conic_steps} conic steps per cell); fallbacks = conic index instances not "
+            "solved to optimal (recomputed fast) / conic instances"
+        )
+        print(format_index_agents_table(rows))
+    return 0
+
+
 def cmd_bench_indices(args) -> int:
     from .bench import (
         MAX_BATCH_ELEMENTS,
@@ -448,6 +473,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(func=cmd_bench_k_learning)
+
+    b = bsub.add_parser(
+        "index-agents", help="MDP-UCB / OLP / MDP-DMED / MDP-PS steps per second, fast vs conic"
+    )
+    b.add_argument("--sizes", type=int, nargs="+", default=[3, 30, 300])
+    b.add_argument("--actions", type=int, default=4)
+    b.add_argument("--fast-steps", type=int, default=2000)
+    b.add_argument("--conic-steps", type=int, default=20)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--quiet", action="store_true")
+    b.set_defaults(func=cmd_bench_index_agents)
 
     add_experiment_parsers(sub)
     return parser

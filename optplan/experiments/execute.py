@@ -78,10 +78,14 @@ def execute_task(task: dict) -> tuple[dict, dict]:
         "episodes": episodes_by_t.astype(np.int64),
         "regret": trace.regret[idx],
         "realized_regret": trace.realized_regret[idx],
+        "gap_regret": trace.gap_regret[idx],
         "normalized_regret": trace.normalized_regret[idx],
         "visits": trace.visits,
     }
     summary = trace.summary()
+    stats = getattr(agent, "stats", None)
+    if callable(stats):  # agent-side counters (e.g. conic fallbacks), prefixed
+        summary.update({f"agent_{k}": v for k, v in stats().items()})
     summary["wall_time"] = time.perf_counter() - start
     record.update(status="ok", error=None, traceback=None, summary=summary)
     return record, arrays

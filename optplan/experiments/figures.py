@@ -23,6 +23,7 @@ SCALING_METRICS = (
     "time_to_solve",
     "regret",
     "realized_regret",
+    "gap_regret",
     "normalized_regret",
     "optimal_rate",
     "episodes",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
+from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP, load_counts
 from ..envs import DeepSea, TabularEnv
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
@@ -375,6 +376,31 @@ register_agent(
     "K-learning (k-learning Algorithm 1), episodic",
 )
 register_agent("psrl", _psrl, _POSTERIOR, "posterior sampling (PSRL), episodic")
+
+
+def _index_agent(cls):
+    def build(env, criterion, method, solver, initial_counts):
+        L, S, A, mask = env_shape(env)
+        if L is not None:
+            raise ValueError(f"{cls.name} is for continuing (average-reward) environments")
+        counts = load_counts(initial_counts, S, A) if initial_counts else None
+        return cls(env.unwrapped.mdp.R, mask, initial_counts=counts, method=method, solver=solver)
+
+    return build
+
+
+_INDEX_PARAMS = [
+    Param("method", "str", "fast", "index by 'fast' (closed form / root) or 'conic' (CVXPY)"),
+    Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+    Param("initial_counts", "str", "", "TOML file with T[x][a][y] pseudo-counts (rigged start)"),
+]
+for _cls, _doc in (
+    (MDPUCB, "MDP-UCB: KL-ball index (accelerating-ucb-indices-mdp Eq. 2)"),
+    (OLP, "OLP: L1-ball index (Tewari & Bartlett)"),
+    (MDPDMED, "MDP-DMED: KL-minimization discrepancies (Theorem 3 conventions)"),
+    (MDPPS, "MDP-PS: Dirichlet posterior samples of the current state's rows"),
+):
+    register_agent(_cls.name, _index_agent(_cls), _INDEX_PARAMS, _doc)
 
 
 def describe() -> str:

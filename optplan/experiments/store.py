@@ -52,10 +52,12 @@ SUMMARY_COLUMNS = (
     "episodes",
     "regret",
     "realized_regret",
+    "gap_regret",
     "normalized_regret",
     "time_to_solve",
     "goal_rate",
     "optimal_rate",
+    "agent_fallbacks",
     "wall_time",
     "status",
     "error",
@@ -63,7 +65,7 @@ SUMMARY_COLUMNS = (
 #: Columns that measure the machine, not the result: excluded when comparing two stores.
 TIMING_COLUMNS = ("wall_time",)
 #: Step-indexed curves stored per task (each at the subsampled steps ``t``).
-CURVE_KEYS = ("regret", "realized_regret", "normalized_regret")
+CURVE_KEYS = ("regret", "realized_regret", "gap_regret", "normalized_regret")
 
 
 class StoreMismatch(ValueError):

@@ -1,0 +1,339 @@
+r"""Average-reward index agents of accelerating-ucb-indices-mdp §3: MDP-UCB, OLP, MDP-DMED, MDP-PS.
+
+All four share :class:`TransitionEstimator` (§3.1), for the undiscounted, infinite-horizon
+setting with known mean rewards ``r_x(a)`` and unknown transitions:
+
+- transition estimate ``p_hat[x, a, y] = (T[x, a, y] + 1) / (T[x, a] + |S|)``;
+- "good" actions ``{a : T[x, a] >= (ln T[x])^2}`` in every state (all admissible actions of
+  a state where none qualifies);
+- estimated gain and bias ``(phi_hat, v_hat)`` of the estimated model restricted to the good
+  actions, by Howard policy iteration warm-started from the previous step's policy (one
+  evaluation and one improvement when nothing changed). ``p_hat > 0`` everywhere, so every
+  policy is unichain and the solve always succeeds.
+
+At time ``t`` (1 on the first step) in state ``x``, with ``T = T[x, a]``:
+
+- **MDP-UCB** (Eq. 2): ``u_a = r + C(p_hat, v_hat, ln t / T)``, the KL-ball index;
+- **OLP** (§3.3): ``u_a = r + B(p_hat, v_hat, sqrt(2 ln t / T))``, the L1-ball index;
+- **MDP-DMED** (§3.2): ``a* = argmax_a r + p_hat . v_hat``; discrepancies
+  ``D(a) = ln t / K(a) - T`` for ``a != a*`` with ``K(a)`` the KL-minimization rate
+  ``D(p_hat, v_hat, r(a*) + p_hat^{a*} . v_hat - r(a))``, and Theorem 3's conventions
+  (``K = 0``: ``D = +inf``; ``K = +inf`` (target above max v, or at it with v not constant):
+  ``D = -T``); play ``argmax D`` if positive, else ``a*``;
+- **MDP-PS** (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)`` (the
+  uniform prior's posterior), play ``argmax W``.
+
+An action never tried (``T = 0``) has an infinite UCB/OLP radius: its index is the supremum
+over the whole simplex, ``r + max v_hat``, computed exactly. Ties go to the lowest action.
+
+``method="conic"`` computes each index with the CVXPY formulation of the same problem
+(:class:`~optplan.problems.KLBallIndex`, :class:`~optplan.problems.L1BallIndex`,
+:class:`~optplan.problems.KLInfRate`); an instance the solver does not solve to ``optimal`` is
+recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its status kept in
+:attr:`~IndexAgent.statuses`. ``initial_counts`` starts the counts from given pseudo-counts
+(the paper's "rigged" start, §5.1); they count as past steps for ``t``, ``T[x]`` and
+``T[x, a]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..fast._dp import backup, evaluate_average, greedy, masked, policy_model
+from ..fast.kl_ball import kl_ball_index
+from ..fast.kl_inf import kl_inf_rate
+from ..fast.l1_ball import l1_ball_index
+from ..problems import KLBallIndex, KLInfRate, L1BallIndex
+from ..problems.base import check_method, check_solver
+from .base import check_agent_mask
+
+__all__ = ["load_counts", "TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS"]
+
+
+def load_counts(path, n_states: int, n_actions: int) -> np.ndarray:
+    """Pseudo-counts ``T[x][a][y]`` from a TOML file (key ``T``), checked against the model.
+
+    Example: ``models/cowan3-rigged.toml`` (the paper's rigged start, §5.1)."""
+    from pathlib import Path
+
+    import tomllib
+
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ValueError(f"initial_counts: cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"initial_counts: {path} is not valid TOML: {exc}") from None
+    if "T" not in data:
+        raise ValueError(f"initial_counts: {path} has no key 'T' (counts T[x][a][y])")
+    try:
+        T = np.asarray(data["T"], dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"initial_counts: {path}: T must be a numeric (S, A, S) array") from None
+    S, A = n_states, n_actions
+    if T.shape != (S, A, S):
+        raise ValueError(f"initial_counts: {path}: T has shape {T.shape}, expected ({S}, {A}, {S})")
+    return T
+
+
+class TransitionEstimator:
+    """Counts, ``p_hat``, good actions and the warm-started gain/bias of §3.1.
+
+    Parameters
+    ----------
+    rewards : array (S, A)
+        Known mean rewards ``r_x(a)``.
+    action_mask : array of bool (S, A), optional
+    initial_counts : array (S, A, S) of pseudo-counts >= 0, optional
+    """
+
+    def __init__(self, rewards, action_mask=None, initial_counts=None):
+        R = np.asarray(rewards, dtype=float)
+        if R.ndim != 2 or not np.isfinite(R).all():
+            raise ValueError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
+        S, A = R.shape
+        self.R = R
+        self.S, self.A = S, A
+        self.mask = check_agent_mask(action_mask, S, A)
+        if self.mask.ndim != 2:
+            raise ValueError("index agents are for continuing (not layered) models")
+        if initial_counts is None:
+            init = np.zeros((S, A, S))
+        else:
+            init = np.asarray(initial_counts, dtype=float)
+            if init.shape != (S, A, S):
+                raise ValueError(
+                    f"initial_counts has shape {init.shape}, expected ({S}, {A}, {S}) "
+                    "(state, action, next state)"
+                )
+            if not np.isfinite(init).all() or (init < 0).any():
+                raise ValueError("initial_counts must be finite and >= 0")
+            if (init.sum(axis=-1)[~self.mask] > 0).any():
+                raise ValueError("initial_counts puts counts on inadmissible actions")
+        self.initial_counts = init
+        self.reset()
+
+    def reset(self) -> None:
+        self.T = self.initial_counts.copy()
+        self.Txa = self.T.sum(axis=-1)
+        self.Tx = self.Txa.sum(axis=-1)
+        self.t = 1 + int(round(self.Tx.sum()))
+        self.policy = greedy(masked(self.R, self.mask))
+        self.p_hat = (self.T + 1.0) / (self.Txa[..., None] + self.S)
+        self.solve()
+
+    def update(self, x: int, a: int, y: int) -> None:
+        self.T[x, a, y] += 1
+        self.Txa[x, a] += 1
+        self.Tx[x] += 1
+        self.t += 1
+        self.p_hat[x, a] = (self.T[x, a] + 1.0) / (self.Txa[x, a] + self.S)
+        self.solve()
+
+    def good_actions(self) -> np.ndarray:
+        """Bool (S, A): ``T[x, a] >= (ln T[x])^2``, all admissible actions where none is."""
+        with np.errstate(divide="ignore"):
+            thresh = np.log(self.Tx) ** 2
+        good = self.mask & (self.Txa >= np.where(self.Tx > 0, thresh, 0.0)[:, None])
+        empty = ~good.any(axis=1)
+        good[empty] = self.mask[empty]
+        return good
+
+    def solve(self, max_iter: int = 100) -> None:
+        """Gain ``phi_hat`` and bias ``v_hat`` of ``p_hat`` on the good actions (Howard policy
+        iteration from the previous policy)."""
+        good = self.good_actions()
+        P, R = self.p_hat, self.R
+        policy = self.policy
+        rows = np.arange(self.S)
+        if not good[rows, policy].all():  # the incumbent lost a good action: restart greedily
+            policy = greedy(masked(R, good))
+        for _ in range(max_iter):
+            P_pi, r_pi = policy_model(P, R, policy)
+            gain, h = evaluate_average(P_pi, r_pi)
+            new = greedy(masked(backup(P, R, h), good), policy, tol=1e-12)
+            if np.array_equal(new, policy):
+                break
+            policy = new
+        else:  # pragma: no cover - policy iteration on a positive model stops in few steps
+            raise RuntimeError("policy iteration did not stop on the estimated model")
+        self.policy, self.gain, self.v = policy, float(gain), h
+
+
+class IndexAgent:
+    """Common machinery: estimator, method (fast/conic), fallbacks, action selection."""
+
+    name = "index"
+
+    def __init__(self, rewards, action_mask=None, initial_counts=None, method="fast", solver=None):
+        self.method = check_method(method)
+        self.solver = check_solver(solver)
+        self.estimator = TransitionEstimator(rewards, action_mask, initial_counts)
+        self.n_states, self.n_actions = self.estimator.S, self.estimator.A
+        self.fallbacks = 0
+        self.statuses: dict[str, int] = {}
+        self.rng: np.random.Generator | None = None
+        self.last_indices: np.ndarray | None = None
+
+    def reset(self, rng: np.random.Generator) -> None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        self.rng = rng
+        self.estimator.reset()
+        self.fallbacks = 0
+        self.statuses = {}
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        self.estimator.update(state, action, next_state)
+
+    def stats(self) -> dict:
+        """Scalars for the experiment record: conic fallbacks and statuses."""
+        out = {"fallbacks": self.fallbacks}
+        out.update({f"status_{k}": v for k, v in sorted(self.statuses.items())})
+        return out
+
+    def _conic(self, problem, fast_value: float) -> float:
+        res = problem.solve("conic", solver=self.solver)
+        self.statuses[res.status] = self.statuses.get(res.status, 0) + 1
+        if res.status == "infeasible" and math.isinf(fast_value):
+            return fast_value  # both paths agree: no feasible q (Theorem 3), rate +inf
+        if res.status != "optimal":
+            self.fallbacks += 1
+            return fast_value
+        return float(res.value)
+
+    def indices(self, state: int) -> np.ndarray:
+        """The agent's score per action in ``state`` (-inf for inadmissible actions)."""
+        raise NotImplementedError  # pragma: no cover - every concrete agent defines it
+
+    def select_action(self, state: int) -> int:
+        u = self.indices(state)
+        self.last_indices = u
+        return int(np.argmax(u))
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(S={self.n_states}, A={self.n_actions}, method={self.method!r})"
+        )
+
+
+class _BallIndexAgent(IndexAgent):
+    """``u_a = r + index(p_hat, v_hat, radius(ln t, T))``; untried actions: ``r + max v``."""
+
+    def _radius(self, log_t: float, T: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover
+
+    def indices(self, state: int) -> np.ndarray:
+        e = self.estimator
+        acts = np.flatnonzero(e.mask[state])
+        T = e.Txa[state, acts]
+        p = e.p_hat[state, acts]
+        u = np.full(self.n_actions, -np.inf)
+        tried = T > 0
+        u[acts[~tried]] = e.R[state, acts[~tried]] + e.v.max()
+        if tried.any():
+            radius = self._radius(math.log(e.t), T[tried])
+            fast = self._fast(p[tried], e.v, radius).value
+            if self.method == "conic":
+                fast = np.array(
+                    [
+                        self._conic(self._problem(pi, e.v, float(d)), float(f))
+                        for pi, d, f in zip(p[tried], radius, fast, strict=True)
+                    ]
+                )
+            u[acts[tried]] = e.R[state, acts[tried]] + fast
+        return u
+
+
+class MDPUCB(_BallIndexAgent):
+    """MDP-UCB (Burnetas & Katehakis; accelerating-ucb-indices-mdp §3.1, Eq. 2): KL-ball
+    index of radius ``ln t / T[x, a]``. See :mod:`optplan.agents.index_agents`."""
+
+    name = "mdp-ucb"
+
+    def _radius(self, log_t, T):
+        return log_t / T
+
+    def _fast(self, p, v, radius):
+        return kl_ball_index(p, v, radius, validate=False)
+
+    def _problem(self, p, v, radius):
+        return KLBallIndex(p, v, radius)
+
+
+class OLP(_BallIndexAgent):
+    """Optimistic linear programming (Tewari & Bartlett; §3.3): L1-ball index of radius
+    ``sqrt(2 ln t / T[x, a])``."""
+
+    name = "olp"
+
+    def _radius(self, log_t, T):
+        return np.sqrt(2.0 * log_t / T)
+
+    def _fast(self, p, v, radius):
+        return l1_ball_index(p, v, radius, validate=False)
+
+    def _problem(self, p, v, radius):
+        return L1BallIndex(p, v, radius)
+
+
+class MDPDMED(IndexAgent):
+    """MDP-DMED (§3.2): play the estimated best action unless some other action's
+    discrepancy ``ln t / K(a) - T[x, a]`` is positive (Theorem 3 conventions)."""
+
+    name = "mdp-dmed"
+
+    def indices(self, state: int) -> np.ndarray:
+        """Discrepancies ``D(a)``; the estimated best action gets 0 (played when no ``D > 0``)."""
+        e = self.estimator
+        L_val = masked(e.R[state] + e.p_hat[state] @ e.v, e.mask[state])
+        best = int(np.argmax(L_val))
+        others = np.flatnonzero(e.mask[state] & (np.arange(self.n_actions) != best))
+        D = np.full(self.n_actions, -np.inf)
+        D[best] = 0.0
+        if others.size:
+            target = L_val[best] - e.R[state, others]
+            res = kl_inf_rate(e.p_hat[state, others], e.v, target, validate=False)
+            K = np.asarray(res.value, dtype=float)
+            if self.method == "conic":
+                K = np.array(
+                    [
+                        self._conic(KLInfRate(e.p_hat[state, a], e.v, float(tg)), float(k))
+                        for a, tg, k in zip(others, target, K, strict=True)
+                    ]
+                )
+            self.last_rates = np.full(self.n_actions, np.nan)
+            self.last_rates[others] = K
+            T = e.Txa[state, others]
+            log_t = math.log(e.t)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                d = np.where(K <= 0, np.inf, np.where(np.isinf(K), -T, log_t / K - T))
+            D[others] = d
+        self.best_action = best
+        return D
+
+    def select_action(self, state: int) -> int:
+        D = self.indices(state)
+        self.last_indices = D
+        others = D.copy()
+        others[self.best_action] = -np.inf
+        j = int(np.argmax(others))
+        return j if others[j] > 0 else self.best_action
+
+
+class MDPPS(IndexAgent):
+    """MDP-PS (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)``.
+
+    ``method`` is accepted for a uniform interface but there is no optimization problem."""
+
+    name = "mdp-ps"
+
+    def indices(self, state: int) -> np.ndarray:
+        e = self.estimator
+        g = self.rng.standard_gamma(e.T[state] + 1.0)
+        Q = g / g.sum(axis=-1, keepdims=True)
+        return masked(e.R[state] + Q @ e.v, e.mask[state])
