@@ -2,6 +2,7 @@
 
 from .base import Agent
 from .baselines import OracleAgent, RandomAgent
+from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
 
@@ -14,4 +15,9 @@ __all__ = [
     "KLearning",
     "PSRL",
     "LayeredPosterior",
+    "MDPUCB",
+    "OLP",
+    "MDPDMED",
+    "MDPPS",
+    "TransitionEstimator",
 ]

@@ -1,12 +1,13 @@
-"""Reproduce accelerating-ucb-indices-mdp Fig. 3 and Fig. 4 (rigged start, §5.1) on cowan3.
+"""Reproduce accelerating-ucb-indices-mdp Fig. 3 and Fig. 4 (rigged start, §5.1) on cowan3,
+and run the same four agents beyond the paper (RiverSwim-6, a 10-state Dirichlet MDP).
 
 Run from the repository root:
 
-    python examples/cowan3_regret.py            # both sweeps (100 x 10,000 steps x 4 agents each)
-    python examples/cowan3_regret.py --table    # only print the table from existing results
+    python examples/index_agents_regret.py            # all three sweeps (Fig. 3/4: 100 x 10,000 x 4)
+    python examples/index_agents_regret.py --table    # only print the table from existing results
 
-Results go to results/cowan3-fig3 and results/cowan3-fig4 (resumable), figures to
-examples/figures/cowan3-fig3.png and cowan3-fig4.png. The table gives, per agent, the mean
+Results go to results/<sweep name> (resumable), figures to examples/figures/<sweep name>.png
+(gap regret) and <sweep name>-pseudo.png (regret). The table gives, per agent, the mean
 regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measures:
 
 - ``gap_regret``: sum_t Delta(x_t, a_t) with Delta the average-reward action gaps of the true
@@ -23,13 +24,17 @@ from optplan.experiments import load_results, load_sweep, run_sweep
 from optplan.experiments.figures import regret_figure
 from optplan.experiments.plots import mean_ci, save_figure
 
-FIGS = {"fig3": "Fig. 3 (plain start)", "fig4": "Fig. 4 (rigged first 60 transitions)"}
-SHORT = {"fig3": "Fig. 3", "fig4": "Fig. 4 (rigged)"}
+FIGS = {
+    "cowan3-fig3": "Fig. 3 (plain start)",
+    "cowan3-fig4": "Fig. 4 (rigged first 60 transitions)",
+    "index-agents-beyond": "beyond the paper (20 runs)",
+}
+SHORT = {"cowan3-fig3": "Fig. 3", "cowan3-fig4": "Fig. 4 (rigged)", "index-agents-beyond": ""}
 
 
 def table(results) -> list[str]:
     lines = []
-    for (agent, _env), recs in results.groups().items():
+    for (agent, env), recs in results.groups().items():
         cells = []
         for metric in ("gap_regret", "regret"):
             t, Y = results.curve_matrix(recs, metric)
@@ -38,7 +43,7 @@ def table(results) -> list[str]:
             m1, h1 = mean_ci(at[1000])
             m2, h2 = mean_ci(at[10000])
             cells.append(f"{m1:6.2f} ± {h1:4.2f} | {m2:6.2f} ± {h2:4.2f} | {m2 / m1:4.2f}")
-        lines.append(f"| {agent:<8} | {len(recs):>3} | " + " | ".join(cells) + " |")
+        lines.append(f"| {agent:<8} | {env} | {len(recs):>3} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -48,21 +53,21 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     print(
-        "| agent | runs | gap regret T=1e3 | T=1e4 | ratio | regret T=1e3 | T=1e4 | ratio |\n"
-        "|---|---|---|---|---|---|---|---|"
+        "| agent | env | runs | gap regret T=1e3 | T=1e4 | ratio | regret T=1e3 | T=1e4 | ratio |\n"
+        "|---|---|---|---|---|---|---|---|---|"
     )
     for key, title in FIGS.items():
-        out = f"results/cowan3-{key}"
+        out = f"results/{key}"
         if not args.table:
-            report = run_sweep(load_sweep(f"models/sweeps/cowan3-{key}.toml"), out, jobs=args.jobs)
+            report = run_sweep(load_sweep(f"models/sweeps/{key}.toml"), out, jobs=args.jobs)
             print(report, file=sys.stderr)
         results = load_results(out)
-        print(f"| **{title}** | | | | | | | |")
+        print(f"| **{title}** | | | | | | | | |")
         print("\n".join(table(results)))
         for metric, suffix in (("gap_regret", ""), ("regret", "-pseudo")):
             fig = regret_figure(results, metric=metric)
-            fig.suptitle(f"{SHORT[key]}: {metric.replace('_', ' ')}, mean ± 95%", fontsize=10)
-            save_figure(fig, f"examples/figures/cowan3-{key}{suffix}.png")
+            fig.suptitle(f"{SHORT[key]} {metric.replace('_', ' ')}, mean ± 95%", fontsize=10)
+            save_figure(fig, f"examples/figures/{key}{suffix}.png")
     return 0
 
 
