@@ -14,6 +14,13 @@ posterior means and counts: a temperature from the schedule (Eq. 10) or the opti
 of problem (11) (:class:`~optplan.problems.k_learning.KLearningTemperature`, fast or conic),
 K-values (Eq. 6), then acts by the Boltzmann policy (Eq. 9). PSRL samples one model from the
 posterior per episode and acts greedily by backward induction on it.
+
+Measured limitation (issue 5 notes): on DeepSea, Eq. 6 + Eq. 14 dilute the single rewarding
+path among ``2^(L-1)`` soft-max paths. The goal raises ``V_0`` only by
+``tau log(1 + (e^{1/tau} - 1) / 2^(L-1))``, so the agent exploits it only once
+``tau < 1 / (L log 2)``, while ``tau* = sqrt(B / A)`` falls like ``1 / sqrt(n)``. With the true
+transitions given, tau* K-learning still did not solve L = 10 or 20 within 3000 episodes
+(tau 0.21 and 0.59), and PSRL with the same posterior solved L = 20 in 86 and 89 episodes.
 """
 
 from __future__ import annotations
