@@ -3,8 +3,8 @@ and run the same four agents beyond the paper (RiverSwim-6, a 10-state Dirichlet
 
 Run from the repository root:
 
-    python examples/index_agents_regret.py            # all three sweeps (Fig. 3/4: 100 x 10,000 x 4)
-    python examples/index_agents_regret.py --table    # only print the table from existing results
+    python examples/index_agents_regret.py          # all three sweeps (Fig. 3/4: 100 x 1e4 x 4)
+    python examples/index_agents_regret.py --table  # only print the table from existing results
 
 Results go to results/<sweep name> (resumable), figures to examples/figures/<sweep name>.png
 (gap regret) and <sweep name>-pseudo.png (regret). The table gives, per agent, the mean

@@ -38,6 +38,7 @@ recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its st
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -164,7 +165,7 @@ class TransitionEstimator:
         self.policy, self.gain, self.v = policy, float(gain), h
 
 
-class IndexAgent:
+class IndexAgent(ABC):
     """Common machinery: estimator, method (fast/conic), fallbacks, action selection."""
 
     name = "index"
@@ -206,9 +207,9 @@ class IndexAgent:
             return fast_value
         return float(res.value)
 
+    @abstractmethod
     def indices(self, state: int) -> np.ndarray:
         """The agent's score per action in ``state`` (-inf for inadmissible actions)."""
-        raise NotImplementedError  # pragma: no cover - every concrete agent defines it
 
     def select_action(self, state: int) -> int:
         u = self.indices(state)
@@ -224,8 +225,17 @@ class IndexAgent:
 class _BallIndexAgent(IndexAgent):
     """``u_a = r + index(p_hat, v_hat, radius(ln t, T))``; untried actions: ``r + max v``."""
 
+    @abstractmethod
     def _radius(self, log_t: float, T: np.ndarray) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover
+        """Ball radius per tried action from ``ln t`` and the counts ``T[x, a]``."""
+
+    @abstractmethod
+    def _fast(self, p: np.ndarray, v: np.ndarray, radius: np.ndarray):
+        """Batched fast index (a ``BatchResult``)."""
+
+    @abstractmethod
+    def _problem(self, p: np.ndarray, v: np.ndarray, radius: float):
+        """The problem object whose conic path computes one index."""
 
     def indices(self, state: int) -> np.ndarray:
         e = self.estimator
@@ -295,6 +305,7 @@ class MDPDMED(IndexAgent):
         others = np.flatnonzero(e.mask[state] & (np.arange(self.n_actions) != best))
         D = np.full(self.n_actions, -np.inf)
         D[best] = 0.0
+        self.last_rates = np.full(self.n_actions, np.nan)  # K(a) per other action, for checks
         if others.size:
             target = L_val[best] - e.R[state, others]
             res = kl_inf_rate(e.p_hat[state, others], e.v, target, validate=False)
@@ -306,7 +317,6 @@ class MDPDMED(IndexAgent):
                         for a, tg, k in zip(others, target, K, strict=True)
                     ]
                 )
-            self.last_rates = np.full(self.n_actions, np.nan)
             self.last_rates[others] = K
             T = e.Txa[state, others]
             log_t = math.log(e.t)
