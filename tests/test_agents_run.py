@@ -210,6 +210,37 @@ def test_trace_bookkeeping_finite_horizon():
     assert tr.optimal_rate == pytest.approx(np.mean(gaps < 1e-9))
 
 
+def test_on_episode_end_sees_each_episode_after_the_done_update():
+    mdp = layered_mdp(L=4)
+    agent = RandomAgent.for_mdp(mdp)
+    seen = []
+    updates = {"n": 0}
+    update = agent.update
+
+    def counting_update(*args):
+        updates["n"] += 1
+        update(*args)
+
+    agent.update = counting_update
+
+    def hook(n, a):
+        assert a is agent
+        seen.append((n, updates["n"]))
+
+    tr = run(agent, TabularEnv(mdp), episodes=7, seed=1, on_episode_end=hook)
+    # called once per episode, numbered from 1, after the episode's last update
+    assert seen == [(n, 4 * n) for n in range(1, 8)]
+    assert tr.episodes == 7
+    same = run(RandomAgent.for_mdp(mdp), TabularEnv(mdp), episodes=7, seed=1)
+    np.testing.assert_array_equal(tr.actions, same.actions)  # the hook changes nothing
+
+
+def test_on_episode_end_must_be_callable():
+    mdp = layered_mdp(L=2)
+    with pytest.raises(TypeError, match="on_episode_end must be callable, got int"):
+        run(RandomAgent.for_mdp(mdp), TabularEnv(mdp), episodes=1, on_episode_end=3)
+
+
 def test_masked_model_runs():
     mask = np.ones((5, 3), dtype=bool)
     mask[:, 0] = False

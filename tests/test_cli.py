@@ -95,6 +95,29 @@ def test_bench_planning_json(capsys):
         assert r["best_ratio"] == min(r[f"{s}_ratio"] for s in ("CLARABEL", "ECOS", "SCS"))
 
 
+def test_bench_k_learning_json(capsys):
+    argv = ["bench", "k-learning", "--sizes", "4", "6", "--instances", "2", "--json"]
+    assert main([*argv, "--solvers", "CLARABEL"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "k-learning" and [r["L"] for r in out["rows"]] == [4, 6]
+    for r in out["rows"]:
+        assert r["kernel"] in ("numpy", "numba")
+        assert r["fast_median_s"] > 0 and r["fast_numpy_median_s"] > 0
+        assert r["kernel_max_rel_tau_diff"] <= 1e-9
+        assert r["fast_max_gap"] <= 1e-8
+        clarabel = r["solvers"]["CLARABEL"]
+        assert sum(clarabel["statuses"].values()) == 2
+        if clarabel["max_rel_tau_diff"] is not None:
+            assert clarabel["max_rel_tau_diff"] <= 1e-4
+
+
+def test_bench_k_learning_table(capsys):
+    argv = ["bench", "k-learning", "--sizes", "4", "--instances", "1", "--solvers", "ECOS"]
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy ms" in out and "ECOS" in out and out.strip().splitlines()[-1].startswith("  4")
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [

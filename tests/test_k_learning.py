@@ -188,7 +188,7 @@ def test_fast_equals_clarabel_property():
     stats["non_optimal_by_counts"] = {}
     stats["inaccurate_max_rel_tau"] = stats["inaccurate_max_rel_obj"] = 0.0
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=250, deadline=None)
     @given(
         seed=st.integers(0, 10**9),
         L=st.integers(1, 8),
@@ -260,7 +260,9 @@ def test_fast_equals_clarabel_property():
 
     check()
     print(f"\nK-learning fast vs Clarabel: {stats}")
-    assert stats["runs"] >= 50
+    assert stats["runs"] >= 200
+    # issue 5's acceptance: at least 100 instances compared where Clarabel reports optimal.
+    assert stats["clarabel_optimal"] >= 100, stats
     # Not a small minority: with optplan's tight Clarabel settings (gap/feasibility 1e-12, needed
     # because tau* is fixed only to about the square root of the value accuracy) Clarabel stops
     # at "optimal_inaccurate" on 30-55% of these instances (the derandomized examples move with
@@ -424,8 +426,10 @@ def test_fast_result_fields_consistent(index):
     assert res.info["tau"] == tau
     K = op.k_values(tau, p.mean_rewards, p.mean_transitions, p.counts, p.sigma)
     np.testing.assert_allclose(res.q, K, rtol=1e-14, atol=1e-14)
-    np.testing.assert_allclose(res.values, op.soft_values(K, tau), rtol=1e-14, atol=1e-14)
-    np.testing.assert_allclose(res.policy, op.boltzmann_policy(K, tau), rtol=1e-14, atol=1e-300)
+    # V and pi of the returned K. (Against pi of the recomputed K, a 1e-16 rounding difference
+    # of K, e.g. the compiled kernel's summation order, is amplified by 1/tau in exp(K/tau).)
+    np.testing.assert_allclose(res.values, op.soft_values(res.q, tau), rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(res.policy, op.boltzmann_policy(res.q, tau), rtol=1e-14, atol=1e-300)
     assert res.value == pytest.approx(p.initial @ res.values[0], rel=1e-14, abs=1e-14)
     assert res.q.shape == res.policy.shape == res.occupancy.shape == p.shape
     assert res.values.shape == p.shape[:2]

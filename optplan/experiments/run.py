@@ -9,6 +9,7 @@ carries no reward noise.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,6 +196,7 @@ def run(
     episodes: int | None = None,
     criterion: str | None = None,
     stop_when_solved: bool = False,
+    on_episode_end: Callable[[int, Agent], None] | None = None,
 ) -> Trace:
     r"""Run ``agent`` in ``env`` and score it against the true model.
 
@@ -222,6 +224,10 @@ def run(
     stop_when_solved : bool, default False
         End the run after the episode at which the goal counts as solved
         (:func:`.metrics.time_to_solve`), e.g. DeepSea's "time to solve" runs.
+    on_episode_end : callable, optional
+        Called as ``on_episode_end(n, agent)`` after the ``n``-th episode ended (``n`` from 1)
+        and the agent received its ``done=True`` update, i.e. once it has planned episode
+        ``n + 1``: the hook for snapshots of an agent's values over time (k-learning Fig. 3).
 
     Returns
     -------
@@ -233,7 +239,8 @@ def run(
         If ``steps``/``episodes`` are not given exactly once as positive integers, ``seed``
         is not a non-negative integer, or ``criterion`` does not fit the model.
     TypeError
-        If ``agent`` lacks the :class:`~optplan.agents.Agent` methods or ``env`` has no model.
+        If ``agent`` lacks the :class:`~optplan.agents.Agent` methods, ``env`` has no model or
+        ``on_episode_end`` is not callable.
     RuntimeError
         If the true model cannot be solved (e.g. a multichain model has no scalar gain), or
         ``episodes`` is given and no episode ends within ``10**7`` steps.
@@ -273,6 +280,8 @@ def run(
         raise TypeError(
             f"agent must implement reset, select_action and update, got {type(agent).__name__}"
         )
+    if on_episode_end is not None and not callable(on_episode_end):
+        raise TypeError(f"on_episode_end must be callable, got {type(on_episode_end).__name__}")
     mdp = _true_model(env)
     criterion = _resolve_criterion(mdp, criterion)
     finite = criterion == "finite_horizon"
@@ -341,6 +350,8 @@ def run(
             reached = False
             layer = 0
             n_done = len(episode_ends)
+            if on_episode_end is not None:
+                on_episode_end(n_done, agent)
             if episodes is not None and n_done >= episodes:
                 break
             if (

@@ -36,6 +36,10 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..result import MAX_ITER, OPTIMAL, PlanResult
+from . import _k_kernels
+
+#: Accepted values of ``solve(..., kernel=...)``.
+KERNELS = ("auto", "numpy", "numba")
 
 __all__ = [
     "bonus",
@@ -46,6 +50,7 @@ __all__ = [
     "temperature_schedule",
     "temperature_terms",
     "solve",
+    "KERNELS",
 ]
 
 
@@ -168,7 +173,28 @@ def _max_iter(message: str, iterations: int, start: float) -> PlanResult:
     )
 
 
-def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
+def _terms_function(kernel: str, R, P, c, rho):
+    """``tau -> temperature_terms(tau, ...)`` for ``kernel``, and the kernel's name."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "numba" and not _k_kernels.AVAILABLE:
+        raise ValueError(
+            'kernel="numba" needs numba, which is not installed: pip install "optplan[jit]"'
+        )
+    if kernel == "numpy" or not _k_kernels.AVAILABLE:
+        return (lambda tau, final=False: temperature_terms(tau, R, P, c, rho)), "numpy"
+    R, P, c, rho = (np.ascontiguousarray(x, dtype=float) for x in (R, P, c, rho))
+    L, S, A = R.shape
+    buffers = (np.empty((L, S, A)), np.empty((L, S)), np.empty((L, S, A)), np.empty((L, S, A)))
+
+    def terms(tau, final=False):
+        # Root-finding passes reuse the buffers; the last pass gets arrays of its own.
+        return _k_kernels.terms(tau, R, P, c, rho, out=None if final else buffers)
+
+    return terms, "numba"
+
+
+def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto") -> PlanResult:
     """Optimal temperature of problem (11) by Brent's method on ``f'`` in ``log tau``.
 
     Parameters
@@ -178,6 +204,11 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
         Absolute tolerance on ``log tau`` (so relative on ``tau``).
     max_iter : int
         Bracket expansions and Brent iterations, each.
+    kernel : {"auto", "numpy", "numba"}
+        Who evaluates the recursion at each trial ``tau``: the numpy reference, or the
+        compiled kernel of :mod:`optplan.fast._k_kernels` (optional dependency ``numba``,
+        ``pip install "optplan[jit]"``). ``"auto"``: numba when installed. ``info["kernel"]``
+        says which ran.
 
     Returns
     -------
@@ -190,6 +221,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
     start = time.perf_counter()
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     c = bonus(problem.counts, problem.sigma)
+    terms, kernel = _terms_function(kernel, R, P, c, rho)
     if not c.any():
         return _hard_max_result(problem, R, P, rho, start)
 
@@ -199,11 +231,11 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
         nonlocal evals
         evals += 1
         tau = math.exp(u)
-        _, _, A, B, *_ = temperature_terms(tau, R, P, c, rho)
+        _, _, A, B, *_ = terms(tau)
         return A - B / tau**2
 
     # Bracket: start where a one-step fixed point puts tau, then widen by factors of 4.
-    _, _, A1, B1, *_ = temperature_terms(1.0, R, P, c, rho)
+    _, _, A1, B1, *_ = terms(1.0)
     evals += 1
     u0 = 0.5 * math.log(B1 / A1) if A1 > 0 and B1 > 0 else 0.0
     lo, hi = u0 - 0.5, u0 + 0.5
@@ -244,7 +276,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
                 f"Brent's method did not converge in {max_iter} iterations", iterations, start
             )
     tau = math.exp(u_star)
-    f, M, A, B, K, V, pi, lam = temperature_terms(tau, R, P, c, rho)
+    f, M, A, B, K, V, pi, lam = terms(tau, final=True)
     evals += 1
     dual = M + 2.0 * math.sqrt(A * B)
     return PlanResult(
@@ -270,5 +302,6 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200) -> PlanResult:
             "bonus_term": B,
             "reward_term": M,
             "evaluations": evals,
+            "kernel": kernel,
         },
     )

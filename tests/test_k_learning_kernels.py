@@ -1,0 +1,145 @@
+"""The compiled K-learning kernel (numba, optional) against the numpy reference: the terms of
+``f = M + tau A + B / tau`` with K, V, pi and lambda at any temperature, and ``tau*`` from
+``solve(kernel=...)``, on random and edge-case instances. The CVXPY cross-checks in
+``test_k_learning.py`` run on ``kernel="auto"``, i.e. on this kernel whenever numba is
+installed (it is, in the ``test`` extra)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_k_learning import FIXED, make_instance, problem
+
+import optplan as op
+from optplan.fast import _k_kernels
+from optplan.fast import k_learning as fk
+
+numba_only = pytest.mark.skipif(
+    not _k_kernels.AVAILABLE, reason='numba not installed (pip install "optplan[jit]")'
+)
+
+
+def both_terms(p, tau):
+    c = fk.bonus(p.counts, p.sigma)
+    args = (p.mean_rewards, p.mean_transitions, c, p.initial)
+    return fk.temperature_terms(tau, *args), _k_kernels.terms(tau, *args)
+
+
+def assert_terms_equal(ref, got):
+    f, M, A, B, K, V, pi, lam = ref
+    g = got
+    for name, a, b in zip("fMAB", (f, M, A, B), g[:4], strict=True):
+        assert b == pytest.approx(a, rel=1e-12, abs=1e-12), name
+    for name, a, b in zip(("K", "V", "pi", "lam"), (K, V, pi, lam), g[4:], strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-13, err_msg=name)
+
+
+@numba_only
+@pytest.mark.parametrize("tau", [1e-8, 1e-3, 0.3, 1.0, 40.0, 1e8])
+@pytest.mark.parametrize("index", range(len(FIXED)))
+def test_kernel_terms_match_numpy(index, tau):
+    seed, L, S, A, sigma, kinds = FIXED[index]
+    ref, got = both_terms(problem(seed, L, S, A, sigma, **kinds), tau)
+    assert all(np.isfinite(x).all() for x in got)
+    assert_terms_equal(ref, got)
+
+
+@numba_only
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10**9),
+    L=st.integers(1, 8),
+    S=st.integers(1, 6),
+    A=st.integers(2, 4),
+    sigma=st.sampled_from([0.0, 0.5, 1.0, 3.0]),
+    log_tau=st.floats(-6.0, 6.0),
+    transitions=st.sampled_from(["dense", "sparse"]),
+    counts=st.sampled_from(["small", "zero", "large"]),
+    initial=st.sampled_from(["uniform", "random"]),
+)
+def test_kernel_terms_property(seed, L, S, A, sigma, log_tau, transitions, counts, initial):
+    p = problem(seed, L, S, A, sigma, transitions=transitions, counts=counts, initial=initial)
+    ref, got = both_terms(p, 10.0**log_tau)
+    assert_terms_equal(ref, got)
+
+
+@numba_only
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10**9),
+    L=st.integers(1, 8),
+    S=st.integers(1, 6),
+    A=st.integers(2, 4),
+    sigma=st.sampled_from([0.5, 1.0, 3.0]),
+    rewards=st.sampled_from(["unit", "negative", "large"]),
+    transitions=st.sampled_from(["dense", "sparse"]),
+    counts=st.sampled_from(["small", "zero", "large"]),
+)
+def test_kernel_tau_star_matches_numpy(seed, L, S, A, sigma, rewards, transitions, counts):
+    p = problem(seed, L, S, A, sigma, rewards=rewards, transitions=transitions, counts=counts)
+    ref = p.solve("fast", kernel="numpy")
+    got = p.solve("fast", kernel="numba")
+    assert ref.info["kernel"] == "numpy" and got.info["kernel"] == "numba"
+    assert ref.status == got.status == "optimal"
+    # Both stop Brent at |d log tau| <= 1e-15 on f' evaluated with different summation orders.
+    assert got.x == pytest.approx(ref.x, rel=1e-9)
+    assert got.value == pytest.approx(ref.value, rel=1e-12, abs=1e-12)
+    assert abs(got.info["gap"]) <= 1e-8 * (1 + abs(got.value))
+    np.testing.assert_allclose(got.q, ref.q, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got.occupancy, ref.occupancy, rtol=1e-8, atol=1e-12)
+
+
+@numba_only
+def test_kernel_deepsea_shapes():
+    """DeepSea-shaped posteriors (bench instances), L up to 30."""
+    from optplan.bench_k_learning import deepsea_instance
+
+    rng = np.random.default_rng(3)
+    for L in (5, 12, 30):
+        p = deepsea_instance(L, rng)
+        ref, got = p.solve("fast", kernel="numpy"), p.solve("fast", kernel="numba")
+        assert got.x == pytest.approx(ref.x, rel=1e-9)
+        assert got.value == pytest.approx(ref.value, rel=1e-12)
+
+
+@numba_only
+def test_auto_picks_numba_and_buffers_are_not_shared():
+    p = problem(*FIXED[2][:5], **FIXED[2][5])
+    r1, r2 = p.solve("fast"), p.solve("fast")
+    assert r1.info["kernel"] == "numba"
+    assert r1.q is not r2.q and r1.occupancy is not r2.occupancy
+    np.testing.assert_array_equal(r1.q, r2.q)
+
+
+def test_numpy_kernel_always_available():
+    p = problem(*FIXED[1][:5], **FIXED[1][5])
+    res = p.solve("fast", kernel="numpy")
+    assert res.info["kernel"] == "numpy" and res.status == "optimal" and res.x > 0
+
+
+@pytest.mark.parametrize("kernel", ["cuda", "", None, "NUMPY"])
+def test_bad_kernel(kernel):
+    p = problem(*FIXED[1][:5], **FIXED[1][5])
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        p.solve("fast", kernel=kernel)
+
+
+def test_numba_kernel_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(_k_kernels, "AVAILABLE", False)
+    p = problem(*FIXED[1][:5], **FIXED[1][5])
+    with pytest.raises(ValueError, match=r"needs numba.*optplan\[jit\]"):
+        p.solve("fast", kernel="numba")
+    res = p.solve("fast")  # auto falls back to numpy
+    assert res.info["kernel"] == "numpy"
+
+
+@numba_only
+def test_kernel_no_overflow_extreme():
+    """Huge rewards and tiny tau: the max-shift keeps every term finite in both kernels."""
+    R, P, N, rho = make_instance(9, 4, 3, 2, rewards="large", counts="zero")
+    p = op.KLearningTemperature(R * 1e3, P, N, 2.0, rho)
+    ref, got = both_terms(p, 1e-6)
+    assert all(math.isfinite(x) for x in got[:4])
+    assert_terms_equal(ref, got)
