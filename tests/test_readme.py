@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 
 
@@ -33,3 +35,19 @@ def test_example_runs():
         timeout=120,
     )
     assert "agree=True" in out.stdout and "policy [0 1 0]" in out.stdout
+
+
+@pytest.mark.slow
+def test_k_learning_heatmap_example_runs(tmp_path):
+    """examples/k_learning_deepsea.py fig34 (k-learning Fig. 3 and 4) writes both figures."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "k_learning_deepsea.py"), "fig34"]
+        + ["--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert (tmp_path / "k-learning-fig3.png").stat().st_size > 10_000
+    assert (tmp_path / "k-learning-fig4.png").stat().st_size > 10_000
+    assert out.stdout.count("t= 1000: rightmost column reached in the last row") == 2

@@ -356,6 +356,30 @@ def test_labels_cannot_hold_task_id_separators():
 # --- the shipped sweep -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "models" / "sweeps").glob("*.toml")), ids=lambda p: p.stem
+)
+def test_every_shipped_sweep_loads(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # model and count files are named relative to the repository root
+    sweep = load_sweep(path)
+    assert sweep.name == path.stem
+    assert len(sweep.tasks()) == len(sweep.agents) * len(sweep.envs) * len(sweep.seeds)
+
+
+def test_k_learning_fig2_sweep_is_the_papers_setup():
+    sweep = load_sweep(ROOT / "models" / "sweeps" / "k-learning-fig2.toml")
+    assert sweep.stop_when_solved and len(sweep.seeds) == 5
+    agents = {(a.name, a.params.get("temperature")) for a in sweep.agents}
+    assert agents == {
+        ("epsilon-greedy", None),
+        ("soft-q", 0.05),
+        ("psrl", None),
+        ("k-learning", "schedule"),
+        ("k-learning", "optimal"),
+    }
+    assert [e.params["size"] for e in sweep.envs][-1] == 50
+
+
 def test_smoke_sweep_loads():
     sweep = load_sweep(ROOT / "models" / "sweeps" / "smoke.toml")
     assert sweep.name == "smoke"

@@ -21,6 +21,8 @@ path among ``2^(L-1)`` soft-max paths. The goal raises ``V_0`` only by
 ``tau < 1 / (L log 2)``, while ``tau* = sqrt(B / A)`` falls like ``1 / sqrt(n)``. With the true
 transitions given, tau* K-learning still did not solve L = 10 or 20 within 3000 episodes
 (tau 0.21 and 0.59), and PSRL with the same posterior solved L = 20 in 86 and 89 episodes.
+In the Fig. 2 sweep (``models/sweeps/k-learning-fig2.toml``, cap 10^4 episodes) tau*
+K-learning solves DeepSea up to L = 8 (median 2,666 episodes) and PSRL up to L = 50 (8,078).
 """
 
 from __future__ import annotations
