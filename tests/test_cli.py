@@ -82,7 +82,8 @@ def test_demo(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "matches the paper" in out and "all cross-checks agree: True" in out
-    assert "KL ball C(p, v, 0.1)" in out and out.count("  agree") == 3
+    assert "KL ball C(p, v, 0.1)" in out and out.count("  agree") == 4
+    assert "K-learning temperature tau*" in out and "primal-dual gap" in out
     assert out.count("cowan3") >= 3
 
 
