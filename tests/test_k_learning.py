@@ -80,6 +80,14 @@ def problem(seed, L, S, A, sigma, **kinds):
     return op.KLearningTemperature(R, P, N, sigma, rho)
 
 
+#: Hypothesis strategies for the size of a random layered instance (L <= 8, S <= 6, A <= 4).
+SHAPE = {
+    "seed": st.integers(0, 10**9),
+    "L": st.integers(1, 8),
+    "S": st.integers(1, 6),
+    "A": st.integers(2, 4),
+}
+
 #: Fixed instances for the non-property tests: (seed, L, S, A, sigma, kinds).
 FIXED = [
     (0, 1, 1, 2, 1.0, {}),
@@ -190,10 +198,7 @@ def test_fast_equals_clarabel_property():
 
     @settings(max_examples=250, deadline=None)
     @given(
-        seed=st.integers(0, 10**9),
-        L=st.integers(1, 8),
-        S=st.integers(1, 6),
-        A=st.integers(2, 4),
+        **SHAPE,
         sigma=st.sampled_from([0.0, 0.5, 1.0, 3.0]),
         rewards=st.sampled_from(["unit", "unit", "negative", "large"]),
         transitions=st.sampled_from(["dense", "sparse"]),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_k_learning import FIXED, make_instance, problem
+from test_k_learning import FIXED, SHAPE, make_instance, problem
 
 import optplan as op
 from optplan.fast import _k_kernels
@@ -49,10 +49,7 @@ def test_kernel_terms_match_numpy(index, tau):
 @numba_only
 @settings(max_examples=60, deadline=None)
 @given(
-    seed=st.integers(0, 10**9),
-    L=st.integers(1, 8),
-    S=st.integers(1, 6),
-    A=st.integers(2, 4),
+    **SHAPE,
     sigma=st.sampled_from([0.0, 0.5, 1.0, 3.0]),
     log_tau=st.floats(-6.0, 6.0),
     transitions=st.sampled_from(["dense", "sparse"]),
@@ -68,10 +65,7 @@ def test_kernel_terms_property(seed, L, S, A, sigma, log_tau, transitions, count
 @numba_only
 @settings(max_examples=60, deadline=None)
 @given(
-    seed=st.integers(0, 10**9),
-    L=st.integers(1, 8),
-    S=st.integers(1, 6),
-    A=st.integers(2, 4),
+    **SHAPE,
     sigma=st.sampled_from([0.5, 1.0, 3.0]),
     rewards=st.sampled_from(["unit", "negative", "large"]),
     transitions=st.sampled_from(["dense", "sparse"]),
