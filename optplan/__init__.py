@@ -29,7 +29,7 @@ from .problems import (
     solve_discounted,
     solve_finite_horizon,
 )
-from .problems.k_learning import (
+from .problems.k_temperature import (
     boltzmann_policy,
     k_values,
     soft_values,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._checks import OptplanError
 from .cases import INDEX_PROBLEMS, random_index_instance, random_mdp
 from .problems import SOLVERS, AverageRewardPlanning, DiscountedPlanning
 from .result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
@@ -124,13 +125,13 @@ def _load(spec: str):
     except ModuleNotFoundError as exc:
         if exc.name != module:
             raise
-        raise ValueError(f"{spec.replace(':', '.')} is not available ({exc})") from None
+        raise OptplanError(f"{spec.replace(':', '.')} is not available ({exc})") from None
 
 
 def index_paths(problem: str) -> tuple[type, Callable]:
     """The problem class and the batched fast function of an index problem stem."""
     if problem not in INDEX_PATHS:
-        raise ValueError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
+        raise OptplanError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
     cls_spec, fn_spec = INDEX_PATHS[problem]
     return _load(cls_spec), _load(fn_spec)
 
@@ -209,7 +210,7 @@ def bench_indices(
     - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
     """
     if instances < 1:
-        raise ValueError(f"instances must be >= 1, got {instances}")
+        raise OptplanError(f"instances must be >= 1, got {instances}")
     rows = []
     for k, problem in enumerate(problems):
         cls, batched = index_paths(problem)

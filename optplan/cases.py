@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import OptplanError
 from .mdp import FiniteHorizonMDP, TabularMDP
 
 
@@ -117,7 +118,7 @@ def random_index_instance(
     leave no gap and raise).
     """
     if problem not in INDEX_PROBLEMS:
-        raise ValueError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
+        raise OptplanError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
     p = rng.dirichlet(np.ones(S))
     if zeros > 0:
         drop = rng.random(S) < zeros
@@ -128,7 +129,7 @@ def random_index_instance(
     if problem == "kl_inf":
         mean, top = float(p @ v), float(v.max())
         if not top > mean:
-            raise ValueError(f"no target strictly between p.v = {mean} and max v = {top}")
+            raise OptplanError(f"no target strictly between p.v = {mean} and max v = {top}")
         param = mean + rng.uniform(0.01, 0.99) * (top - mean)
     else:
         param = float(rng.uniform(0.01, 1.0))

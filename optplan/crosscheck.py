@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import OptplanTypeError
 from .problems.base import Problem, check_solver
 from .result import SOLUTION_PRESENT, CrossCheck
 
@@ -47,7 +48,9 @@ def cross_check(
         the same non-solution status (e.g. both infeasible).
     """
     if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be an optplan problem object, got {type(problem).__name__}")
+        raise OptplanTypeError(
+            f"problem must be an optplan problem object, got {type(problem).__name__}"
+        )
     solver = check_solver(solver)
     d_rtol, d_atol = SOLVER_TOL[solver]
     rtol = d_rtol if rtol is None else float(rtol)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ._checks import OptplanError
 from .mdp import TabularMDP
 
 __all__ = ["riverswim", "random_dirichlet", "GENERATORS"]
@@ -21,24 +22,24 @@ __all__ = ["riverswim", "random_dirichlet", "GENERATORS"]
 
 def _check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise OptplanError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise OptplanError(f"{name} must be >= {minimum}, got {value!r}")
     return int(value)
 
 
 def _check_real(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
+        raise OptplanError(f"{name} must be a real number, got {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise OptplanError(f"{name} must be finite, got {value!r}")
     return float(value)
 
 
 def _check_prob(name: str, value) -> float:
     p = _check_real(name, value)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+        raise OptplanError(f"{name} must lie in [0, 1], got {value!r}")
     return p
 
 
@@ -47,7 +48,7 @@ def _check_discount(discount) -> float | None:
         return None
     d = _check_real("discount", discount)
     if not 0.0 <= d < 1.0:
-        raise ValueError(f"discount must lie in [0, 1) or be None, got {discount!r}")
+        raise OptplanError(f"discount must lie in [0, 1) or be None, got {discount!r}")
     return d
 
 
@@ -121,7 +122,7 @@ def riverswim(
     p_stay_last = _check_prob("p_stay_last", p_stay_last)
     p_left = 1.0 - p_right - p_stay
     if p_left < -1e-12:
-        raise ValueError(f"p_right + p_stay must be <= 1, got {p_right!r} + {p_stay!r}")
+        raise OptplanError(f"p_right + p_stay must be <= 1, got {p_right!r} + {p_stay!r}")
     p_left = max(p_left, 0.0)
     if isinstance(start, np.ndarray):
         start = start.tolist()
@@ -129,10 +130,12 @@ def riverswim(
         [start] if isinstance(start, (int, np.integer)) and not isinstance(start, bool) else start
     )
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence) or len(starts) == 0:
-        raise ValueError(f"start must be a state index or a non-empty list of them, got {start!r}")
+        raise OptplanError(
+            f"start must be a state index or a non-empty list of them, got {start!r}"
+        )
     starts = [_check_int("start", s, 0) for s in starts]
     if max(starts) >= S:
-        raise ValueError(f"start must contain states in [0, {S - 1}], got {start!r}")
+        raise OptplanError(f"start must contain states in [0, {S - 1}], got {start!r}")
 
     s = np.arange(S)
     P = np.zeros((S, 2, S))
@@ -209,14 +212,14 @@ def random_dirichlet(
         seed = _check_int("seed", seed, 0)
     alpha = _check_real("alpha", alpha)
     if alpha <= 0.0:
-        raise ValueError(f"alpha must be > 0, got {alpha!r}")
+        raise OptplanError(f"alpha must be > 0, got {alpha!r}")
     if support is not None:
         support = _check_int("support", support, 1)
         if support > S:
-            raise ValueError(f"support must lie in [1, n_states={S}], got {support!r}")
+            raise OptplanError(f"support must lie in [1, n_states={S}], got {support!r}")
     gamma = _check_discount(discount)
     if reward not in REWARD_MODELS:
-        raise ValueError(f"reward must be one of {REWARD_MODELS}, got {reward!r}")
+        raise OptplanError(f"reward must be one of {REWARD_MODELS}, got {reward!r}")
 
     rng = np.random.default_rng(seed)
     if support is None or support == S:

@@ -17,43 +17,35 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Rows of P must sum to 1 within this absolute tolerance.
-ROW_SUM_TOL = 1e-9
+from ._checks import (
+    ROW_SUM_TOL,
+    OptplanError,
+    OptplanTypeError,
+    as_array,
+    check_distribution,
+    check_int,
+    first_bad,
+    index_str,
+)
 
-__all__ = ["TabularMDP", "FiniteHorizonMDP", "ROW_SUM_TOL"]
+__all__ = ["TabularMDP", "FiniteHorizonMDP", "ROW_SUM_TOL", "CRITERIA", "CONTINUING"]
+
+#: Every planning criterion, in this order everywhere (model files, CLI choices, sweeps). A
+#: model's ``criterion`` attribute is its own; :mod:`optplan.problems.criteria` maps a model
+#: and a criterion to the planning problem.
+CRITERIA = ("average", "discounted", "finite_horizon")
+#: The criteria of continuing (stationary, infinite-horizon) models.
+CONTINUING = ("average", "discounted")
 
 
 def _as_float_array(name: str, value, ndim: int | tuple[int, ...]) -> np.ndarray:
-    if value is None:
-        raise TypeError(f"{name} is required, got None")
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{name} must be a numeric array, got {type(value).__name__}: {exc}"
-        ) from None
-    ndims = (ndim,) if isinstance(ndim, int) else ndim
-    if arr.ndim not in ndims:
-        want = " or ".join(str(n) for n in ndims)
-        raise ValueError(f"{name} must have {want} dimensions, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name} has a non-finite entry {float(arr[idx])} at index {idx}")
-    arr.setflags(write=False)
-    return arr
+    return as_array(name, value, ndim, readonly=True)
 
 
 def _check_distribution(name: str, arr: np.ndarray) -> None:
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a vector, got shape {arr.shape}")
-    neg = arr < 0
-    if neg.any():
-        i = int(np.argmax(neg))
-        raise ValueError(f"{name} has a negative entry {float(arr[i])!r} at index {i}")
-    total = float(arr.sum())
-    if abs(total - 1.0) > ROW_SUM_TOL:
-        raise ValueError(f"{name} must sum to 1, sums to {total!r}")
+        raise OptplanError(f"{name} must be a vector, got shape {arr.shape}")
+    check_distribution(name, arr)
 
 
 def _check_initial(initial, S: int) -> np.ndarray:
@@ -64,7 +56,7 @@ def _check_initial(initial, S: int) -> np.ndarray:
         return out
     out = _as_float_array("initial", initial, 1)
     if out.shape != (S,):
-        raise ValueError(f"initial has shape {out.shape}, expected ({S},)")
+        raise OptplanError(f"initial has shape {out.shape}, expected ({S},)")
     _check_distribution("initial", out)
     return out
 
@@ -77,15 +69,15 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
 
     neg = P < 0
     if neg.any():
-        idx = tuple(int(i) for i in np.argwhere(neg)[0])
-        raise ValueError(
+        idx = first_bad(neg)
+        raise OptplanError(
             f"P has a negative entry {float(P[idx])!r} at {where(idx[:-1])[:-1]}, s'={idx[-1]}]"
         )
     sums = P.sum(axis=-1)
     bad = (np.abs(sums - 1.0) > ROW_SUM_TOL) & mask
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
+        idx = first_bad(bad)
+        raise OptplanError(
             f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, "
             f"not 1 (tolerance {ROW_SUM_TOL})"
         )
@@ -98,16 +90,14 @@ def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
         out = np.array(mask)
         if out.dtype != bool:
             if out.dtype.kind not in "iu" or not np.isin(out, (0, 1)).all():
-                raise TypeError(f"action_mask must be boolean, got dtype {out.dtype}")
+                raise OptplanTypeError(f"action_mask must be boolean, got dtype {out.dtype}")
             out = out.astype(bool)
         if out.shape != shape:
-            raise ValueError(f"action_mask has shape {out.shape}, expected {shape} to match R")
+            raise OptplanError(f"action_mask has shape {out.shape}, expected {shape} to match R")
     empty = ~out.any(axis=-1)
     if empty.any():
-        idx = tuple(int(i) for i in np.argwhere(empty)[0])
-        raise ValueError(
-            f"action_mask leaves state {idx if len(idx) > 1 else idx[0]} with no action"
-        )
+        idx = first_bad(empty)
+        raise OptplanError(f"action_mask leaves state {index_str(idx)} with no action")
     out.setflags(write=False)
     return out
 
@@ -148,20 +138,22 @@ class TabularMDP:
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
         if P.shape != (S, A, S):
-            raise ValueError(
+            raise OptplanError(
                 f"P has shape {P.shape}, expected (S, A, S) = {(S, A, S)} from R {R.shape}"
             )
         if S == 0 or A == 0:
-            raise ValueError(f"the model needs at least one state and one action, got R {R.shape}")
+            raise OptplanError(
+                f"the model needs at least one state and one action, got R {R.shape}"
+            )
         mask = _check_mask(self.action_mask, (S, A))
         _check_transitions(P, mask, "sa")
         discount = self.discount
         if discount is not None:
             if isinstance(discount, bool) or not isinstance(discount, (int, float, np.floating)):
-                raise TypeError(f"discount must be a float, got {discount!r}")
+                raise OptplanTypeError(f"discount must be a float, got {discount!r}")
             discount = float(discount)
             if not (0.0 <= discount < 1.0):
-                raise ValueError(f"discount must lie in [0, 1), got {discount!r}")
+                raise OptplanError(f"discount must lie in [0, 1), got {discount!r}")
         initial = _check_initial(self.initial, S)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
@@ -240,11 +232,11 @@ class FiniteHorizonMDP:
         R = _as_float_array("R", self.R, 3)
         L, S, A = R.shape
         if P.shape != (L, S, A, S):
-            raise ValueError(
+            raise OptplanError(
                 f"P has shape {P.shape}, expected (L, S, A, S) = {(L, S, A, S)} from R {R.shape}"
             )
         if L == 0 or S == 0 or A == 0:
-            raise ValueError(f"the model needs L, S, A >= 1, got R {R.shape}")
+            raise OptplanError(f"the model needs L, S, A >= 1, got R {R.shape}")
         mask = self.action_mask
         if mask is not None and np.ndim(mask) == 2:
             mask = (
@@ -261,9 +253,7 @@ class FiniteHorizonMDP:
     @classmethod
     def from_stationary(cls, mdp: TabularMDP, horizon: int) -> FiniteHorizonMDP:
         """Repeat a stationary model over ``horizon`` layers."""
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
-        L = int(horizon)
+        L = check_int("horizon", horizon)
         return cls(
             np.broadcast_to(mdp.P, (L, *mdp.P.shape)),
             np.broadcast_to(mdp.R, (L, *mdp.R.shape)),

@@ -40,18 +40,18 @@ from typing import Any
 import numpy as np
 import tomli_w
 
+from ._checks import OptplanError, OptplanTypeError
 from .generators import GENERATORS
-from .mdp import FiniteHorizonMDP, TabularMDP
+from .mdp import CRITERIA, FiniteHorizonMDP, TabularMDP
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["load_model", "save_model", "CRITERIA"]
+__all__ = ["load_model", "save_model", "load_counts", "CRITERIA"]
 
 #: The values of the ``criterion`` key.
-CRITERIA = ("average", "discounted", "finite_horizon")
 
 _COMMON_KEYS = ("name", "description", "criterion", "discount")
 _ARRAY_KEYS = ("P", "R", "initial", "action_mask")
@@ -60,8 +60,8 @@ _GENERATOR_KEYS = ("generator", "horizon")
 Model = TabularMDP | FiniteHorizonMDP
 
 
-def _fail(path: Path, key: str, message: str) -> ValueError:
-    return ValueError(f"{path}: key '{key}': {message}")
+def _fail(path: Path, key: str, message: str) -> OptplanError:
+    return OptplanError(f"{path}: key '{key}': {message}")
 
 
 def _string(path: Path, data: dict[str, Any], key: str) -> str | None:
@@ -155,7 +155,7 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
             return FiniteHorizonMDP(P, R, initial=initial, action_mask=mask, name=name)
         return TabularMDP(P, R, discount=discount, initial=initial, action_mask=mask, name=name)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise OptplanError(f"{path}: {exc}") from None
 
 
 def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
@@ -204,7 +204,7 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
             return FiniteHorizonMDP.from_stationary(mdp, horizon)
         return mdp
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: generator {gen_name!r}: {exc}") from None
+        raise OptplanError(f"{path}: generator {gen_name!r}: {exc}") from None
 
 
 def load_model(path: str | os.PathLike) -> Model:
@@ -235,7 +235,7 @@ def load_model(path: str | os.PathLike) -> Model:
         try:
             data = tomllib.load(fh)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+            raise OptplanError(f"{path}: not valid TOML: {exc}") from None
     name = _string(path, data, "name")
     _string(path, data, "description")
     if name is None:
@@ -271,11 +271,11 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
     elif isinstance(model, TabularMDP):
         criterion = model.criterion
     else:
-        raise TypeError(
+        raise OptplanTypeError(
             f"model must be a TabularMDP or FiniteHorizonMDP, got {type(model).__name__}"
         )
     if description is not None and not isinstance(description, str):
-        raise TypeError(f"description must be a string, got {type(description).__name__}")
+        raise OptplanTypeError(f"description must be a string, got {type(description).__name__}")
     doc: dict[str, Any] = {"name": model.name}
     if description is not None:
         doc["description"] = description
@@ -292,3 +292,29 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
     path = Path(path)
     path.write_text(tomli_w.dumps(doc), encoding="utf-8")
     return path
+
+
+def load_counts(path, n_states: int, n_actions: int) -> np.ndarray:
+    """Pseudo-counts ``T[x][a][y]`` from a TOML file (key ``T``), checked against the model.
+
+    Example: ``models/cowan3-rigged.toml`` (the paper's rigged start, §5.1)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise OptplanError(f"initial_counts: cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OptplanError(f"initial_counts: {path} is not valid TOML: {exc}") from None
+    if "T" not in data:
+        raise OptplanError(f"initial_counts: {path} has no key 'T' (counts T[x][a][y])")
+    try:
+        T = np.asarray(data["T"], dtype=float)
+    except (TypeError, ValueError):
+        raise OptplanError(f"initial_counts: {path}: T must be a numeric (S, A, S) array") from None
+    S, A = n_states, n_actions
+    if T.shape != (S, A, S):
+        raise OptplanError(
+            f"initial_counts: {path}: T has shape {T.shape}, expected ({S}, {A}, {S})"
+        )
+    return T

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import OptplanError
+
 OPTIMAL = "optimal"
 OPTIMAL_INACCURATE = "optimal_inaccurate"
 INFEASIBLE = "infeasible"
@@ -94,7 +96,7 @@ class PlanResult:
     value: float
     x: np.ndarray | None = None
     multiplier: Any = None
-    status: str = OPTIMAL
+    status: str = field(kw_only=True)
     message: str = ""
     method: str = ""
     solver: str | None = None
@@ -110,7 +112,7 @@ class PlanResult:
 
     def __post_init__(self):
         if self.status not in ALL_STATUSES:
-            raise ValueError(f"status must be one of {ALL_STATUSES}, got {self.status!r}")
+            raise OptplanError(f"status must be one of {ALL_STATUSES}, got {self.status!r}")
 
     @property
     def success(self) -> bool:

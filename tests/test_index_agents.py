@@ -13,11 +13,11 @@ from optplan.agents.index_agents import (
     MDPUCB,
     OLP,
     TransitionEstimator,
-    load_counts,
 )
 from optplan.envs import TabularEnv
 from optplan.experiments import run
 from optplan.generators import random_dirichlet
+from optplan.modelfile import load_counts
 
 AGENTS = (MDPUCB, OLP, MDPDMED, MDPPS)
 COWAN3 = op.load_model("models/cowan3.toml")

@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 from scipy.special import softmax as sp_softmax
 
 import optplan as op
-from optplan.fast import k_learning as fk
+from optplan import soft as fk
 from optplan.result import OPTIMAL, SOLUTION_PRESENT
 
 #: Statuses a conic solve may honestly report instead of "optimal" (problem 11 is always
@@ -106,7 +106,7 @@ def fixed_problems():
 
 def terms(p, tau):
     """``(f, M, A, B, K, V, pi, lam)`` of ``p`` at ``tau`` (the fast module's own terms)."""
-    c = fk.bonus(p.counts, p.sigma)
+    c = fk.k_bonus(p.counts, p.sigma)
     return fk.temperature_terms(tau, p.mean_rewards, p.mean_transitions, c, p.initial)
 
 
@@ -146,7 +146,7 @@ def k_values_loop(tau, R, P, N, sigma):
 def dual_value(p, lam):
     """Eq. 27's objective at a feasible ``lam``: ``<lam, mu> + min_tau (tau A + B / tau)``
     with ``A = sum_{l,s} d_l(s) H(lam_l(s, .) / d_l(s))`` and ``B = <lam, c>``."""
-    c = fk.bonus(p.counts, p.sigma)
+    c = fk.k_bonus(p.counts, p.sigma)
     d = lam.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(d > 0, lam / d, 0.0)
@@ -298,7 +298,7 @@ def test_cross_check_ignores_unpinned_k(solver):
     fast, conic = chk.fast, chk.conic
     assert abs(fast.x - conic.x) <= 1e-3 * fast.x
     # the unpinned K is not the recursion's value, but it satisfies its Bellman inequality
-    c = fk.bonus(p.counts, p.sigma)
+    c = fk.k_bonus(p.counts, p.sigma)
     nxt = np.zeros_like(conic.values)
     nxt[:-1] = conic.values[1:]
     bound = p.mean_rewards + c / conic.x + np.einsum("lsat,lt->lsa", p.mean_transitions, nxt)
@@ -352,7 +352,7 @@ def test_objective_is_m_plus_tau_a_plus_b_over_tau(index):
         lam_ref = occupancy_of(pi, p.mean_transitions, p.initial)
         np.testing.assert_allclose(lam, lam_ref, rtol=1e-12, atol=1e-15)
         assert M == pytest.approx(float((lam_ref * p.mean_rewards).sum()), rel=1e-12, abs=1e-12)
-        c = fk.bonus(p.counts, p.sigma)
+        c = fk.k_bonus(p.counts, p.sigma)
         assert B_term == pytest.approx(float((lam_ref * c).sum()), rel=1e-12, abs=1e-15)
         H = -np.where(pi > 0, pi * np.log(np.where(pi > 0, pi, 1.0)), 0.0).sum(axis=-1)
         assert A_term == pytest.approx(float((lam_ref.sum(-1) * H).sum()), rel=1e-12, abs=1e-15)
@@ -506,7 +506,7 @@ def test_k_values_tend_to_optimal_q():
         # the bonus-augmented rewards R + c / tau (hard max at tau -> 0)
         N = np.full((L, S, A), 1e12)
         K = op.k_values(tau, R, P, N, sigma)
-        c = fk.bonus(N, sigma)
+        c = fk.k_bonus(N, sigma)
         Qb = op.solve_finite_horizon(op.FiniteHorizonMDP(P, R + c / tau)).q
         np.testing.assert_allclose(K, Qb, rtol=0, atol=1e-6)
 

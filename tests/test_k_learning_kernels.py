@@ -14,7 +14,7 @@ from test_k_learning import FIXED, SHAPE, make_instance, problem
 
 import optplan as op
 from optplan.fast import _k_kernels
-from optplan.fast import k_learning as fk
+from optplan import soft as fk
 
 numba_only = pytest.mark.skipif(
     not _k_kernels.AVAILABLE, reason='numba not installed (pip install "optplan[jit]")'
@@ -22,7 +22,7 @@ numba_only = pytest.mark.skipif(
 
 
 def both_terms(p, tau):
-    c = fk.bonus(p.counts, p.sigma)
+    c = fk.k_bonus(p.counts, p.sigma)
     args = (p.mean_rewards, p.mean_transitions, c, p.initial)
     return fk.temperature_terms(tau, *args), _k_kernels.terms(tau, *args)
 

@@ -1,16 +1,31 @@
-"""The :class:`Agent` protocol: what the run loop needs from every agent (bsuite's two methods).
+"""What every agent shares: the :class:`Agent` protocol (bsuite's two methods), the
+:class:`LayerClock` of episodic agents, the :class:`ConicFallback` bookkeeping of agents that
+can verify their planning by CVXPY, and the input checks of agent parameters.
 
-An agent is usually a posterior, a planning problem and a policy rule; this protocol is only
-the interface :func:`optplan.experiments.run` drives it through.
+An agent is usually a posterior (:mod:`optplan.posteriors`), a planning problem
+(:mod:`optplan.problems`) and a policy rule; the protocol is only the interface
+:func:`optplan.experiments.run` drives it through.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Agent", "check_agent_mask", "check_count"]
+from .._checks import OptplanError, OptplanTypeError, check_int, first_bad, index_str
+from ..problems.base import check_method, check_solver
+from ..result import OPTIMAL, PlanResult
+
+__all__ = [
+    "Agent",
+    "LayerClock",
+    "ConicFallback",
+    "check_agent_mask",
+    "check_count",
+    "check_rng",
+]
 
 
 @runtime_checkable
@@ -40,9 +55,85 @@ class Agent(Protocol):
 
 def check_count(name: str, value) -> int:
     """A positive integer parameter (``n_states``, ``n_actions`` ...)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    return check_int(name, value, 1)
+
+
+def check_rng(rng) -> np.random.Generator:
+    """The run's generator handed to ``reset``."""
+    if not isinstance(rng, np.random.Generator):
+        raise OptplanTypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    return rng
+
+
+class LayerClock:
+    """The layer of the current step of an episodic agent: steps since :meth:`reset` or the
+    last ``done`` (agents see states only, and a layered model's states repeat per layer).
+
+    ``n_layers=None`` for continuing agents: the clock still counts, :meth:`current` never
+    complains.
+    """
+
+    def __init__(self, n_layers: int | None = None) -> None:
+        self.n_layers = n_layers
+        self.layer = 0
+
+    def reset(self) -> None:
+        self.layer = 0
+
+    def tick(self, done: bool) -> None:
+        """After an update: next layer, or layer 0 when the episode ended."""
+        self.layer = 0 if done else self.layer + 1
+
+    def current(self) -> int:
+        """The current layer; an error once an episode outlasts ``n_layers`` steps."""
+        if self.n_layers is not None and self.layer >= self.n_layers:
+            raise RuntimeError(
+                f"{self.layer} steps without done, but the model has {self.n_layers} layers"
+            )
+        return self.layer
+
+    @property
+    def last(self) -> bool:
+        """The current step is in the last layer."""
+        return self.n_layers is not None and self.layer + 1 >= self.n_layers
+
+
+class ConicFallback:
+    """Planning by ``method="fast"`` or, to verify it, ``"conic"`` with a counted fallback.
+
+    A conic solve that does not end ``optimal`` (or accepted by ``accept``) is replaced by the
+    fast answer: :attr:`fallbacks` counts those, :attr:`statuses` every conic status, and
+    :meth:`stats` reports both to the experiment record.
+    """
+
+    method: str
+    solver: str
+
+    def init_fallback(self, method: str, solver: str | None) -> None:
+        self.method = check_method(method)
+        self.solver = check_solver(solver)
+        self.reset_fallback()
+
+    def reset_fallback(self) -> None:
+        self.fallbacks = 0
+        self.statuses: dict[str, int] = {}
+
+    def solve_conic(
+        self, problem, accept: Callable[[PlanResult], bool] | None = None
+    ) -> PlanResult | None:
+        """The conic result, or ``None`` (a fallback) when its status is not acceptable."""
+        res = problem.solve("conic", solver=self.solver)
+        self.statuses[res.status] = self.statuses.get(res.status, 0) + 1
+        if res.status == OPTIMAL or (accept is not None and accept(res)):
+            return res
+        self.fallbacks += 1
+        return None
+
+    def stats(self) -> dict:
+        """Scalars for the experiment record: conic fallbacks and statuses."""
+        out = {"fallbacks": self.fallbacks}
+        out.update({f"status_{k}": v for k, v in sorted(self.statuses.items())})
+        return out
 
 
 def check_agent_mask(action_mask, S: int, A: int) -> np.ndarray:
@@ -52,14 +143,16 @@ def check_agent_mask(action_mask, S: int, A: int) -> np.ndarray:
     mask = np.asarray(action_mask)
     if mask.dtype != bool:
         if mask.dtype.kind not in "iu" or not np.isin(mask, (0, 1)).all():
-            raise TypeError(f"action_mask must be boolean, got dtype {mask.dtype}")
+            raise OptplanTypeError(f"action_mask must be boolean, got dtype {mask.dtype}")
         mask = mask.astype(bool)
     if mask.shape[-2:] != (S, A) or mask.ndim not in (2, 3):
-        raise ValueError(
+        raise OptplanError(
             f"action_mask has shape {mask.shape}, expected ({S}, {A}) or (L, {S}, {A})"
         )
     counts = mask.sum(axis=-1)
     if (counts == 0).any():
-        idx = tuple(int(i) for i in np.argwhere(counts == 0)[0])
-        raise ValueError(f"action_mask leaves state {idx[-1]} with no action (index {idx})")
+        idx = first_bad(counts == 0)
+        raise OptplanError(
+            f"action_mask leaves state {idx[-1]} with no action (index {index_str(idx)})"
+        )
     return mask

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import OptplanTypeError
 from ..mdp import FiniteHorizonMDP, TabularMDP
-from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
+from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
-from .base import check_agent_mask, check_count
+from .base import LayerClock, check_agent_mask, check_count, check_rng
 
-__all__ = ["RandomAgent", "OracleAgent", "CRITERIA"]
-
-#: Criteria :class:`OracleAgent` optimizes (the ``criterion`` strings of the models).
-CRITERIA = ("discounted", "average", "finite_horizon")
+__all__ = ["RandomAgent", "OracleAgent"]
 
 
 class RandomAgent:
@@ -43,7 +41,7 @@ class RandomAgent:
         self._actions = np.argsort(~mask, axis=-1, kind="stable")
         self._counts = mask.sum(axis=-1)
         self._rng: np.random.Generator | None = None
-        self._layer = 0
+        self._clock = LayerClock(len(mask) if self._layered else None)
 
     @classmethod
     def for_mdp(cls, mdp: TabularMDP | FiniteHorizonMDP) -> RandomAgent:
@@ -52,28 +50,22 @@ class RandomAgent:
 
     def reset(self, rng: np.random.Generator) -> None:
         """Take the run's generator; the agent learns nothing, so there is nothing to forget."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-        self._rng = rng
-        self._layer = 0
+        self._rng = check_rng(rng)
+        self._clock.reset()
 
     def select_action(self, state: int) -> int:
         """A uniform draw from the admissible actions of ``state``."""
         if self._rng is None:
             raise RuntimeError("call reset(rng) before select_action()")
         if self._layered:
-            n_layers = len(self.action_mask)
-            if self._layer >= n_layers:
-                raise RuntimeError(
-                    f"{self._layer} steps without done, but the mask has {n_layers} layers"
-                )
-            k = self._rng.integers(self._counts[self._layer, state])
-            return int(self._actions[self._layer, state, k])
+            layer = self._clock.current()
+            k = self._rng.integers(self._counts[layer, state])
+            return int(self._actions[layer, state, k])
         return int(self._actions[state, self._rng.integers(self._counts[state])])
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         """Advance the layer counter (reset to 0 when ``done``)."""
-        self._layer = 0 if done else self._layer + 1
+        self._clock.tick(done)
 
     def __repr__(self) -> str:
         return f"RandomAgent(S={self.n_states}, A={self.n_actions})"
@@ -122,25 +114,12 @@ class OracleAgent:
         method: str = "fast",
     ) -> None:
         if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-            raise TypeError(
+            raise OptplanTypeError(
                 f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}"
             )
-        if criterion is None:
-            criterion = mdp.criterion
-        if criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA} or None, got {criterion!r}")
-        finite = isinstance(mdp, FiniteHorizonMDP)
-        if finite != (criterion == "finite_horizon"):
-            raise ValueError(f"criterion {criterion!r} does not apply to {mdp!r}")
-        if criterion == "discounted" and mdp.discount is None:
-            raise ValueError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
-
-        if criterion == "finite_horizon":
-            result = solve_finite_horizon(mdp, method=method)
-        elif criterion == "discounted":
-            result = solve_discounted(mdp, method=method)
-        else:
-            result = solve_average_reward(mdp.with_discount(None), method=method)
+        criterion = resolve_criterion(mdp, criterion)
+        result = planning_problem(mdp, criterion).solve(method=method)
+        finite = criterion == "finite_horizon"
         if not result.success:
             raise RuntimeError(
                 f"planning the {criterion} criterion on {mdp!r} failed: "
@@ -151,25 +130,21 @@ class OracleAgent:
         self.result: PlanResult = result
         self.policy = np.asarray(result.policy, dtype=np.intp)
         self._finite = finite
-        self._layer = 0
+        self._clock = LayerClock(len(self.policy) if finite else None)
 
     def reset(self, rng: np.random.Generator) -> None:
         """Start a run at layer 0; the policy is deterministic, ``rng`` is not used."""
-        self._layer = 0
+        self._clock.reset()
 
     def select_action(self, state: int) -> int:
         """The optimal action in ``state`` (at the current layer, for finite horizon)."""
         if self._finite:
-            if self._layer >= len(self.policy):
-                raise RuntimeError(
-                    f"{self._layer} steps without done, but the horizon is {len(self.policy)}"
-                )
-            return int(self.policy[self._layer, state])
+            return int(self.policy[self._clock.current(), state])
         return int(self.policy[state])
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         """Advance the layer counter (reset to 0 when ``done``)."""
-        self._layer = 0 if done else self._layer + 1
+        self._clock.tick(done)
 
     def __repr__(self) -> str:
         return f"OracleAgent({self.mdp!r}, criterion={self.criterion!r})"

@@ -42,43 +42,17 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..fast._dp import backup, evaluate_average, greedy, masked, policy_model
+from .._checks import OptplanError
+from ..dp import greedy, masked, policy_iteration
 from ..fast.kl_ball import kl_ball_index
 from ..fast.kl_inf import kl_inf_rate
 from ..fast.l1_ball import l1_ball_index
+from ..posteriors import sample_dirichlet
 from ..problems import KLBallIndex, KLInfRate, L1BallIndex
-from ..problems.base import check_method, check_solver
-from .base import check_agent_mask
+from ..result import INFEASIBLE, OPTIMAL
+from .base import ConicFallback, check_agent_mask, check_rng
 
-__all__ = ["load_counts", "TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS"]
-
-
-def load_counts(path, n_states: int, n_actions: int) -> np.ndarray:
-    """Pseudo-counts ``T[x][a][y]`` from a TOML file (key ``T``), checked against the model.
-
-    Example: ``models/cowan3-rigged.toml`` (the paper's rigged start, §5.1)."""
-    from pathlib import Path
-
-    import tomllib
-
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ValueError(f"initial_counts: cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"initial_counts: {path} is not valid TOML: {exc}") from None
-    if "T" not in data:
-        raise ValueError(f"initial_counts: {path} has no key 'T' (counts T[x][a][y])")
-    try:
-        T = np.asarray(data["T"], dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"initial_counts: {path}: T must be a numeric (S, A, S) array") from None
-    S, A = n_states, n_actions
-    if T.shape != (S, A, S):
-        raise ValueError(f"initial_counts: {path}: T has shape {T.shape}, expected ({S}, {A}, {S})")
-    return T
+__all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS"]
 
 
 class TransitionEstimator:
@@ -95,26 +69,26 @@ class TransitionEstimator:
     def __init__(self, rewards, action_mask=None, initial_counts=None):
         R = np.asarray(rewards, dtype=float)
         if R.ndim != 2 or not np.isfinite(R).all():
-            raise ValueError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
+            raise OptplanError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
         S, A = R.shape
         self.R = R
         self.S, self.A = S, A
         self.mask = check_agent_mask(action_mask, S, A)
         if self.mask.ndim != 2:
-            raise ValueError("index agents are for continuing (not layered) models")
+            raise OptplanError("index agents are for continuing (not layered) models")
         if initial_counts is None:
             init = np.zeros((S, A, S))
         else:
             init = np.asarray(initial_counts, dtype=float)
             if init.shape != (S, A, S):
-                raise ValueError(
+                raise OptplanError(
                     f"initial_counts has shape {init.shape}, expected ({S}, {A}, {S}) "
                     "(state, action, next state)"
                 )
             if not np.isfinite(init).all() or (init < 0).any():
-                raise ValueError("initial_counts must be finite and >= 0")
+                raise OptplanError("initial_counts must be finite and >= 0")
             if (init.sum(axis=-1)[~self.mask] > 0).any():
-                raise ValueError("initial_counts puts counts on inadmissible actions")
+                raise OptplanError("initial_counts puts counts on inadmissible actions")
         self.initial_counts = init
         self.reset()
 
@@ -147,65 +121,40 @@ class TransitionEstimator:
     def solve(self, max_iter: int = 100) -> None:
         """Gain ``phi_hat`` and bias ``v_hat`` of ``p_hat`` on the good actions (Howard policy
         iteration from the previous policy)."""
-        good = self.good_actions()
-        P, R = self.p_hat, self.R
-        policy = self.policy
-        rows = np.arange(self.S)
-        if not good[rows, policy].all():  # the incumbent lost a good action: restart greedily
-            policy = greedy(masked(R, good))
-        for _ in range(max_iter):
-            P_pi, r_pi = policy_model(P, R, policy)
-            gain, h = evaluate_average(P_pi, r_pi)
-            new = greedy(masked(backup(P, R, h), good), policy, tol=1e-12)
-            if np.array_equal(new, policy):
-                break
-            policy = new
-        else:  # pragma: no cover - policy iteration on a positive model stops in few steps
-            raise RuntimeError("policy iteration did not stop on the estimated model")
-        self.policy, self.gain, self.v = policy, float(gain), h
+        # The incumbent is kept unless it lost a good action (then: greedy restart).
+        out = policy_iteration(self.p_hat, self.R, self.good_actions(), None, self.policy, max_iter)
+        if out.status != OPTIMAL:  # pragma: no cover - p_hat > 0: unichain, stops in few steps
+            raise RuntimeError(f"policy iteration on the estimated model: {out.message}")
+        self.policy, self.gain, self.v = out.policy, float(out.gain), out.values
 
 
-class IndexAgent(ABC):
+class IndexAgent(ConicFallback, ABC):
     """Common machinery: estimator, method (fast/conic), fallbacks, action selection."""
 
     name = "index"
 
     def __init__(self, rewards, action_mask=None, initial_counts=None, method="fast", solver=None):
-        self.method = check_method(method)
-        self.solver = check_solver(solver)
+        self.init_fallback(method, solver)
         self.estimator = TransitionEstimator(rewards, action_mask, initial_counts)
         self.n_states, self.n_actions = self.estimator.S, self.estimator.A
-        self.fallbacks = 0
-        self.statuses: dict[str, int] = {}
         self.rng: np.random.Generator | None = None
         self.last_indices: np.ndarray | None = None
 
     def reset(self, rng: np.random.Generator) -> None:
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-        self.rng = rng
+        self.rng = check_rng(rng)
         self.estimator.reset()
-        self.fallbacks = 0
-        self.statuses = {}
+        self.reset_fallback()
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         self.estimator.update(state, action, next_state)
 
-    def stats(self) -> dict:
-        """Scalars for the experiment record: conic fallbacks and statuses."""
-        out = {"fallbacks": self.fallbacks}
-        out.update({f"status_{k}": v for k, v in sorted(self.statuses.items())})
-        return out
-
     def _conic(self, problem, fast_value: float) -> float:
-        res = problem.solve("conic", solver=self.solver)
-        self.statuses[res.status] = self.statuses.get(res.status, 0) + 1
-        if res.status == "infeasible" and math.isinf(fast_value):
-            return fast_value  # both paths agree: no feasible q (Theorem 3), rate +inf
-        if res.status != "optimal":
-            self.fallbacks += 1
-            return fast_value
-        return float(res.value)
+        # Both paths agree when the solver finds no feasible q and the fast rate is +inf
+        # (Theorem 3): not a fallback.
+        res = self.solve_conic(
+            problem, accept=lambda r: r.status == INFEASIBLE and math.isinf(fast_value)
+        )
+        return fast_value if res is None or res.status != OPTIMAL else float(res.value)
 
     @abstractmethod
     def indices(self, state: int) -> np.ndarray:
@@ -344,6 +293,5 @@ class MDPPS(IndexAgent):
 
     def indices(self, state: int) -> np.ndarray:
         e = self.estimator
-        g = self.rng.standard_gamma(e.T[state] + 1.0)
-        Q = g / g.sum(axis=-1, keepdims=True)
+        Q = sample_dirichlet(e.T[state] + 1.0, self.rng)
         return masked(e.R[state] + Q @ e.v, e.mask[state])

@@ -27,94 +27,20 @@ K-learning solves DeepSea up to L = 8 (median 2,666 episodes) and PSRL up to L =
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..fast import k_learning as kfast
-from ..fast.finite_horizon import backward_induction
-from ..problems.base import check_method, check_solver
-from ..problems.k_learning import KLearningTemperature
-from .base import check_count
+from .. import soft
+from .._checks import OptplanError
+from ..dp import backward_induction
+from ..posteriors import LayeredPosterior
+from ..problems.k_temperature import KLearningTemperature
+from .base import ConicFallback, LayerClock, check_rng
 
-__all__ = ["LayeredPosterior", "KLearning", "PSRL", "TEMPERATURES"]
+__all__ = ["LayeredPosterior", "KLearning", "PSRL", "TEMPERATURES"]  # LayeredPosterior: re-export
 
 TEMPERATURES = ("optimal", "schedule")
-
-
-def _positive(name: str, value, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    v = float(value) if ok else float("nan")
-    if not ok or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return v
-
-
-class LayeredPosterior:
-    """Gaussian rewards and Dirichlet transitions per ``(layer, state, action)``.
-
-    Parameters
-    ----------
-    n_layers, n_states, n_actions : int
-    sigma : float >= 0
-        Reward-noise standard deviation (0: rewards are observed exactly; the reward posterior
-        then is the sample mean once visited).
-    prior_var : float > 0
-        Prior variance of each mean reward (prior mean 0).
-    transition_prior : float > 0, optional
-        Dirichlet pseudo-count per next state; default ``1 / S``.
-    """
-
-    def __init__(
-        self, n_layers, n_states, n_actions, sigma=1.0, prior_var=1.0, transition_prior=None
-    ):
-        self.L = check_count("n_layers", n_layers)
-        self.S = check_count("n_states", n_states)
-        self.A = check_count("n_actions", n_actions)
-        self.sigma = _positive("sigma", sigma, allow_zero=True)
-        self.prior_var = _positive("prior_var", prior_var)
-        alpha = 1.0 / self.S if transition_prior is None else transition_prior
-        self.transition_prior = _positive("transition_prior", alpha)
-        self.reset()
-
-    def reset(self) -> None:
-        shape = (self.L, self.S, self.A)
-        self.counts = np.zeros(shape)
-        self.reward_sums = np.zeros(shape)
-        self.next_counts = np.zeros((*shape, self.S))
-
-    def update(self, layer: int, state: int, action: int, reward: float, next_state: int):
-        self.counts[layer, state, action] += 1
-        self.reward_sums[layer, state, action] += reward
-        if layer + 1 < self.L:
-            self.next_counts[layer, state, action, next_state] += 1
-
-    def reward_posterior(self) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of every mean reward, (L, S, A) each."""
-        if self.sigma == 0:
-            n = np.maximum(self.counts, 1)
-            mean = np.where(self.counts > 0, self.reward_sums / n, 0.0)
-            var = np.where(self.counts > 0, 0.0, self.prior_var)
-            return mean, var
-        precision = 1.0 / self.prior_var + self.counts / self.sigma**2
-        return self.reward_sums / self.sigma**2 / precision, 1.0 / precision
-
-    def mean_transitions(self) -> np.ndarray:
-        """Posterior mean transitions (L, S, A, S)."""
-        alpha = self.next_counts + self.transition_prior
-        return alpha / alpha.sum(axis=-1, keepdims=True)
-
-    def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """One model from the posterior: rewards (L, S, A) and transitions (L, S, A, S)."""
-        mean, var = self.reward_posterior()
-        R = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
-        g = rng.standard_gamma(self.next_counts + self.transition_prior)
-        total = g.sum(axis=-1, keepdims=True)
-        # A row whose gammas all underflow to 0 (tiny pseudo-counts): uniform, not NaN.
-        P = np.where(total > 0, g / np.where(total > 0, total, 1.0), 1.0 / self.S)
-        return R, P
 
 
 class _Episodic(ABC):
@@ -127,40 +53,32 @@ class _Episodic(ABC):
             initial = np.full(S, 1.0 / S)
         initial = np.asarray(initial, dtype=float)
         if initial.shape != (S,) or (initial < 0).any() or abs(initial.sum() - 1) > 1e-9:
-            raise ValueError(f"initial must be a distribution over {S} states, got {initial!r}")
+            raise OptplanError(f"initial must be a distribution over {S} states, got {initial!r}")
         self.initial = initial
         self.n_layers, self.n_states, self.n_actions = L, S, A
+        self.clock = LayerClock(L)
         self.rng: np.random.Generator | None = None
 
     def reset(self, rng: np.random.Generator) -> None:
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-        self.rng = rng
+        self.rng = check_rng(rng)
         self.posterior.reset()
         self.episode = 0
-        self.layer = 0
+        self.clock.reset()
         self.plan()
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        self.posterior.update(self.layer, state, action, reward, next_state)
+        self.posterior.update(self.clock.layer, state, action, reward, next_state)
+        self.clock.tick(done)
         if done:
-            self.layer = 0
             self.episode += 1
             self.plan()
-        else:
-            self.layer += 1
-
-    def _current_layer(self) -> int:
-        if self.layer >= self.n_layers:
-            raise RuntimeError(f"{self.layer} steps without done, but n_layers={self.n_layers}")
-        return self.layer
 
     @abstractmethod
     def plan(self) -> None:
         """Compute the policy of the episode that starts now (from :attr:`posterior`)."""
 
 
-class KLearning(_Episodic):
+class KLearning(ConicFallback, _Episodic):
     """K-learning for episodic layered MDPs (k-learning-variational-bayesian-rl Algorithm 1).
 
     Parameters
@@ -201,13 +119,11 @@ class KLearning(_Episodic):
         initial=None,
     ):
         if temperature not in TEMPERATURES:
-            raise ValueError(f"temperature must be one of {TEMPERATURES}, got {temperature!r}")
+            raise OptplanError(f"temperature must be one of {TEMPERATURES}, got {temperature!r}")
         self.temperature = temperature
-        self.method = check_method(method)
-        self.solver = check_solver(solver)
-        self.fallbacks = 0
-        self.statuses: dict[str, int] = {}
-        super().__init__(
+        self.init_fallback(method, solver)
+        _Episodic.__init__(
+            self,
             n_layers,
             n_states,
             n_actions,
@@ -215,39 +131,40 @@ class KLearning(_Episodic):
             {"sigma": sigma, "prior_var": prior_var, "transition_prior": transition_prior},
         )
         if self.n_actions < 2:
-            raise ValueError("KLearning needs at least 2 actions")
+            raise OptplanError("KLearning needs at least 2 actions")
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.reset_fallback()
+        super().reset(rng)
 
     def plan(self) -> None:
         post = self.posterior
         R, _ = post.reward_posterior()
         P = post.mean_transitions()
         if self.temperature == "schedule":
-            self.tau = kfast.temperature_schedule(
+            self.tau = soft.temperature_schedule(
                 self.episode + 1,
                 post.sigma,
                 self.n_layers,
                 self.n_layers * self.n_states,
                 self.n_actions,
             )
-            self.K = kfast.k_values(self.tau, R, P, post.counts, post.sigma)
+            self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma)
         else:
             problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial)
-            res = problem.solve(self.method, solver=self.solver if self.method == "conic" else None)
-            if self.method == "conic":
-                self.statuses[res.status] = self.statuses.get(res.status, 0) + 1
-                if res.status != "optimal":
-                    self.fallbacks += 1
-                    res = problem.solve("fast")
+            res = None if self.method == "fast" else self.solve_conic(problem)
+            if res is None:
+                res = problem.solve("fast")
             self.tau = float(res.x)
             if self.tau > 0 and self.method == "fast":
                 self.K = res.q
             elif self.tau > 0:  # conic K is pinned only where visited: recompute exactly
-                self.K = kfast.k_values(self.tau, R, P, post.counts, post.sigma)
+                self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma)
             else:
                 self.K = np.array(res.q)
         if self.tau > 0:
-            self.pi = kfast.boltzmann_policy(self.K, self.tau)
-            self.values = kfast.soft_values(self.K, self.tau)
+            self.pi = soft.boltzmann_policy(self.K, self.tau)
+            self.values = soft.soft_values(self.K, self.tau)
         else:  # tau* = 0: greedy
             best = self.K == self.K.max(axis=-1, keepdims=True)
             self.pi = best / best.sum(axis=-1, keepdims=True)
@@ -255,7 +172,7 @@ class KLearning(_Episodic):
         self._cdf = np.cumsum(self.pi, axis=-1)
 
     def select_action(self, state: int) -> int:
-        cdf = self._cdf[self._current_layer(), state]
+        cdf = self._cdf[self.clock.current(), state]
         return int(
             min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), self.n_actions - 1)
         )
@@ -282,7 +199,8 @@ class PSRL(_Episodic):
         transition_prior=None,
         initial=None,
     ):
-        super().__init__(
+        _Episodic.__init__(
+            self,
             n_layers,
             n_states,
             n_actions,
@@ -296,7 +214,7 @@ class PSRL(_Episodic):
         self.policy = self.Q.argmax(axis=-1)
 
     def select_action(self, state: int) -> int:
-        return int(self.policy[self._current_layer(), state])
+        return int(self.policy[self.clock.current(), state])
 
     def __repr__(self) -> str:
         return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"

@@ -13,24 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import check_agent_mask, check_count
+from .._checks import OptplanError, check_real
+from .base import LayerClock, check_agent_mask, check_count
 
 __all__ = ["EpsilonGreedyQ", "SoftQ"]
 
 
 def _check_unit(name: str, value, low_open: bool = False, high_open: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
-    value = float(value) if ok else value
-    if (
-        not ok
-        or not np.isfinite(value)
-        or not (
-            (value > 0 if low_open else value >= 0) and (value < 1 if high_open else value <= 1)
-        )
-    ):
-        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
-        raise ValueError(f"{name} must lie in {lo}0, 1{hi}, got {value!r}")
-    return value
+    return check_real(name, value, 0.0, 1.0, low_open=low_open, high_open=high_open)
 
 
 class _TabularQ:
@@ -60,28 +50,28 @@ class _TabularQ:
             learning_rate = _check_unit("learning_rate", learning_rate, low_open=True)
         self.learning_rate = learning_rate
         if not isinstance(q_init, (int, float)) or not np.isfinite(q_init):
-            raise ValueError(f"q_init must be a finite number, got {q_init!r}")
+            raise OptplanError(f"q_init must be a finite number, got {q_init!r}")
         self.q_init = float(q_init)
         mask = check_agent_mask(action_mask, self.n_states, self.n_actions)
         L = self.n_layers
         if L is None and mask.ndim != 2:
-            raise ValueError(
+            raise OptplanError(
                 f"action_mask must be (S, A) for Q-learning without n_layers, got {mask.shape}"
             )
         if L is not None:
             if mask.ndim == 2:
                 mask = np.broadcast_to(mask, (L, *mask.shape))
             elif len(mask) != L:
-                raise ValueError(f"action_mask has {len(mask)} layers, n_layers is {L}")
+                raise OptplanError(f"action_mask has {len(mask)} layers, n_layers is {L}")
             mask = mask.reshape(L * self.n_states, self.n_actions)
         self.action_mask = mask
-        self._layer = 0
+        self._clock = LayerClock(L)
         self.rng: np.random.Generator | None = None
         self.reset(np.random.default_rng(0))
 
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = rng
-        self._layer = 0
+        self._clock.reset()
         self.q = np.where(self.action_mask, self.q_init, -np.inf)
         self.counts = np.zeros(self.action_mask.shape, dtype=int)
 
@@ -89,9 +79,7 @@ class _TabularQ:
         """Row of the table: ``state``, or ``layer * S + state`` when layered."""
         if self.n_layers is None:
             return state
-        if self._layer >= self.n_layers:
-            raise RuntimeError(f"{self._layer} steps without done, but n_layers={self.n_layers}")
-        return self._layer * self.n_states + state
+        return self._clock.current() * self.n_states + state
 
     @property
     def q_table(self) -> np.ndarray:
@@ -103,14 +91,14 @@ class _TabularQ:
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         row = self._row(state)
         self.counts[row, action] += 1
-        if done or (self.n_layers is not None and self._layer + 1 >= self.n_layers):
+        if done or self._clock.last:
             target = reward
         else:
             nxt = next_state if self.n_layers is None else row + self.n_states - state + next_state
             target = reward + self.discount * self.q[nxt].max()
         lr = 1.0 / self.counts[row, action] if self.learning_rate is None else self.learning_rate
         self.q[row, action] += lr * (target - self.q[row, action])
-        self._layer = 0 if done else self._layer + 1
+        self._clock.tick(done)
 
     def _greedy(self, row: int) -> int:
         values = self.q[row]
@@ -182,7 +170,7 @@ class SoftQ(_TabularQ):
         n_layers=None,
     ):
         if not isinstance(temperature, (int, float)) or not (0 < temperature < np.inf):
-            raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+            raise OptplanError(f"temperature must be a positive number, got {temperature!r}")
         self.temperature = float(temperature)
         super().__init__(
             n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..fast._dp import backup, class_gains, greedy, masked
+from ..dp import backup, class_gains, greedy, masked
 from ..result import MULTICHAIN, PlanResult
 from ._common import (
     admissible_pairs,

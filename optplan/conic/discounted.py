@@ -5,7 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..fast._dp import backup, masked
+from ..dp import backup, masked
 from ..result import PlanResult
 from ._common import (
     admissible_pairs,

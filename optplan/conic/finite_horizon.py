@@ -5,8 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..fast._dp import backup, greedy, masked
-from ..fast.finite_horizon import forward_occupancy
+from ..dp import backup, forward_occupancy, greedy, masked
 from ..result import PlanResult
 from ._common import (
     admissible_pairs,
@@ -62,5 +61,5 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         values=V,
         q=q,
         policy=policy,
-        occupancy=forward_occupancy(mdp, policy),
+        occupancy=forward_occupancy(mdp.P, mdp.initial, policy),
     )

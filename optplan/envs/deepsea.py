@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..mdp import FiniteHorizonMDP
 from .tabular import TabularEnv
 
@@ -74,7 +75,7 @@ _DEFAULT_NOISE = {
 
 def _check_bool(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a bool, got {value!r}")
+        raise OptplanError(f"{name} must be a bool, got {value!r}")
     return bool(value)
 
 
@@ -182,7 +183,7 @@ class DeepSea(TabularEnv):
         reward_noise: float | None = None,
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise ValueError(f"size must be a positive integer, got {size!r}")
+            raise OptplanError(f"size must be a positive integer, got {size!r}")
         size = int(size)
         deterministic = _check_bool("deterministic", deterministic)
         randomize_actions = _check_bool("randomize_actions", randomize_actions)
@@ -191,19 +192,21 @@ class DeepSea(TabularEnv):
             or not isinstance(mapping_seed, (int, np.integer))
             or not 0 <= mapping_seed < 2**32
         ):
-            raise ValueError(f"mapping_seed must be an integer in [0, 2**32), got {mapping_seed!r}")
+            raise OptplanError(
+                f"mapping_seed must be an integer in [0, 2**32), got {mapping_seed!r}"
+            )
         if (
             isinstance(unscaled_move_cost, bool)
             or not isinstance(unscaled_move_cost, (int, float, np.integer, np.floating))
             or not math.isfinite(unscaled_move_cost)
             or unscaled_move_cost < 0
         ):
-            raise ValueError(
+            raise OptplanError(
                 "unscaled_move_cost must be a non-negative finite float, "
                 f"got {unscaled_move_cost!r}"
             )
         if not isinstance(variant, str) or variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+            raise OptplanError(f"variant must be one of {VARIANTS}, got {variant!r}")
         if reward_noise is None:
             reward_noise = _DEFAULT_NOISE[(variant, deterministic)]
         elif (
@@ -212,7 +215,7 @@ class DeepSea(TabularEnv):
             or not math.isfinite(reward_noise)
             or reward_noise < 0
         ):
-            raise ValueError(
+            raise OptplanError(
                 f"reward_noise must be a non-negative finite float or None, got {reward_noise!r}"
             )
 
@@ -311,11 +314,11 @@ class DeepSea(TabularEnv):
         try:
             a = operator.index(action)
         except TypeError:
-            raise ValueError(
+            raise OptplanError(
                 f"action must be an integer, got {action!r} at row {row}, column {col}"
             ) from None
         if not 0 <= a < 2:
-            raise ValueError(f"action {a} is out of range [0, 2) at row {row}, column {col}")
+            raise OptplanError(f"action {a} is out of range [0, 2) at row {row}, column {col}")
 
         rng = self.np_random
         right = bool(a == self.mapping[row, col])

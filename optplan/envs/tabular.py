@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .._checks import OptplanError, OptplanTypeError
 from ..mdp import FiniteHorizonMDP, TabularMDP
 
 __all__ = ["TabularEnv"]
@@ -92,7 +93,7 @@ class TabularEnv(gym.Env):
         goal_states=None,
     ) -> None:
         if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-            raise TypeError(
+            raise OptplanTypeError(
                 f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}"
             )
         if (
@@ -101,7 +102,7 @@ class TabularEnv(gym.Env):
             or not math.isfinite(reward_noise)
             or reward_noise < 0
         ):
-            raise ValueError(
+            raise OptplanError(
                 f"reward_noise must be a non-negative finite float, got {reward_noise!r}"
             )
         if max_steps is not None and (
@@ -109,7 +110,7 @@ class TabularEnv(gym.Env):
             or not isinstance(max_steps, (int, np.integer))
             or max_steps < 1
         ):
-            raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
+            raise OptplanError(f"max_steps must be a positive integer or None, got {max_steps!r}")
 
         goals = np.zeros(mdp.n_states, dtype=bool)
         if goal_states is not None:
@@ -119,7 +120,7 @@ class TabularEnv(gym.Env):
                     or not isinstance(g, (int, np.integer))
                     or not 0 <= g < mdp.n_states
                 ):
-                    raise ValueError(
+                    raise OptplanError(
                         f"goal_states must hold state indices in [0, {mdp.n_states}), got {g!r}"
                     )
                 goals[g] = True
@@ -201,20 +202,20 @@ class TabularEnv(gym.Env):
         try:
             a = operator.index(action)
         except TypeError:
-            raise ValueError(f"action must be an integer, got {action!r} in state {s}") from None
+            raise OptplanError(f"action must be an integer, got {action!r} in state {s}") from None
         if not 0 <= a < self._n_actions:
-            raise ValueError(f"action {a} is out of range [0, {self._n_actions}) in state {s}")
+            raise OptplanError(f"action {a} is out of range [0, {self._n_actions}) in state {s}")
 
         rng = self.np_random
         if self._finite:
             l = self._t
             if not self.mdp.action_mask[l, s, a]:
-                raise ValueError(f"action {a} is not admissible in state {s} at layer {l}")
+                raise OptplanError(f"action {a} is not admissible in state {s} at layer {l}")
             row = self._cdf[l, s, a]
             expected = float(self.mdp.R[l, s, a])
         else:
             if not self.mdp.action_mask[s, a]:
-                raise ValueError(f"action {a} is not admissible in state {s}")
+                raise OptplanError(f"action {a} is not admissible in state {s}")
             row = self._cdf[s, a]
             expected = float(self.mdp.R[s, a])
 

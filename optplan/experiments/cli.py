@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..modelfile import tomllib
 from . import registry
 from .execute import BACKENDS, execute_task, run_sweep
@@ -34,7 +35,7 @@ def split_params(pairs: list[str], agent: str, env: str) -> tuple[dict, dict]:
     e_params: dict = {}
     for pair in pairs:
         if "=" not in pair:
-            raise ValueError(f"--param takes key=value, got {pair!r}")
+            raise OptplanError(f"--param takes key=value, got {pair!r}")
         key, text = pair.split("=", 1)
         key = key.strip()
         side, _, name = key.rpartition(".")
@@ -43,15 +44,15 @@ def split_params(pairs: list[str], agent: str, env: str) -> tuple[dict, dict]:
         elif side == "env":
             e_params[name] = _value(text)
         elif side:
-            raise ValueError(f"--param {key!r}: prefix must be 'agent.' or 'env.'")
+            raise OptplanError(f"--param {key!r}: prefix must be 'agent.' or 'env.'")
         elif name in a_names and name in e_names:
-            raise ValueError(f"--param {name!r} is both an agent and an env parameter: prefix it")
+            raise OptplanError(f"--param {name!r} is both an agent and an env parameter: prefix it")
         elif name in a_names:
             a_params[name] = _value(text)
         elif name in e_names:
             e_params[name] = _value(text)
         else:
-            raise ValueError(
+            raise OptplanError(
                 f"--param {name!r}: not a parameter of agent {agent!r} "
                 f"({', '.join(sorted(a_names)) or 'none'}) or env {env!r} "
                 f"({', '.join(sorted(e_names))})"
@@ -112,7 +113,7 @@ def cmd_run(args) -> int:
         print(registry.describe())
         return 0
     if not args.agent or not args.env:
-        raise ValueError("give --agent and --env (optplan run --list shows them)")
+        raise OptplanError("give --agent and --env (optplan run --list shows them)")
     a_params, e_params = split_params(args.param or [], args.agent, args.env)
     sweep = single_sweep(
         args.agent,

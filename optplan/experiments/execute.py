@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._checks import OptplanError
 from . import registry
 from .metrics import subsample_indices
 from .run import run
@@ -218,11 +219,11 @@ def run_sweep(
     SweepReport
     """
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise OptplanError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+        raise OptplanError(f"jobs must be a positive integer, got {jobs!r}")
     if address is not None and backend != "ray":
-        raise ValueError("address applies to the ray backend only (--backend ray)")
+        raise OptplanError("address applies to the ray backend only (--backend ray)")
     if backend == "ray":
         import importlib.util
 

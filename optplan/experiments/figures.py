@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._checks import OptplanError
 from . import plots
 from .store import CURVE_KEYS, Results
 
@@ -46,14 +47,14 @@ def _select(labels, wanted, what: str) -> list[str]:
         return list(labels)
     missing = [w for w in wanted if w not in labels]
     if missing:
-        raise ValueError(f"no finished {what} labelled {missing[0]!r} (have: {list(labels)})")
+        raise OptplanError(f"no finished {what} labelled {missing[0]!r} (have: {list(labels)})")
     return [w for w in labels if w in wanted]
 
 
 def _ok(results: Results):
     groups = results.groups()
     if not groups:
-        raise ValueError(f"{results.root} holds no successfully finished task to plot")
+        raise OptplanError(f"{results.root} holds no successfully finished task to plot")
     return groups
 
 
@@ -67,7 +68,7 @@ def regret_figure(
 ):
     """One panel per environment configuration; one mean line and 95% band per agent."""
     if metric not in CURVE_KEYS:
-        raise ValueError(f"metric must be one of {CURVE_KEYS} for a regret plot, got {metric!r}")
+        raise OptplanError(f"metric must be one of {CURVE_KEYS} for a regret plot, got {metric!r}")
     groups = _ok(results)
     env_labels = _select(dict.fromkeys(e for _, e in groups), envs, "environment")
     agent_labels = _select(dict.fromkeys(a for a, _ in groups), agents, "agent")
@@ -109,7 +110,7 @@ def _varying_param(rows: list[dict]) -> str:
         if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for r in rows)
     ]
     if len(numeric) != 1:
-        raise ValueError(
+        raise OptplanError(
             "cannot tell which environment parameter is the size: "
             f"numeric parameters that vary: {[k[4:] for k in numeric] or 'none'}; pass --param"
         )
@@ -131,10 +132,10 @@ def scaling_figure(
     seed is not drawn (k-learning Fig. 2's convention).
     """
     if metric not in SCALING_METRICS:
-        raise ValueError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
+        raise OptplanError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
     rows = results.rows
     if not rows:
-        raise ValueError(f"{results.root} holds no finished task")
+        raise OptplanError(f"{results.root} holds no finished task")
     env_names = {r["env"]: rec["env"]["name"] for r, rec in zip(rows, results.records, strict=True)}
     by_type: dict[str, list[dict]] = {}
     for r in rows:
@@ -144,7 +145,7 @@ def scaling_figure(
         p = param or _varying_param(env_rows)
         key = f"env.{p}"
         if any(key not in r for r in env_rows):
-            raise ValueError(f"environment {env_name!r} has no parameter {p!r}")
+            raise OptplanError(f"environment {env_name!r} has no parameter {p!r}")
         xs = sorted({r[key] for r in env_rows})
         agent_labels = _select(dict.fromkeys(r["agent"] for r in env_rows), agents, "agent")
         sizes = {}
@@ -223,10 +224,10 @@ def reference_curve(expr: str) -> Callable:
     try:
         code = compile(source, "<reference>", "eval")
     except SyntaxError as exc:
-        raise ValueError(f"reference {expr!r} is not an expression: {exc.msg}") from None
+        raise OptplanError(f"reference {expr!r} is not an expression: {exc.msg}") from None
     unknown = set(code.co_names) - set(namespace) - {"x", "N"}
     if unknown:
-        raise ValueError(
+        raise OptplanError(
             f"reference {expr!r} uses unknown name {sorted(unknown)[0]!r} "
             f"(allowed: x, N, {', '.join(namespace)})"
         )

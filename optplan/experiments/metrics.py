@@ -28,6 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import OptplanError
+from ..dp import forward_occupancy
+from ..mdp import CRITERIA
+
 __all__ = [
     "CRITERIA",
     "SOLVE_THRESHOLD",
@@ -39,7 +43,6 @@ __all__ = [
     "subsample_indices",
 ]
 
-CRITERIA = ("average", "discounted", "finite_horizon")
 
 #: k-learning §4: solved once the goal was reached in at least 10% of the episodes so far.
 SOLVE_THRESHOLD = 0.1
@@ -95,9 +98,7 @@ def oracle_layer_rewards(mdp, policy) -> np.ndarray:
         ``d_l r_pi,l`` with ``d_0 = mdp.initial`` and ``d_{l+1} = d_l P_pi,l``; their sum is
         the policy's expected episode return.
     """
-    from ..fast.finite_horizon import forward_occupancy
-
-    occ = forward_occupancy(mdp, np.asarray(policy, dtype=np.intp))
+    occ = forward_occupancy(mdp.P, mdp.initial, np.asarray(policy, dtype=np.intp))
     return (occ * mdp.R).sum(axis=(1, 2))
 
 
@@ -131,10 +132,10 @@ def time_to_solve(successes, threshold: float = SOLVE_THRESHOLD) -> int | None:
         ``None`` if the fraction never reaches ``threshold``.
     """
     if not 0 < threshold <= 1:
-        raise ValueError(f"threshold must lie in (0, 1], got {threshold!r}")
+        raise OptplanError(f"threshold must lie in (0, 1], got {threshold!r}")
     s = np.asarray(successes, dtype=bool)
     if s.ndim != 1:
-        raise ValueError(f"successes must be 1-D, got shape {s.shape}")
+        raise OptplanError(f"successes must be 1-D, got shape {s.shape}")
     episodes = np.arange(1, s.size + 1)
     # Integer comparison (count >= threshold * e) up to one ulp of the product: avoids the
     # rounding of count / e.
@@ -162,11 +163,11 @@ def subsample_indices(n: int, points: int, scale: str = "log") -> np.ndarray:
         than ``points`` indices when rounding merges early ones.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+        raise OptplanError(f"n must be a positive integer, got {n!r}")
     if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
-        raise ValueError(f"points must be an integer >= 2, got {points!r}")
+        raise OptplanError(f"points must be an integer >= 2, got {points!r}")
     if scale not in ("log", "linear"):
-        raise ValueError(f"scale must be 'log' or 'linear', got {scale!r}")
+        raise OptplanError(f"scale must be 'log' or 'linear', got {scale!r}")
     if n <= points:
         return np.arange(n)
     if scale == "log":

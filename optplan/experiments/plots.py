@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
+from .._checks import OptplanError
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -52,9 +54,9 @@ def _check_level(level: float) -> float:
     try:
         level = float(level)
     except (TypeError, ValueError):
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}") from None
+        raise OptplanError(f"level must be a number in (0, 1), got {level!r}") from None
     if not 0.0 < level < 1.0:  # also rejects NaN
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise OptplanError(f"level must be in (0, 1), got {level!r}")
     return level
 
 
@@ -109,7 +111,7 @@ def _runs(label: Any, y: Any, m: int, what: str, x_shape: tuple[int, ...]) -> np
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != m:
-        raise ValueError(
+        raise OptplanError(
             f"{what}[{label!r}] has shape {np.shape(y)}; expected (n_seeds, {m}) "
             f"to match x of shape {x_shape}"
         )
@@ -161,7 +163,7 @@ def plot_regret(
     level = _check_level(level)
     tt = np.asarray(t, dtype=float)
     if tt.ndim != 1:
-        raise ValueError(f"t must be 1-D, got shape {tt.shape}")
+        raise OptplanError(f"t must be 1-D, got shape {tt.shape}")
     for label, y in curves.items():
         runs = _runs(label, y, tt.size, "curves", tt.shape)
         mean, half = mean_ci(runs, axis=0, level=level)
@@ -248,7 +250,7 @@ def plot_scaling(
     for label, (x, y) in sizes.items():
         xx = np.asarray(x, dtype=float)
         if xx.ndim != 1:
-            raise ValueError(f"sizes[{label!r}]: x must be 1-D, got shape {xx.shape}")
+            raise OptplanError(f"sizes[{label!r}]: x must be 1-D, got shape {xx.shape}")
         runs = _runs(label, y, xx.size, "sizes", xx.shape)
         all_x.append(xx)
         keep = np.all(np.isfinite(runs), axis=0) if runs.shape[0] else np.zeros(xx.size, bool)
@@ -330,10 +332,12 @@ def plot_heatmap(
     if data.ndim < 2:
         data = data.reshape(1, -1)
     if data.ndim != 2:
-        raise ValueError(f"values must be 1-D or 2-D, got shape {data.shape}")
+        raise OptplanError(f"values must be 1-D or 2-D, got shape {data.shape}")
     if log:
         if np.any(data < 0):  # NaN compares False
-            raise ValueError(f"log=True needs values >= 0, got minimum {float(np.nanmin(data))!r}")
+            raise OptplanError(
+                f"log=True needs values >= 0, got minimum {float(np.nanmin(data))!r}"
+            )
         data = np.log10(1.0 + data)
         if cbar_label is None:
             cbar_label = "log10(1 + value)"
@@ -376,9 +380,9 @@ def new_figure(
     from matplotlib.figure import Figure
 
     if int(ncols) < 1 or int(nrows) < 1:
-        raise ValueError(f"ncols and nrows must be >= 1, got ncols={ncols!r}, nrows={nrows!r}")
+        raise OptplanError(f"ncols and nrows must be >= 1, got ncols={ncols!r}, nrows={nrows!r}")
     if not (width > 0 and height > 0):
-        raise ValueError(f"width and height must be > 0, got width={width!r}, height={height!r}")
+        raise OptplanError(f"width and height must be > 0, got width={width!r}, height={height!r}")
     fig = Figure(figsize=(width * ncols, height * nrows))
     FigureCanvasAgg(fig)
     axes = fig.subplots(int(nrows), int(ncols), squeeze=False)

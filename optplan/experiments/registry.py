@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._checks import OptplanError, OptplanTypeError
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
-from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP, load_counts
+from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..envs import DeepSea, TabularEnv
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
+from ..modelfile import load_counts
 
 __all__ = [
     "Param",
@@ -52,13 +54,13 @@ class Param:
             self.kind == "bool" or not isinstance(value, bool)
         )
         if not ok:
-            raise TypeError(
+            raise OptplanTypeError(
                 f"{where}: {self.name} must be {self.kind}, got {value!r} ({type(value).__name__})"
             )
         if self.kind == "float":
             value = float(value)
             if not math.isfinite(value):
-                raise ValueError(f"{where}: {self.name} must be finite, got {value!r}")
+                raise OptplanError(f"{where}: {self.name} must be finite, got {value!r}")
         return value
 
 
@@ -91,7 +93,7 @@ class Component:
         unknown = sorted(set(params) - set(self._by_name))
         if unknown:
             known = ", ".join(self._by_name) or "none"
-            raise ValueError(
+            raise OptplanError(
                 f"{where}: unknown parameter {unknown[0]!r} for {self.name!r} (known: {known})"
             )
         out = {}
@@ -128,7 +130,7 @@ def register_env(name: str, build: Callable, params=(), doc: str = "", episodic=
 def _get(table: dict, kind: str, name) -> Component:
     if not isinstance(name, str) or name not in table:
         known = ", ".join(sorted(table))
-        raise ValueError(f"unknown {kind} {name!r} (known: {known})")
+        raise OptplanError(f"unknown {kind} {name!r} (known: {known})")
     return table[name]
 
 
@@ -184,7 +186,7 @@ def _model_file(seed_index, path, horizon, reward_noise):
     from ..modelfile import load_model
 
     if not path:
-        raise ValueError("path must name a model file (.toml)")
+        raise OptplanError("path must name a model file (.toml)")
     mdp = load_model(path)
     if horizon:
         mdp = FiniteHorizonMDP.from_stationary(mdp, horizon)
@@ -324,9 +326,9 @@ register_agent(
 def _episodic_shape(env, who: str):
     L, S, A, mask = env_shape(env)
     if L is None:
-        raise ValueError(f"{who} is for episodic (finite-horizon) environments")
+        raise OptplanError(f"{who} is for episodic (finite-horizon) environments")
     if not mask.all():
-        raise ValueError(f"{who} assumes every action is admissible everywhere")
+        raise OptplanError(f"{who} assumes every action is admissible everywhere")
     return L, S, A, env.unwrapped.mdp.initial
 
 
@@ -382,7 +384,7 @@ def _index_agent(cls):
     def build(env, criterion, method, solver, initial_counts):
         L, S, A, mask = env_shape(env)
         if L is not None:
-            raise ValueError(f"{cls.name} is for continuing (average-reward) environments")
+            raise OptplanError(f"{cls.name} is for continuing (average-reward) environments")
         counts = load_counts(initial_counts, S, A) if initial_counts else None
         return cls(env.unwrapped.mdp.R, mask, initial_counts=counts, method=method, solver=solver)
 

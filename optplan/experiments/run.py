@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import OptplanError, OptplanTypeError
 from ..agents.base import Agent
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
@@ -148,7 +149,7 @@ class Trace:
 def _check_int(name: str, value, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         kind = "positive" if low == 1 else "non-negative"
-        raise ValueError(f"{name} must be a {kind} integer, got {value!r}")
+        raise OptplanError(f"{name} must be a {kind} integer, got {value!r}")
     return int(value)
 
 
@@ -168,7 +169,7 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 def _true_model(env):
     mdp = getattr(getattr(env, "unwrapped", env), "mdp", None)
     if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-        raise TypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
+        raise OptplanTypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
     return mdp
 
 
@@ -179,11 +180,13 @@ def _resolve_criterion(mdp, criterion):
             "finite_horizon" if finite else ("average" if mdp.discount is None else mdp.criterion)
         )
     if criterion not in metrics.CRITERIA:
-        raise ValueError(f"criterion must be one of {metrics.CRITERIA} or None, got {criterion!r}")
+        raise OptplanError(
+            f"criterion must be one of {metrics.CRITERIA} or None, got {criterion!r}"
+        )
     if finite != (criterion == "finite_horizon"):
-        raise ValueError(f"criterion {criterion!r} does not apply to {mdp!r}")
+        raise OptplanError(f"criterion {criterion!r} does not apply to {mdp!r}")
     if criterion == "discounted" and mdp.discount is None:
-        raise ValueError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
+        raise OptplanError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
     return criterion
 
 
@@ -268,7 +271,7 @@ def run(
     episode a success; :attr:`Trace.successes` and :attr:`Trace.time_to_solve` follow.
     """
     if (steps is None) == (episodes is None):
-        raise ValueError(
+        raise OptplanError(
             f"give exactly one of steps and episodes, got steps={steps!r}, episodes={episodes!r}"
         )
     if steps is not None:
@@ -277,11 +280,13 @@ def run(
         episodes = _check_int("episodes", episodes, 1)
     seed = _check_int("seed", seed, 0)
     if not isinstance(agent, Agent):
-        raise TypeError(
+        raise OptplanTypeError(
             f"agent must implement reset, select_action and update, got {type(agent).__name__}"
         )
     if on_episode_end is not None and not callable(on_episode_end):
-        raise TypeError(f"on_episode_end must be callable, got {type(on_episode_end).__name__}")
+        raise OptplanTypeError(
+            f"on_episode_end must be callable, got {type(on_episode_end).__name__}"
+        )
     mdp = _true_model(env)
     criterion = _resolve_criterion(mdp, criterion)
     finite = criterion == "finite_horizon"

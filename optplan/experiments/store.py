@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._checks import OptplanError
 from .sweep import Sweep
 
 __all__ = [
@@ -281,7 +282,7 @@ class Results:
         lengths) are interpolated linearly in ``t`` and ``NaN`` past their last step.
         """
         if metric not in CURVE_KEYS:
-            raise ValueError(f"metric must be one of {CURVE_KEYS}, got {metric!r}")
+            raise OptplanError(f"metric must be one of {CURVE_KEYS}, got {metric!r}")
         data = [self.arrays(r) for r in records]
         longest = max(data, key=lambda a: a["t"][-1])
         t = longest["t"].astype(float)

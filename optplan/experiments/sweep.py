@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from ..mdp import CONTINUING
 from ..modelfile import tomllib
 from . import registry
-from .metrics import CRITERIA
 
 __all__ = ["Sweep", "Config", "Task", "SweepError", "load_sweep", "sweep_from_dict"]
 
@@ -256,7 +256,7 @@ def _configs(entries, kind: str, where: str) -> list[Config]:
                 f"parts of a task id), got {label!r}"
             )
         criterion = entry.get("criterion")
-        if criterion is not None and criterion not in CRITERIA[:2]:
+        if criterion is not None and criterion not in CONTINUING:
             raise SweepError(f"{at}.criterion must be 'average' or 'discounted', got {criterion!r}")
         varying = [k for k, vals in axes.items() if len(vals) > 1]
         for combo in itertools.product(*axes.values()):

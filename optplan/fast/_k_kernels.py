@@ -1,7 +1,7 @@
 r"""Compiled kernels for the K-learning temperature search (optional: needs ``numba``).
 
-One call evaluates, at a temperature ``tau``, everything :func:`optplan.fast.k_learning.
-temperature_terms` evaluates with numpy: the backward recursion of Eq. 6 for ``K`` and ``V``
+One call evaluates, at a temperature ``tau``, everything :func:`optplan.soft.temperature_terms`
+evaluates with numpy: the backward recursion of Eq. 6 for ``K`` and ``V``
 (Eq. 14), the Boltzmann policy (Eq. 9), its occupancy ``lambda`` from ``rho`` and the terms
 ``f = rho . V_0``, ``M = <lambda, mu>``, ``A = <lambda, H(pi)>``, ``B = <lambda, c>``. The
 numpy code is the reference: ``tests/test_k_learning_kernels.py`` compares the two, and the

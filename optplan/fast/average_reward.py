@@ -6,23 +6,21 @@ import time
 
 import numpy as np
 
-from ..result import MAX_ITER, MULTICHAIN, OPTIMAL, PlanResult
-from ._dp import (
+from .._checks import OptplanError
+from ..dp import (
     backup,
     evaluate_average,
-    greedy,
     masked,
     n_recurrent_classes,
+    policy_iteration,
     policy_model,
+    relative_value_iteration,
     stationary,
 )
+from ..result import MAX_ITER, MULTICHAIN, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 
 ALGORITHMS = ("policy_iteration", "relative_value_iteration")
-#: Relative value iteration gives up when span(T h - h) shrinks by less than STALL_DECREASE over
-#: STALL_WINDOW iterations.
-STALL_WINDOW = 1_000
-STALL_DECREASE = 1e-3
 
 
 def solve(
@@ -59,20 +57,21 @@ def solve(
     check_algorithm(algorithm, ALGORITHMS)
     check_tol_iter(tol, max_iter or 1)
     if not (0.0 < aperiodicity < 1.0):
-        raise ValueError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
+        raise OptplanError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
     mdp = problem.mdp
     P, R, mask = mdp.P, mdp.R, mdp.action_mask
     start = time.perf_counter()
     note = ""
     if algorithm == "policy_iteration":
-        out = _policy_iteration(P, R, mask, max_iter or 1_000)
+        pi_out = policy_iteration(P, R, mask, None, None, max_iter or 1_000)
+        out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
         if out[0] == MULTICHAIN:
             note = out[1] + "; switched to relative value iteration. "
-            out = _relative_value_iteration(P, R, mask, tol, 100_000, aperiodicity)
+            out = relative_value_iteration(P, R, mask, tol, 100_000, aperiodicity)
             if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
                 out = (MULTICHAIN, *out[1:])
     else:
-        out = _relative_value_iteration(P, R, mask, tol, max_iter or 100_000, aperiodicity)
+        out = relative_value_iteration(P, R, mask, tol, max_iter or 100_000, aperiodicity)
     status, message, policy, iterations = out
     message = (note + message if status != OPTIMAL else note).strip("; ")
     P_pi, r_pi = policy_model(P, R, policy)
@@ -106,57 +105,4 @@ def solve(
         gain=gain,
         bias=h,
         occupancy=occupancy,
-    )
-
-
-def _policy_iteration(P, R, mask, max_iter):
-    policy = greedy(masked(R, mask))
-    for it in range(1, max_iter + 1):
-        P_pi, r_pi = policy_model(P, R, policy)
-        n_classes = n_recurrent_classes(P_pi)
-        if n_classes > 1:
-            return (
-                MULTICHAIN,
-                f"policy iteration met a policy with {n_classes} recurrent "
-                f"classes at iteration {it}",
-                policy,
-                it,
-            )
-        _, h = evaluate_average(P_pi, r_pi)
-        new = greedy(masked(backup(P, R, h), mask), policy, tol=1e-12)
-        if np.array_equal(new, policy):
-            return OPTIMAL, "", policy, it
-        policy = new
-    return MAX_ITER, f"policy iteration did not stop in {max_iter} iterations", policy, max_iter
-
-
-def _relative_value_iteration(P, R, mask, tol, max_iter, tau):
-    S = R.shape[0]
-    h = np.zeros(S)
-    checkpoint = np.inf
-    for it in range(1, max_iter + 1):
-        # aperiodic transform: T~h = tau h + (1 - tau) (max_a r + P h) with r unscaled keeps the
-        # gain and scales the bias by 1 / (1 - tau)
-        Th = masked(backup(P, R, (1.0 - tau) * h), mask).max(axis=1) + tau * h
-        delta = Th - h
-        span = delta.max() - delta.min()
-        h = Th - Th[0]
-        if span < tol:
-            policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
-            return OPTIMAL, "", policy, it
-        if it % STALL_WINDOW == 0:
-            # converging spans shrink geometrically; a span that stops shrinking is the
-            # difference between recurrent-class gains of a multichain model
-            if span > (1.0 - STALL_DECREASE) * checkpoint:
-                max_iter = it
-                break
-            checkpoint = span
-    policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
-    return (
-        MAX_ITER,
-        f"relative value iteration stopped after {max_iter} iterations with "
-        f"span(T h - h) = {span:.3g} above tol={tol} (the optimal gain is not constant "
-        "across states in a multichain model, or the chain mixes very slowly); ",
-        policy,
-        max_iter,
     )

@@ -6,8 +6,16 @@ import time
 
 import numpy as np
 
-from ..result import MAX_ITER, OPTIMAL, PlanResult
-from ._dp import backup, discounted_occupancy, evaluate_discounted, greedy, masked, policy_model
+from ..dp import (
+    backup,
+    discounted_occupancy,
+    greedy,
+    masked,
+    policy_iteration,
+    policy_model,
+    value_iteration,
+)
+from ..result import PlanResult
 from ._options import check_algorithm, check_tol_iter
 
 ALGORITHMS = ("policy_iteration", "value_iteration")
@@ -36,36 +44,10 @@ def solve(
     mdp = problem.mdp
     P, R, mask, gamma = mdp.P, mdp.R, mdp.action_mask, mdp.discount
     start = time.perf_counter()
-    status, message = OPTIMAL, ""
     if algorithm == "policy_iteration":
-        policy = greedy(masked(R, mask))
-        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
-            V = evaluate_discounted(*policy_model(P, R, policy), gamma)
-            Q = backup(P, R, V, gamma)
-            new = greedy(masked(Q, mask), policy, tol=1e-12)
-            if np.array_equal(new, policy):
-                break
-            policy = new
-        else:
-            status, message = MAX_ITER, f"policy iteration did not stop in {max_iter} iterations"
+        status, message, policy, V, Q, _, it = policy_iteration(P, R, mask, gamma, None, max_iter)
     else:
-        V = np.zeros(mdp.n_states)
-        threshold = tol * (1.0 - gamma) / (2.0 * gamma) if gamma > 0 else np.inf
-        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
-            Q = backup(P, R, V, gamma)
-            V_new = masked(Q, mask).max(axis=1)
-            step = np.max(np.abs(V_new - V))
-            V = V_new
-            if step < threshold:
-                break
-        else:
-            status, message = (
-                MAX_ITER,
-                (
-                    f"value iteration did not reach tol={tol} in {max_iter} iterations "
-                    f"(last step {step:.3g})"
-                ),
-            )
+        status, message, V, it = value_iteration(P, R, mask, gamma, tol, max_iter)
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))
     P_pi, _ = policy_model(P, R, policy)

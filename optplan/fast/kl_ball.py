@@ -32,8 +32,8 @@ import time
 
 import numpy as np
 
-from ..problems._index import batch_result, flat_batch
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
+from ._batch import batch_result, flat_batch
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 

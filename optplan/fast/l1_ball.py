@@ -21,8 +21,9 @@ import time
 
 import numpy as np
 
-from ..problems._index import broadcast_index_inputs, check_index_inputs
+from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
+from ._batch import broadcast_index_inputs
 
 
 def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:

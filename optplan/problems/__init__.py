@@ -6,9 +6,10 @@ from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..result import PlanResult
 from .average_reward import AverageRewardPlanning
 from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
+from .criteria import CONTINUING, CRITERIA, planning_problem, resolve_criterion
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
-from .k_learning import KLearningTemperature
+from .k_temperature import KLearningTemperature
 from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
 from .l1_ball import L1BallIndex
@@ -25,6 +26,10 @@ __all__ = [
     "KLInfRate",
     "L1BallIndex",
     "KLearningTemperature",
+    "CRITERIA",
+    "CONTINUING",
+    "planning_problem",
+    "resolve_criterion",
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import OptplanTypeError
+from ..dp import class_gains
 from ..mdp import TabularMDP
 from ..result import PlanResult
 from ._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
@@ -44,12 +46,10 @@ class AverageRewardPlanning(Problem):
 
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
-            raise TypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
+            raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
 
     def policy_gain(self, policy: np.ndarray) -> float:
         """Gain of a deterministic policy (the worst recurrent class's if it is multichain)."""
-        from ..fast._dp import class_gains
-
         return float(class_gains(self.mdp.P, self.mdp.R, policy).min())
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:

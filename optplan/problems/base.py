@@ -13,6 +13,7 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from .._checks import OptplanError
 from ..result import PlanResult
 
 METHODS = ("fast", "conic")
@@ -23,7 +24,7 @@ DEFAULT_SOLVER = "CLARABEL"
 
 def check_method(method: str) -> str:
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise OptplanError(f"method must be one of {METHODS}, got {method!r}")
     return method
 
 
@@ -32,7 +33,7 @@ def check_solver(solver: str | None) -> str:
     if solver is None:
         return DEFAULT_SOLVER
     if not isinstance(solver, str) or solver.upper() not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        raise OptplanError(f"solver must be one of {SOLVERS}, got {solver!r}")
     return solver.upper()
 
 

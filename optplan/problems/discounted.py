@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import OptplanError, OptplanTypeError
+from ..dp import evaluate_discounted, policy_model
 from ..mdp import TabularMDP
 from ..result import PlanResult
 from ._compare import diff, flow_residual, unique_argmax
@@ -36,9 +38,9 @@ class DiscountedPlanning(Problem):
 
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
-            raise TypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
+            raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
         if self.mdp.discount is None:
-            raise ValueError(
+            raise OptplanError(
                 "mdp.discount is None: the discounted criterion needs a discount in [0, 1) "
                 "(use mdp.with_discount(0.95), or solve_average_reward)"
             )
@@ -53,8 +55,6 @@ class DiscountedPlanning(Problem):
 
     def policy_values(self, policy: np.ndarray) -> np.ndarray:
         """Exact ``V^pi`` of a deterministic policy in this model."""
-        from ..fast._dp import evaluate_discounted, policy_model
-
         return evaluate_discounted(*policy_model(self.mdp.P, self.mdp.R, policy), self.mdp.discount)
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import OptplanTypeError
+from ..dp import evaluate_layered
 from ..mdp import FiniteHorizonMDP
 from ..result import PlanResult
 from ._compare import diff
@@ -32,13 +34,11 @@ class FiniteHorizonPlanning(Problem):
 
     def __post_init__(self):
         if not isinstance(self.mdp, FiniteHorizonMDP):
-            raise TypeError(f"mdp must be a FiniteHorizonMDP, got {type(self.mdp).__name__}")
+            raise OptplanTypeError(f"mdp must be a FiniteHorizonMDP, got {type(self.mdp).__name__}")
 
     def policy_values(self, policy: np.ndarray) -> np.ndarray:
         """Exact ``V^pi[l, s]`` of a deterministic layered policy."""
-        from ..fast.finite_horizon import evaluate_policy
-
-        return evaluate_policy(self.mdp, policy)
+        return evaluate_layered(self.mdp.P, self.mdp.R, policy)
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         return {

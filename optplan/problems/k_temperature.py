@@ -5,7 +5,7 @@ r"""K-learning's optimal temperature, problem (11) of k-learning-variational-bay
     \min_{\tau \ge 0, K}\ \mathbb{E}_{s\sim\rho}\Big[\tau \log \sum_a e^{K_0(s,a)/\tau}\Big]
     \quad \text{s.t.}\quad K_l \ge \mathcal{B}_l(\tau, K_{l+1}),\ K_L \equiv 0,
 
-with the optimistic Bellman operator of Eq. 6 (see :mod:`optplan.fast.k_learning`). Also the
+with the optimistic Bellman operator of Eq. 6 (see :mod:`optplan.soft`). Also the
 functional helpers agents use: :func:`k_values`, :func:`boltzmann_policy`,
 :func:`soft_values` (Eq. 14) and :func:`temperature_schedule` (Eq. 10).
 """
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fast import k_learning as _fast
+from .. import soft
+from .._checks import OptplanError, OptplanTypeError
 from ..result import PlanResult
 from ._compare import diff
 from .base import Problem
@@ -42,13 +43,15 @@ def _array(name: str, value, ndim: int) -> np.ndarray:
     try:
         arr = np.array(value, dtype=float)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}") from None
+        raise OptplanTypeError(
+            f"{name} must be an array of numbers, got {type(value).__name__}"
+        ) from None
     if arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
+        raise OptplanError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
     bad = ~np.isfinite(arr)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name} must be finite, got {arr[idx]} at index {idx}")
+        raise OptplanError(f"{name} must be finite, got {arr[idx]} at index {idx}")
     arr.setflags(write=False)
     return arr
 
@@ -61,46 +64,46 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
     R = _array("mean_rewards", mean_rewards, 3)
     L, S, A = R.shape
     if min(L, S, A) < 1:
-        raise ValueError(f"mean_rewards must have L, S, A >= 1, got shape {R.shape}")
+        raise OptplanError(f"mean_rewards must have L, S, A >= 1, got shape {R.shape}")
     P = _array("mean_transitions", mean_transitions, 4)
     if P.shape != (L, S, A, S):
-        raise ValueError(
+        raise OptplanError(
             f"mean_transitions has shape {P.shape}, expected (L, S, A, S) = {(L, S, A, S)} "
             f"from mean_rewards {R.shape}"
         )
     if (P < 0).any():
         idx = tuple(int(i) for i in np.argwhere(P < 0)[0])
-        raise ValueError(f"mean_transitions must be >= 0, got {P[idx]} at index {idx}")
+        raise OptplanError(f"mean_transitions must be >= 0, got {P[idx]} at index {idx}")
     sums = P.sum(axis=-1)
     off = np.abs(sums - 1.0) > _SUM_TOL
     if off.any():
         idx = tuple(int(i) for i in np.argwhere(off)[0])
-        raise ValueError(
+        raise OptplanError(
             f"mean_transitions[{', '.join(map(str, idx))}, :] sums to {sums[idx]!r}, not 1: "
             f"each row must be a distribution over next states"
         )
     N = _array("counts", counts, 3)
     if N.shape != (L, S, A):
-        raise ValueError(
+        raise OptplanError(
             f"counts has shape {N.shape}, expected (L, S, A) = {(L, S, A)} from mean_rewards"
         )
     if (N < 0).any():
         idx = tuple(int(i) for i in np.argwhere(N < 0)[0])
-        raise ValueError(f"counts must be >= 0, got {N[idx]} at index {idx}")
+        raise OptplanError(f"counts must be >= 0, got {N[idx]} at index {idx}")
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)):
-        raise TypeError(f"sigma must be a real number, got {sigma!r}")
+        raise OptplanTypeError(f"sigma must be a real number, got {sigma!r}")
     sigma = float(sigma)
     if not math.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+        raise OptplanError(f"sigma must be a finite number >= 0, got {sigma!r}")
     if initial is None:
         rho = np.full(S, 1.0 / S)
         rho.setflags(write=False)
     else:
         rho = _array("initial", initial, 1)
         if rho.shape != (S,):
-            raise ValueError(f"initial has shape {rho.shape}, expected ({S},) from mean_rewards")
+            raise OptplanError(f"initial has shape {rho.shape}, expected ({S},) from mean_rewards")
         if (rho < 0).any() or abs(rho.sum() - 1.0) > _SUM_TOL:
-            raise ValueError(
+            raise OptplanError(
                 f"initial must be a distribution (>= 0, summing to 1), got sum {rho.sum()!r} "
                 f"and min {rho.min()!r}"
             )
@@ -109,10 +112,10 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
 
 def _check_tau(tau) -> float:
     if isinstance(tau, bool) or not isinstance(tau, (int, float, np.integer, np.floating)):
-        raise TypeError(f"tau must be a real number, got {tau!r}")
+        raise OptplanTypeError(f"tau must be a real number, got {tau!r}")
     tau = float(tau)
     if not math.isfinite(tau) or tau <= 0:
-        raise ValueError(f"tau must be finite and > 0, got {tau!r}")
+        raise OptplanError(f"tau must be finite and > 0, got {tau!r}")
     return tau
 
 
@@ -135,10 +138,10 @@ class KLearningTemperature(Problem):
         ``rho``, the start distribution over layer-0 states (uniform by default).
 
     Fast path: Brent's method on ``f'(tau) = <lambda, H(pi)> - <lambda, c> / tau^2`` in
-    ``log tau`` (:mod:`optplan.fast.k_learning`), with the dual value of Appendix A.4 and the
+    ``log tau`` (:mod:`optplan.fast.k_temperature`), with the dual value of Appendix A.4 and the
     primal-dual gap in ``info``. Conic path: the joint program in ``(tau, K)``, the
     perspective of log-sum-exp as exponential cones and ``1/tau`` as a second-order cone
-    (:mod:`optplan.conic.k_learning`).
+    (:mod:`optplan.conic.k_temperature`).
 
     Results: ``x = tau*``; ``value`` the objective; ``q = K`` (L, S, A); ``values`` Eq. 14's
     ``V`` (L, S); ``policy`` the Boltzmann policy (L, S, A); ``occupancy`` its occupancy.
@@ -150,7 +153,7 @@ class KLearningTemperature(Problem):
     sigma: float
     initial: np.ndarray | None = None
 
-    stem = "k_learning"
+    stem = "k_temperature"
     sqrt_tol_quantities = frozenset({"x", "q"})
 
     def __post_init__(self):
@@ -158,7 +161,7 @@ class KLearningTemperature(Problem):
             self.mean_rewards, self.mean_transitions, self.counts, self.sigma, self.initial
         )
         if R.shape[2] < 2:
-            raise ValueError(
+            raise OptplanError(
                 "KLearningTemperature needs at least 2 actions: with one action the objective "
                 "decreases in tau forever and has no minimizer"
             )
@@ -180,8 +183,8 @@ class KLearningTemperature(Problem):
         """``f(tau) = rho . V_0`` with ``V`` from the K-values at ``tau`` (problem 11 after
         minimizing over ``K``)."""
         tau = _check_tau(tau)
-        c = _fast.bonus(self.counts, self.sigma)
-        return _fast.temperature_terms(
+        c = soft.k_bonus(self.counts, self.sigma)
+        return soft.temperature_terms(
             tau, self.mean_rewards, self.mean_transitions, c, self.initial
         )[0]
 
@@ -207,24 +210,24 @@ def k_values(tau, mean_rewards, mean_transitions, counts, sigma) -> np.ndarray:
     """
     tau = _check_tau(tau)
     R, P, N, sigma, _ = check_k_inputs(mean_rewards, mean_transitions, counts, sigma)
-    return _fast.k_values(tau, R, P, N, sigma)
+    return soft.k_values(tau, R, P, N, sigma)
 
 
 def boltzmann_policy(K, tau) -> np.ndarray:
     """``pi(s, a) ~ exp(K(s, a) / tau)`` over the last axis (Eq. 9)."""
-    return _fast.boltzmann_policy(K, _check_tau(tau))
+    return soft.boltzmann_policy(K, _check_tau(tau))
 
 
 def soft_values(K, tau) -> np.ndarray:
     """``V = tau log sum_a exp(K / tau)`` over the last axis (Eq. 14)."""
-    return _fast.soft_values(K, _check_tau(tau))
+    return soft.soft_values(K, _check_tau(tau))
 
 
 def temperature_schedule(t: int, sigma: float, L: int, S: int, A: int) -> float:
     """The temperature schedule of Eq. 10 for episode ``t >= 1`` (``S``: all states)."""
     for name, v, low in (("t", t, 1), ("L", L, 1), ("S", S, 1), ("A", A, 2)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+            raise OptplanError(f"{name} must be an integer >= {low}, got {v!r}")
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma >= 0:
-        raise ValueError(f"sigma must be a number >= 0, got {sigma!r}")
-    return _fast.temperature_schedule(int(t), float(sigma), int(L), int(S), int(A))
+        raise OptplanError(f"sigma must be a number >= 0, got {sigma!r}")
+    return soft.temperature_schedule(int(t), float(sigma), int(L), int(S), int(A))

@@ -20,8 +20,8 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..fast import k_learning as fast
 from ..result import PlanResult
+from ..soft import boltzmann_policy, k_bonus, layered_occupancy
 from ._common import conic_result, no_solution, run
 
 
@@ -29,7 +29,7 @@ def formulate(problem) -> cp.Problem:
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     L, S, A = R.shape
     n_pairs, n_states = L * S * A, L * S
-    c = fast.bonus(problem.counts, problem.sigma).ravel()
+    c = k_bonus(problem.counts, problem.sigma).ravel()
     rows = np.arange(n_pairs)
     state_of_pair = rows // A  # flat (l, s) of each flat (l, s, a), C order
     # E: pair -> its own state's T; G: pair -> P[l, s, a] . T[l + 1] (zero at the last layer).
@@ -69,8 +69,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     V = prob.var_dict["T"].value.reshape(L, S)
     lam = np.clip(prob.constraints[0].dual_value, 0.0, None).reshape(L, S, A)
     if tau > 0:
-        pi = fast.boltzmann_policy(K, tau)
-        occ = fast.occupancy(pi, P, rho)
+        pi = boltzmann_policy(K, tau)
+        occ = layered_occupancy(pi, P, rho)
     else:
         pi, occ = None, lam
     return conic_result(

@@ -1,17 +1,7 @@
-r"""K-learning (k-learning-variational-bayesian-rl §3): K-values, Boltzmann policy, temperature.
+r"""Fast path of ``KLearningTemperature``: K-learning's optimal temperature (problem 11).
 
-Arrays are layered: ``mean_rewards[l, s, a]`` (L, S, A) is ``E^t mu_l(s, a)``,
-``mean_transitions[l, s, a, s']`` (L, S, A, S) is ``E^t P_l(s' | s, a)`` from layer ``l`` to
-``l + 1``, ``counts[l, s, a]`` is ``n_l^t(s, a)``. Layers are 0-based here: the paper's
-``l = 1..L`` is our ``l = 0..L-1``, so its bonus numerator ``sigma^2 + (L - l)^2`` is
-``sigma^2 + (L - 1 - l)^2``.
-
-Optimistic Bellman operator (Eq. 6), with ``c_l(s, a) = (sigma^2 + (L-1-l)^2) / (2 max(n, 1))``::
-
-    K_l(s, a) = mu_l(s, a) + c_l(s, a) / tau + sum_s' P_l(s'|s, a) V_{l+1}(s'),
-    V_l(s)    = tau log sum_a exp(K_l(s, a) / tau)        (Eq. 14),   V_L = 0,
-
-the Boltzmann policy ``pi_l(s, a) ~ exp(K_l(s, a) / tau)`` (Eq. 9) and the schedule (Eq. 10).
+The K-values, Boltzmann policy and terms at one temperature are in :mod:`optplan.soft` (numpy
+reference) and :mod:`optplan.fast._k_kernels` (compiled).
 
 Optimal temperature (problem 11). Minimizing over ``K`` leaves ``f(tau) = rho . V_0`` (the
 Bellman inequalities are tight at the optimum because ``P >= 0``). Unrolling Eq. 8 along the
@@ -35,103 +25,15 @@ import time
 import numpy as np
 from scipy.optimize import brentq
 
+from .._checks import OptplanError
 from ..result import MAX_ITER, OPTIMAL, PlanResult
+from ..soft import k_bonus, layered_occupancy, temperature_terms
 from . import _k_kernels
 
 #: Accepted values of ``solve(..., kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
 
-__all__ = [
-    "bonus",
-    "k_values",
-    "soft_values",
-    "boltzmann_policy",
-    "occupancy",
-    "temperature_schedule",
-    "temperature_terms",
-    "solve",
-    "KERNELS",
-]
-
-
-def bonus(counts: np.ndarray, sigma: float) -> np.ndarray:
-    """``c_l(s, a) = (sigma^2 + (L-1-l)^2) / (2 max(n_l(s, a), 1))``, shape (L, S, A)."""
-    L = counts.shape[0]
-    remaining = (L - 1 - np.arange(L, dtype=float)) ** 2
-    return (sigma**2 + remaining)[:, None, None] / (2.0 * np.maximum(counts, 1.0))
-
-
-def _soft_max(K: np.ndarray, tau: float) -> np.ndarray:
-    """``tau log sum_a exp(K / tau)`` over the last axis, max-shifted (no overflow)."""
-    m = K.max(axis=-1)
-    z = np.exp((K - m[..., None]) / tau)
-    return m + tau * np.log(z.sum(axis=-1))
-
-
-def _k_recursion(tau, R, P, c):
-    """K (L, S, A) and V (L, S) by backward recursion; vectorized over states and actions."""
-    L, S, A = R.shape
-    K = np.empty((L, S, A))
-    V = np.empty((L, S))
-    v_next = np.zeros(S)
-    for l in range(L - 1, -1, -1):
-        K[l] = R[l] + c[l] / tau + P[l] @ v_next
-        v_next = V[l] = _soft_max(K[l], tau)
-    return K, V
-
-
-def k_values(tau: float, R: np.ndarray, P: np.ndarray, counts: np.ndarray, sigma: float):
-    """K-values (L, S, A) of Eq. 6 at temperature ``tau`` (inputs already validated)."""
-    return _k_recursion(float(tau), R, P, bonus(counts, sigma))[0]
-
-
-def soft_values(K: np.ndarray, tau: float) -> np.ndarray:
-    """``V_l(s) = tau log sum_a exp(K_l(s, a) / tau)`` (Eq. 14), stable for any ``tau > 0``."""
-    return _soft_max(np.asarray(K, dtype=float), float(tau))
-
-
-def boltzmann_policy(K: np.ndarray, tau: float) -> np.ndarray:
-    """``pi_l(s, a) ~ exp(K_l(s, a) / tau)`` (Eq. 9), max-shifted; rows sum to 1."""
-    K = np.asarray(K, dtype=float)
-    z = np.exp((K - K.max(axis=-1, keepdims=True)) / float(tau))
-    return z / z.sum(axis=-1, keepdims=True)
-
-
-def occupancy(pi: np.ndarray, P: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """Occupancy ``lambda_l(s, a)`` of a layered stochastic policy from ``rho`` (L, S, A)."""
-    L = pi.shape[0]
-    lam = np.empty_like(pi)
-    d = rho
-    for l in range(L):
-        lam[l] = d[:, None] * pi[l]
-        d = np.einsum("sa,sat->t", lam[l], P[l])
-    return lam
-
-
-def _entropy(pi: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(pi > 0, pi * np.log(pi), 0.0)
-    return h.sum(axis=-1)
-
-
-def temperature_terms(tau, R, P, c, rho):
-    """``(f, M, A, B, K, V, pi, lambda)`` at ``tau``: ``f = rho . V_0``, and the terms of
-    ``f = M + tau A + B / tau`` along the Boltzmann policy's occupancy ``lambda``."""
-    K, V = _k_recursion(tau, R, P, c)
-    pi = boltzmann_policy(K, tau)
-    lam = occupancy(pi, P, rho)
-    M = float((lam * R).sum())
-    A = float((lam.sum(axis=-1) * _entropy(pi)).sum())
-    B = float((lam * c).sum())
-    return float(rho @ V[0]), M, A, B, K, V, pi, lam
-
-
-def temperature_schedule(t: int, sigma: float, L: int, S: int, A: int) -> float:
-    """Eq. 10: ``sqrt((sigma^2 + L^2) S A (1 + log t) / (4 L t log A))`` for episode ``t``.
-
-    ``S`` is the total number of states (all layers), as in the paper's footnote 1.
-    """
-    return math.sqrt((sigma**2 + L**2) * S * A * (1 + math.log(t)) / (4 * L * t * math.log(A)))
+__all__ = ["solve", "KERNELS"]
 
 
 def _hard_max_result(problem, R, P, rho, start):
@@ -140,7 +42,7 @@ def _hard_max_result(problem, R, P, rho, start):
     V = K.max(axis=-1)
     pi = (K == V[..., None]).astype(float)
     pi /= pi.sum(axis=-1, keepdims=True)
-    lam = occupancy(pi, P, rho)
+    lam = layered_occupancy(pi, P, rho)
     value = float(rho @ V[0])
     return PlanResult(
         value=value,
@@ -176,9 +78,9 @@ def _max_iter(message: str, iterations: int, start: float) -> PlanResult:
 def _terms_function(kernel: str, R, P, c, rho):
     """``tau -> temperature_terms(tau, ...)`` for ``kernel``, and the kernel's name."""
     if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        raise OptplanError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if kernel == "numba" and not _k_kernels.AVAILABLE:
-        raise ValueError(
+        raise OptplanError(
             'kernel="numba" needs numba, which is not installed: pip install "optplan[jit]"'
         )
     if kernel == "numpy" or not _k_kernels.AVAILABLE:
@@ -220,7 +122,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
     """
     start = time.perf_counter()
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
-    c = bonus(problem.counts, problem.sigma)
+    c = k_bonus(problem.counts, problem.sigma)
     terms, kernel = _terms_function(kernel, R, P, c, rho)
     if not c.any():
         return _hard_max_result(problem, R, P, rho, start)

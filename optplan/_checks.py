@@ -1,0 +1,196 @@
+"""Input checks shared by every layer, and the error family they raise.
+
+Every check names the argument and the offending value (and, for arrays, the first bad
+index), and raises an :class:`OptplanError`. The family derives from the built-in exceptions
+callers already catch (``ValueError``, ``TypeError``, ``ImportError``), so ``except
+ValueError`` keeps working, while the command line can tell a user's input error (exit code 2,
+one line) from a bug in optplan (a traceback).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+__all__ = [
+    "OptplanError",
+    "OptplanTypeError",
+    "MissingDependency",
+    "ROW_SUM_TOL",
+    "first_bad",
+    "index_str",
+    "check_int",
+    "check_real",
+    "check_positive",
+    "check_choice",
+    "as_array",
+    "as_numeric",
+    "check_finite",
+    "check_distribution",
+]
+
+#: Probability vectors (rows of ``P``, ``initial``, ``p``) must sum to 1 within this tolerance.
+ROW_SUM_TOL = 1e-9
+
+
+class OptplanError(ValueError):
+    """A user's input that optplan refuses: the message names the argument and the value."""
+
+
+class OptplanTypeError(OptplanError, TypeError):
+    """An input of the wrong type (also a ``TypeError``)."""
+
+
+class MissingDependency(OptplanError, ImportError):
+    """An optional dependency is not installed; the message says which extra provides it."""
+
+
+def index_str(idx: tuple[int, ...]) -> str:
+    """``3`` for a one-dimensional index, ``(1, 2)`` otherwise."""
+    return str(idx[0]) if len(idx) == 1 else str(idx)
+
+
+def first_bad(bad: np.ndarray) -> tuple[int, ...]:
+    """Index of the first ``True`` entry of a boolean array (``()`` for a scalar)."""
+    bad = np.asarray(bad)
+    if bad.ndim == 0:
+        return ()
+    return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
+def check_int(name: str, value, low: int | None = 1) -> int:
+    """An integer (``bool`` refused) ``>= low``; ``low=None`` for any integer."""
+    kind = {None: "an integer", 1: "a positive integer", 0: "a non-negative integer"}.get(
+        low, f"an integer >= {low}"
+    )
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise OptplanTypeError(f"{name} must be {kind}, got {value!r}")
+    if low is not None and value < low:
+        raise OptplanError(f"{name} must be {kind}, got {value!r}")
+    return int(value)
+
+
+def check_real(
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    finite: bool = True,
+) -> float:
+    """A real number (``bool`` refused) in ``[low, high]`` (ends open on request)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise OptplanTypeError(f"{name} must be a real number, got {value!r}")
+    x = float(value)
+    if math.isnan(x) or (finite and math.isinf(x)):
+        raise OptplanError(f"{name} must be a finite number, got {value!r}")
+    below = low is not None and (x <= low if low_open else x < low)
+    above = high is not None and (x >= high if high_open else x > high)
+    if below or above:
+        lo = "-inf" if low is None else f"{low:g}"
+        hi = "inf" if high is None else f"{high:g}"
+        interval = f"{'(' if low_open or low is None else '['}{lo}, {hi}"
+        interval += ")" if high_open or high is None else "]"
+        raise OptplanError(f"{name} must lie in {interval}, got {value!r}")
+    return x
+
+
+def check_positive(name: str, value, allow_zero: bool = False) -> float:
+    """A finite real number ``> 0`` (``>= 0`` with ``allow_zero``)."""
+    ok = isinstance(value, Real) and not isinstance(value, bool)
+    x = float(value) if ok else float("nan")
+    if not ok or not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise OptplanError(f"{name} must be a finite number {bound}, got {value!r}")
+    return x
+
+
+def check_choice(name: str, value, choices) -> str:
+    """``value`` is one of ``choices``."""
+    if value not in choices:
+        raise OptplanError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def as_array(
+    name: str,
+    value,
+    ndim: int | tuple[int, ...] | None = None,
+    *,
+    finite: bool = True,
+    readonly: bool = False,
+) -> np.ndarray:
+    """A float array copy of ``value`` with ``ndim`` dimensions (one of them), finite entries.
+
+    Errors: not numeric (type error), wrong number of dimensions, first non-finite entry.
+    """
+    if value is None:
+        raise OptplanTypeError(f"{name} is required, got None")
+    if np.iscomplexobj(value):
+        raise OptplanTypeError(f"{name} must be real, got a complex array")
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise OptplanTypeError(
+            f"{name} must be a numeric array, got {type(value).__name__}: {exc}"
+        ) from None
+    if ndim is not None:
+        ndims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in ndims:
+            want = " or ".join(str(n) for n in ndims)
+            raise OptplanError(f"{name} must have {want} dimensions, got shape {arr.shape}")
+    if finite:
+        check_finite(name, arr)
+    if readonly:
+        arr.setflags(write=False)
+    return arr
+
+
+def as_numeric(name: str, value) -> np.ndarray:
+    """``np.asarray(value, dtype=float)`` (no copy when already float), or a clear type error."""
+    if np.iscomplexobj(value):
+        raise OptplanTypeError(f"{name} must be real, got a complex value")
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise OptplanTypeError(
+            f"{name} must be numeric, got {type(value).__name__}: {value!r}"
+        ) from None
+
+
+def check_finite(name: str, arr: np.ndarray) -> None:
+    """Every entry finite, or an error naming the first bad entry and its index."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = first_bad(bad)
+        where = f" at index {index_str(idx)}" if arr.ndim else ""
+        raise OptplanError(f"{name} has a non-finite entry {float(arr[idx])}{where}")
+
+
+def check_distribution(name: str, p: np.ndarray, tol: float = ROW_SUM_TOL, rows=None) -> None:
+    """Rows along the last axis are distributions: entries ``>= 0``, sums within ``tol`` of 1.
+
+    ``rows`` (boolean, ``p.shape[:-1]``) restricts the sum check to some rows (admissible pairs).
+    """
+    neg = p < 0
+    if neg.any():
+        idx = first_bad(neg)
+        raise OptplanError(
+            f"{name} has a negative entry {float(p[idx])!r} at index {index_str(idx)}"
+        )
+    sums = p.sum(axis=-1)
+    off = np.abs(sums - 1.0) > tol
+    if rows is not None:
+        off &= rows
+    if off.any():
+        idx = first_bad(off)
+        if p.ndim == 1:
+            raise OptplanError(f"{name} must sum to 1, sums to {float(sums)!r}")
+        where = f" (row {index_str(idx)})"
+        raise OptplanError(
+            f"{name} must sum to 1 along its last axis{where}, sums to {float(sums[idx])!r}"
+        )

@@ -1,0 +1,298 @@
+"""Dynamic programming on known tabular models, shared by every layer above.
+
+Bellman backups, policy evaluation (discounted, average reward, layered), Howard policy
+iteration with a warm start (discounted and average reward), value iteration, relative value
+iteration, backward induction, occupancy measures and recurrent classes. The fast planning
+paths, the conic paths' post-processing, ``compare``, the agents and the metrics all use these
+one implementations.
+
+All are vectorized over states and actions; the only Python loops are over iterations
+(policy/value iteration), layers (finite horizon) or recurrent classes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .result import MAX_ITER, MULTICHAIN, OPTIMAL
+
+
+def masked(q: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``q`` with inadmissible actions set to ``-inf``."""
+    return np.where(mask, q, -np.inf)
+
+
+def backup(P: np.ndarray, R: np.ndarray, v: np.ndarray, discount: float = 1.0) -> np.ndarray:
+    """``Q[s, a] = R[s, a] + discount * sum_s' P[s, a, s'] v[s']``."""
+    S, A = R.shape
+    return R + discount * (P.reshape(S * A, -1) @ v).reshape(S, A)
+
+
+def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> np.ndarray:
+    """Argmax over the last axis; where ``prev`` is within ``tol`` of the max, keep it.
+
+    Keeping the incumbent on ties is what makes policy iteration terminate (Puterman §6.4, §8.6).
+    """
+    best = qm.argmax(axis=-1)
+    if prev is None:
+        return best
+    top = np.take_along_axis(qm, best[..., None], -1)[..., 0]
+    incumbent = np.take_along_axis(qm, prev[..., None], -1)[..., 0]
+    return np.where(incumbent >= top - tol * (1.0 + np.abs(top)), prev, best)
+
+
+def policy_model(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Markov chain ``P_pi[s, s']`` and reward ``r_pi[s]`` of a deterministic policy."""
+    idx = np.arange(R.shape[0])
+    return P[idx, policy], R[idx, policy]
+
+
+def closed_classes(P_pi: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Recurrent classes of a chain: ``(count, labels[s], closed[label])``.
+
+    A strongly connected component is recurrent iff no transition leaves it.
+    """
+    rows, cols = np.nonzero(P_pi > 0)
+    graph = csr_matrix((np.ones(rows.size), (rows, cols)), shape=P_pi.shape)
+    n, labels = connected_components(graph, directed=True, connection="strong")
+    leaving = labels[rows] != labels[cols]
+    closed = np.ones(n, dtype=bool)
+    closed[labels[rows[leaving]]] = False
+    return int(closed.sum()), labels, closed
+
+
+def n_recurrent_classes(P_pi: np.ndarray) -> int:
+    """Number of recurrent classes; O(S^2) shortcut when some state is entered from every state."""
+    if (P_pi > 0).all(axis=0).any():
+        return 1
+    return closed_classes(P_pi)[0]
+
+
+def evaluate_discounted(P_pi: np.ndarray, r_pi: np.ndarray, discount: float) -> np.ndarray:
+    """``V = (I - discount P_pi)^{-1} r_pi``."""
+    S = r_pi.shape[0]
+    return np.linalg.solve(np.eye(S) - discount * P_pi, r_pi)
+
+
+def discounted_occupancy(P_pi: np.ndarray, start: np.ndarray, discount: float) -> np.ndarray:
+    """Normalized discounted state occupancy ``(1-discount) start^T (I - discount P_pi)^{-1}``."""
+    S = start.shape[0]
+    return np.linalg.solve((np.eye(S) - discount * P_pi).T, (1.0 - discount) * start)
+
+
+def stationary(P_pi: np.ndarray) -> np.ndarray:
+    """Stationary distribution of a unichain chain: ``pi (I - P_pi) = 0``, ``sum pi = 1``.
+
+    For a unichain chain the left null space of ``I - P_pi`` is one-dimensional and any row of
+    ``(I - P_pi)^T`` may be replaced by the normalization.
+    """
+    S = P_pi.shape[0]
+    M = np.eye(S) - P_pi.T
+    M[-1, :] = 1.0
+    b = np.zeros(S)
+    b[-1] = 1.0
+    pi = np.linalg.solve(M, b)
+    return np.clip(pi, 0.0, None) / np.clip(pi, 0.0, None).sum()
+
+
+def evaluate_average(P_pi: np.ndarray, r_pi: np.ndarray) -> tuple[float, np.ndarray]:
+    """Gain and a bias of a unichain policy: ``g + h = r_pi + P_pi h`` with ``h[0] = 0``.
+
+    The caller must have checked that the chain is unichain (:func:`closed_classes`); then the
+    bordered system is non-singular.
+    """
+    S = r_pi.shape[0]
+    M = np.zeros((S + 1, S + 1))
+    M[:S, :S] = np.eye(S) - P_pi
+    M[:S, S] = 1.0
+    M[S, 0] = 1.0
+    sol = np.linalg.solve(M, np.append(r_pi, 0.0))
+    return float(sol[S]), sol[:S]
+
+
+def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """Gain of each recurrent class of a deterministic policy's chain (one entry if unichain)."""
+    P_pi, r_pi = policy_model(P, R, policy)
+    if n_recurrent_classes(P_pi) == 1:
+        return np.array([evaluate_average(P_pi, r_pi)[0]])
+    _, labels, closed = closed_classes(P_pi)
+    gains = []
+    for c in np.flatnonzero(closed):  # loop over recurrent classes, not states
+        idx = np.flatnonzero(labels == c)
+        gains.append(evaluate_average(P_pi[np.ix_(idx, idx)], r_pi[idx])[0])
+    return np.array(gains)
+
+
+class PolicyIteration(NamedTuple):
+    """Outcome of :func:`policy_iteration`.
+
+    ``values`` and ``q`` belong to the last evaluated policy (``None`` when the first
+    policy was multichain); ``gain`` is ``NaN`` for the discounted criterion.
+    """
+
+    status: str
+    message: str
+    policy: np.ndarray
+    values: np.ndarray | None
+    q: np.ndarray | None
+    gain: float
+    iterations: int
+
+
+def policy_iteration(
+    P: np.ndarray,
+    R: np.ndarray,
+    mask: np.ndarray,
+    discount: float | None = None,
+    policy: np.ndarray | None = None,
+    max_iter: int = 1_000,
+) -> PolicyIteration:
+    """Howard policy iteration (Puterman §6.4 discounted, §8.6 unichain average reward).
+
+    Evaluate the policy exactly, improve greedily keeping the incumbent on ties (tie
+    tolerance ``1e-12``, relative), stop when the policy repeats.
+
+    Parameters
+    ----------
+    P, R, mask : arrays (S, A, S), (S, A), (S, A)
+    discount : float in [0, 1), optional
+        ``None`` for the average-reward criterion: each policy is evaluated by the bordered
+        unichain system, and a policy with several recurrent classes stops the iteration with
+        status ``multichain``.
+    policy : array (S,) of int, optional
+        Warm start; ignored (greedy in ``R`` instead) when it takes an inadmissible action.
+    max_iter : int
+    """
+    rows = np.arange(R.shape[0])
+    if policy is None or not mask[rows, policy].all():
+        policy = greedy(masked(R, mask))
+    values = q = None
+    gain = float("nan")
+    for it in range(1, max_iter + 1):
+        P_pi, r_pi = policy_model(P, R, policy)
+        if discount is None:
+            n_classes = n_recurrent_classes(P_pi)
+            if n_classes > 1:
+                message = (
+                    f"policy iteration met a policy with {n_classes} recurrent classes at "
+                    f"iteration {it}"
+                )
+                return PolicyIteration(MULTICHAIN, message, policy, values, q, gain, it)
+            gain, values = evaluate_average(P_pi, r_pi)
+            q = backup(P, R, values)
+        else:
+            values = evaluate_discounted(P_pi, r_pi, discount)
+            q = backup(P, R, values, discount)
+        new = greedy(masked(q, mask), policy, tol=1e-12)
+        if np.array_equal(new, policy):
+            return PolicyIteration(OPTIMAL, "", policy, values, q, gain, it)
+        policy = new
+    message = f"policy iteration did not stop in {max_iter} iterations"
+    return PolicyIteration(MAX_ITER, message, policy, values, q, gain, max_iter)
+
+
+def value_iteration(
+    P: np.ndarray, R: np.ndarray, mask: np.ndarray, discount: float, tol: float, max_iter: int
+) -> tuple[str, str, np.ndarray, int]:
+    """Discounted value iteration from ``V = 0``; ``(status, message, V, iterations)``.
+
+    Stops when ``||V_{k+1} - V_k|| < tol (1 - gamma) / (2 gamma)``, which guarantees
+    ``||V - V*||_inf < tol`` (Puterman Thm 6.3.1).
+    """
+    V = np.zeros(R.shape[0])
+    threshold = tol * (1.0 - discount) / (2.0 * discount) if discount > 0 else np.inf
+    step = np.inf
+    for it in range(1, max_iter + 1):
+        V_new = masked(backup(P, R, V, discount), mask).max(axis=1)
+        step = np.max(np.abs(V_new - V))
+        V = V_new
+        if step < threshold:
+            return OPTIMAL, "", V, it
+    message = (
+        f"value iteration did not reach tol={tol} in {max_iter} iterations (last step {step:.3g})"
+    )
+    return MAX_ITER, message, V, max_iter
+
+
+#: Relative value iteration gives up when span(T h - h) shrinks by less than STALL_DECREASE over
+#: STALL_WINDOW iterations.
+STALL_WINDOW = 1_000
+STALL_DECREASE = 1e-3
+
+
+def relative_value_iteration(
+    P: np.ndarray, R: np.ndarray, mask: np.ndarray, tol: float, max_iter: int, tau: float
+) -> tuple[str, str, np.ndarray, int]:
+    """Relative value iteration (Puterman §8.5.5) on the aperiodic transform
+    ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``); stops when
+    ``span(T h - h) < tol``. Returns ``(status, message, greedy policy, iterations)``."""
+    S = R.shape[0]
+    h = np.zeros(S)
+    checkpoint = np.inf
+    for it in range(1, max_iter + 1):
+        # aperiodic transform: T~h = tau h + (1 - tau) (max_a r + P h) with r unscaled keeps the
+        # gain and scales the bias by 1 / (1 - tau)
+        Th = masked(backup(P, R, (1.0 - tau) * h), mask).max(axis=1) + tau * h
+        delta = Th - h
+        span = delta.max() - delta.min()
+        h = Th - Th[0]
+        if span < tol:
+            policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+            return OPTIMAL, "", policy, it
+        if it % STALL_WINDOW == 0:
+            # converging spans shrink geometrically; a span that stops shrinking is the
+            # difference between recurrent-class gains of a multichain model
+            if span > (1.0 - STALL_DECREASE) * checkpoint:
+                max_iter = it
+                break
+            checkpoint = span
+    policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+    return (
+        MAX_ITER,
+        f"relative value iteration stopped after {max_iter} iterations with "
+        f"span(T h - h) = {span:.3g} above tol={tol} (the optimal gain is not constant "
+        "across states in a multichain model, or the chain mixes very slowly); ",
+        policy,
+        max_iter,
+    )
+
+
+def backward_induction(P: np.ndarray, R: np.ndarray, action_mask=None):
+    """``Q[l, s, a]`` and ``V[l, s]`` of a layered model: ``V_L = 0``,
+    ``Q_l = R_l + P_l V_{l+1}`` (masked actions ``-inf``), ``V_l = max_a Q_l``."""
+    L, S, A = R.shape
+    V = np.zeros((L + 1, S))
+    Q = np.empty((L, S, A))
+    for l in range(L - 1, -1, -1):  # loop over layers only
+        q = backup(P[l], R[l], V[l + 1])
+        Q[l] = q if action_mask is None else masked(q, action_mask[l])
+        V[l] = Q[l].max(axis=1)
+    return Q, V[:L]
+
+
+def evaluate_layered(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """``V^pi[l, s]`` of a deterministic layered policy ``policy[l, s]``."""
+    L, S, _ = R.shape
+    idx = np.arange(S)
+    V = np.zeros((L + 1, S))
+    for l in range(L - 1, -1, -1):
+        a = policy[l]
+        V[l] = R[l, idx, a] + P[l, idx, a] @ V[l + 1]
+    return V[:L]
+
+
+def forward_occupancy(P: np.ndarray, initial: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """``d[l, s, a]``: probability of being in ``s`` at layer ``l`` and taking ``a`` under a
+    deterministic layered ``policy[l, s]`` started from ``initial``."""
+    L, S, A = P.shape[:3]
+    idx = np.arange(S)
+    occ = np.zeros((L, S, A))
+    d = np.asarray(initial, dtype=float)
+    for l in range(L):
+        occ[l, idx, policy[l]] = d
+        d = d @ P[l, idx, policy[l]]
+    return occ

@@ -1,0 +1,61 @@
+"""The prologue and epilogue of every batched index kernel (``kl_ball``, ``kl_inf``,
+``l1_ball``): validate or broadcast the inputs to ``(B, S)`` rows, and reshape the per-row
+outputs back to the caller's batch shape as a :class:`~optplan.result.BatchResult`."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..problems._index import broadcast_to_batch, check_index_inputs
+from ..result import BatchResult
+
+
+def broadcast_index_inputs(p, v, param):
+    """:func:`check_index_inputs` without the checks, for inputs that already passed them
+    (a problem object's fields)."""
+    p, v, param = np.asarray(p, float), np.asarray(v, float), np.asarray(param, float)
+    return broadcast_to_batch(
+        p, v, param, np.broadcast_shapes(p.shape[:-1], v.shape[:-1], param.shape)
+    )
+
+
+def flat_batch(p, v, param, name: str, validate: bool = True):
+    """The prologue of every batched index kernel.
+
+    Returns ``(p, v, param, batch, outputs)`` with ``p``, ``v`` of shape ``(B, S)``, ``param``
+    of shape ``(B,)``, the original ``batch`` shape, and ``outputs`` = fresh
+    ``(value, x, multiplier, status, iterations)`` arrays (NaN, NaN, NaN, "optimal", 0).
+    """
+    if validate:
+        p, v, param = check_index_inputs(p, v, param, name)
+    else:
+        p, v, param = broadcast_index_inputs(p, v, param)
+    batch, S = param.shape, p.shape[-1]
+    p, v, param = p.reshape(-1, S), v.reshape(-1, S), param.reshape(-1).astype(float)
+    B = param.shape[0]
+    outputs = (
+        np.full(B, np.nan),
+        np.full((B, S), np.nan),
+        np.full(B, np.nan),
+        np.full(B, "optimal", dtype="<U20"),
+        np.zeros(B, dtype=int),
+    )
+    return p, v, param, batch, outputs
+
+
+def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
+    """The epilogue of every batched index kernel: ``outputs`` (from :func:`flat_batch`)
+    reshaped to ``batch`` as a :class:`~optplan.result.BatchResult`."""
+    value, x, multiplier, status, iterations = outputs
+    return BatchResult(
+        value=value.reshape(batch),
+        x=x.reshape(batch + x.shape[-1:]),
+        multiplier=multiplier.reshape(batch),
+        status=status.reshape(batch),
+        iterations=iterations.reshape(batch),
+        solve_time=time.perf_counter() - start,
+        method="fast",
+        solver=solver,
+    )
