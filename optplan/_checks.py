@@ -62,12 +62,10 @@ def first_bad(bad: np.ndarray) -> tuple[int, ...]:
 
 def check_int(name: str, value, low: int | None = 1) -> int:
     """An integer (``bool`` refused) ``>= low``; ``low=None`` for any integer."""
-    kind = {None: "an integer", 1: "a positive integer", 0: "a non-negative integer"}.get(
-        low, f"an integer >= {low}"
-    )
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise OptplanTypeError(f"{name} must be {kind}, got {value!r}")
+        raise OptplanTypeError(f"{name} must be an integer, got {value!r}")
     if low is not None and value < low:
+        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(low, f">= {low}")
         raise OptplanError(f"{name} must be {kind}, got {value!r}")
     return int(value)
 
@@ -101,10 +99,11 @@ def check_real(
 
 def check_positive(name: str, value, allow_zero: bool = False) -> float:
     """A finite real number ``> 0`` (``>= 0`` with ``allow_zero``)."""
-    ok = isinstance(value, Real) and not isinstance(value, bool)
-    x = float(value) if ok else float("nan")
-    if not ok or not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
+    bound = ">= 0" if allow_zero else "> 0"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise OptplanTypeError(f"{name} must be a finite number {bound}, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
         raise OptplanError(f"{name} must be a finite number {bound}, got {value!r}")
     return x
 

@@ -14,23 +14,22 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ._checks import OptplanError
+from ._checks import OptplanError, OptplanTypeError, check_int
 from .mdp import TabularMDP
 
 __all__ = ["riverswim", "random_dirichlet", "GENERATORS"]
 
 
 def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise OptplanError(f"{name} must be an integer, got {value!r}")
+    value = check_int(name, value, None)
     if value < minimum:
         raise OptplanError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
+    return value
 
 
 def _check_real(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise OptplanError(f"{name} must be a real number, got {value!r}")
+        raise OptplanTypeError(f"{name} must be a real number, got {value!r}")
     if not math.isfinite(value):
         raise OptplanError(f"{name} must be finite, got {value!r}")
     return float(value)

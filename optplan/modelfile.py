@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from ._checks import OptplanError, OptplanTypeError
+from ._checks import OptplanError, OptplanTypeError, check_int
 from .generators import GENERATORS
 from .mdp import CRITERIA, FiniteHorizonMDP, TabularMDP
 
@@ -189,8 +189,10 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
                 "horizon",
                 "is required when a generator file sets criterion = 'finite_horizon'",
             )
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise _fail(path, "horizon", f"must be a positive integer, got {horizon!r}")
+        try:
+            check_int("horizon", horizon)
+        except OptplanError:
+            raise _fail(path, "horizon", f"must be a positive integer, got {horizon!r}") from None
     elif horizon is not None:
         raise _fail(
             path, "horizon", f"is only allowed with criterion = 'finite_horizon', not {criterion!r}"

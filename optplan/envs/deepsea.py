@@ -47,13 +47,12 @@ expected rewards.
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
 import numpy as np
 
-from .._checks import OptplanError
+from .._checks import OptplanError, check_int, check_positive
 from ..mdp import FiniteHorizonMDP
 from .tabular import TabularEnv
 
@@ -182,42 +181,20 @@ class DeepSea(TabularEnv):
         variant: str = "bsuite",
         reward_noise: float | None = None,
     ) -> None:
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise OptplanError(f"size must be a positive integer, got {size!r}")
-        size = int(size)
+        size = check_int("size", size)
         deterministic = _check_bool("deterministic", deterministic)
         randomize_actions = _check_bool("randomize_actions", randomize_actions)
-        if (
-            isinstance(mapping_seed, bool)
-            or not isinstance(mapping_seed, (int, np.integer))
-            or not 0 <= mapping_seed < 2**32
-        ):
+        if check_int("mapping_seed", mapping_seed, 0) >= 2**32:
             raise OptplanError(
                 f"mapping_seed must be an integer in [0, 2**32), got {mapping_seed!r}"
             )
-        if (
-            isinstance(unscaled_move_cost, bool)
-            or not isinstance(unscaled_move_cost, (int, float, np.integer, np.floating))
-            or not math.isfinite(unscaled_move_cost)
-            or unscaled_move_cost < 0
-        ):
-            raise OptplanError(
-                "unscaled_move_cost must be a non-negative finite float, "
-                f"got {unscaled_move_cost!r}"
-            )
+        check_positive("unscaled_move_cost", unscaled_move_cost, allow_zero=True)
         if not isinstance(variant, str) or variant not in VARIANTS:
             raise OptplanError(f"variant must be one of {VARIANTS}, got {variant!r}")
         if reward_noise is None:
             reward_noise = _DEFAULT_NOISE[(variant, deterministic)]
-        elif (
-            isinstance(reward_noise, bool)
-            or not isinstance(reward_noise, (int, float, np.integer, np.floating))
-            or not math.isfinite(reward_noise)
-            or reward_noise < 0
-        ):
-            raise OptplanError(
-                f"reward_noise must be a non-negative finite float or None, got {reward_noise!r}"
-            )
+        else:
+            check_positive("reward_noise", reward_noise, allow_zero=True)
 
         if randomize_actions:
             mapping = np.random.RandomState(int(mapping_seed)).binomial(1, 0.5, [size, size])

@@ -8,7 +8,6 @@ by noisy returns (bsuite's ``bsuite_info`` in spirit).
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
@@ -16,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .._checks import OptplanError, OptplanTypeError
+from .._checks import OptplanError, OptplanTypeError, check_int, check_positive
 from ..mdp import FiniteHorizonMDP, TabularMDP
 
 __all__ = ["TabularEnv"]
@@ -96,30 +95,14 @@ class TabularEnv(gym.Env):
             raise OptplanTypeError(
                 f"mdp must be a TabularMDP or FiniteHorizonMDP, got {type(mdp).__name__}"
             )
-        if (
-            isinstance(reward_noise, bool)
-            or not isinstance(reward_noise, (int, float, np.integer, np.floating))
-            or not math.isfinite(reward_noise)
-            or reward_noise < 0
-        ):
-            raise OptplanError(
-                f"reward_noise must be a non-negative finite float, got {reward_noise!r}"
-            )
-        if max_steps is not None and (
-            isinstance(max_steps, bool)
-            or not isinstance(max_steps, (int, np.integer))
-            or max_steps < 1
-        ):
-            raise OptplanError(f"max_steps must be a positive integer or None, got {max_steps!r}")
+        check_positive("reward_noise", reward_noise, allow_zero=True)
+        if max_steps is not None:
+            check_int("max_steps", max_steps)
 
         goals = np.zeros(mdp.n_states, dtype=bool)
         if goal_states is not None:
             for g in goal_states:
-                if (
-                    isinstance(g, bool)
-                    or not isinstance(g, (int, np.integer))
-                    or not 0 <= g < mdp.n_states
-                ):
+                if check_int("goal_states", g, 0) >= mdp.n_states:
                     raise OptplanError(
                         f"goal_states must hold state indices in [0, {mdp.n_states}), got {g!r}"
                     )

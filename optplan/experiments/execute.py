@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import OptplanError
+from .._checks import MissingDependency, OptplanError, check_int
 from . import registry
 from .metrics import subsample_indices
 from .run import run
@@ -140,15 +140,14 @@ def _ray(payloads: list[dict], jobs: int | None, address: str | None):
     try:
         import ray
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("the ray backend needs Ray: pip install 'optplan[ray]'") from None
+        raise MissingDependency("the ray backend needs Ray: pip install 'optplan[ray]'") from None
     started = False
     if not ray.is_initialized():
         kwargs = {"include_dashboard": False, "log_to_driver": False}
         if address:
-            import optplan
-
             # Ship this package to the cluster's workers (its dependencies must be there).
-            kwargs["runtime_env"] = {"py_modules": [str(Path(optplan.__file__).parent)]}
+            package = Path(__file__).resolve().parents[1]
+            kwargs["runtime_env"] = {"py_modules": [str(package)]}
             ray.init(address=address, **kwargs)
         else:
             ray.init(num_cpus=jobs or os.cpu_count(), **kwargs)
@@ -220,15 +219,14 @@ def run_sweep(
     """
     if backend not in BACKENDS:
         raise OptplanError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise OptplanError(f"jobs must be a positive integer, got {jobs!r}")
+    check_int("jobs", jobs)
     if address is not None and backend != "ray":
         raise OptplanError("address applies to the ray backend only (--backend ray)")
     if backend == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise ImportError("the ray backend needs Ray: pip install 'optplan[ray]'")
+            raise MissingDependency("the ray backend needs Ray: pip install 'optplan[ray]'")
     store = ResultStore(out)
     store.prepare(sweep)
     tasks = sweep.tasks()

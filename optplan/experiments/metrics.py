@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import OptplanError
+from .._checks import OptplanError, check_int
 from ..dp import forward_occupancy
 from ..mdp import CRITERIA
 
@@ -162,10 +162,8 @@ def subsample_indices(n: int, points: int, scale: str = "log") -> np.ndarray:
         Strictly increasing, always holding ``0`` and ``n - 1``. Log spacing can give fewer
         than ``points`` indices when rounding merges early ones.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise OptplanError(f"n must be a positive integer, got {n!r}")
-    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
-        raise OptplanError(f"points must be an integer >= 2, got {points!r}")
+    check_int("n", n)
+    check_int("points", points, 2)
     if scale not in ("log", "linear"):
         raise OptplanError(f"scale must be 'log' or 'linear', got {scale!r}")
     if n <= points:

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._checks import OptplanError, OptplanTypeError
+from .._checks import OptplanError, OptplanTypeError, check_int
 from ..agents.base import Agent
-from ..mdp import FiniteHorizonMDP, TabularMDP
-from ..problems import solve_average_reward, solve_discounted, solve_finite_horizon
 from . import metrics
+from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
 
-__all__ = ["Trace", "run", "OPTIMAL_ACTION_RTOL"]
+__all__ = ["Trace", "run", "score", "OPTIMAL_ACTION_RTOL"]
 
-#: An action counts as optimal (for :attr:`Trace.optimal_rate`) when its Q-value is within
-#: ``OPTIMAL_ACTION_RTOL * (1 + max |Q|)`` of the best one: solver round-off, not a real gap.
-OPTIMAL_ACTION_RTOL = 1e-9
+
+def _freeze(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -146,50 +146,6 @@ class Trace:
         )
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        kind = "positive" if low == 1 else "non-negative"
-        raise OptplanError(f"{name} must be a {kind} integer, got {value!r}")
-    return int(value)
-
-
-def _check_solved(res, what: str) -> None:
-    if not res.success:
-        raise RuntimeError(
-            f"cannot score the run: solving the {what} of the true model gave status "
-            f"{res.status!r}: {res.message}"
-        )
-
-
-def _freeze(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr
-
-
-def _true_model(env):
-    mdp = getattr(getattr(env, "unwrapped", env), "mdp", None)
-    if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-        raise OptplanTypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
-    return mdp
-
-
-def _resolve_criterion(mdp, criterion):
-    finite = isinstance(mdp, FiniteHorizonMDP)
-    if criterion is None:
-        return (
-            "finite_horizon" if finite else ("average" if mdp.discount is None else mdp.criterion)
-        )
-    if criterion not in metrics.CRITERIA:
-        raise OptplanError(
-            f"criterion must be one of {metrics.CRITERIA} or None, got {criterion!r}"
-        )
-    if finite != (criterion == "finite_horizon"):
-        raise OptplanError(f"criterion {criterion!r} does not apply to {mdp!r}")
-    if criterion == "discounted" and mdp.discount is None:
-        raise OptplanError(f"criterion 'discounted' needs a model with a discount, got {mdp!r}")
-    return criterion
-
-
 def run(
     agent: Agent,
     env,
@@ -275,10 +231,10 @@ def run(
             f"give exactly one of steps and episodes, got steps={steps!r}, episodes={episodes!r}"
         )
     if steps is not None:
-        steps = _check_int("steps", steps, 1)
+        steps = check_int("steps", steps, 1)
     else:
-        episodes = _check_int("episodes", episodes, 1)
-    seed = _check_int("seed", seed, 0)
+        episodes = check_int("episodes", episodes, 1)
+    seed = check_int("seed", seed, 0)
     if not isinstance(agent, Agent):
         raise OptplanTypeError(
             f"agent must implement reset, select_action and update, got {type(agent).__name__}"
@@ -287,52 +243,42 @@ def run(
         raise OptplanTypeError(
             f"on_episode_end must be callable, got {type(on_episode_end).__name__}"
         )
-    mdp = _true_model(env)
-    criterion = _resolve_criterion(mdp, criterion)
-    finite = criterion == "finite_horizon"
+    mdp = true_model(env)
+    oracle = solve_oracle(mdp, criterion)
+    record = _loop(agent, env, seed, steps, episodes, stop_when_solved, on_episode_end)
+    return score(mdp, oracle, record, seed)
 
-    if finite:
-        res = solve_finite_horizon(mdp)
-        _check_solved(res, "finite-horizon problem")
-        q = np.asarray(res.q, dtype=float)
-        vstar = q.max(axis=-1)
-        optimal_value = float(mdp.initial @ vstar[0])
-    elif criterion == "discounted":
-        res = solve_discounted(mdp)
-        _check_solved(res, "discounted problem")
-        q = np.asarray(res.q, dtype=float)
-        vstar = q.max(axis=-1)
-        optimal_value = float(mdp.initial @ vstar)
-    else:
-        res = solve_average_reward(mdp.with_discount(None))
-        _check_solved(res, "average-reward problem")
-        q = np.asarray(res.q, dtype=float)
-        vstar = q.max(axis=-1)
-        optimal_value = float(res.gain)
-    scale = 1.0 + float(np.abs(q[np.isfinite(q)]).max())
-    # Near-optimal within round-off; the Q-values of the average problem are r + P h.
-    is_optimal = q >= vstar[..., None] - OPTIMAL_ACTION_RTOL * scale
 
+@dataclass
+class _Record:
+    """What the loop saw, before scoring."""
+
+    states: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    layers: list = field(default_factory=list)
+    episode_ends: list = field(default_factory=list)
+    successes: list = field(default_factory=list)
+    goal_seen: bool = False
+    stopped_early: bool = False
+    wall_time: float = 0.0
+
+
+def _loop(agent, env, seed, steps, episodes, stop_when_solved, on_episode_end) -> _Record:
+    """Drive the agent; the layer of a step is the environment's ``info["layer"]`` where it
+    reports one, else the step's index within its episode."""
     env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
     env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
     agent_rng = np.random.default_rng(agent_ss)
-
-    states: list[int] = []
-    actions: list[int] = []
-    rewards: list[float] = []
-    layers: list[int] = []
-    episode_ends: list[int] = []
-    successes: list[bool] = []
+    rec = _Record()
     select, update, step = agent.select_action, agent.update, env.step
-    layer = 0
-    goal_seen = False  # the environment reports goals at all
-    reached = False  # ... and this episode reached it
+    reached = False  # this episode reached the goal
     solved_count = 0
-    stopped_early = False
     max_steps = steps if steps is not None else 10**7
 
     start = time.perf_counter()
-    state, _ = env.reset(seed=env_seed)
+    state, info = env.reset(seed=env_seed)
+    layer = info.get("layer", 0)
     agent.reset(agent_rng)
     t = 0
     while t < max_steps:
@@ -340,90 +286,98 @@ def run(
         next_state, reward, terminated, truncated, info = step(action)
         done = bool(terminated or truncated)
         update(state, action, reward, next_state, done)
-        states.append(state)
-        actions.append(action)
-        rewards.append(reward)
-        layers.append(layer)
+        rec.states.append(state)
+        rec.actions.append(action)
+        rec.rewards.append(reward)
+        rec.layers.append(layer)
         t += 1
         if "goal_reached" in info:
-            goal_seen = True
+            rec.goal_seen = True
             reached = reached or bool(info["goal_reached"])
         if done:
-            episode_ends.append(t)
-            successes.append(reached)
+            rec.episode_ends.append(t)
+            rec.successes.append(reached)
             solved_count += reached
             reached = False
-            layer = 0
-            n_done = len(episode_ends)
+            n_done = len(rec.episode_ends)
             if on_episode_end is not None:
                 on_episode_end(n_done, agent)
             if episodes is not None and n_done >= episodes:
                 break
             if (
                 stop_when_solved
-                and goal_seen
+                and rec.goal_seen
                 and solved_count >= metrics.SOLVE_THRESHOLD * n_done * (1 - 1e-12)
             ):
-                stopped_early = True
+                rec.stopped_early = True
                 break
-            state, _ = env.reset()
+            state, info = env.reset()
+            layer = info.get("layer", 0)
         else:
-            layer += 1
+            layer = info.get("layer", layer + 1)
             state = next_state
     else:
         if episodes is not None:
             raise RuntimeError(
-                f"only {len(episode_ends)} of {episodes} episodes ended within {max_steps} steps"
+                f"only {len(rec.episode_ends)} of {episodes} episodes ended within "
+                f"{max_steps} steps"
             )
-    wall_time = time.perf_counter() - start
+    rec.wall_time = time.perf_counter() - start
+    return rec
 
-    s = np.asarray(states, dtype=np.intp)
-    a = np.asarray(actions, dtype=np.intp)
+
+def score(mdp, oracle: Oracle, rec: _Record, seed: int) -> Trace:
+    """Regret of a recorded run against the true model's oracle (see :func:`run`)."""
+    s = np.asarray(rec.states, dtype=np.intp)
+    a = np.asarray(rec.actions, dtype=np.intp)
     n = s.size
-    if finite:
-        l = np.asarray(layers, dtype=np.intp)
+    q, vstar = oracle.q, oracle.vstar
+    if oracle.criterion == "finite_horizon":
+        l = np.asarray(rec.layers, dtype=np.intp)
         expected = mdp.R[l, s, a]
         gaps = vstar[l, s] - q[l, s, a]
-        optimal = is_optimal[l, s, a]
-        oracle = metrics.oracle_layer_rewards(mdp, res.policy)[l]
+        optimal = oracle.is_optimal[l, s, a]
+        oracle_rewards = metrics.oracle_layer_rewards(mdp, oracle.result.policy)[l]
         regret = np.cumsum(gaps)
         visits = np.zeros((mdp.horizon, mdp.n_states), dtype=np.int64)
         np.add.at(visits, (l, s), 1)
     else:
         l = None
         expected = mdp.R[s, a]
-        optimal = is_optimal[s, a]
-        if criterion == "average":
-            oracle = np.full(n, optimal_value)
+        optimal = oracle.is_optimal[s, a]
+        if oracle.criterion == "average":
+            oracle_rewards = np.full(n, oracle.optimal_value)
         else:
             # The oracle restarts from the initial distribution whenever the environment is
             # reset (truncated episodes): index it by the step within the episode.
-            k = np.asarray(layers, dtype=np.intp)
-            oracle = metrics.oracle_step_rewards(mdp, res.policy, int(k.max()) + 1)[k]
-        regret = metrics.cumulative_regret(oracle, expected)
+            k = np.asarray(rec.layers, dtype=np.intp)
+            oracle_rewards = metrics.oracle_step_rewards(
+                mdp, oracle.result.policy, int(k.max()) + 1
+            )[k]
+        regret = metrics.cumulative_regret(oracle_rewards, expected)
         gaps = vstar[s] - q[s, a]
         visits = np.bincount(s, minlength=mdp.n_states).astype(np.int64)
-    rewards_arr = np.asarray(rewards, dtype=float)
+    rewards = np.asarray(rec.rewards, dtype=float)
 
     return Trace(
         states=_freeze(s),
         actions=_freeze(a),
-        rewards=_freeze(rewards_arr),
+        rewards=_freeze(rewards),
         expected_rewards=_freeze(np.array(expected, dtype=float)),
         regret=_freeze(regret),
-        realized_regret=_freeze(metrics.cumulative_regret(oracle, rewards_arr)),
+        realized_regret=_freeze(metrics.cumulative_regret(oracle_rewards, rewards)),
         gap_regret=_freeze(np.cumsum(gaps)),
-        oracle_cumulative=_freeze(np.cumsum(oracle)),
+        oracle_cumulative=_freeze(np.cumsum(oracle_rewards)),
         optimal_rate=float(optimal.mean()),
-        criterion=criterion,
-        optimal_value=optimal_value,
+        criterion=oracle.criterion,
+        optimal_value=oracle.optimal_value,
         layers=None if l is None else _freeze(l),
-        episode_ends=_freeze(np.asarray(episode_ends, dtype=np.int64)),
-        successes=_freeze(np.asarray(successes, dtype=bool)) if goal_seen else None,
+        episode_ends=_freeze(np.asarray(rec.episode_ends, dtype=np.int64)),
+        successes=_freeze(np.asarray(rec.successes, dtype=bool)) if rec.goal_seen else None,
         visits=_freeze(visits),
         steps=n,
-        episodes=len(episode_ends),
+        episodes=len(rec.episode_ends),
         seed=seed,
-        wall_time=wall_time,
-        stopped_early=stopped_early,
+        wall_time=rec.wall_time,
+        stopped_early=rec.stopped_early,
     )

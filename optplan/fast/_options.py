@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._checks import OptplanError
+from .._checks import OptplanError, check_int
 
 
 def check_algorithm(algorithm: str, allowed: tuple[str, ...]) -> str:
@@ -14,5 +14,4 @@ def check_algorithm(algorithm: str, allowed: tuple[str, ...]) -> str:
 def check_tol_iter(tol: float, max_iter: int) -> None:
     if not (isinstance(tol, (int, float)) and tol > 0):
         raise OptplanError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise OptplanError(f"max_iter must be a positive integer, got {max_iter!r}")
+    check_int("max_iter", max_iter)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import soft
-from .._checks import OptplanError, OptplanTypeError
+from .._checks import OptplanError, OptplanTypeError, check_int, check_positive, first_bad
 from ..result import PlanResult
 from ._compare import diff
 from .base import Problem
@@ -50,7 +50,7 @@ def _array(name: str, value, ndim: int) -> np.ndarray:
         raise OptplanError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
     bad = ~np.isfinite(arr)
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        idx = first_bad(bad)
         raise OptplanError(f"{name} must be finite, got {arr[idx]} at index {idx}")
     arr.setflags(write=False)
     return arr
@@ -72,12 +72,12 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
             f"from mean_rewards {R.shape}"
         )
     if (P < 0).any():
-        idx = tuple(int(i) for i in np.argwhere(P < 0)[0])
+        idx = first_bad(P < 0)
         raise OptplanError(f"mean_transitions must be >= 0, got {P[idx]} at index {idx}")
     sums = P.sum(axis=-1)
     off = np.abs(sums - 1.0) > _SUM_TOL
     if off.any():
-        idx = tuple(int(i) for i in np.argwhere(off)[0])
+        idx = first_bad(off)
         raise OptplanError(
             f"mean_transitions[{', '.join(map(str, idx))}, :] sums to {sums[idx]!r}, not 1: "
             f"each row must be a distribution over next states"
@@ -88,13 +88,9 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
             f"counts has shape {N.shape}, expected (L, S, A) = {(L, S, A)} from mean_rewards"
         )
     if (N < 0).any():
-        idx = tuple(int(i) for i in np.argwhere(N < 0)[0])
+        idx = first_bad(N < 0)
         raise OptplanError(f"counts must be >= 0, got {N[idx]} at index {idx}")
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)):
-        raise OptplanTypeError(f"sigma must be a real number, got {sigma!r}")
-    sigma = float(sigma)
-    if not math.isfinite(sigma) or sigma < 0:
-        raise OptplanError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    sigma = check_positive("sigma", sigma, allow_zero=True)
     if initial is None:
         rho = np.full(S, 1.0 / S)
         rho.setflags(write=False)
@@ -226,8 +222,6 @@ def soft_values(K, tau) -> np.ndarray:
 def temperature_schedule(t: int, sigma: float, L: int, S: int, A: int) -> float:
     """The temperature schedule of Eq. 10 for episode ``t >= 1`` (``S``: all states)."""
     for name, v, low in (("t", t, 1), ("L", L, 1), ("S", S, 1), ("A", A, 2)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise OptplanError(f"{name} must be an integer >= {low}, got {v!r}")
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma >= 0:
-        raise OptplanError(f"sigma must be a number >= 0, got {sigma!r}")
+        check_int(name, v, low)
+    check_positive("sigma", sigma, allow_zero=True)
     return soft.temperature_schedule(int(t), float(sigma), int(L), int(S), int(A))
