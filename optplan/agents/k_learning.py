@@ -15,7 +15,7 @@ of problem (11) (:class:`~optplan.problems.k_learning.KLearningTemperature`, fas
 K-values (Eq. 6), then acts by the Boltzmann policy (Eq. 9). PSRL samples one model from the
 posterior per episode and acts greedily by backward induction on it.
 
-Measured limitation (issue 5 notes): on DeepSea, Eq. 6 + Eq. 14 dilute the single rewarding
+Measured limitation: on DeepSea, Eq. 6 + Eq. 14 dilute the single rewarding
 path among ``2^(L-1)`` soft-max paths. The goal raises ``V_0`` only by
 ``tau log(1 + (e^{1/tau} - 1) / 2^(L-1))``, so the agent exploits it only once
 ``tau < 1 / (L log 2)``, while ``tau* = sqrt(B / A)`` falls like ``1 / sqrt(n)``. With the true

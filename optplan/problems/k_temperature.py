@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import soft
-from .._checks import OptplanError, OptplanTypeError, check_int, check_positive, first_bad
+from .._checks import (
+    OptplanError,
+    OptplanTypeError,
+    as_array,
+    check_int,
+    check_positive,
+    first_bad,
+)
 from ..result import PlanResult
 from ._compare import diff
 from .base import Problem
@@ -40,20 +47,7 @@ _SUM_TOL = 1e-9
 
 
 def _array(name: str, value, ndim: int) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise OptplanTypeError(
-            f"{name} must be an array of numbers, got {type(value).__name__}"
-        ) from None
-    if arr.ndim != ndim:
-        raise OptplanError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = first_bad(bad)
-        raise OptplanError(f"{name} must be finite, got {arr[idx]} at index {idx}")
-    arr.setflags(write=False)
-    return arr
+    return as_array(name, value, ndim, readonly=True)
 
 
 def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
