@@ -12,7 +12,6 @@ functional helpers agents use: :func:`k_values`, :func:`boltzmann_policy`,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +19,6 @@ import numpy as np
 from .. import soft
 from .._checks import (
     OptplanError,
-    OptplanTypeError,
     as_array,
     check_int,
     check_positive,
@@ -101,12 +99,7 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
 
 
 def _check_tau(tau) -> float:
-    if isinstance(tau, bool) or not isinstance(tau, (int, float, np.integer, np.floating)):
-        raise OptplanTypeError(f"tau must be a real number, got {tau!r}")
-    tau = float(tau)
-    if not math.isfinite(tau) or tau <= 0:
-        raise OptplanError(f"tau must be finite and > 0, got {tau!r}")
-    return tau
+    return check_positive("tau", tau)
 
 
 @dataclass(frozen=True, eq=False)
