@@ -22,7 +22,8 @@ import numpy as np
 
 from optplan.experiments import load_results, load_sweep, run_sweep
 from optplan.experiments.figures import regret_figure
-from optplan.experiments.plots import mean_ci, save_figure
+from optplan.experiments.plots import save_figure
+from optplan.experiments.stats import mean_ci
 
 FIGS = {
     "cowan3-fig3": "Fig. 3 (plain start)",

@@ -1,14 +1,16 @@
 """``optplan bench indices`` (the paper's §4.5 timing experiment) and its random instances."""
 
+import dataclasses
 import json
 import sys
 
 import numpy as np
 import pytest
 
-from optplan import bench
-from optplan.bench import bench_indices, format_index_table
-from optplan.cases import INDEX_PROBLEMS, random_index_instance
+from optplan.bench import SUITES
+from optplan.bench import indices as bench
+from optplan.bench.cases import INDEX_PROBLEMS, random_index_instance
+from optplan.bench.indices import bench_indices, format_index_table
 from optplan.cli import main
 from optplan.problems import SOLVERS
 
@@ -117,15 +119,8 @@ def test_large_batch_only_below_element_cap(monkeypatch):
 
 def test_missing_matplotlib_is_a_cli_error_before_timing(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    monkeypatch.setattr(bench, "bench_indices", None)  # never reached
+    never = dataclasses.replace(SUITES["indices"], bench=None)  # never reached
+    monkeypatch.setitem(SUITES, "indices", never)
     argv = ["bench", "indices", "--sizes", "5", "--instances", "1", "--problems", "kl_ball"]
     assert main(argv + ["--solvers", "ECOS", "--quiet", "--plot", str(tmp_path / "x.png")]) == 2
     assert "pip install 'optplan[plot]'" in capsys.readouterr().err
-
-
-def test_unavailable_problem_is_named(monkeypatch):
-    monkeypatch.setitem(
-        bench.INDEX_PATHS, "kl_ball", ("optplan.problems.nope:X", "optplan.fast.nope:x")
-    )
-    with pytest.raises(ValueError, match=r"optplan\.problems\.nope\.X is not available"):
-        bench_indices(sizes=(5,), instances=1, problems=("kl_ball",), solvers=())

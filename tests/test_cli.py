@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from optplan._checks import MissingDependency, OptplanError
 from optplan.cli import main
 
 MODELS = Path(__file__).parents[1] / "models"
@@ -136,6 +137,38 @@ def test_errors_exit_2_with_message(argv, match, capsys):
     import re
 
     assert re.search(match, err), err
+
+
+@pytest.mark.parametrize(
+    "error", [ZeroDivisionError("bug"), TypeError("bug"), ValueError("bug"), ImportError("bug")]
+)
+def test_internal_errors_propagate_with_a_traceback(error, monkeypatch, capsys):
+    """Exit 2 is for the user's input (OptplanError, unreadable paths); a bug in optplan, even
+    a plain ValueError/TypeError/ImportError, is not turned into a one-line usage error."""
+    import optplan.cli.solve
+
+    def broken(path):
+        raise error
+
+    monkeypatch.setattr(optplan.cli.solve, "load_model", broken)
+    with pytest.raises(type(error), match="bug"):
+        main(["solve", COWAN])
+    assert "optplan: error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OptplanError("bad input"), MissingDependency("bad input"), IsADirectoryError("bad input")],
+)
+def test_user_errors_exit_2(error, monkeypatch, capsys):
+    import optplan.cli.solve
+
+    def refused(path):
+        raise error
+
+    monkeypatch.setattr(optplan.cli.solve, "load_model", refused)
+    assert main(["solve", COWAN]) == 2
+    assert capsys.readouterr().err == "optplan: error: bad input\n"
 
 
 def test_unknown_solver_is_a_usage_error(capsys):

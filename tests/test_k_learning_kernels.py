@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from test_k_learning import FIXED, SHAPE, make_instance, problem
 
 import optplan as op
-from optplan.fast import _k_kernels
 from optplan import soft as fk
+from optplan.fast import _k_kernels
 
 numba_only = pytest.mark.skipif(
     not _k_kernels.AVAILABLE, reason='numba not installed (pip install "optplan[jit]")'
@@ -88,7 +88,7 @@ def test_kernel_tau_star_matches_numpy(seed, L, S, A, sigma, rewards, transition
 @numba_only
 def test_kernel_deepsea_shapes():
     """DeepSea-shaped posteriors (bench instances), L up to 30."""
-    from optplan.bench_k_learning import deepsea_instance
+    from optplan.bench.cases import deepsea_instance
 
     rng = np.random.default_rng(3)
     for L in (5, 12, 30):

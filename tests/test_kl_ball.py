@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from index_cases import instance
 
 import optplan as op
+from optplan.bench.cases import random_pv
 from optplan.result import INFEASIBLE, OPTIMAL
 
 
@@ -20,7 +20,7 @@ def kl(p, q):
 @given(seed=st.integers(0, 10**9), log_radius=st.floats(-8, 1.5))
 def test_fast_equals_clarabel_2000(seed, log_radius):
     """Value, q* and the KL multiplier agree with Clarabel wherever Clarabel says optimal."""
-    p, v = instance(seed)
+    p, v = random_pv(seed)
     d = 10.0**log_radius
     chk = op.cross_check(op.KLBallIndex(p, v, d), solver="CLARABEL")
     fast = chk.fast
@@ -40,7 +40,7 @@ def test_fast_equals_each_solver(solver):
     1e6-magnitude instances are badly scaled for a conic solver), never a wrong optimum."""
     optimal = 0
     for seed in range(30):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         chk = op.cross_check(op.KLBallIndex(p, v, 0.05 + 0.1 * (seed % 7)), solver=solver)
         if chk.conic.status == OPTIMAL:
             optimal += 1
@@ -50,7 +50,7 @@ def test_fast_equals_each_solver(solver):
 
 def test_multiplier_is_the_derivative_in_the_radius():
     for seed in range(40):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         v = v / max(1.0, np.abs(v).max())
         for d in (0.01, 0.3, 2.0):
             h = 1e-5 * d
@@ -132,7 +132,7 @@ def test_shift_and_scale_invariance_at_large_magnitude():
 
 def test_monotone_in_radius_and_bounded():
     for seed in range(50):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         vals = op.kl_ball_index(p, v, np.geomspace(1e-6, 20, 40)).value
         assert np.all(np.diff(vals) >= -1e-12 * (1 + np.abs(vals[1:])))
         assert vals[0] >= p @ v - 1e-9 * (1 + abs(p @ v)) and vals[-1] <= v.max()
@@ -210,7 +210,7 @@ def test_formulate_is_an_exponential_cone_program():
 def test_pinsker_kl_ball_inside_the_l1_ball():
     """KL(p||q) >= ||p - q||_1^2 / 2, so C(p, v, d) <= B(p, v, sqrt(2 d))."""
     for seed in range(200):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         d = np.geomspace(1e-8, 10, 9)
         kl_val = op.kl_ball_index(p, v, d).value
         l1_val = op.l1_ball_index(p, v, np.sqrt(2 * d)).value

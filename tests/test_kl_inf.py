@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from index_cases import instance
 
 import optplan as op
+from optplan.bench.cases import random_pv
 from optplan.problems.kl_ball import kl_divergence
 from optplan.result import INFEASIBLE, OPTIMAL
 
@@ -20,7 +20,7 @@ def target_between(p, v, frac):
 @settings(max_examples=2000, deadline=None)
 @given(seed=st.integers(0, 10**9), frac=st.floats(0.0, 0.999))
 def test_fast_equals_clarabel_2000(seed, frac):
-    p, v = instance(seed)
+    p, v = random_pv(seed)
     rho = target_between(p, v, frac)
     chk = op.cross_check(op.KLInfRate(p, v, rho), solver="CLARABEL")
     fast = chk.fast
@@ -36,7 +36,7 @@ def test_fast_equals_clarabel_2000(seed, frac):
 def test_fast_equals_each_solver(solver):
     optimal = 0
     for seed in range(30):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         rho = target_between(p, v, 0.1 + 0.12 * (seed % 7))
         chk = op.cross_check(op.KLInfRate(p, v, rho), solver=solver)
         if chk.conic.status == OPTIMAL:
@@ -47,7 +47,7 @@ def test_fast_equals_each_solver(solver):
 
 def test_multiplier_is_the_derivative_in_the_target():
     for seed in range(40):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         v = v / max(1.0, np.abs(v).max())
         if np.ptp(v) == 0:
             continue
@@ -123,7 +123,7 @@ def test_near_the_ends_of_the_range():
 
 def test_monotone_in_target_and_nonnegative():
     for seed in range(50):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         rho = target_between(p, v, np.linspace(-0.5, 0.999, 40))
         vals = op.kl_inf_rate(p, v, rho).value
         assert np.all(vals >= 0)
@@ -133,7 +133,7 @@ def test_monotone_in_target_and_nonnegative():
 def test_duality_with_the_kl_ball():
     """C(p, v, D(p, v, rho)) = rho: the two problems invert each other."""
     for seed in range(30):
-        p, v = instance(seed)
+        p, v = random_pv(seed)
         if np.ptp(v) == 0:
             continue
         rho = target_between(p, v, 0.4)

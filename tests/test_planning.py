@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import optplan as op
-from optplan.cases import planning_cases, random_finite_horizon, random_mdp
+from optplan.bench.cases import planning_cases, random_finite_horizon, random_mdp
 from optplan.result import MULTICHAIN
 
 MODELS = Path(__file__).parents[1] / "models"

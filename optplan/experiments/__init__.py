@@ -5,7 +5,10 @@
 - :func:`load_sweep` / :class:`Sweep`: sweep files (``models/sweeps/*.toml``);
 - :func:`run_sweep`: local (joblib) or Ray execution into a resumable :class:`ResultStore`;
 - :func:`load_results` / :class:`Results`: read a result directory back;
+- :mod:`.stats`: confidence intervals over seeds and the per-(agent, env) summary table;
 - :mod:`.plots`: regret, scaling and heatmap figures (matplotlib, optional).
+
+(Neither is imported here: :mod:`.stats` loads scipy.stats, :mod:`.plots` draws with matplotlib.)
 """
 
 from . import metrics, registry

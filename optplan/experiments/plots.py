@@ -5,29 +5,28 @@ inside the functions that need it. Figures are built with :class:`matplotlib.fig
 and the non-interactive Agg canvas, never with :mod:`matplotlib.pyplot`, so no global state
 and no display are involved.
 
-Confidence bands and error bars are Student-t intervals over seeds, see :func:`mean_ci`.
+Confidence bands and error bars are Student-t intervals over seeds, see
+:func:`optplan.experiments.stats.mean_ci`.
 A NaN entry means "no data": a run that stopped before that step, or an instance not solved
 within the step cap.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
 
-from .._checks import OptplanError
+from .._checks import MissingDependency, OptplanError
+from .stats import check_level, mean_ci
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = [
-    "mean_ci",
     "plot_regret",
     "plot_scaling",
     "plot_heatmap",
@@ -42,67 +41,12 @@ BAND_ALPHA = 0.25
 
 
 def _matplotlib() -> Any:
-    """Import and return :mod:`matplotlib`, or raise an :class:`ImportError` with a hint."""
+    """Import and return :mod:`matplotlib`, or raise :class:`MissingDependency` with a hint."""
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
-        raise ImportError(_INSTALL_HINT) from exc
+        raise MissingDependency(_INSTALL_HINT) from exc
     return matplotlib
-
-
-def _check_level(level: float) -> float:
-    try:
-        level = float(level)
-    except (TypeError, ValueError):
-        raise OptplanError(f"level must be a number in (0, 1), got {level!r}") from None
-    if not 0.0 < level < 1.0:  # also rejects NaN
-        raise OptplanError(f"level must be in (0, 1), got {level!r}")
-    return level
-
-
-def mean_ci(values: Any, axis: int = 0, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and Student-t confidence half-width along an axis, ignoring NaN.
-
-    Parameters
-    ----------
-    values : array_like of float
-        The samples, e.g. shape ``(n_seeds, steps)``; NaN entries are ignored.
-    axis : int, default 0
-        The axis to reduce (the seeds).
-    level : float, default 0.95
-        Confidence level, in ``(0, 1)``.
-
-    Returns
-    -------
-    mean : ndarray
-        Mean of the non-NaN entries; NaN where there are none.
-    half_width : ndarray
-        ``t.ppf((1 + level) / 2, n - 1) * std(ddof=1) / sqrt(n)`` with ``n`` the count of
-        non-NaN entries; NaN where ``n < 2``.
-
-    Raises
-    ------
-    ValueError
-        If `level` is not in ``(0, 1)``.
-
-    Notes
-    -----
-    No :class:`RuntimeWarning` is emitted for empty or single-sample slices.
-    """
-    level = _check_level(level)
-    x = np.asarray(values, dtype=float)
-    finite = ~np.isnan(x)
-    n = finite.sum(axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        total = np.where(finite, x, 0.0).sum(axis=axis)
-        mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
-        centred = np.where(finite, x - np.expand_dims(mean, axis), 0.0)
-        var = (centred**2).sum(axis=axis) / np.maximum(n - 1, 1)
-        quantile = stats.t.ppf((1.0 + level) / 2.0, np.maximum(n - 1, 1))
-        half = quantile * np.sqrt(var) / np.sqrt(np.maximum(n, 1))
-        half = np.where(n >= 2, half, np.nan)
-    return np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
 
 
 def _runs(label: Any, y: Any, m: int, what: str, x_shape: tuple[int, ...]) -> np.ndarray:
@@ -142,7 +86,7 @@ def plot_regret(
         "not reached" (e.g. a run that stopped early) and is left out of the mean.
     ylabel : str, default "cumulative regret"
     level : float, default 0.95
-        Confidence level of the band, see :func:`mean_ci`.
+        Confidence level of the band, see :func:`~optplan.experiments.stats.mean_ci`.
     logx, logy : bool, default False
         Log-scale axes.
     title : str, optional
@@ -160,7 +104,7 @@ def plot_regret(
         is not in ``(0, 1)``.
     """
     _matplotlib()
-    level = _check_level(level)
+    level = check_level(level)
     tt = np.asarray(t, dtype=float)
     if tt.ndim != 1:
         raise OptplanError(f"t must be 1-D, got shape {tt.shape}")
@@ -228,7 +172,7 @@ def plot_scaling(
     logy : bool, default True
         Log-scale y axis.
     level : float, default 0.95
-        Confidence level of the error bars, see :func:`mean_ci`.
+        Confidence level of the error bars, see :func:`~optplan.experiments.stats.mean_ci`.
     title : str, optional
 
     Returns
@@ -245,7 +189,7 @@ def plot_scaling(
         not in ``(0, 1)``.
     """
     _matplotlib()
-    level = _check_level(level)
+    level = check_level(level)
     all_x = []
     for label, (x, y) in sizes.items():
         xx = np.asarray(x, dtype=float)

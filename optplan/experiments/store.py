@@ -69,7 +69,7 @@ TIMING_COLUMNS = ("wall_time",)
 CURVE_KEYS = ("regret", "realized_regret", "gap_regret", "normalized_regret")
 
 
-class StoreMismatch(ValueError):
+class StoreMismatch(OptplanError):
     """The output directory holds results of a different sweep."""
 
 

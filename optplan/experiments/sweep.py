@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..mdp import CONTINUING
 from ..modelfile import tomllib
 from . import registry
@@ -63,7 +64,7 @@ _TOP_KEYS = {
 _MAX_SEED = 2**63 - 1
 
 
-class SweepError(ValueError):
+class SweepError(OptplanError):
     """A sweep file or specification is invalid; the message names the file and key."""
 
 

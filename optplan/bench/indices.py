@@ -1,139 +1,64 @@
-"""Fast-vs-conic benchmarks, on the same random cases the tests use (``optplan.cases``).
+"""``optplan bench indices``: compute time of the index problems vs ``|S|``, fast vs conic.
 
-Every ratio printed comes from timings taken in the same run, interleaved instance by
-instance, so machine noise hits both paths alike. Medians, not means.
+The experiment of accelerating-ucb-indices-mdp §4.5 (Figs. 1-2) with our paths, on the random
+instances of :func:`optplan.bench.cases.random_index_instance`. Every ratio printed comes from
+timings taken in the same run, interleaved instance by instance. Medians, not means.
 """
 
 from __future__ import annotations
 
-import importlib
-import time
+import argparse
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ._checks import OptplanError
-from .cases import INDEX_PROBLEMS, random_index_instance, random_mdp
-from .problems import SOLVERS, AverageRewardPlanning, DiscountedPlanning
-from .result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
+from .._checks import MissingDependency, OptplanError
+from ..fast.kl_ball import kl_ball_index
+from ..fast.kl_inf import kl_inf_rate
+from ..fast.l1_ball import l1_ball_index
+from ..problems import SOLVERS, KLBallIndex, KLInfRate, L1BallIndex
+from ..result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
+from ._common import solver_name, timed
+from .cases import INDEX_PROBLEMS, random_index_instance
 
-PLANNING_PROBLEMS = {
-    "discounted": lambda mdp: DiscountedPlanning(mdp.with_discount(0.95)),
-    "average": lambda mdp: AverageRewardPlanning(mdp),
-}
+__all__ = [
+    "INDEX_PATHS",
+    "MAX_BATCH_ELEMENTS",
+    "STEMS",
+    "index_paths",
+    "bench_indices",
+    "format_index_table",
+    "plot_indices",
+    "require_matplotlib",
+    "header",
+    "add_arguments",
+    "check",
+    "finish",
+    "meta",
+]
 
-
-def _timed(fn: Callable):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
-
-
-def bench_planning(
-    sizes: Sequence[int] = (10, 100, 500),
-    n_actions: int = 4,
-    repeats: int = 5,
-    solvers: Sequence[str] = SOLVERS,
-    criteria: Sequence[str] = ("discounted", "average"),
-    seed: int = 0,
-    progress: Callable[[str], None] | None = None,
-) -> list[dict]:
-    """Median wall time of the fast path and of each conic solver on random dense MDPs.
-
-    Returns one row per (criterion, S) with ``fast_s``, ``<SOLVER>_s``, ``<SOLVER>_ratio``
-    (conic time / fast time), ``<SOLVER>_fail`` (instances without a solution, counted, not
-    dropped), ``<SOLVER>_err`` (max |value_fast - value_conic| over solved instances) and
-    ``best_ratio`` (fastest conic solver's median / fast median).
-    """
-    rows = []
-    for criterion in criteria:
-        make = PLANNING_PROBLEMS[criterion]
-        for S in sizes:
-            rng = np.random.default_rng([seed, S])
-            times = {"fast": []} | {s: [] for s in solvers}
-            fails = dict.fromkeys(solvers, 0)
-            errs = dict.fromkeys(solvers, 0.0)
-            for _ in range(repeats):
-                problem = make(random_mdp(rng, S, n_actions))
-                fast, t = _timed(lambda p=problem: p.solve(method="fast"))
-                times["fast"].append(t)
-                for solver in solvers:
-                    res, t = _timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
-                    times[solver].append(t)
-                    if res.status in SOLUTION_PRESENT:
-                        errs[solver] = max(errs[solver], abs(res.value - fast.value))
-                    else:
-                        fails[solver] += 1
-            row = {
-                "criterion": criterion,
-                "S": S,
-                "A": n_actions,
-                "instances": repeats,
-                "fast_s": float(np.median(times["fast"])),
-            }
-            for solver in solvers:
-                med = float(np.median(times[solver]))
-                row[f"{solver}_s"] = med
-                row[f"{solver}_ratio"] = med / row["fast_s"]
-                row[f"{solver}_fail"] = fails[solver]
-                row[f"{solver}_err"] = errs[solver]
-            row["best_ratio"] = min(row[f"{s}_ratio"] for s in solvers)
-            rows.append(row)
-            if progress:
-                progress(
-                    f"{criterion} S={S}: fast {row['fast_s']:.2e}s, "
-                    f"best ratio {row['best_ratio']:.0f}x"
-                )
-    return rows
-
-
-def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
-    head = f"{'criterion':<11}{'S':>5}{'fast s':>10}"
-    for s in solvers:
-        head += f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        line = f"{r['criterion']:<11}{r['S']:>5}{r['fast_s']:>10.2e}"
-        for s in solvers:
-            line += (
-                f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x{r[f'{s}_fail']:>5}"
-                f"{r[f'{s}_err']:>10.1e}"
-            )
-        lines.append(line)
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# Index problems (accelerating-ucb-indices-mdp §4.5, Figs. 1-2): compute time vs |S|
-
-#: ``stem -> (problem class, batched fast function)``, imported on first use.
+#: ``stem -> (problem class, batched fast function)`` of each index problem.
 INDEX_PATHS = {
-    "kl_ball": ("optplan.problems.kl_ball:KLBallIndex", "optplan.fast.kl_ball:kl_ball_index"),
-    "kl_inf": ("optplan.problems.kl_inf:KLInfRate", "optplan.fast.kl_inf:kl_inf_rate"),
-    "l1_ball": ("optplan.problems.l1_ball:L1BallIndex", "optplan.fast.l1_ball:l1_ball_index"),
+    cls.stem: (cls, batched)
+    for cls, batched in (
+        (KLBallIndex, kl_ball_index),
+        (KLInfRate, kl_inf_rate),
+        (L1BallIndex, l1_ball_index),
+    )
 }
+#: The problem stems this suite times.
+STEMS = frozenset(INDEX_PATHS)
 #: The large batch is timed only when ``S * batch`` is at most this many elements.
 MAX_BATCH_ELEMENTS = 10_000_000
-
-
-def _load(spec: str):
-    module, name = spec.split(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        raise OptplanError(f"{spec.replace(':', '.')} is not available ({exc})") from None
 
 
 def index_paths(problem: str) -> tuple[type, Callable]:
     """The problem class and the batched fast function of an index problem stem."""
     if problem not in INDEX_PATHS:
         raise OptplanError(f"problem must be one of {INDEX_PROBLEMS}, got {problem!r}")
-    cls_spec, fn_spec = INDEX_PATHS[problem]
-    return _load(cls_spec), _load(fn_spec)
+    return INDEX_PATHS[problem]
 
 
 def _quartiles(times: list[float]) -> tuple[float | None, float | None, float | None]:
@@ -164,7 +89,7 @@ def _time_batch(batched: Callable, instances: list, repeats: int = 3) -> tuple[o
     P = np.stack([p for p, _, _ in instances])
     V = np.stack([v for _, v, _ in instances])
     params = np.array([r for _, _, r in instances])
-    runs = [_timed(lambda: batched(P, V, params)) for _ in range(repeats)]
+    runs = [timed(lambda: batched(P, V, params)) for _ in range(repeats)]
     return runs[0][0], float(np.median([t for _, t in runs]))
 
 
@@ -182,7 +107,7 @@ def bench_indices(
     """Compute time of the index problems vs ``|S|``: fast path (single and batched) vs conic.
 
     The paper's §4.5 experiment with our paths: for each problem and each ``S``, ``instances``
-    random instances (:func:`optplan.cases.random_index_instance`), each solved by the fast
+    random instances (:func:`optplan.bench.cases.random_index_instance`), each solved by the fast
     path (``problem.solve(method="fast")``) and by every conic solver, interleaved instance by
     instance. Then one batched fast call on the same instances, and (when
     ``S * batch <= MAX_BATCH_ELEMENTS``) one batched call on ``batch`` fresh instances (each
@@ -233,7 +158,7 @@ def bench_indices(
             fast_values, fast_fail = [], 0
             for p, v, r in cases:
                 prob = cls(p, v, r)
-                fast, t = _timed(lambda prob=prob: prob.solve(method="fast"))
+                fast, t = timed(lambda prob=prob: prob.solve(method="fast"))
                 times["fast"].append(t)
                 fast_values.append(fast.value)
                 fast_fail += not fast.success
@@ -241,7 +166,7 @@ def bench_indices(
                 for solver in solvers:
                     if solver in tripped:
                         continue
-                    res, t = _timed(lambda prob=prob, s=solver: _conic(prob, s))
+                    res, t = timed(lambda prob=prob, s=solver: _conic(prob, s))
                     times[solver].append(t)
                     statuses[solver].append(res.status)
                     _note(messages[solver], res)
@@ -389,11 +314,11 @@ PATH_STYLES = {
 
 
 def require_matplotlib():
-    """``matplotlib.figure.Figure``, or an ``ImportError`` saying how to install it."""
+    """``matplotlib.figure.Figure``, or a :class:`MissingDependency` saying how to install it."""
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependency(
             "plotting needs matplotlib: pip install 'optplan[plot]' (or matplotlib)"
         ) from exc
     return Figure
@@ -441,3 +366,77 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
     )
     fig.savefig(path, dpi=120)
     return Path(path)
+
+
+def header(args: argparse.Namespace) -> str:
+    """The text printed above the table."""
+    return (
+        f"index benchmark (paper §4.5): {args.instances} random instances per size, "
+        "median wall seconds per instance.\n"
+        "batch/N: one batched fast call on the N instances / N; batch/B: one call on "
+        f"B={args.batch} fresh instances / B (when S*B <= {MAX_BATCH_ELEMENTS:.0e}); "
+        "batched calls: median of 3.\n"
+        "ratio: conic median / fast single-call median (same run). fail: status neither "
+        "optimal nor optimal_inaccurate; inacc: optimal_inaccurate.\n"
+        "abs/rel err: max |fast - conic| and max |fast - conic| / (1 + |conic|) over the "
+        "instances the solver solved to status optimal."
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options; each ``dest`` but ``plot`` is a keyword of :func:`bench_indices`."""
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10000])
+    parser.add_argument("--instances", type=int, default=15, help="random instances per size")
+    parser.add_argument(
+        "--problems", nargs="+", choices=INDEX_PROBLEMS, default=list(INDEX_PROBLEMS)
+    )
+    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1000,
+        metavar="B",
+        help="also time one batched fast call on B instances (when S*B <= 1e7; 0: never)",
+    )
+    parser.add_argument(
+        "--max-conic-seconds",
+        type=float,
+        default=120.0,
+        metavar="T",
+        help="stop timing a conic solver once it has spent T s on one size (and skip it on "
+        "larger sizes); reported as skipped",
+    )
+    parser.add_argument(
+        "--zeros", type=float, default=0.0, help="fraction of zero-probability states in p"
+    )
+    parser.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before minutes of timing, not after: ``--plot`` needs matplotlib."""
+    if args.plot:
+        require_matplotlib()
+
+
+def finish(rows: list[dict], args: argparse.Namespace) -> str | None:
+    """Draw the ``--plot`` figure; the line saying so."""
+    if not args.plot:
+        return None
+    plot_indices(rows, args.plot, args.solvers)
+    return f"plot written to {args.plot}"
+
+
+def meta(args: argparse.Namespace) -> dict:
+    """The run's settings, ahead of the rows in ``--json`` output."""
+    return {
+        "sizes": args.sizes,
+        "instances": args.instances,
+        "problems": args.problems,
+        "solvers": args.solvers,
+        "batch": args.batch,
+        "max_batch_elements": MAX_BATCH_ELEMENTS,
+        "max_conic_seconds": args.max_conic_seconds,
+        "zeros": args.zeros,
+        "seed": args.seed,
+        "plot": args.plot,
+    }

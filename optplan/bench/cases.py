@@ -1,11 +1,30 @@
-"""Random problem instances shared by the tests and ``optplan bench`` (scipy's ``_tstutils``)."""
+"""Random problem instances shared by the tests and ``optplan bench`` (scipy's ``_tstutils``).
+
+The one collection of seeded random cases: MDPs for the planning problems, ``(p, v, param)``
+instances of the index problems, and DeepSea-shaped K-learning temperature problems.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._checks import OptplanError
-from .mdp import FiniteHorizonMDP, TabularMDP
+from .._checks import OptplanError
+from ..envs import DeepSea
+from ..mdp import FiniteHorizonMDP, TabularMDP
+from ..problems.k_temperature import KLearningTemperature
+
+__all__ = [
+    "random_transitions",
+    "random_mask",
+    "random_rewards",
+    "random_mdp",
+    "random_finite_horizon",
+    "planning_cases",
+    "INDEX_PROBLEMS",
+    "random_index_instance",
+    "random_pv",
+    "deepsea_instance",
+]
 
 
 def random_transitions(
@@ -134,3 +153,49 @@ def random_index_instance(
     else:
         param = float(rng.uniform(0.01, 1.0))
     return p, v, param
+
+
+def random_pv(seed: int, S: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, v)`` for the KL index tests: sizes 1..60, sparse and dense ``p``, ties, zeros.
+
+    The structure is chosen by ``seed % 5``: 0 plain, 1 sparse ``p``, 2 the best state has
+    probability zero, 3 ties in ``v``, 4 large magnitudes; ``S`` (default: random in 1..60)
+    fixes the size.
+    """
+    rng = np.random.default_rng(seed)
+    S = int(rng.integers(1, 61)) if S is None else S
+    p = rng.dirichlet(np.full(S, float(rng.choice([0.3, 1.0, 5.0]))))
+    kind = seed % 5
+    if kind == 1 and S > 1:  # sparse p
+        p[rng.random(S) < 0.5] = 0.0
+    if kind == 2 and S > 1:  # the best state has probability zero
+        p[0] = 0.0
+    if p.sum() == 0:
+        p[rng.integers(S)] = 1.0
+    p /= p.sum()
+    v = rng.random(S)
+    if kind == 2:
+        v[0] = v.max() + rng.random()
+    if kind == 3:  # ties
+        v = np.round(v * 3) / 3
+    if kind == 4:  # large magnitude
+        v = 1e6 * v - 3e5
+    return p, v
+
+
+def deepsea_instance(L: int, rng: np.random.Generator) -> KLearningTemperature:
+    """A K-learning temperature problem shaped like a DeepSea posterior of depth ``L``.
+
+    ``L`` layers of ``L`` columns, two actions; posterior-mean transitions from random visit
+    counts (half the pairs unvisited) on DeepSea's true moves plus a Dirichlet(1/L) prior,
+    random mean rewards on the visited pairs.
+    """
+    env = DeepSea(L, mapping_seed=int(rng.integers(2**31)))
+    P_true = np.asarray(env.mdp.P)
+    counts = rng.integers(0, 30, size=(L, L, 2)).astype(float)
+    counts[rng.random((L, L, 2)) < 0.5] = 0.0  # half the pairs unvisited
+    next_counts = counts[..., None] * P_true
+    alpha = 1.0 / L
+    P = (next_counts + alpha) / (counts[..., None] + alpha * L)
+    R = np.where(counts > 0, rng.normal(0.0, 0.1, (L, L, 2)), 0.0)
+    return KLearningTemperature(R, P, counts, 1.0, env.mdp.initial)

@@ -12,19 +12,30 @@ action) plus the environment. Rates are measured in this one run; ``x fast`` is 
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
-from .envs import TabularEnv
-from .experiments import run
-from .generators import random_dirichlet
+from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
+from ..envs import TabularEnv
+from ..experiments import run
+from ..generators import random_dirichlet
 
-__all__ = ["bench_index_agents", "format_index_agents_table", "AGENT_CLASSES"]
+__all__ = [
+    "AGENT_CLASSES",
+    "STEMS",
+    "bench_index_agents",
+    "format_index_agents_table",
+    "header",
+    "add_arguments",
+]
 
 AGENT_CLASSES = {"mdp-ucb": MDPUCB, "olp": OLP, "mdp-dmed": MDPDMED, "mdp-ps": MDPPS}
+#: Problem stems timed on their own: none (the index problems are timed by ``indices``; here
+#: they are inside whole agent steps).
+STEMS: frozenset[str] = frozenset()
 
 
 def _rate(cls, mdp, method, steps, seed, counts):
@@ -75,6 +86,7 @@ def bench_index_agents(
 
 
 def format_index_agents_table(rows: list[dict]) -> str:
+    """One line per (|S|, agent): fast and conic steps per second, ratio, fallbacks."""
     head = (
         f"{'|S|':>4} {'agent':<9} {'fast steps/s':>13} {'conic steps/s':>14} "
         f"{'x fast':>8} {'fallbacks':>10}"
@@ -87,3 +99,21 @@ def format_index_agents_table(rows: list[dict]) -> str:
             f"{r['conic_fallbacks']:>4}/{r['conic_instances']:<5}"
         )
     return "\n".join(lines)
+
+
+def header(args: argparse.Namespace) -> str:
+    """The text printed above the table."""
+    return (
+        "Index agents on random Dirichlet MDPs: whole agent+env steps per second, fast vs "
+        f"conic index path, measured in this run ({args.fast_steps} fast / "
+        f"{args.conic_steps} conic steps per cell); fallbacks = conic index instances not "
+        "solved to optimal (recomputed fast) / conic instances"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_index_agents`."""
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 30, 300])
+    parser.add_argument("--actions", dest="n_actions", metavar="ACTIONS", type=int, default=4)
+    parser.add_argument("--fast-steps", type=int, default=2000)
+    parser.add_argument("--conic-steps", type=int, default=20)

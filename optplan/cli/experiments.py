@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from .._checks import OptplanError
+from ..experiments import figures, plots, registry
+from ..experiments.execute import BACKENDS, execute_task, run_sweep
+from ..experiments.figures import KINDS, SCALING_METRICS
+from ..experiments.stats import aggregate
+from ..experiments.store import CURVE_KEYS, load_results, summary_row
+from ..experiments.sweep import load_sweep, single_sweep
 from ..modelfile import tomllib
-from . import registry
-from .execute import BACKENDS, execute_task, run_sweep
-from .figures import KINDS, SCALING_METRICS
-from .plots import mean_ci
-from .store import CURVE_KEYS, load_results
-from .sweep import load_sweep, single_sweep
 
-__all__ = ["add_parsers", "aggregate"]
+__all__ = ["add_parsers", "split_params", "format_aggregate"]
 
 
 def _value(text: str):
@@ -58,30 +56,6 @@ def split_params(pairs: list[str], agent: str, env: str) -> tuple[dict, dict]:
                 f"({', '.join(sorted(e_names))})"
             )
     return a_params, e_params
-
-
-def aggregate(rows: list[dict]) -> list[dict]:
-    """Per (agent, env): tasks, failures, mean final regret with 95% CI, time to solve."""
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault((r["agent"], r["env"]), []).append(r)
-    out = []
-    for (agent, env), rs in groups.items():
-        ok = [r for r in rs if r["status"] == "ok"]
-        entry = {"agent": agent, "env": env, "tasks": len(rs), "failed": len(rs) - len(ok)}
-        for key in ("regret", "normalized_regret"):
-            vals = np.array([r[key] for r in ok], dtype=float)
-            m, h = mean_ci(vals) if vals.size else (np.nan, np.nan)
-            entry[key] = None if np.isnan(m) else float(m)
-            entry[f"{key}_ci95"] = None if np.isnan(h) else float(h)
-        tts = [r["time_to_solve"] for r in ok if r.get("goal_rate") is not None]
-        if tts:
-            solved = [t for t in tts if t is not None]
-            entry["solved"] = f"{len(solved)}/{len(tts)}"
-            entry["time_to_solve_median"] = float(np.median(solved)) if solved else None
-        entry["wall_time_mean"] = float(np.mean([r["wall_time"] for r in ok])) if ok else None
-        out.append(entry)
-    return out
 
 
 def _fmt_ci(m, h) -> str:
@@ -133,8 +107,6 @@ def cmd_run(args) -> int:
         if not args.json:
             print(report)
     else:
-        from .store import summary_row
-
         rows = [summary_row(execute_task(t.to_dict())[0]) for t in sweep.tasks()]
     groups = aggregate(rows)
     if args.json:
@@ -205,8 +177,6 @@ def cmd_results(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from . import figures, plots
-
     res = load_results(args.dir)
     if args.kind == "regret":
         fig = figures.regret_figure(

@@ -1,42 +1,33 @@
-"""``optplan bench k-learning``: the optimal temperature, fast vs each conic solver.
+"""``optplan bench k-learning``: K-learning's optimal temperature, fast vs each conic solver.
 
-Instances are DeepSea-shaped posteriors (k-learning §4): ``L`` layers of ``L`` columns, two
-actions, posterior-mean transitions from random visit counts on DeepSea's true moves plus a
-Dirichlet(1/S) prior, random mean rewards, seeded. Times are medians over the instances of one
-run; ratios compare solvers measured in that same run. The fast path runs on its default kernel
-(compiled with numba when installed, ``pip install "optplan[jit]"``) and, for comparison, on
-the numpy reference kernel; ratios are against the default kernel.
+Instances are DeepSea-shaped posteriors (k-learning §4, :func:`optplan.bench.cases.
+deepsea_instance`): ``L`` layers of ``L`` columns, two actions, posterior-mean transitions from
+random visit counts on DeepSea's true moves plus a Dirichlet(1/S) prior, random mean rewards,
+seeded. Times are medians over the instances of one run; ratios compare solvers measured in
+that same run. The fast path runs on its default kernel (compiled with numba when installed,
+``pip install "optplan[jit]"``) and, for comparison, on the numpy reference kernel; ratios are
+against the default kernel.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .envs import DeepSea
-from .fast import _k_kernels
-from .problems import SOLVERS
-from .problems.k_learning import KLearningTemperature
+from ..problems import SOLVERS, KLearningTemperature
+from ._common import solver_name
+from .cases import deepsea_instance
 
-__all__ = ["deepsea_instance", "bench_k_learning", "format_k_table"]
+__all__ = ["STEMS", "bench_k_temperature", "format_k_table", "header", "add_arguments"]
 
-
-def deepsea_instance(L: int, rng: np.random.Generator) -> KLearningTemperature:
-    """A K-learning temperature problem shaped like a DeepSea posterior of depth ``L``."""
-    env = DeepSea(L, mapping_seed=int(rng.integers(2**31)))
-    P_true = np.asarray(env.mdp.P)
-    counts = rng.integers(0, 30, size=(L, L, 2)).astype(float)
-    counts[rng.random((L, L, 2)) < 0.5] = 0.0  # half the pairs unvisited
-    next_counts = counts[..., None] * P_true
-    alpha = 1.0 / L
-    P = (next_counts + alpha) / (counts[..., None] + alpha * L)
-    R = np.where(counts > 0, rng.normal(0.0, 0.1, (L, L, 2)), 0.0)
-    return KLearningTemperature(R, P, counts, 1.0, env.mdp.initial)
+#: The problem stems this suite times (every instance is a :func:`deepsea_instance`).
+STEMS = frozenset({KLearningTemperature.stem})
 
 
-def bench_k_learning(
+def bench_k_temperature(
     sizes: Sequence[int] = (5, 10, 20, 30, 50),
     instances: int = 5,
     solvers: Sequence[str] = SOLVERS,
@@ -46,6 +37,8 @@ def bench_k_learning(
 ) -> list[dict]:
     """One row per depth: fast median time, each solver's median time, status counts, and the
     largest relative differences of ``tau*`` and objective from the fast path."""
+    from ..fast import _k_kernels  # numba, when installed: imported by this suite only
+
     rng = np.random.default_rng(seed)
     rows = []
     skip: set[str] = set()
@@ -111,6 +104,8 @@ def bench_k_learning(
 
 
 def format_k_table(rows: list[dict], solvers: Sequence[str]) -> str:
+    """One line per depth: the fast medians on both kernels, the duality gap and ``tau*``,
+    then per solver its median, the ratio to the fast median, ``dtau`` and optimal counts."""
     kernel = rows[0]["kernel"] if rows else "?"
     head = f"{'L':>3} {'pairs':>6} {kernel + ' ms':>9} {'numpy ms':>9} {'gap':>8} {'tau*':>8}"
     for s in solvers:
@@ -135,3 +130,21 @@ def format_k_table(rows: list[dict], solvers: Sequence[str]) -> str:
             line += f" | {ms:>11} {ratio:>7} {dt:>8} {ok:>2}/{n:<2}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def header(args: argparse.Namespace) -> str:
+    """The text printed above the table."""
+    return (
+        "K-learning temperature benchmark: DeepSea-shaped posteriors (L x L states, 2 "
+        f"actions), {args.instances} instances per depth, median wall milliseconds of the "
+        "fast tau* on its default kernel and on the numpy reference; x fast = conic median / "
+        "default-kernel median (same run); dtau = max |tau_conic - tau_fast| / tau_fast"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_k_temperature`."""
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 30, 50])
+    parser.add_argument("--instances", type=int, default=5, help="random instances per depth")
+    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument("--max-conic-seconds", type=float, default=120.0, metavar="T")
