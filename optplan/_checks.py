@@ -189,7 +189,7 @@ def check_distribution(name: str, p: np.ndarray, tol: float = ROW_SUM_TOL, rows=
         idx = first_bad(off)
         if p.ndim == 1:
             raise OptplanError(f"{name} must sum to 1, sums to {float(sums)!r}")
-        where = f" (row {index_str(idx)})"
+        where = f" (row {idx})"
         raise OptplanError(
             f"{name} must sum to 1 along its last axis{where}, sums to {float(sums[idx])!r}"
         )
