@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import optplan as op
@@ -21,6 +21,9 @@ def target_between(p, v, frac):
 @given(seed=st.integers(0, 10**9), frac=st.floats(0.0, 0.999))
 def test_fast_equals_clarabel_2000(seed, frac):
     p, v = random_pv(seed)
+    # a target range to sample: v constant on the support (some "ties" instances) leaves none,
+    # and p @ v may round above max v; those edge cases are test_theorem_3_edge_cases'
+    assume(v.max() - p @ v > 1e-12 * (1.0 + abs(v.max())))
     rho = target_between(p, v, frac)
     chk = op.cross_check(op.KLInfRate(p, v, rho), solver="CLARABEL")
     fast = chk.fast

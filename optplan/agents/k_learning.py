@@ -46,8 +46,19 @@ TEMPERATURES = ("optimal", "schedule")
 class _Episodic(ABC):
     """Layer bookkeeping shared by the episodic agents; ``plan()`` runs at each episode start."""
 
-    def __init__(self, n_layers, n_states, n_actions, initial, posterior_kwargs):
-        self.posterior = LayeredPosterior(n_layers, n_states, n_actions, **posterior_kwargs)
+    def __init__(
+        self,
+        n_layers,
+        n_states,
+        n_actions,
+        sigma=1.0,
+        prior_var=1.0,
+        transition_prior=None,
+        initial=None,
+    ):
+        self.posterior = LayeredPosterior(
+            n_layers, n_states, n_actions, sigma, prior_var, transition_prior
+        )
         L, S, A = self.posterior.L, self.posterior.S, self.posterior.A
         if initial is None:
             initial = np.full(S, 1.0 / S)
@@ -123,12 +134,7 @@ class KLearning(ConicFallback, _Episodic):
         self.temperature = temperature
         self.init_fallback(method, solver)
         _Episodic.__init__(
-            self,
-            n_layers,
-            n_states,
-            n_actions,
-            initial,
-            {"sigma": sigma, "prior_var": prior_var, "transition_prior": transition_prior},
+            self, n_layers, n_states, n_actions, sigma, prior_var, transition_prior, initial
         )
         if self.n_actions < 2:
             raise OptplanError("KLearning needs at least 2 actions")
@@ -187,26 +193,11 @@ class KLearning(ConicFallback, _Episodic):
 class PSRL(_Episodic):
     """Posterior sampling for episodic layered MDPs (Osband et al. 2013; the k-learning paper's
     main comparator): one model drawn from :class:`LayeredPosterior` per episode, then the
-    greedy policy of that model by backward induction."""
+    greedy policy of that model by backward induction.
 
-    def __init__(
-        self,
-        n_layers,
-        n_states,
-        n_actions,
-        sigma=1.0,
-        prior_var=1.0,
-        transition_prior=None,
-        initial=None,
-    ):
-        _Episodic.__init__(
-            self,
-            n_layers,
-            n_states,
-            n_actions,
-            initial,
-            {"sigma": sigma, "prior_var": prior_var, "transition_prior": transition_prior},
-        )
+    Parameters: ``n_layers, n_states, n_actions, sigma=1.0, prior_var=1.0,
+    transition_prior=None, initial=None`` (the posterior, :class:`LayeredPosterior`, and the
+    start distribution)."""
 
     def plan(self) -> None:
         R, P = self.posterior.sample(self.rng)
