@@ -38,6 +38,10 @@ from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
 
+#: Upper end of the bracket in ``s = -log(eta - V_I)``.
+_S_CAP = 1e300
+
+
 def _log_expm1(d: np.ndarray) -> np.ndarray:
     """``log(exp(d) - 1)`` without overflow or cancellation, for ``d > 0``."""
     big = d > 1.0
@@ -111,27 +115,51 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         mean_delta = (pt * delt).sum(axis=1)
         var_delta = np.maximum((pt * delt**2).sum(axis=1) - mean_delta**2, 1e-300)
         lo = _log_expm1(dt) - np.log(mean_delta)
-        hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (1.0 - P_top[todo]) + 1.0
+        with np.errstate(over="ignore"):
+            hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (1.0 - P_top[todo])
+        # Radii near the largest double put the root beyond 1e300; at s = 1e300 every state
+        # below V_I already has q below the double range, so the answer is the same there.
+        hi = np.minimum(hi + 1.0, _S_CAP)
         lo = np.minimum(lo, hi - 1.0)
         # eta >= V: s <= s_max = -log(V - V_I) when the best state has probability zero
         gap = V[todo] - V_I[todo]
         with np.errstate(divide="ignore"):
             s_max = np.where(gap > 0, -np.log(gap), np.inf)
 
+        log_mean_delta = np.log(mean_delta)
+        log_top = np.log(P_top[todo])
+
         def g_dg(s, idx):
-            ell, w, u = _ell_w(delt[idx] if idx.size < todo.size else delt, s)
-            pt_i = pt[idx] if idx.size < todo.size else pt
+            part = idx.size < todo.size
+            delt_i, pt_i = (delt[idx], pt[idx]) if part else (delt, pt)
+            ell, w, u = _ell_w(delt_i, s)
             pw = pt_i * w
             a0 = pw.sum(axis=1)
             L = (pt_i * ell).sum(axis=1)
-            # log a0 = log1p(-sum p u) with u = 1 - w computed directly: no loss near a0 = 1
-            log_a0 = np.log1p(-(pt_i * u).sum(axis=1))
+            log_a0 = _log_a0(a0, (pt_i * u).sum(axis=1))
+            g, scale = L + log_a0 - dt[idx], L - log_a0 + dt[idx]
+            # Large s (eta close to V_I): L ~ (1 - P_top) s and log a0 ~ -s cancel. There
+            # KL = log c - P_top s + sum_{delta>0} p log(delta + e^-s), c = a0 e^s =
+            # P_top e^s + sum_{delta>0} p / (delta + e^-s): no large terms cancel, and the
+            # best supported state may hold 1e-300 of the mass.
+            big = s + log_mean_delta[idx] > 0.0
+            if big.any():
+                sb, db, pb = s[big], delt_i[big], pt_i[big]
+                e = np.exp(-sb)[:, None]
+                pos = db > 0
+                with np.errstate(divide="ignore"):
+                    log_b = np.log(np.where(pos, pb / (db + e), 0.0).sum(axis=1))
+                    M = np.where(pos, pb * np.log(np.where(pos, db, 1.0) + e), 0.0).sum(axis=1)
+                log_c = np.logaddexp(log_top[idx][big] + sb, log_b)
+                top_s = P_top[todo][idx][big] * sb
+                g[big] = log_c - top_s + M - dt[idx][big]
+                scale[big] = np.abs(log_c) + top_s + np.abs(M) + dt[idx][big]
             a2 = (pw * w).sum(axis=1)
             pwu = pw * u  # dw/ds = -w u
             b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
             dg = a2 / a0 - a0
             d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
-            return L + log_a0 - dt[idx], dg, L - log_a0 + dt[idx], d2g
+            return g, dg, scale, d2g
 
         capped = s_max < hi
         boundary = np.zeros(todo.size, dtype=bool)
@@ -140,7 +168,8 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
             g_cap = g_dg(s_max[ci], ci)[0]
             boundary[ci[g_cap <= 0]] = True
             hi = np.where(capped, s_max, hi)
-        s0 = np.log(np.sqrt(2.0 * dt / var_delta))
+        with np.errstate(over="ignore"):
+            s0 = np.log(np.sqrt(2.0 * dt / var_delta))
         s = np.where(boundary, s_max, 0.0)
         iters = np.zeros(todo.size, dtype=int)
         ok = np.ones(todo.size, dtype=bool)
@@ -150,22 +179,41 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
             s[inner], iters[inner], ok[inner] = newton_bracketed(
                 sub, s0[inner], lo[inner], hi[inner], max_iter
             )
-        ell = _ell_w(delt, s)[0]
+        ell, w, u = _ell_w(delt, s)
         L = (pt * ell).sum(axis=1)
-        qi = pt * np.exp(L[:, None] - dt[:, None] - ell)
+        pw = pt * w
+        a0 = pw.sum(axis=1)
+        log_a0 = _log_a0(a0, (pt * u).sum(axis=1))
+        # q_x = lam p_x / (eta - v_x) = lam e^s p_x w_x. Interior (sum_I q = 1): lam e^s = 1/a0,
+        # so q = p w / a0 and lam = e^-s / a0, with no exp(L - d): L and d cancel when d is
+        # huge (1e18 and beyond). Boundary (eta = V, leftover mass): lam = exp(L - s - d).
+        log_lam = np.where(boundary, L - s - dt, -s - log_a0)
+        with np.errstate(over="ignore", under="ignore"):
+            qi = np.where(
+                boundary[:, None], pt * np.exp(L - dt)[:, None] * w, pw / a0[:, None]
+            )
+            lam[todo] = np.exp(log_lam)
         # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
         # state and d is large) is stored as the smallest normal double: KL(p||q) stays <= d
-        # and the value moves by < 1e-300
+        # (d is then far above KL's ~709 per unit of mass) and the value moves by < 1e-300
         qi = np.where(pt > 0, np.maximum(qi, np.finfo(float).tiny), 0.0)
         mass = qi.sum(axis=1)
         qi = np.where(boundary[:, None], qi, qi / mass[:, None])  # interior: sum_I q = 1
         q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
         value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
-        lam[todo] = np.exp(L - s - dt)
         iterations[todo] = iters
         status[todo[~ok]] = MAX_ITER
 
     return batch_result(batch, outputs, start, "halley")
+
+
+def _log_a0(a0: np.ndarray, one_minus_a0: np.ndarray) -> np.ndarray:
+    """``log a0`` from whichever of ``a0 = sum p w`` and ``1 - a0 = sum p u`` (both summed
+    directly) carries it without cancellation: ``log1p(-(1 - a0))`` near ``a0 = 1`` (small
+    ``s``), ``log a0`` when ``a0`` is small (the best supported state has tiny mass, e.g.
+    1e-20, and ``1 - a0`` rounds to 1)."""
+    with np.errstate(divide="ignore"):
+        return np.where(a0 < 0.5, np.log(a0), np.log1p(-one_minus_a0))
 
 
 def _ell_w(delta: np.ndarray, s: np.ndarray):
