@@ -37,7 +37,6 @@ from ._batch import batch_result, flat_batch
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
-
 #: Upper end of the bracket in ``s = -log(eta - V_I)``.
 _S_CAP = 1e300
 
@@ -127,7 +126,6 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
             s_max = np.where(gap > 0, -np.log(gap), np.inf)
 
         log_mean_delta = np.log(mean_delta)
-        log_top = np.log(P_top[todo])
 
         def g_dg(s, idx):
             part = idx.size < todo.size
@@ -138,27 +136,22 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
             L = (pt_i * ell).sum(axis=1)
             log_a0 = _log_a0(a0, (pt_i * u).sum(axis=1))
             g, scale = L + log_a0 - dt[idx], L - log_a0 + dt[idx]
-            # Large s (eta close to V_I): L ~ (1 - P_top) s and log a0 ~ -s cancel. There
-            # KL = log c - P_top s + sum_{delta>0} p log(delta + e^-s), c = a0 e^s =
-            # P_top e^s + sum_{delta>0} p / (delta + e^-s): no large terms cancel, and the
-            # best supported state may hold 1e-300 of the mass.
-            big = s + log_mean_delta[idx] > 0.0
-            if big.any():
-                sb, db, pb = s[big], delt_i[big], pt_i[big]
-                e = np.exp(-sb)[:, None]
-                pos = db > 0
-                with np.errstate(divide="ignore"):
-                    log_b = np.log(np.where(pos, pb / (db + e), 0.0).sum(axis=1))
-                    M = np.where(pos, pb * np.log(np.where(pos, db, 1.0) + e), 0.0).sum(axis=1)
-                log_c = np.logaddexp(log_top[idx][big] + sb, log_b)
-                top_s = P_top[todo][idx][big] * sb
-                g[big] = log_c - top_s + M - dt[idx][big]
-                scale[big] = np.abs(log_c) + top_s + np.abs(M) + dt[idx][big]
             a2 = (pw * w).sum(axis=1)
             pwu = pw * u  # dw/ds = -w u
             b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
             dg = a2 / a0 - a0
             d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
+            big = s + log_mean_delta[idx] > 0.0
+            if big.any():
+                g[big], dg[big], scale[big] = _g_large_s(
+                    s[big],
+                    delt_i[big],
+                    pt_i[big],
+                    P_top[todo][idx][big],
+                    dt[idx][big],
+                    mean_delta[idx][big],
+                )
+                d2g[big] = 0.0  # Newton steps there (Halley's needs g'', not worth it)
             return g, dg, scale, d2g
 
         capped = s_max < hi
@@ -180,6 +173,17 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
                 sub, s0[inner], lo[inner], hi[inner], max_iter
             )
         ell, w, u = _ell_w(delt, s)
+        # The root s* lies between two doubles: at s ~ 690 (best supported state with 1e-300
+        # of the mass) one ulp of s moves q by 6e-14 relative. One more Newton correction,
+        # kept outside s as the factor e^corr of e^s, puts q at round-off.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            g_end, dg_end = g_dg(s, np.arange(todo.size))[:2]
+            corr = np.where(~boundary & (dg_end > 0), -g_end / dg_end, 0.0)
+        fix = (np.abs(corr) <= 1e-12 * np.maximum(1.0, np.abs(s))) & (s <= 700.0) & (corr != 0)
+        if fix.any():
+            dz = delt[fix] * (np.exp(s[fix]) * np.exp(corr[fix]))[:, None]
+            w[fix], u[fix] = 1.0 / (1.0 + dz), dz / (1.0 + dz)
+            s = s + corr  # (rounds to s where corr is below an ulp: only e^s carried it)
         L = (pt * ell).sum(axis=1)
         pw = pt * w
         a0 = pw.sum(axis=1)
@@ -187,11 +191,9 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         # q_x = lam p_x / (eta - v_x) = lam e^s p_x w_x. Interior (sum_I q = 1): lam e^s = 1/a0,
         # so q = p w / a0 and lam = e^-s / a0, with no exp(L - d): L and d cancel when d is
         # huge (1e18 and beyond). Boundary (eta = V, leftover mass): lam = exp(L - s - d).
-        log_lam = np.where(boundary, L - s - dt, -s - log_a0)
-        with np.errstate(over="ignore", under="ignore"):
-            qi = np.where(
-                boundary[:, None], pt * np.exp(L - dt)[:, None] * w, pw / a0[:, None]
-            )
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            log_lam = np.where(boundary, L - s - dt, -s - log_a0)
+            qi = np.where(boundary[:, None], pt * np.exp(L - dt)[:, None] * w, pw / a0[:, None])
             lam[todo] = np.exp(log_lam)
         # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
         # state and d is large) is stored as the smallest normal double: KL(p||q) stays <= d
@@ -207,12 +209,58 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
     return batch_result(batch, outputs, start, "halley")
 
 
+def _g_large_s(s, delta, p, P_top, d, mean_delta):
+    """``(g, g', scale)`` for large ``s`` (``eta`` close to ``V_I``), where ``L ~ (1 - P_top) s``
+    and ``log a0 ~ -s`` cancel, as do the two terms of ``a2 / a0 - a0``.
+
+    In units of ``mean_delta`` (``delta' = delta / mean_delta``, ``e = e^-s / mean_delta``:
+    scale-free round-off), with ``r = 1 / (delta' + e)``, ``w = e r``, ``y = delta' r`` on
+    ``delta > 0``, ``B = sum p r`` and ``c = P_top e^s mean_delta + B``:
+
+    - ``g = log c - P_top (s + log mean_delta) + sum p log(delta' + e) - d``;
+    - ``g' = (P_top e^s mean_delta sum p y^2 + m sum p (w - w_bar)(r - r_bar)) / c``
+      (``m = 1 - P_top``; ``w_bar``, ``r_bar`` the ``p / m``-weighted means over
+      ``delta > 0``), nonnegative terms.
+
+    Nothing large cancels, so ``s`` is found to round-off even when the best supported state
+    holds 1e-300 of the mass (``s`` ~ 690) or the radius is 1e300.
+    """
+    m_d = mean_delta[:, None]
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        e = (np.exp(-s) / mean_delta)[:, None]
+        pos = delta > 0
+        pp = np.where(pos, p, 0.0)
+        dn = delta / m_d
+        r = np.where(pos, 1.0 / (dn + e), 0.0)
+        w, y = e * r, dn * r
+        B = (pp * r).sum(axis=1)
+        M = (pp * np.log(np.where(pos, dn, 1.0) + e)).sum(axis=1)
+        log_md = np.log(mean_delta)
+        # P_top e^s mean_delta as a product while e^s is a double: log P_top + s would round
+        # at ~1e-13 when s ~ 690 (P_top ~ 1e-300), and g is needed to 1e-17 there
+        top = P_top * np.exp(np.minimum(s, 700.0)) * mean_delta
+        log_top = np.log(P_top) + s + log_md
+        log_c = np.where(s <= 700.0, np.log(top + B), np.logaddexp(log_top, np.log(B)))
+        top_s = P_top * (s + log_md)
+        g = log_c - top_s + M - d
+        scale = np.abs(log_c) + np.abs(top_s) + np.abs(M) + d
+        m = pp.sum(axis=1)
+        w_bar = (pp * w).sum(axis=1) / m
+        r_bar = B / m
+        cov = m * (pp * (w - w_bar[:, None]) * (r - r_bar[:, None])).sum(axis=1)
+        y2 = (pp * y * y).sum(axis=1)
+        # numerator and denominator scaled by 1 / (P_top e^s mean_delta) when that is large
+        ea = np.exp(-np.abs(log_top))
+        dg = np.where(log_top > 0, (y2 + cov * ea) / (1.0 + B * ea), (ea * y2 + cov) / (ea + B))
+    return g, dg, scale
+
+
 def _log_a0(a0: np.ndarray, one_minus_a0: np.ndarray) -> np.ndarray:
     """``log a0`` from whichever of ``a0 = sum p w`` and ``1 - a0 = sum p u`` (both summed
     directly) carries it without cancellation: ``log1p(-(1 - a0))`` near ``a0 = 1`` (small
     ``s``), ``log a0`` when ``a0`` is small (the best supported state has tiny mass, e.g.
     1e-20, and ``1 - a0`` rounds to 1)."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(a0 < 0.5, np.log(a0), np.log1p(-one_minus_a0))
 
 
