@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import OptplanTypeError
-from .problems.base import Problem, check_solver
+from ._checks import OptplanTypeError, check_positive
+from .problems.base import SOLVER_TOL, Problem, check_solver
 from .result import SOLUTION_PRESENT, CrossCheck
-
-#: Per-solver ``(rtol, atol)``, used as ``|a - b| <= atol + rtol * scale`` (cvxpy's
-#: ``SOLVER_TO_TOL`` in spirit). Interior-point solvers at optplan's tight settings reach
-#: ~1e-9; SCS is a first-order method.
-SOLVER_TOL = {
-    "CLARABEL": (1e-7, 1e-7),
-    "ECOS": (1e-6, 1e-6),
-    "SCS": (1e-4, 1e-4),
-}
 
 
 def cross_check(
@@ -34,10 +25,11 @@ def cross_check(
         Any problem object (``DiscountedPlanning``, ``AverageRewardPlanning``, ...).
     solver : str, optional
         Conic solver; default ``CLARABEL``.
-    rtol, atol : float, optional
-        Override the per-solver tolerances of :data:`SOLVER_TOL`.
+    rtol, atol : float >= 0, optional
+        Override the per-solver tolerances of :data:`SOLVER_TOL` (finite, non-negative).
     fast_options, conic_options : dict, optional
-        Passed to the two ``solve`` calls.
+        Passed to the two ``solve`` calls; both are validated
+        (:meth:`~optplan.problems.base.Problem.check_options`) before either path runs.
 
     Returns
     -------
@@ -53,8 +45,10 @@ def cross_check(
         )
     solver = check_solver(solver)
     d_rtol, d_atol = SOLVER_TOL[solver]
-    rtol = d_rtol if rtol is None else float(rtol)
-    atol = d_atol if atol is None else float(atol)
+    rtol = d_rtol if rtol is None else check_positive("rtol", rtol, allow_zero=True)
+    atol = d_atol if atol is None else check_positive("atol", atol, allow_zero=True)
+    problem.check_options("fast", None, fast_options)  # both paths' options, before either runs
+    problem.check_options("conic", solver, conic_options)
     fast = problem.solve(method="fast", **(fast_options or {}))
     conic = problem.solve(method="conic", solver=solver, **(conic_options or {}))
     abs_err, rel_err = {}, {}

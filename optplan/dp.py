@@ -18,7 +18,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .result import MAX_ITER, MULTICHAIN, OPTIMAL
+from .result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL
 
 
 def masked(q: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -84,6 +84,22 @@ def discounted_occupancy(P_pi: np.ndarray, start: np.ndarray, discount: float) -
     return np.linalg.solve((np.eye(S) - discount * P_pi).T, (1.0 - discount) * start)
 
 
+def generator(P_pi: np.ndarray) -> np.ndarray:
+    """``I - P_pi`` with the diagonal computed as the off-diagonal row sums (Grassmann, Taksar
+    and Heyman's device): no subtraction ``1 - P_ss``, which would turn a state left with
+    probability 1e-20 (or 4e-320) into an absorbing one and make the system singular."""
+    M = -P_pi.copy()
+    idx = np.arange(P_pi.shape[0])
+    M[idx, idx] = 0.0
+    M[idx, idx] = -M.sum(axis=1)
+    return M
+
+
+class EvaluationError(ArithmeticError):
+    """Policy evaluation cannot be carried out in double precision (a singular system, or a
+    bias beyond the double range); the message says which and why."""
+
+
 def stationary(P_pi: np.ndarray) -> np.ndarray:
     """Stationary distribution of a unichain chain: ``pi (I - P_pi) = 0``, ``sum pi = 1``.
 
@@ -91,11 +107,11 @@ def stationary(P_pi: np.ndarray) -> np.ndarray:
     ``(I - P_pi)^T`` may be replaced by the normalization.
     """
     S = P_pi.shape[0]
-    M = np.eye(S) - P_pi.T
+    M = generator(P_pi).T
     M[-1, :] = 1.0
     b = np.zeros(S)
     b[-1] = 1.0
-    pi = np.linalg.solve(M, b)
+    pi = _solve(M, b, "the stationary distribution")
     return np.clip(pi, 0.0, None) / np.clip(pi, 0.0, None).sum()
 
 
@@ -103,15 +119,34 @@ def evaluate_average(P_pi: np.ndarray, r_pi: np.ndarray) -> tuple[float, np.ndar
     """Gain and a bias of a unichain policy: ``g + h = r_pi + P_pi h`` with ``h[0] = 0``.
 
     The caller must have checked that the chain is unichain (:func:`closed_classes`); then the
-    bordered system is non-singular.
+    bordered system is non-singular in exact arithmetic. In double precision a chain whose
+    only links are tiny (1e-320) can still be singular or give a bias beyond the double range:
+    :class:`EvaluationError`, never a wrong number.
     """
     S = r_pi.shape[0]
     M = np.zeros((S + 1, S + 1))
-    M[:S, :S] = np.eye(S) - P_pi
+    M[:S, :S] = generator(P_pi)
     M[:S, S] = 1.0
     M[S, 0] = 1.0
-    sol = np.linalg.solve(M, np.append(r_pi, 0.0))
+    sol = _solve(M, np.append(r_pi, 0.0), "the policy's gain and bias")
     return float(sol[S]), sol[:S]
+
+
+def _solve(M: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        try:
+            x = np.linalg.solve(M, b)
+        except np.linalg.LinAlgError:
+            x = None
+    if x is None or not np.isfinite(x).all():
+        off = M[M != 0]
+        smallest = float(np.abs(off).min()) if off.size else 0.0
+        raise EvaluationError(
+            f"{what} cannot be computed in double precision: the linear system is singular or "
+            f"its solution overflows (its smallest nonzero coefficient is {smallest:.3g}; "
+            "transitions that small make the chain numerically multichain)"
+        )
+    return x
 
 
 def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
@@ -182,7 +217,11 @@ def policy_iteration(
                     f"iteration {it}"
                 )
                 return PolicyIteration(MULTICHAIN, message, policy, values, q, gain, it)
-            gain, values = evaluate_average(P_pi, r_pi)
+            try:
+                gain, values = evaluate_average(P_pi, r_pi)
+            except EvaluationError as exc:
+                message = f"policy iteration, iteration {it}: {exc}"
+                return PolicyIteration(NUMERICAL_ERROR, message, policy, None, None, gain, it)
             q = backup(P, R, values)
         else:
             values = evaluate_discounted(P_pi, r_pi, discount)

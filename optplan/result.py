@@ -25,6 +25,9 @@ SOLVER_ERROR = "solver_error"
 #: The average-reward fast path met a policy with several recurrent classes: the unichain
 #: optimality equation (a scalar gain) does not describe the model.
 MULTICHAIN = "multichain"
+#: The numbers cannot be computed in double precision: an overflow, or a linear system that is
+#: singular in floating point although not in exact arithmetic. The message says which.
+NUMERICAL_ERROR = "numerical_error"
 
 ALL_STATUSES = (
     OPTIMAL,
@@ -36,10 +39,11 @@ ALL_STATUSES = (
     MAX_ITER,
     SOLVER_ERROR,
     MULTICHAIN,
+    NUMERICAL_ERROR,
 )
 SOLUTION_PRESENT = frozenset({OPTIMAL, OPTIMAL_INACCURATE})
 INACCURATE = frozenset({OPTIMAL_INACCURATE, INFEASIBLE_INACCURATE, UNBOUNDED_INACCURATE})
-ERROR = frozenset({SOLVER_ERROR, MAX_ITER, MULTICHAIN})
+ERROR = frozenset({SOLVER_ERROR, MAX_ITER, MULTICHAIN, NUMERICAL_ERROR})
 
 #: The one table from CVXPY's status strings to optplan's.
 CVXPY_STATUS_MAP = {

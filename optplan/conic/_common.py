@@ -5,12 +5,25 @@ from __future__ import annotations
 import functools
 import time
 import warnings
+from typing import NamedTuple
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..result import INFEASIBLE, SOLUTION_PRESENT, SOLVER_ERROR, PlanResult, map_cvxpy_status
+from ..problems.base import SOLVER_TOL
+from ..result import (
+    INFEASIBLE,
+    INFEASIBLE_INACCURATE,
+    OPTIMAL,
+    OPTIMAL_INACCURATE,
+    SOLUTION_PRESENT,
+    SOLVER_ERROR,
+    UNBOUNDED,
+    UNBOUNDED_INACCURATE,
+    PlanResult,
+    map_cvxpy_status,
+)
 
 #: Solver settings used unless the caller passes ``solver_options``. Tight, because the conic
 #: path is the reference the fast paths are checked against; SCS (first-order) is looser and
@@ -28,6 +41,71 @@ SOLVER_DEFAULTS = {
 }
 
 
+class ConicRun(NamedTuple):
+    """How one conic solve (or several stages of one) ended."""
+
+    status: str
+    message: str
+    solver: str
+    iterations: int | None
+    seconds: float
+
+    def then(self, later: ConicRun, label: str) -> ConicRun:
+        """This stage followed by ``later``: the worse status (a multi-stage answer is only as
+        good as its worst stage), both messages, summed iterations and time."""
+        message = "; ".join(
+            m for m in (self.message, f"{label}: {later.message}" if later.message else "") if m
+        )
+        iterations = (self.iterations or 0) + (later.iterations or 0)
+        return ConicRun(
+            worse(self.status, later.status),
+            message,
+            self.solver,
+            iterations,
+            self.seconds + later.seconds,
+        )
+
+    def cannot_be(self, statuses, why: str) -> ConicRun:
+        """A status the problem cannot have (an always feasible, bounded LP called
+        ``unbounded``) is the solver's numerical trouble: ``solver_error``, with ``why``."""
+        if self.status not in statuses:
+            return self
+        note = f"{self.solver} reported {self.status!r}, which this problem cannot be ({why})"
+        return self._replace(
+            status=SOLVER_ERROR, message="; ".join(m for m in (self.message, note) if m)
+        )
+
+    def checked(self, residual: float, scale: float, what: str) -> ConicRun:
+        """Downgrade ``optimal`` to ``optimal_inaccurate`` when the answer's own ``residual``
+        exceeds the solver's tolerance (:data:`SOLVER_TOL`) times ``scale``: a solver can
+        report optimal on a badly scaled problem with an answer far from one."""
+        rtol, atol = SOLVER_TOL[self.solver]
+        limit = atol + rtol * scale
+        if self.status != OPTIMAL or not residual > limit:
+            return self
+        note = (
+            f"{self.solver} reported optimal, but the answer's {what} is {residual:.3g} "
+            f"(allowed {limit:.3g}): downgraded to optimal_inaccurate"
+        )
+        return self._replace(
+            status=OPTIMAL_INACCURATE, message="; ".join(m for m in (self.message, note) if m)
+        )
+
+
+#: Statuses a feasible and bounded problem cannot have.
+NOT_FEASIBLE_OR_BOUNDED = frozenset(
+    {INFEASIBLE, INFEASIBLE_INACCURATE, UNBOUNDED, UNBOUNDED_INACCURATE}
+)
+
+
+def worse(a: str, b: str) -> str:
+    """The worse of two statuses: no solution beats inaccurate beats optimal."""
+    for status in (a, b):
+        if status not in SOLUTION_PRESENT:
+            return status
+    return OPTIMAL_INACCURATE if OPTIMAL_INACCURATE in (a, b) else OPTIMAL
+
+
 @functools.cache
 def _installed_solvers() -> tuple[str, ...]:
     # cvxpy probes every solver on each call (about 1 ms): once per process is enough, and
@@ -35,25 +113,20 @@ def _installed_solvers() -> tuple[str, ...]:
     return tuple(cp.installed_solvers())
 
 
-def run(problem: cp.Problem, solver: str, solver_options: dict | None = None):
+def run(problem: cp.Problem, solver: str, solver_options: dict | None = None) -> ConicRun:
     """Solve a CVXPY problem; never raises for numerical trouble.
 
-    Returns
-    -------
-    status : str
-        optplan status (through :data:`optplan.result.CVXPY_STATUS_MAP`).
-    message : str
-    iterations : int or None
-    seconds : float
-        Wall time of ``problem.solve`` (canonicalization plus solver).
+    The status goes through :data:`optplan.result.CVXPY_STATUS_MAP`; ``seconds`` is the wall
+    time of ``problem.solve`` (canonicalization plus solver).
     """
     options = dict(SOLVER_DEFAULTS[solver])
     options.update(solver_options or {})
     start = time.perf_counter()
     if solver not in _installed_solvers():
-        return (
+        return ConicRun(
             SOLVER_ERROR,
             f"solver {solver} is not installed (cvxpy has {_installed_solvers()})",
+            solver,
             None,
             0.0,
         )
@@ -63,13 +136,13 @@ def run(problem: cp.Problem, solver: str, solver_options: dict | None = None):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
-        return SOLVER_ERROR, f"{solver}: {exc}", None, time.perf_counter() - start
+        return ConicRun(SOLVER_ERROR, f"{solver}: {exc}", solver, None, time.perf_counter() - start)
     seconds = time.perf_counter() - start
     status = map_cvxpy_status(problem.status)
     stats = problem.solver_stats
     iterations = getattr(stats, "num_iters", None) if stats is not None else None
     message = "" if problem.status == cp.OPTIMAL else f"{solver} returned status {problem.status!r}"
-    return status, message, iterations, seconds
+    return ConicRun(status, message, solver, iterations, seconds)
 
 
 def admissible_pairs(mask: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -107,63 +180,60 @@ def scatter(
     return out
 
 
-def conic_result(
-    status: str, message: str, solver: str, iterations, seconds: float, **fields
-) -> PlanResult:
+def conic_result(run: ConicRun, **fields) -> PlanResult:
     """A ``PlanResult`` of the conic path (``fields``: value, x, multiplier, policy ...)."""
     return PlanResult(
-        status=status,
-        message=message,
+        status=run.status,
+        message=run.message,
         method="conic",
-        solver=solver,
-        iterations=iterations,
-        solve_time=seconds,
+        solver=run.solver,
+        iterations=run.iterations,
+        solve_time=run.seconds,
         **fields,
     )
 
 
-def no_solution(
-    status: str, message: str, solver: str, iterations, seconds: float, **fields
-) -> PlanResult | None:
+def no_solution(run: ConicRun, **fields) -> PlanResult | None:
     """The result to return when the solver found no solution (``None`` when it did).
 
     The value is NaN, not the solver's last iterate: a number is returned only with a
     solution status.
     """
-    if status in SOLUTION_PRESENT:
+    if run.status in SOLUTION_PRESENT:
         return None
-    return conic_result(
-        status,
-        message or f"{solver}: {status}",
-        solver,
-        iterations,
-        seconds,
-        value=np.nan,
-        **fields,
-    )
+    message = run.message or f"{run.solver}: {run.status}"
+    return conic_result(run._replace(message=message), **{"value": np.nan, **fields})
 
 
 def solve_index(
-    prob: cp.Problem, solver: str, solver_options: dict | None, infeasible_value: float
+    prob: cp.Problem,
+    solver: str,
+    solver_options: dict | None,
+    infeasible_value: float,
+    residual=None,
+    impossible: tuple[frozenset, str] | None = None,
 ) -> PlanResult:
     """Run an index problem's formulation (variable ``q``, main constraint first).
 
     The value is the solver's objective (``opt_val``), not CVXPY's re-evaluation at the
     returned ``q``, which is ``inf`` when the solver rounds a tiny ``q_x`` with ``p_x > 0`` to 0.
     An infeasible problem gets the problem's conventional value (``-inf`` for a max, ``+inf``
-    for a min) with the solver's status.
+    for a min) with the solver's status. ``residual(q) -> (residual, scale, what)``, if given,
+    checks the answer (:meth:`ConicRun.checked`); ``impossible = (statuses, why)`` names
+    statuses the instance cannot have (:meth:`ConicRun.cannot_be`).
     """
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
+    result = run(prob, solver, solver_options)
+    if impossible is not None:
+        result = result.cannot_be(*impossible)
+    failed = no_solution(result)
     if failed:
-        return failed.replace(value=infeasible_value) if status == INFEASIBLE else failed
+        return failed.replace(value=infeasible_value) if result.status == INFEASIBLE else failed
+    q = prob.var_dict["q"].value
+    if residual is not None:
+        result = result.checked(*residual(q))
     return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
+        result,
         value=float(prob.solution.opt_val),
-        x=prob.var_dict["q"].value,
+        x=q,
         multiplier=float(prob.constraints[0].dual_value),
     )

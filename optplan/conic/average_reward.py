@@ -5,9 +5,10 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..dp import backup, class_gains, greedy, masked
-from ..result import MULTICHAIN, PlanResult
+from ..dp import EvaluationError, backup, class_gains, greedy, masked
+from ..result import MULTICHAIN, NUMERICAL_ERROR, PlanResult
 from ._common import (
+    NOT_FEASIBLE_OR_BOUNDED,
     admissible_pairs,
     bellman_matrix,
     conic_result,
@@ -48,10 +49,19 @@ def formulate_bias(problem, gain: float, pi: np.ndarray) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    """Stage 1, stage 2 where needed, then the answer checked by its own Bellman residual.
+
+    The status is the worse of the two stages'; an ``optimal`` answer whose residual
+    ``max |max_a (r + P h) - h - g|`` exceeds the solver's tolerance times the reward scale is
+    reported ``optimal_inaccurate`` with the residual in the message.
+    """
     mdp = problem.mdp
     prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
+    result = run(prob, solver, solver_options).cannot_be(
+        NOT_FEASIBLE_OR_BOUNDED,
+        "a large gain is always feasible and the gain is bounded below by any policy's",
+    )
+    failed = no_solution(result)
     if failed:
         return failed
     phi, v = prob.var_dict["gain"].value, prob.var_dict["bias"].value
@@ -64,7 +74,16 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     visited = pi > 1e-6 * pi.max()
     q_lp = masked(backup(mdp.P, mdp.R, v), mdp.action_mask)
     policy = np.where(visited, occupancy.argmax(axis=1), greedy(q_lp))
-    gains = class_gains(mdp.P, mdp.R, policy)
+    try:
+        gains = class_gains(mdp.P, mdp.R, policy)
+    except EvaluationError as exc:
+        return conic_result(
+            result._replace(status=NUMERICAL_ERROR, message=f"the LP's policy: {exc}"),
+            value=np.nan,
+            policy=policy,
+            occupancy=occupancy,
+            info={"lp_gain": gain},
+        )
     if gains.max() - gains.min() > TIGHT_TOL * scale:
         # the scalar-gain LP gives the best class's gain; in a multichain model that is not
         # the gain from every state, so it is not reported as the optimal gain
@@ -74,11 +93,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
             "LP (one scalar gain) does not apply"
         )
         return conic_result(
-            MULTICHAIN,
-            message,
-            solver,
-            iterations,
-            seconds,
+            result._replace(status=MULTICHAIN, message=message),
             value=np.nan,
             policy=policy,
             occupancy=occupancy,
@@ -93,31 +108,21 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         A, r, _ = _bellman(mdp)
         violation = max(0.0, float(np.max(r - A @ v - gain)))
         prob2 = formulate_bias(problem, gain + violation, pi)
-        status, message2, it2, sec2 = run(prob2, solver, solver_options)
-        seconds += sec2
-        iterations = (iterations or 0) + (it2 or 0)
-        message = "; ".join(m for m in (message, message2) if m)
-        failed = no_solution(
-            status,
-            "stage 2 (bias): " + message,
-            solver,
-            iterations,
-            seconds,
-            occupancy=occupancy,
-            info={"lp_gain": gain},
+        stage2_run = run(prob2, solver, solver_options).cannot_be(
+            NOT_FEASIBLE_OR_BOUNDED, "stage 1's answer is feasible and the bias is bounded"
         )
+        result = result.then(stage2_run, "stage 2 (bias)")
+        failed = no_solution(result, occupancy=occupancy, info={"lp_gain": gain})
         if failed:
             return failed
         v = prob2.var_dict["bias"].value
     h = v - pi @ v
     q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
     policy = np.where(visited, policy, greedy(q))
+    bellman = float(np.max(np.abs(q.max(axis=1) - h - gain)))
+    result = result.checked(bellman, scale, "Bellman residual")
     return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
+        result,
         value=gain,
         x=h,
         multiplier=occupancy,
@@ -127,5 +132,5 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         gain=gain,
         bias=h,
         occupancy=occupancy,
-        info={"stage2": stage2},
+        info={"stage2": stage2, "bellman_residual": bellman},
     )

@@ -8,6 +8,7 @@ import numpy as np
 from ..dp import backup, masked
 from ..result import PlanResult
 from ._common import (
+    NOT_FEASIBLE_OR_BOUNDED,
     admissible_pairs,
     bellman_matrix,
     conic_result,
@@ -30,8 +31,10 @@ def formulate(problem) -> cp.Problem:
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     mdp = problem.mdp
     prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
+    result = run(prob, solver, solver_options).cannot_be(
+        NOT_FEASIBLE_OR_BOUNDED, "every discounted LP is feasible and bounded"
+    )
+    failed = no_solution(result)
     if failed:
         return failed
     V = prob.var_dict["V"].value
@@ -40,12 +43,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     q = masked(backup(mdp.P, mdp.R, V, mdp.discount), mdp.action_mask)
     # full-support weights put mass on every state, so the dual names an action everywhere
     policy = occupancy.argmax(axis=1)
+    residual = float(np.max(np.abs(q.max(axis=1) - V)))
+    result = result.checked(residual, 1.0 + float(np.abs(V).max()), "Bellman residual")
     return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
+        result,
         value=float(mdp.initial @ V),
         x=V,
         multiplier=occupancy,

@@ -8,6 +8,7 @@ import numpy as np
 from ..dp import backup, forward_occupancy, greedy, masked
 from ..result import PlanResult
 from ._common import (
+    NOT_FEASIBLE_OR_BOUNDED,
     admissible_pairs,
     bellman_matrix,
     conic_result,
@@ -33,8 +34,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     mdp = problem.mdp
     L, S, _ = mdp.R.shape
     prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
+    result = run(prob, solver, solver_options).cannot_be(
+        NOT_FEASIBLE_OR_BOUNDED, "every finite-horizon LP is feasible and bounded"
+    )
+    failed = no_solution(result)
     if failed:
         return failed
     v = prob.var_dict["V"].value
@@ -49,12 +52,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         admissible_pairs(mdp.action_mask),
         mdp.R.shape,
     )
+    residual = float(np.max(np.abs(q.max(axis=-1) - V)))
+    result = result.checked(residual, 1.0 + float(np.abs(V).max()), "Bellman residual")
     return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
+        result,
         value=float(mdp.initial @ V[0]),
         x=V,
         multiplier=dual,

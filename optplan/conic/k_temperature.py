@@ -60,8 +60,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     L, S, A = R.shape
     prob = formulate(problem)
-    status, message, iterations, seconds = run(prob, solver, solver_options)
-    failed = no_solution(status, message, solver, iterations, seconds)
+    result = run(prob, solver, solver_options)
+    failed = no_solution(result)
     if failed:
         return failed
     tau = float(prob.var_dict["tau"].value)
@@ -74,11 +74,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     else:
         pi, occ = None, lam
     return conic_result(
-        status,
-        message,
-        solver,
-        iterations,
-        seconds,
+        result,
         value=float(prob.value),
         x=tau,
         multiplier=lam,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
+from ..problems.kl_ball import kl_divergence, simplex_residual
 from ..result import PlanResult
-from ._common import solve_index
+from ._common import NOT_FEASIBLE_OR_BOUNDED, solve_index
 
 
 def formulate(problem) -> cp.Problem:
@@ -23,4 +24,20 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    return solve_index(formulate(problem), solver, solver_options, infeasible_value=-np.inf)
+    p, d = problem.p, problem.radius
+
+    def residual(q):
+        # q_x with p_x > 0 rounded to 0 by the solver counts as the smallest positive double
+        kl = kl_divergence(p, np.maximum(q, np.finfo(float).tiny))
+        return max(kl - d, simplex_residual(q)), max(1.0, d), "KL-ball constraint violation"
+
+    return solve_index(
+        formulate(problem),
+        solver,
+        solver_options,
+        infeasible_value=-np.inf,
+        residual=residual,
+        impossible=(NOT_FEASIBLE_OR_BOUNDED, "q = p is feasible and q.v <= max v")
+        if d >= 0
+        else None,
+    )

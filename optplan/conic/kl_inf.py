@@ -5,7 +5,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from ..result import PlanResult
+from ..problems.kl_ball import simplex_residual
+from ..result import UNBOUNDED, UNBOUNDED_INACCURATE, PlanResult
 from ._common import solve_index
 
 
@@ -19,4 +20,18 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    return solve_index(formulate(problem), solver, solver_options, infeasible_value=np.inf)
+    v, target = problem.v, problem.target
+    scale = 1.0 + float(np.abs(v).max())
+
+    def residual(q):
+        shortfall = (target - float(v @ q)) / scale
+        return max(shortfall, simplex_residual(q)), 1.0, "target constraint violation"
+
+    return solve_index(
+        formulate(problem),
+        solver,
+        solver_options,
+        infeasible_value=np.inf,
+        residual=residual,
+        impossible=(frozenset({UNBOUNDED, UNBOUNDED_INACCURATE}), "KL >= 0 bounds it below"),
+    )

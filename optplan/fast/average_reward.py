@@ -8,6 +8,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..dp import (
+    EvaluationError,
     backup,
     evaluate_average,
     masked,
@@ -17,7 +18,7 @@ from ..dp import (
     relative_value_iteration,
     stationary,
 )
-from ..result import MAX_ITER, MULTICHAIN, OPTIMAL, PlanResult
+from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 
 ALGORITHMS = ("policy_iteration", "relative_value_iteration")
@@ -40,9 +41,11 @@ def solve(
         iterate is multichain, relative value iteration takes over (it also solves weakly
         communicating models). Relative value iteration (Puterman §8.5.5) runs on the
         aperiodic transform ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``)
-        and stops when ``span(T h - h) < tol``.
+        and stops when ``span(T h - h) < tol * max(1, max |R|)``.
     tol : float
-        Relative value iteration stops when the span of ``T h - h`` is below ``tol``.
+        Relative value iteration stops when the span of ``T h - h`` is below ``tol`` times the
+        reward scale ``max(1, max |R|)``: with rewards near 1e6 the span cannot fall below
+        about 1e-10 in double precision, and an absolute ``tol`` would never be met.
     max_iter : int, optional
         Default 1,000 (policy iteration) and 100,000 (relative value iteration).
     aperiodicity : float in (0, 1)
@@ -62,16 +65,17 @@ def solve(
     P, R, mask = mdp.P, mdp.R, mdp.action_mask
     start = time.perf_counter()
     note = ""
+    rvi_tol = tol * max(1.0, float(np.abs(R[mask]).max()))
     if algorithm == "policy_iteration":
         pi_out = policy_iteration(P, R, mask, None, None, max_iter or 1_000)
         out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
-        if out[0] == MULTICHAIN:
+        if out[0] in (MULTICHAIN, NUMERICAL_ERROR):
             note = out[1] + "; switched to relative value iteration. "
-            out = relative_value_iteration(P, R, mask, tol, 100_000, aperiodicity)
+            out = relative_value_iteration(P, R, mask, rvi_tol, 100_000, aperiodicity)
             if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
                 out = (MULTICHAIN, *out[1:])
     else:
-        out = relative_value_iteration(P, R, mask, tol, max_iter or 100_000, aperiodicity)
+        out = relative_value_iteration(P, R, mask, rvi_tol, max_iter or 100_000, aperiodicity)
     status, message, policy, iterations = out
     message = (note + message if status != OPTIMAL else note).strip("; ")
     P_pi, r_pi = policy_model(P, R, policy)
@@ -81,11 +85,15 @@ def solve(
             MULTICHAIN,
             message + (f"the returned policy has {n_classes} recurrent classes"),
         )
-    if n_classes == 1:
+    try:
+        if n_classes > 1:
+            raise EvaluationError("")
         gain, h = evaluate_average(P_pi, r_pi)
         pi = stationary(P_pi)
         h = h - pi @ h
-    else:
+    except EvaluationError as exc:
+        if n_classes == 1:  # unichain, but not computable in double precision
+            status, message = NUMERICAL_ERROR, (note + str(exc)).strip("; ")
         gain, h, pi = np.nan, np.full(mdp.n_states, np.nan), np.full(mdp.n_states, np.nan)
     occupancy = np.zeros_like(R)
     occupancy[np.arange(mdp.n_states), policy] = pi

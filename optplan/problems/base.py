@@ -20,6 +20,16 @@ METHODS = ("fast", "conic")
 #: Conic solvers optplan drives through CVXPY.
 SOLVERS = ("CLARABEL", "ECOS", "SCS")
 DEFAULT_SOLVER = "CLARABEL"
+#: Per-solver ``(rtol, atol)`` of the answers at :data:`SOLVER_DEFAULTS`: what
+#: :func:`optplan.cross_check` allows as ``|a - b| <= atol + rtol * scale`` (cvxpy's
+#: ``SOLVER_TO_TOL`` in spirit), and the largest residual of its own a conic answer may show
+#: (relative to the problem's scale) and still be called ``optimal``. Interior-point solvers at
+#: these settings reach ~1e-9; SCS is a first-order method.
+SOLVER_TOL = {
+    "CLARABEL": (1e-7, 1e-7),
+    "ECOS": (1e-6, 1e-6),
+    "SCS": (1e-4, 1e-4),
+}
 
 
 def check_method(method: str) -> str:
