@@ -81,3 +81,50 @@ def kl_ball_reference(p, v, d, dps: int = 60) -> float:
         s = (lo + hi) / 2
         w, a0, L = parts(s)
         return float(V - sum(p[i] * w[i] / a0 * (V - v[i]) for i in I))
+
+
+def k_temperature_derivative(tau, R, P, c, rho, dps: int = 50) -> float:
+    """``f'(tau) = <lambda, H(pi)> - <lambda, c> / tau^2`` of K-learning's problem (11) in
+    ``dps`` digits: backward soft recursion, Boltzmann policy, its occupancy (k-learning
+    Eq. 6, 9, 14 and Appendix A.4), written from the definitions."""
+    with mp.workdps(dps):
+        tau = mp.mpf(float(tau))
+        L, S, A = R.shape
+        V_next = [mp.mpf(0)] * S
+        pis = []
+        for l in range(L - 1, -1, -1):
+            V_l, pi_l = [], []
+            for s in range(S):
+                K = [
+                    mp.mpf(float(R[l, s, a]))
+                    + mp.mpf(float(c[l, s, a])) / tau
+                    + sum(mp.mpf(float(P[l, s, a, t])) * V_next[t] for t in range(S))
+                    for a in range(A)
+                ]
+                m = max(K)
+                z = [mp.e ** ((k - m) / tau) for k in K]
+                Z = sum(z)
+                V_l.append(m + tau * mp.log(Z))
+                pi = [x / Z for x in z]
+                # H = log1p(Z - 1) + sum pi (m - K) / tau: equal to -sum pi log pi, and free of
+                # the 1 - pi_best that rounds away even at 50 digits when pi_best = 1 - 1e-93
+                z_minus_1 = sum(x for i, x in enumerate(z) if i != K.index(m))
+                H = mp.log1p(z_minus_1) + sum(p * (m - k) / tau for p, k in zip(pi, K, strict=True))
+                pi_l.append((pi, H))
+            V_next = V_l
+            pis.append(pi_l)
+        pis.reverse()
+        d = [mp.mpf(float(x)) for x in rho]
+        ent, bonus = mp.mpf(0), mp.mpf(0)
+        for l in range(L):
+            nxt = [mp.mpf(0)] * S
+            for s in range(S):
+                pi, H = pis[l][s]
+                ent += d[s] * H
+                for a in range(A):
+                    w = d[s] * pi[a]
+                    bonus += w * mp.mpf(float(c[l, s, a]))
+                    for t in range(S):
+                        nxt[t] += w * mp.mpf(float(P[l, s, a, t]))
+            d = nxt
+        return float(ent - bonus / tau**2)

@@ -176,3 +176,62 @@ def test_conic_average_reward_optimal_means_a_small_bellman_residual():
             assert abs(fast.gain - conic.gain) <= 1e-7 * (1 + abs(fast.gain)), seed
         else:  # the solver's own verdict, or a residual check's
             assert conic.status == "optimal_inaccurate", (seed, conic)
+
+
+# -- K-learning's optimal temperature at large reward scales -------------------------------------
+
+
+def k_instance(seed: int, reward_scale: float):
+    rng = np.random.default_rng(seed)
+    L, S, A = int(rng.integers(2, 5)), int(rng.integers(1, 4)), int(rng.integers(2, 4))
+    R = reward_scale * rng.standard_normal((L, S, A))
+    P = rng.dirichlet(np.ones(S), size=(L, S, A))
+    counts = rng.integers(0, 50, size=(L, S, A)).astype(float)
+    return op.KLearningTemperature(R, P, counts, 1.0)
+
+
+@pytest.mark.slow
+def test_temperature_at_large_reward_scales_is_the_root():
+    """Rewards of 1e3 to 1e6 make the Boltzmann policy deterministic to round-off: the audit saw
+    max_iter (a bracket that never found a sign change) and tau* off by up to 7e-4. Every
+    instance now ends optimal, and f' changes sign within 1e-9 of tau* in 50-digit arithmetic."""
+    from reference import k_temperature_derivative
+
+    from optplan.soft import k_bonus
+
+    checked = 0
+    for seed in range(300):
+        problem = k_instance(seed, float([1e3, 1e4, 1e6][seed % 3]))
+        res = problem.solve()
+        assert res.status == OPTIMAL, (seed, res.message)
+        if seed % 3 == 0 or seed < 30:
+            args = (
+                problem.mean_rewards,
+                problem.mean_transitions,
+                k_bonus(problem.counts, problem.sigma),
+                problem.initial,
+            )
+            below = k_temperature_derivative(res.x * (1 - 1e-9), *args)
+            above = k_temperature_derivative(res.x * (1 + 1e-9), *args)
+            assert below <= 0 <= above, (seed, res.x, below, above)
+            checked += 1
+    assert checked >= 100
+
+
+@pytest.mark.parametrize("counts", [1e100, 1e300])
+def test_temperature_with_huge_counts_is_the_root(counts):
+    """Counts of 1e300 make the bonus ~1e-300 (the audit: NaN with max_iter)."""
+    from reference import k_temperature_derivative
+
+    from optplan.soft import k_bonus
+
+    problem = k_instance(0, 1.0)
+    huge = op.KLearningTemperature(
+        problem.mean_rewards, problem.mean_transitions, np.full(problem.shape, counts), 1.0
+    )
+    res = huge.solve()
+    assert res.status == OPTIMAL and np.isfinite(res.value) and res.x > 0
+    c = k_bonus(huge.counts, huge.sigma)
+    args = (huge.mean_rewards, huge.mean_transitions, c, huge.initial)
+    assert k_temperature_derivative(res.x * (1 - 1e-9), *args) <= 0
+    assert k_temperature_derivative(res.x * (1 + 1e-9), *args) >= 0

@@ -62,13 +62,26 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
         nxt[:] = 0.0
         for s in range(S):
             ds = d[s]
+            # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
+            # rounds to 1 (see optplan.soft.boltzmann_entropy)
+            m = -math.inf
+            best = 0
+            for a in range(A_):
+                if K[l, s, a] > m:
+                    m = K[l, s, a]
+                    best = a
+            zm1 = 0.0
             h = 0.0
+            for a in range(A_):
+                gap = (m - K[l, s, a]) / tau
+                if a != best:
+                    zm1 += math.exp(-gap)
+                h += pi[l, s, a] * gap
+            h += math.log1p(zm1)
             for a in range(A_):
                 p = pi[l, s, a]
                 w = ds * p
                 lam[l, s, a] = w
-                if p > 0.0:
-                    h -= p * math.log(p)
                 if w != 0.0:
                     M += w * R[l, s, a]
                     B += w * c[l, s, a]

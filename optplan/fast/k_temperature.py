@@ -30,6 +30,9 @@ from ..result import MAX_ITER, OPTIMAL, PlanResult
 from ..soft import k_bonus, layered_occupancy, temperature_terms
 from . import _k_kernels
 
+#: The bracket search for ``log tau`` stays within ``tau`` in [1e-300, 1e300].
+_U_MIN, _U_MAX = math.log(1e-300), math.log(1e300)
+
 #: Accepted values of ``solve(..., kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
 
@@ -136,20 +139,40 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
         _, _, A, B, *_ = terms(tau)
         return A - B / tau**2
 
-    # Bracket: start where a one-step fixed point puts tau, then widen by factors of 4.
+    # Bracket: start at the problem's own scale, sqrt(B / A) at tau = 1 (the one-step fixed
+    # point) or sqrt(mean bonus / log A) (B over the largest entropy) when the policy at tau = 1
+    # is deterministic to round-off; then widen with doubling steps in log tau, moving the
+    # other end in as the sign tells, within tau in [1e-300, 1e300].
     _, _, A1, B1, *_ = terms(1.0)
     evals += 1
-    u0 = 0.5 * math.log(B1 / A1) if A1 > 0 and B1 > 0 else 0.0
+    if A1 > 0 and B1 > 0 and math.isfinite(B1 / A1):
+        u0 = 0.5 * math.log(B1 / A1)
+    else:
+        u0 = 0.5 * (math.log(max(float(c.mean()), 1e-300)) - math.log(math.log(R.shape[2])))
+    u0 = min(max(u0, _U_MIN + 1.0), _U_MAX - 1.0)
     lo, hi = u0 - 0.5, u0 + 0.5
     g_lo, g_hi = dfdu(lo), dfdu(hi)
     step = math.log(4.0)
     for _ in range(max_iter):
         if g_lo < 0 < g_hi or g_lo == 0 or g_hi == 0:
             break
-        if g_lo >= 0:
-            lo, g_lo = lo - step, dfdu(lo - step)
-        if g_hi <= 0:
-            hi, g_hi = hi + step, dfdu(hi + step)
+        stuck = (g_lo > 0 and lo <= _U_MIN) or (g_hi < 0 and hi >= _U_MAX)
+        if stuck or not (math.isfinite(g_lo) and math.isfinite(g_hi)):
+            return _max_iter(
+                f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, "
+                f"{math.exp(hi):.3g}] (f' = {g_lo:.3g}, {g_hi:.3g})",
+                evals,
+                start,
+            )
+        if g_lo > 0:  # the root is below lo
+            hi, g_hi = lo, g_lo
+            lo = max(lo - step, _U_MIN)
+            g_lo = dfdu(lo)
+        else:  # g_hi < 0: the root is above hi
+            lo, g_lo = hi, g_hi
+            hi = min(hi + step, _U_MAX)
+            g_hi = dfdu(hi)
+        step *= 2.0
     else:
         return _max_iter(
             f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
