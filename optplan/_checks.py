@@ -10,7 +10,9 @@ one line) from a bug in optplan (a traceback).
 from __future__ import annotations
 
 import math
+import os
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 
@@ -24,11 +26,15 @@ __all__ = [
     "check_int",
     "check_real",
     "check_positive",
+    "check_tolerance",
     "check_choice",
     "as_array",
     "as_numeric",
     "check_finite",
     "check_distribution",
+    "check_label",
+    "check_writable",
+    "write_error",
 ]
 
 #: Probability vectors (rows of ``P``, ``initial``, ``p``) must sum to 1 within this tolerance.
@@ -105,6 +111,16 @@ def check_positive(name: str, value, allow_zero: bool = False) -> float:
     x = float(value)
     if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
         raise OptplanError(f"{name} must be a finite number {bound}, got {value!r}")
+    return x
+
+
+def check_tolerance(name: str, value) -> float:
+    """A solver tolerance (``tol``, ``xtol``): a finite real number ``> 0``."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise OptplanTypeError(f"{name} must be a positive number (finite), got {value!r}")
+    x = float(value)
+    if not (math.isfinite(x) and x > 0):
+        raise OptplanError(f"{name} must be a positive number (finite), got {value!r}")
     return x
 
 
@@ -193,3 +209,48 @@ def check_distribution(name: str, p: np.ndarray, tol: float = ROW_SUM_TOL, rows=
         raise OptplanError(
             f"{name} must sum to 1 along its last axis{where}, sums to {float(sums[idx])!r}"
         )
+
+
+def check_label(name: str, value) -> str:
+    """A label such as a model's ``name``: a string, or ``None`` for the empty label."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise OptplanTypeError(f"{name} must be a string (or None), got {value!r}")
+    return value
+
+
+def check_writable(name: str, path) -> Path:
+    """``path`` names a file optplan can create or overwrite, checked before any work.
+
+    Refused: an existing directory; a path under a regular file (which fails for every user,
+    root included); a missing or read-only parent directory. Missing parents are allowed when
+    ``os.makedirs`` could create them (the nearest existing ancestor is a writable directory).
+    Returns the path.
+    """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise OptplanTypeError(f"{name} must be a file path, got {path!r}")
+    out = Path(path)
+    if str(path) == "":
+        raise OptplanError(f"{name} must be a file path, got ''")
+    if out.is_dir():
+        raise OptplanError(f"{name} {str(out)!r} is a directory, not a file")
+    ancestor = out.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OptplanError(
+            f"cannot write {name} {str(out)!r}: {str(ancestor)!r} is not a directory"
+        )
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OptplanError(
+            f"cannot write {name} {str(out)!r}: directory {str(ancestor)!r} is not writable"
+        )
+    return out
+
+
+def write_error(name: str, path, exc: OSError) -> OptplanError:
+    """An :class:`OptplanError` for a failed write of ``path`` (``raise write_error(...) from
+    exc``), naming the argument, the path and the system's reason."""
+    reason = exc.strerror or str(exc)
+    return OptplanError(f"cannot write {name} {str(path)!r}: {reason}")

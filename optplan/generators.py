@@ -4,7 +4,9 @@ Every generator takes only scalar (or list-of-int) keyword parameters, so a mode
 it and list its parameters as top-level keys (``generator = "riverswim"``, ``n_states = 6``; see
 :mod:`optplan.modelfile`). :data:`GENERATORS` maps those names to the functions.
 
-Every bad parameter raises ``ValueError`` naming the parameter and the offending value.
+Every bad parameter raises ``ValueError`` naming the parameter and the offending value; a model
+whose transition array would exceed :data:`optplan.mdp.MAX_MODEL_BYTES` is refused before
+anything is allocated.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ._checks import OptplanError, OptplanTypeError, check_int
-from .mdp import TabularMDP
+from .mdp import TabularMDP, check_model_size
 
 __all__ = ["riverswim", "random_dirichlet", "GENERATORS"]
 
@@ -112,6 +114,7 @@ def riverswim(
     p_stay_last=0.3, r_left=5, r_right=10000, start=[0, 1]``.
     """
     S = _check_int("n_states", n_states, 2)
+    check_model_size(S, 2)
     gamma = _check_discount(discount)
     r_left = _check_real("r_left", r_left)
     r_right = _check_real("r_right", r_right)
@@ -207,6 +210,7 @@ def random_dirichlet(
     """
     S = _check_int("n_states", n_states, 1)
     A = _check_int("n_actions", n_actions, 1)
+    check_model_size(S, A)
     if not isinstance(seed, np.random.Generator):
         seed = _check_int("seed", seed, 0)
     alpha = _check_real("alpha", alpha)

@@ -24,11 +24,20 @@ from ._checks import (
     as_array,
     check_distribution,
     check_int,
+    check_label,
     first_bad,
     index_str,
 )
 
-__all__ = ["TabularMDP", "FiniteHorizonMDP", "ROW_SUM_TOL", "CRITERIA", "CONTINUING"]
+__all__ = [
+    "TabularMDP",
+    "FiniteHorizonMDP",
+    "ROW_SUM_TOL",
+    "CRITERIA",
+    "CONTINUING",
+    "MAX_MODEL_BYTES",
+    "check_model_size",
+]
 
 #: Every planning criterion, in this order everywhere (model files, CLI choices, sweeps). A
 #: model's ``criterion`` attribute is its own; :mod:`optplan.problems.criteria` maps a model
@@ -36,6 +45,30 @@ __all__ = ["TabularMDP", "FiniteHorizonMDP", "ROW_SUM_TOL", "CRITERIA", "CONTINU
 CRITERIA = ("average", "discounted", "finite_horizon")
 #: The criteria of continuing (stationary, infinite-horizon) models.
 CONTINUING = ("average", "discounted")
+#: The largest transition array (bytes, float64) a generator or a model file may ask for:
+#: ``L * S * A * S * 8``. A model beyond it is refused before anything is allocated.
+MAX_MODEL_BYTES = 2 * 2**30
+
+
+def check_model_size(
+    n_states: int, n_actions: int, n_layers: int = 1, subject: str | None = None
+) -> None:
+    """Refuse a model whose transition array would exceed :data:`MAX_MODEL_BYTES`, naming the
+    sizes and the bytes (before a generator allocates it). ``subject`` replaces the default
+    description of the sizes (``n_states=..., n_actions=...``) in the message."""
+    nbytes = n_layers * n_states * n_actions * n_states * 8
+    if nbytes > MAX_MODEL_BYTES:
+        dims = f"n_states={n_states}, n_actions={n_actions}"
+        shape = f"({n_states}, {n_actions}, {n_states})"
+        if n_layers != 1:
+            dims = f"horizon={n_layers}, " + dims
+            shape = f"({n_layers}, {n_states}, {n_actions}, {n_states})"
+        dims = subject or dims
+        raise OptplanError(
+            f"model too large: {dims} needs a transition array P of shape {shape}, "
+            f"{nbytes:,} bytes ({nbytes / 2**30:.3g} GiB), above the "
+            f"{MAX_MODEL_BYTES / 2**30:g} GiB budget (optplan.mdp.MAX_MODEL_BYTES)"
+        )
 
 
 def _as_float_array(name: str, value, ndim: int | tuple[int, ...]) -> np.ndarray:
@@ -122,7 +155,7 @@ class TabularMDP:
     action_mask : array_like of bool, shape (S, A), optional
         Admissible actions ``A(x)``; all admissible if omitted. Every state needs one.
     name : str, optional
-        A label (model files set it).
+        A label (model files set it); ``None`` means ``""``.
     """
 
     P: np.ndarray
@@ -134,6 +167,7 @@ class TabularMDP:
     criterion: str = field(init=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "name", check_label("name", self.name))
         P = _as_float_array("P", self.P, 3)
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
@@ -218,6 +252,7 @@ class FiniteHorizonMDP:
     action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
         Admissible actions (a 2-D mask applies to every layer).
     name : str, optional
+        A label; ``None`` means ``""``.
     """
 
     P: np.ndarray
@@ -228,6 +263,7 @@ class FiniteHorizonMDP:
     criterion: str = field(init=False, default="finite_horizon")
 
     def __post_init__(self):
+        object.__setattr__(self, "name", check_label("name", self.name))
         P = _as_float_array("P", self.P, 4)
         R = _as_float_array("R", self.R, 3)
         L, S, A = R.shape
@@ -254,6 +290,7 @@ class FiniteHorizonMDP:
     def from_stationary(cls, mdp: TabularMDP, horizon: int) -> FiniteHorizonMDP:
         """Repeat a stationary model over ``horizon`` layers."""
         L = check_int("horizon", horizon)
+        check_model_size(mdp.n_states, mdp.n_actions, L)
         return cls(
             np.broadcast_to(mdp.P, (L, *mdp.P.shape)),
             np.broadcast_to(mdp.R, (L, *mdp.R.shape)),

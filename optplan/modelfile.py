@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from ._checks import OptplanError, OptplanTypeError, check_int
+from ._checks import OptplanError, OptplanTypeError, check_int, check_writable, write_error
 from .generators import GENERATORS
 from .mdp import CRITERIA, FiniteHorizonMDP, TabularMDP
 
@@ -229,10 +229,17 @@ def load_model(path: str | os.PathLike) -> Model:
     FileNotFoundError
         If the file does not exist.
     ValueError
-        If the file is not valid TOML, or a key is missing, unknown, of the wrong type or shape,
-        or the model fails validation; the message names the file and the key.
+        If the path is a directory, the file is not valid TOML, or a key is missing, unknown,
+        of the wrong type or shape, or the model fails validation (a generator's model above
+        :data:`optplan.mdp.MAX_MODEL_BYTES` included); the message names the file and the key.
     """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise OptplanTypeError(f"path must be a model file path, got {path!r}")
     path = Path(path)
+    if path.is_dir():
+        files = sorted(f.name for f in path.glob("*.toml"))
+        hint = f" (its model files: {', '.join(files[:6])}{', ...' if len(files) > 6 else ''})"
+        raise OptplanError(f"{path}: is a directory, not a model file{hint if files else ''}")
     with path.open("rb") as fh:
         try:
             data = tomllib.load(fh)
@@ -259,7 +266,8 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
     ----------
     model : TabularMDP or FiniteHorizonMDP
     path : str or path-like
-        Destination; overwritten if it exists.
+        Destination; overwritten if it exists. Its directory must exist and be writable
+        (checked first: the error names the path).
     description : str, optional
         Free text stored under the ``description`` key.
 
@@ -278,6 +286,11 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
         )
     if description is not None and not isinstance(description, str):
         raise OptplanTypeError(f"description must be a string, got {type(description).__name__}")
+    path = check_writable("path", path)
+    if not path.parent.is_dir():
+        raise OptplanError(
+            f"cannot write path {str(path)!r}: directory {str(path.parent)!r} does not exist"
+        )
     doc: dict[str, Any] = {"name": model.name}
     if description is not None:
         doc["description"] = description
@@ -291,8 +304,10 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
         doc["action_mask"] = model.action_mask.tolist()
     doc["P"] = model.P.tolist()
     doc["R"] = model.R.tolist()
-    path = Path(path)
-    path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    try:
+        path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    except OSError as exc:
+        raise write_error("path", path, exc) from exc
     return path
 
 

@@ -42,7 +42,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .._checks import OptplanError
+from .._checks import OptplanError, as_numeric
 from ..dp import greedy, masked, policy_iteration
 from ..fast.kl_ball import kl_ball_index
 from ..fast.kl_inf import kl_inf_rate
@@ -67,7 +67,7 @@ class TransitionEstimator:
     """
 
     def __init__(self, rewards, action_mask=None, initial_counts=None):
-        R = np.asarray(rewards, dtype=float)
+        R = as_numeric("rewards", rewards)
         if R.ndim != 2 or not np.isfinite(R).all():
             raise OptplanError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
         S, A = R.shape
@@ -79,7 +79,7 @@ class TransitionEstimator:
         if initial_counts is None:
             init = np.zeros((S, A, S))
         else:
-            init = np.asarray(initial_counts, dtype=float)
+            init = as_numeric("initial_counts", initial_counts)
             if init.shape != (S, A, S):
                 raise OptplanError(
                     f"initial_counts has shape {init.shape}, expected ({S}, {A}, {S}) "

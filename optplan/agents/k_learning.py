@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .. import soft
-from .._checks import OptplanError
+from .._checks import OptplanError, as_numeric
 from ..dp import backward_induction
 from ..posteriors import LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
@@ -62,7 +62,7 @@ class _Episodic(ABC):
         L, S, A = self.posterior.L, self.posterior.S, self.posterior.A
         if initial is None:
             initial = np.full(S, 1.0 / S)
-        initial = np.asarray(initial, dtype=float)
+        initial = as_numeric("initial", initial)
         if initial.shape != (S,) or (initial < 0).any() or abs(initial.sum() - 1) > 1e-9:
             raise OptplanError(f"initial must be a distribution over {S} states, got {initial!r}")
         self.initial = initial

@@ -1,14 +1,31 @@
-"""Helpers shared by the bench suites: timing, and the ``--solvers`` argument type."""
+"""Helpers shared by the bench suites: timing, input checks, and the argument types of their
+command-line options (each refuses a bad value with a message naming the flag, before any
+timing)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from .._checks import OptplanError, OptplanTypeError, check_int, check_real
 from ..problems import SOLVERS
+from ..problems.base import check_solver
 
-__all__ = ["timed", "solver_name"]
+__all__ = [
+    "timed",
+    "solver_name",
+    "positive_int",
+    "nonneg_int",
+    "fraction",
+    "nonneg_seconds",
+    "nonneg_float",
+    "check_sizes",
+    "check_solvers",
+    "check_seconds",
+    "check_choices",
+]
 
 
 def timed(fn: Callable):
@@ -23,3 +40,83 @@ def solver_name(value: str) -> str:
     if value.upper() not in SOLVERS:
         raise argparse.ArgumentTypeError(f"unknown solver {value!r}; choose from {SOLVERS}")
     return value.upper()
+
+
+def _integer(text: str, low: int, kind: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < low:
+        raise argparse.ArgumentTypeError(f"must be {kind}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """Argument type: an integer >= 1."""
+    return _integer(text, 1, "a positive integer")
+
+
+def nonneg_int(text: str) -> int:
+    """Argument type: an integer >= 0."""
+    return _integer(text, 0, "a non-negative integer")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def fraction(text: str) -> float:
+    """Argument type: a number in ``[0, 1)``."""
+    value = _number(text)
+    if value is None or not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), got {text!r}")
+    return value
+
+
+def nonneg_seconds(text: str) -> float:
+    """Argument type: a number of seconds >= 0 (``inf``: no cap)."""
+    value = _number(text)
+    if value is None or not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    """Argument type: a finite number >= 0 (tolerances)."""
+    value = _number(text)
+    if value is None or not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def check_sizes(sizes: Sequence[int], low: int = 1, name: str = "sizes") -> list[int]:
+    """A non-empty sequence of integers ``>= low`` (problem sizes), as a list."""
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or not sizes:
+        raise OptplanTypeError(f"{name} must be a non-empty list of integers, got {sizes!r}")
+    return [check_int(f"{name}[{i}]", s, low) for i, s in enumerate(sizes)]
+
+
+def check_solvers(solvers: Sequence[str]) -> list[str]:
+    """Conic solver names (case-insensitive), as upper-case names."""
+    if isinstance(solvers, (str, bytes)) or not isinstance(solvers, Sequence):
+        raise OptplanTypeError(f"solvers must be a list of solver names, got {solvers!r}")
+    return [check_solver(s) for s in solvers]
+
+
+def check_seconds(name: str, value) -> float:
+    """A time cap: a number >= 0 (``inf`` allowed)."""
+    return check_real(name, value, 0.0, None, finite=False)
+
+
+def check_choices(name: str, values: Sequence[str], choices: Sequence[str]) -> list[str]:
+    """Every entry of ``values`` one of ``choices``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise OptplanTypeError(f"{name} must be a list, got {values!r}")
+    for v in values:
+        if v not in choices:
+            raise OptplanError(f"{name} must hold entries of {tuple(choices)}, got {v!r}")
+    return list(values)

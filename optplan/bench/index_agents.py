@@ -18,10 +18,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._checks import check_int
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..envs import TabularEnv
 from ..experiments import run
 from ..generators import random_dirichlet
+from ..mdp import check_model_size
+from ._common import check_sizes, positive_int
 
 __all__ = [
     "AGENT_CLASSES",
@@ -53,7 +56,14 @@ def bench_index_agents(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """One row per (|S|, agent): fast and conic steps per second, their ratio, fallbacks."""
+    """One row per (|S|, agent): fast and conic steps per second, their ratio, fallbacks.
+    Every argument is checked before any timing."""
+    sizes = check_sizes(sizes)
+    n_actions = check_int("n_actions", n_actions)
+    check_model_size(max(sizes), n_actions)
+    fast_steps = check_int("fast_steps", fast_steps)
+    conic_steps = check_int("conic_steps", conic_steps)
+    seed = check_int("seed", seed, 0)
     rows = []
     for S in sizes:
         mdp = random_dirichlet(S, n_actions, seed=seed)
@@ -113,7 +123,9 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_index_agents`."""
-    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 30, 300])
-    parser.add_argument("--actions", dest="n_actions", metavar="ACTIONS", type=int, default=4)
-    parser.add_argument("--fast-steps", type=int, default=2000)
-    parser.add_argument("--conic-steps", type=int, default=20)
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[3, 30, 300])
+    parser.add_argument(
+        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+    )
+    parser.add_argument("--fast-steps", type=positive_int, default=2000)
+    parser.add_argument("--conic-steps", type=positive_int, default=20)

@@ -10,17 +10,33 @@ from __future__ import annotations
 import argparse
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from .._checks import MissingDependency, OptplanError
+from .._checks import (
+    MissingDependency,
+    OptplanError,
+    check_int,
+    check_real,
+    check_writable,
+    write_error,
+)
 from ..fast.kl_ball import kl_ball_index
 from ..fast.kl_inf import kl_inf_rate
 from ..fast.l1_ball import l1_ball_index
 from ..problems import SOLVERS, KLBallIndex, KLInfRate, L1BallIndex
 from ..result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
-from ._common import solver_name, timed
+from ._common import (
+    check_seconds,
+    check_sizes,
+    check_solvers,
+    fraction,
+    nonneg_int,
+    nonneg_seconds,
+    positive_int,
+    solver_name,
+    timed,
+)
 from .cases import INDEX_PROBLEMS, random_index_instance
 
 __all__ = [
@@ -133,9 +149,22 @@ def bench_indices(
       instances the solver reported ``optimal``; ``None`` if none), ``_rel_err``
       (max ``|fast - conic| / (1 + |conic|)``), ``_skipped`` (``None`` or why);
     - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
+
+    Every argument is checked before any timing: ``sizes`` and ``instances`` positive
+    integers (``sizes >= 2`` with ``kl_inf``, whose target needs two states), ``batch >= 0``,
+    ``zeros`` in ``[0, 1)``, ``max_conic_seconds >= 0``.
     """
-    if instances < 1:
-        raise OptplanError(f"instances must be >= 1, got {instances}")
+    if isinstance(problems, (str, bytes)):
+        problems = [problems]
+    for problem in problems:
+        index_paths(problem)
+    sizes = check_sizes(sizes, 2 if "kl_inf" in problems else 1)
+    instances = check_int("instances", instances)
+    solvers = check_solvers(solvers)
+    batch = check_int("batch", batch, 0)
+    max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
+    zeros = check_real("zeros", zeros, 0.0, 1.0, high_open=True)
+    seed = check_int("seed", seed, 0)
     rows = []
     for k, problem in enumerate(problems):
         cls, batched = index_paths(problem)
@@ -329,6 +358,7 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
     solver (medians, 25-75% bands where there are several instances). Needs matplotlib (the
     ``plot`` extra); draws on a bare ``Figure`` (no pyplot, no global backend change)."""
     Figure = require_matplotlib()
+    path = check_writable("plot file", path)
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     fig = Figure(figsize=(5.2 * len(problems), 4.6), layout="constrained")
     axes = fig.subplots(1, len(problems), sharey=True, squeeze=False)[0]
@@ -364,8 +394,11 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
     fig.suptitle(
         title or f"Index compute time vs |S| ({rows[0]['instances']} random instances per size)"
     )
-    fig.savefig(path, dpi=120)
-    return Path(path)
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise write_error("plot file", path, exc) from exc
+    return path
 
 
 def header(args: argparse.Namespace) -> str:
@@ -385,37 +418,46 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` but ``plot`` is a keyword of :func:`bench_indices`."""
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10000])
-    parser.add_argument("--instances", type=int, default=15, help="random instances per size")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 100, 1000, 10000])
+    parser.add_argument(
+        "--instances", type=positive_int, default=15, help="random instances per size"
+    )
     parser.add_argument(
         "--problems", nargs="+", choices=INDEX_PROBLEMS, default=list(INDEX_PROBLEMS)
     )
     parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
     parser.add_argument(
         "--batch",
-        type=int,
+        type=nonneg_int,
         default=1000,
         metavar="B",
         help="also time one batched fast call on B instances (when S*B <= 1e7; 0: never)",
     )
     parser.add_argument(
         "--max-conic-seconds",
-        type=float,
+        type=nonneg_seconds,
         default=120.0,
         metavar="T",
         help="stop timing a conic solver once it has spent T s on one size (and skip it on "
         "larger sizes); reported as skipped",
     )
     parser.add_argument(
-        "--zeros", type=float, default=0.0, help="fraction of zero-probability states in p"
+        "--zeros", type=fraction, default=0.0, help="fraction of zero-probability states in p"
     )
     parser.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
 
 
 def check(args: argparse.Namespace) -> None:
-    """Before minutes of timing, not after: ``--plot`` needs matplotlib."""
+    """Before minutes of timing, not after: ``--plot`` needs matplotlib and a writable path;
+    ``kl_inf`` needs sizes >= 2."""
     if args.plot:
         require_matplotlib()
+        check_writable("--plot", args.plot)
+    if "kl_inf" in args.problems and min(args.sizes) < 2:
+        raise OptplanError(
+            f"--sizes must be >= 2 for problem kl_inf (its target lies strictly between p.v "
+            f"and max v), got {min(args.sizes)}"
+        )
 
 
 def finish(rows: list[dict], args: argparse.Namespace) -> str | None:

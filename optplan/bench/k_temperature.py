@@ -17,8 +17,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._checks import check_int
+from ..mdp import check_model_size
 from ..problems import SOLVERS, KLearningTemperature
-from ._common import solver_name
+from ._common import (
+    check_seconds,
+    check_sizes,
+    check_solvers,
+    nonneg_seconds,
+    positive_int,
+    solver_name,
+)
 from .cases import deepsea_instance
 
 __all__ = ["STEMS", "bench_k_temperature", "format_k_table", "header", "add_arguments"]
@@ -36,7 +45,15 @@ def bench_k_temperature(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per depth: fast median time, each solver's median time, status counts, and the
-    largest relative differences of ``tau*`` and objective from the fast path."""
+    largest relative differences of ``tau*`` and objective from the fast path. Every argument
+    is checked before any timing."""
+    sizes = check_sizes(sizes)
+    for L in sizes:
+        check_model_size(L, 2, L, subject=f"depth L={L}")
+    instances = check_int("instances", instances)
+    solvers = check_solvers(solvers)
+    seed = check_int("seed", seed, 0)
+    max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
     from ..fast import _k_kernels  # numba, when installed: imported by this suite only
 
     rng = np.random.default_rng(seed)
@@ -144,7 +161,9 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_k_temperature`."""
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 30, 50])
-    parser.add_argument("--instances", type=int, default=5, help="random instances per depth")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[5, 10, 20, 30, 50])
+    parser.add_argument(
+        "--instances", type=positive_int, default=5, help="random instances per depth"
+    )
     parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
-    parser.add_argument("--max-conic-seconds", type=float, default=120.0, metavar="T")
+    parser.add_argument("--max-conic-seconds", type=nonneg_seconds, default=120.0, metavar="T")

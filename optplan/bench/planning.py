@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..mdp import FiniteHorizonMDP
+from .._checks import check_int
+from ..mdp import FiniteHorizonMDP, check_model_size
 from ..problems import (
     SOLVERS,
     AverageRewardPlanning,
@@ -20,7 +21,14 @@ from ..problems import (
     FiniteHorizonPlanning,
 )
 from ..result import SOLUTION_PRESENT
-from ._common import solver_name, timed
+from ._common import (
+    check_choices,
+    check_sizes,
+    check_solvers,
+    positive_int,
+    solver_name,
+    timed,
+)
 from .cases import random_mdp
 
 __all__ = [
@@ -65,7 +73,18 @@ def bench_planning(
     (conic time / fast time), ``<SOLVER>_fail`` (instances without a solution, counted, not
     dropped), ``<SOLVER>_err`` (max |value_fast - value_conic| over solved instances) and
     ``best_ratio`` (fastest conic solver's median / fast median).
+
+    Every argument is checked before any timing (sizes and counts positive integers, a model
+    within :data:`optplan.mdp.MAX_MODEL_BYTES`).
     """
+    sizes = check_sizes(sizes)
+    n_actions = check_int("n_actions", n_actions)
+    repeats = check_int("repeats", repeats)
+    solvers = check_solvers(solvers)
+    criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
+    seed = check_int("seed", seed, 0)
+    layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
+    check_model_size(max(sizes), n_actions, layers)
     rows = []
     for criterion in criteria:
         cls, model = PLANNING_PROBLEMS[criterion]
@@ -142,9 +161,11 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_planning`."""
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
-    parser.add_argument("--actions", dest="n_actions", metavar="ACTIONS", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 100, 500])
+    parser.add_argument(
+        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+    )
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
     parser.add_argument(
         "--criteria",

@@ -8,6 +8,7 @@ import json
 import sys
 
 from ..bench import SUITES
+from ..bench._common import nonneg_int
 
 __all__ = ["add_parser", "cmd_bench"]
 
@@ -40,7 +41,7 @@ def add_parser(sub) -> None:
     for name, suite in SUITES.items():
         b = suites.add_parser(name, help=suite.help)
         suite.add_arguments(b)
-        b.add_argument("--seed", type=int, default=0)
+        b.add_argument("--seed", type=nonneg_int, default=0)
         b.add_argument("--json", action="store_true", help="machine-readable output")
         b.add_argument("--quiet", action="store_true", help="no progress lines")
         b.set_defaults(func=cmd_bench)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..bench import solver_name
+from ..bench._common import nonneg_float
 from ..bench.cases import deepsea_instance
 from ..crosscheck import cross_check
 from ..mdp import FiniteHorizonMDP, TabularMDP
@@ -272,8 +273,12 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--solver", type=solver_name, action="append", help=f"repeatable; default all of {SOLVERS}"
     )
-    p.add_argument("--rtol", type=float, help="override the per-solver tolerance table")
-    p.add_argument("--atol", type=float, help="override the per-solver tolerance table")
+    p.add_argument(
+        "--rtol", type=nonneg_float, help="override the per-solver tolerance table (>= 0)"
+    )
+    p.add_argument(
+        "--atol", type=nonneg_float, help="override the per-solver tolerance table (>= 0)"
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("demo", help="solve the shipped models both ways (seconds)")

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import OptplanError, check_int, check_positive
-from ..mdp import FiniteHorizonMDP
+from ..mdp import FiniteHorizonMDP, check_model_size
 from .tabular import TabularEnv
 
 __all__ = ["DeepSea", "VARIANTS"]
@@ -182,6 +182,7 @@ class DeepSea(TabularEnv):
         reward_noise: float | None = None,
     ) -> None:
         size = check_int("size", size)
+        check_model_size(size, 2, size, subject=f"size={size}")  # P: (size, size, 2, size)
         deterministic = _check_bool("deterministic", deterministic)
         randomize_actions = _check_bool("randomize_actions", randomize_actions)
         if check_int("mapping_seed", mapping_seed, 0) >= 2**32:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._checks import MissingDependency, OptplanError
+from .._checks import MissingDependency, OptplanError, check_writable, write_error
 from .stats import check_level, mean_ci
 
 if TYPE_CHECKING:
@@ -340,7 +340,9 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     ----------
     fig : matplotlib.figure.Figure
     path : str or pathlib.Path
-        Destination; the format follows the suffix (e.g. ``.png``, ``.pdf``).
+        Destination; the format follows the suffix (e.g. ``.png``, ``.pdf``). A path that
+        cannot be written (a directory, under a regular file, read-only) raises
+        :class:`~optplan._checks.OptplanError` naming it.
     dpi : int, default 120
 
     Returns
@@ -349,9 +351,12 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
         `path`.
     """
     _matplotlib()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if fig.get_layout_engine() is None:
-        fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
+    out = check_writable("figure file", path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
+        fig.savefig(out, dpi=dpi)
+    except OSError as exc:
+        raise write_error("figure file", out, exc) from exc
     return out

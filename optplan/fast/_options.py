@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._checks import OptplanError, check_int
+from .._checks import OptplanError, check_int, check_tolerance
 
 
 def check_algorithm(algorithm: str, allowed: tuple[str, ...]) -> str:
@@ -11,7 +11,9 @@ def check_algorithm(algorithm: str, allowed: tuple[str, ...]) -> str:
     return algorithm
 
 
-def check_tol_iter(tol: float, max_iter: int) -> None:
-    if not (isinstance(tol, (int, float)) and tol > 0):
-        raise OptplanError(f"tol must be a positive number, got {tol!r}")
-    check_int("max_iter", max_iter)
+def check_tol_iter(tol: float, max_iter: int | None, tol_name: str = "tol") -> None:
+    """``tol`` a finite number > 0 (``tol_name`` in the message), ``max_iter`` a positive
+    integer or ``None`` (the path's default)."""
+    check_tolerance(tol_name, tol)
+    if max_iter is not None:
+        check_int("max_iter", max_iter)

@@ -29,6 +29,7 @@ from .._checks import OptplanError
 from ..result import MAX_ITER, OPTIMAL, PlanResult
 from ..soft import k_bonus, layered_occupancy, temperature_terms
 from . import _k_kernels
+from ._options import check_tol_iter
 
 #: The bracket search for ``log tau`` stays within ``tau`` in [1e-300, 1e300].
 _U_MIN, _U_MAX = math.log(1e-300), math.log(1e300)
@@ -123,6 +124,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
         variables of the Bellman inequalities), ``info``: ``dual_value``, ``gap`` (primal
         minus dual), ``derivative`` (``f'(tau*)``), ``evaluations``.
     """
+    check_tol_iter(xtol, max_iter, "xtol")
     start = time.perf_counter()
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     c = k_bonus(problem.counts, problem.sigma)

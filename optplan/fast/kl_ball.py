@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from ._batch import batch_result, flat_batch
 from ._roots import newton_bracketed
@@ -71,6 +72,7 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         ``value`` (C), ``x`` (q*), ``multiplier`` (``dC/d radius``), ``status`` per element.
         Equal to a loop of scalar calls.
     """
+    check_int("max_iter", max_iter)
     start = time.perf_counter()
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
     value, q, lam, status, iterations = outputs

@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 
+from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from ._batch import batch_result, flat_batch
 from ._roots import newton_bracketed
@@ -59,6 +60,7 @@ def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> Bat
     BatchResult
         ``value`` (D), ``x`` (q*), ``multiplier`` (``dD/d target``), ``status`` per element.
     """
+    check_int("max_iter", max_iter)
     start = time.perf_counter()
     p, v, rho, batch, outputs = flat_batch(p, v, target, "target", validate)
     value, q, lam, status, iterations = outputs

@@ -9,11 +9,14 @@ are apart; :func:`optplan.cross_check` uses it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import ClassVar
 
-from .._checks import OptplanError
+from .._checks import OptplanError, OptplanTypeError, check_int, check_tolerance
 from ..result import PlanResult
 
 METHODS = ("fast", "conic")
@@ -47,6 +50,104 @@ def check_solver(solver: str | None) -> str:
     return solver.upper()
 
 
+#: The settings each conic solver takes in ``solver_options`` (CVXPY hands them to the solver
+#: as they are): the fields of ``clarabel.DefaultSettings`` (read from the installed clarabel;
+#: this list, from clarabel 0.11, when it is missing) plus CVXPY's ``use_quad_obj`` and
+#: ``accept_unknown``; the keywords of ``ecos.solve`` for ECOS 2; the settings of SCS 3 plus
+#: the names CVXPY's SCS interface translates (``eps``, ``use_indirect``, ``use_quad_obj``).
+SOLVER_OPTION_NAMES = {
+    "CLARABEL": tuple(
+        """
+        max_iter time_limit verbose max_step_fraction tol_gap_abs tol_gap_rel tol_feas
+        tol_infeas_abs tol_infeas_rel tol_ktratio reduced_tol_gap_abs reduced_tol_gap_rel
+        reduced_tol_feas reduced_tol_infeas_abs reduced_tol_infeas_rel reduced_tol_ktratio
+        equilibrate_enable equilibrate_max_iter equilibrate_min_scaling
+        equilibrate_max_scaling linesearch_backtrack_step min_switch_step_length
+        min_terminate_step_length max_threads direct_kkt_solver direct_solve_method
+        static_regularization_enable static_regularization_constant
+        static_regularization_proportional dynamic_regularization_enable
+        dynamic_regularization_eps dynamic_regularization_delta iterative_refinement_enable
+        iterative_refinement_reltol iterative_refinement_abstol iterative_refinement_max_iter
+        iterative_refinement_stop_ratio presolve_enable input_sparse_dropzeros
+        chordal_decomposition_enable chordal_decomposition_merge_method
+        chordal_decomposition_compact chordal_decomposition_complete_dual pardiso_iparm
+        pardiso_verbose use_quad_obj accept_unknown
+        """.split()
+    ),
+    "ECOS": tuple(
+        """
+        feastol abstol reltol feastol_inacc abstol_inacc reltol_inacc max_iters nitref verbose
+        """.split()
+    ),
+    "SCS": tuple(
+        """
+        max_iters eps_abs eps_rel eps_infeas alpha rho_x scale adaptive_scale normalize
+        acceleration_lookback acceleration_interval time_limit_secs verbose
+        write_data_filename log_csv_filename linear_solver eps use_indirect use_quad_obj
+        """.split()
+    ),
+}
+#: Keywords of ``cvxpy.Problem.solve`` itself, accepted in ``solver_options`` for every solver.
+CVXPY_SOLVE_OPTIONS = ("verbose", "warm_start", "canon_backend", "ignore_dpp", "enforce_dpp")
+
+
+def _clarabel_settings():
+    """A fresh ``clarabel.DefaultSettings()``, or ``None`` when clarabel is not installed."""
+    try:
+        import clarabel
+    except ImportError:  # pragma: no cover - clarabel is a core dependency
+        return None
+    return clarabel.DefaultSettings()
+
+
+def solver_option_names(solver: str) -> tuple[str, ...]:
+    """The ``solver_options`` keys ``solver`` accepts (see :data:`SOLVER_OPTION_NAMES`)."""
+    solver = check_solver(solver)
+    names = set(SOLVER_OPTION_NAMES[solver]) | set(CVXPY_SOLVE_OPTIONS)
+    if solver == "CLARABEL" and (settings := _clarabel_settings()) is not None:
+        names |= {n for n in dir(settings) if not n.startswith("_") and n != "default"}
+    return tuple(sorted(names))
+
+
+def check_solver_options(solver: str, solver_options) -> dict:
+    """Validate ``solver_options`` for ``solver`` before anything is formulated.
+
+    Every key must be a setting of that solver (or a keyword of ``cvxpy.Problem.solve``);
+    for CLARABEL each value is also tried on a ``clarabel.DefaultSettings``, so a value of the
+    wrong type is refused here rather than deep inside the solver. Returns a copy.
+    """
+    solver = check_solver(solver)
+    if solver_options is None:
+        return {}
+    if not isinstance(solver_options, Mapping):
+        raise OptplanTypeError(
+            f"solver_options must be a dict of {solver} settings, got "
+            f"{type(solver_options).__name__} {solver_options!r}"
+        )
+    accepted = solver_option_names(solver)
+    for key in solver_options:
+        if not isinstance(key, str) or key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=3)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise OptplanError(
+                f"solver_options: {key!r} is not a setting of {solver}{hint} ({solver} accepts: "
+                f"{', '.join(accepted)})"
+            )
+    settings = _clarabel_settings() if solver == "CLARABEL" else None
+    if settings is not None:
+        for key, value in solver_options.items():
+            if key in CVXPY_SOLVE_OPTIONS or key in ("use_quad_obj", "accept_unknown"):
+                continue
+            try:
+                setattr(settings, key, value)
+            except (TypeError, ValueError, OverflowError):
+                raise OptplanTypeError(
+                    f"solver_options: {key}={value!r} is not a valid value of the CLARABEL "
+                    f"setting {key!r} (default {getattr(settings, key)!r})"
+                ) from None
+    return dict(solver_options)
+
+
 class Problem(ABC):
     """Base class of the problem objects (subclasses are frozen dataclasses)."""
 
@@ -78,10 +179,49 @@ class Problem(ABC):
         """
         check_method(method)
         solver = check_solver(solver)
-        module = importlib.import_module(f"optplan.{method}.{self.stem}")
+        module = self._path(method)
+        self.check_options(method, solver, options)
         if method == "conic":
             return module.solve(self, solver=solver, **options)
         return module.solve(self, **options)
+
+    def _path(self, method: str):
+        """The module ``optplan.<method>.<stem>`` (``method`` already checked)."""
+        return importlib.import_module(f"optplan.{method}.{self.stem}")
+
+    def check_options(self, method: str = "fast", solver: str | None = None, options=None):
+        """Validate the options of :meth:`solve` for ``method`` before any work.
+
+        Every option must be a keyword of that path's ``solve``; the fast paths' ``tol`` and
+        ``xtol`` must be finite numbers > 0 and ``max_iter`` a positive integer; the conic
+        path's ``solver_options`` must name settings of ``solver``
+        (:func:`check_solver_options`). :func:`optplan.cross_check` calls this for both
+        paths before solving either.
+        """
+        check_method(method)
+        solver = check_solver(solver)
+        options = {} if options is None else options
+        if not isinstance(options, Mapping):
+            raise OptplanTypeError(
+                f"the {method} path's options must be a dict, got {type(options).__name__}"
+            )
+        params = inspect.signature(self._path(method).solve).parameters
+        accepted = [n for n in list(params)[1:] if n != "solver"]
+        for key in options:
+            if key not in accepted:
+                raise OptplanTypeError(
+                    f"{type(self).__name__}.solve(method={method!r}) has no option {key!r} "
+                    f"(its options: {', '.join(accepted) or 'none'})"
+                )
+        if method == "conic":
+            check_solver_options(solver, options.get("solver_options"))
+            return
+        for key in ("tol", "xtol"):
+            if key in options:
+                check_tolerance(key, options[key])
+        if "max_iter" in options:
+            if not (options["max_iter"] is None and params["max_iter"].default is None):
+                check_int("max_iter", options["max_iter"])
 
     def formulate(self):
         """The ``cvxpy.Problem`` of the conic path, for users to inspect or extend."""

@@ -196,14 +196,24 @@ def k_values(tau, mean_rewards, mean_transitions, counts, sigma) -> np.ndarray:
     return soft.k_values(tau, R, P, N, sigma)
 
 
+def _check_K(K) -> np.ndarray:
+    """K-values: a real array with a last axis of actions, every entry finite."""
+    K = as_array("K", K)
+    if K.ndim < 1 or K.shape[-1] < 1:
+        raise OptplanError(f"K must have a last axis of at least one action, got shape {K.shape}")
+    return K
+
+
 def boltzmann_policy(K, tau) -> np.ndarray:
-    """``pi(s, a) ~ exp(K(s, a) / tau)`` over the last axis (Eq. 9)."""
-    return soft.boltzmann_policy(K, _check_tau(tau))
+    """``pi(s, a) ~ exp(K(s, a) / tau)`` over the last axis (Eq. 9); ``K`` finite."""
+    tau = _check_tau(tau)
+    return soft.boltzmann_policy(_check_K(K), tau)
 
 
 def soft_values(K, tau) -> np.ndarray:
-    """``V = tau log sum_a exp(K / tau)`` over the last axis (Eq. 14)."""
-    return soft.soft_values(K, _check_tau(tau))
+    """``V = tau log sum_a exp(K / tau)`` over the last axis (Eq. 14); ``K`` finite."""
+    tau = _check_tau(tau)
+    return soft.soft_values(_check_K(K), tau)
 
 
 def temperature_schedule(t: int, sigma: float, L: int, S: int, A: int) -> float:
