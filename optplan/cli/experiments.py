@@ -1,15 +1,23 @@
-"""The experiment commands of ``optplan``: ``run``, ``sweep``, ``plot`` and ``results``."""
+"""The experiment commands of ``optplan``: ``run``, ``sweep``, ``plot`` and ``results``.
+
+Store warnings (a damaged record skipped or moved aside, a stale lock taken over) are printed
+as they happen, one line each, ``optplan: warning: ...``; ``results`` and ``plot`` then say how
+many damaged records they skipped and carry on with the rest (exit status unchanged).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
+import warnings
 
 from .._checks import OptplanError
 from ..experiments import figures, plots, registry
 from ..experiments.execute import BACKENDS, execute_task, run_sweep
 from ..experiments.figures import KINDS, SCALING_METRICS
 from ..experiments.stats import aggregate
-from ..experiments.store import CURVE_KEYS, load_results, summary_row
+from ..experiments.store import CURVE_KEYS, DAMAGED_DIR, StoreWarning, load_results, summary_row
 from ..experiments.sweep import load_sweep, single_sweep
 from ..modelfile import tomllib
 
@@ -58,6 +66,38 @@ def split_params(pairs: list[str], agent: str, env: str) -> tuple[dict, dict]:
     return a_params, e_params
 
 
+def _store_warnings(cmd):
+    """Run ``cmd`` printing each :class:`StoreWarning` as one line on stderr, at once."""
+
+    @functools.wraps(cmd)
+    def wrapped(args) -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", StoreWarning)
+            show = warnings.showwarning
+
+            def one_line(message, category, filename, lineno, file=None, line=None):
+                if issubclass(category, StoreWarning):
+                    print(f"optplan: warning: {message}", file=sys.stderr)
+                else:
+                    show(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = one_line
+            return cmd(args)
+
+    return wrapped
+
+
+def _report_skipped(res) -> None:
+    """One line: how many damaged records of ``res`` were skipped (none: nothing)."""
+    if res.damaged:
+        print(
+            f"optplan: warning: {len(res.damaged)} damaged record(s) in {res.root} skipped "
+            f"(named above); the next optplan sweep into it moves them to {DAMAGED_DIR}/ and "
+            f"runs their tasks again",
+            file=sys.stderr,
+        )
+
+
 def _fmt_ci(m, h) -> str:
     if m is None:
         return "-"
@@ -82,6 +122,7 @@ def format_aggregate(groups: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@_store_warnings
 def cmd_run(args) -> int:
     if args.list:
         print(registry.describe())
@@ -103,7 +144,7 @@ def cmd_run(args) -> int:
     )
     if args.out:
         report = run_sweep(sweep, args.out, jobs=args.jobs, quiet=args.quiet or args.json)
-        rows = load_results(args.out).rows
+        rows = load_results(args.out, warn=False).rows
         if not args.json:
             print(report)
     else:
@@ -131,6 +172,7 @@ def cmd_run(args) -> int:
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 
+@_store_warnings
 def cmd_sweep(args) -> int:
     sweep = load_sweep(args.file)
     report = run_sweep(
@@ -144,15 +186,19 @@ def cmd_sweep(args) -> int:
     )
     print(report)
     if not args.quiet:
-        print(format_aggregate(aggregate(load_results(args.out).rows)))
+        print(format_aggregate(aggregate(load_results(args.out, warn=False).rows)))
     return 1 if report.failed else 0
 
 
+@_store_warnings
 def cmd_results(args) -> int:
     res = load_results(args.dir)
+    _report_skipped(res)
     rows = res.rows
     if args.compare:
-        diffs = res.compare(load_results(args.compare))
+        other = load_results(args.compare)
+        _report_skipped(other)
+        diffs = res.compare(other)
         if diffs:
             print(f"{len(diffs)} differences (wall_time ignored):")
             print("\n".join(diffs[:50]))
@@ -164,11 +210,18 @@ def cmd_results(args) -> int:
         return 0
     groups = aggregate(rows)
     if args.json:
-        print(json.dumps({"tasks": rows, "groups": groups}, indent=2, default=str))
+        damaged = [d.to_dict() for d in res.damaged]
+        print(
+            json.dumps({"tasks": rows, "groups": groups, "damaged": damaged}, indent=2, default=str)
+        )
         return 0
     sw = res.spec["sweep"]
     failed = sum(r["status"] != "ok" for r in rows)
-    print(f"sweep {sw['name']!r}: {len(rows)} of {res.n_tasks} tasks finished, {failed} failed")
+    skipped = f", {len(res.damaged)} damaged record(s) skipped" if res.damaged else ""
+    print(
+        f"sweep {sw['name']!r}: {len(rows)} of {res.n_tasks} tasks finished, {failed} failed"
+        f"{skipped}"
+    )
     print(format_aggregate(groups))
     errors = [r for r in rows if r["status"] != "ok"]
     for r in errors[:10]:
@@ -176,8 +229,10 @@ def cmd_results(args) -> int:
     return 0
 
 
+@_store_warnings
 def cmd_plot(args) -> int:
     res = load_results(args.dir)
+    _report_skipped(res)
     if args.kind == "regret":
         fig = figures.regret_figure(
             res,
