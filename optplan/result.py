@@ -59,6 +59,31 @@ CVXPY_STATUS_MAP = {
 }
 
 
+def overflow_checked(result: PlanResult) -> PlanResult:
+    """``result``, or, when it claims a solution whose numbers are not finite (an input scale
+    near the double range overflowed: rewards of 1e308, values of +-1e308), the same numbers
+    with status ``numerical_error`` and a message naming them."""
+    if result.status not in SOLUTION_PRESENT:
+        return result
+    bad = []
+    for name in ("value", "gain", "x", "values", "bias"):
+        item = getattr(result, name)
+        if item is None:
+            continue
+        arr = np.asarray(item)
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            bad.append(name)
+    if not bad:
+        return result
+    message = (
+        f"{', '.join(bad)} not finite ({result.value!r}): the inputs' scale overflows double "
+        "precision; rescale them (values and rewards well below 1e308)"
+    )
+    return result.replace(
+        status=NUMERICAL_ERROR, message="; ".join(m for m in (result.message, message) if m)
+    )
+
+
 def map_cvxpy_status(status: str | None) -> str:
     """Map a CVXPY status (``problem.status``) to an optplan status."""
     return CVXPY_STATUS_MAP.get(status, SOLVER_ERROR)
@@ -284,6 +309,7 @@ class BatchResult:
 
 
 _EDGE_MESSAGES = {
+    NUMERICAL_ERROR: "the value is not finite: the inputs' scale overflows double precision",
     INFEASIBLE: "infeasible: no distribution q satisfies the constraint (see the problem's docs)",
     MAX_ITER: "root finding did not converge within the iteration limit",
 }

@@ -26,10 +26,18 @@ def formulate(problem) -> cp.Problem:
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     p, d = problem.p, problem.radius
 
-    def residual(q):
+    support = p > 0
+
+    def residual(q, duals):
         # q_x with p_x > 0 rounded to 0 by the solver counts as the smallest positive double
         kl = kl_divergence(p, np.maximum(q, np.finfo(float).tiny))
-        return max(kl - d, simplex_residual(q)), max(1.0, d), "KL-ball constraint violation"
+        primal = max(kl - d, simplex_residual(q)), max(1.0, d), "KL-ball constraint violation"
+        # stationarity: q_x (nu - v_x) = lam p_x on the support (lam, nu: the duals of the
+        # ball and of sum q = 1); a wrong multiplier breaks it
+        lam, nu = float(duals[0]), float(duals[1])
+        gap = np.abs(q[support] * (nu - problem.v[support]) - lam * p[support])
+        scale = lam * float(p.max()) + 1e-300
+        return [primal, (float(gap.max()) / scale, 1.0, "relative stationarity residual", True)]
 
     return solve_index(
         formulate(problem),

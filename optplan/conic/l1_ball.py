@@ -25,9 +25,9 @@ def formulate(problem) -> cp.Problem:
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     p, d = problem.p, problem.radius
 
-    def residual(q):
+    def residual(q, duals):
         excess = float(np.abs(q - p).sum()) - d
-        return max(excess, simplex_residual(q)), max(1.0, d), "L1-ball constraint violation"
+        return [(max(excess, simplex_residual(q)), max(1.0, d), "L1-ball constraint violation")]
 
     return solve_index(
         formulate(problem),

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ..problems._index import broadcast_to_batch, check_index_inputs
-from ..result import BatchResult
+from ..result import NUMERICAL_ERROR, OPTIMAL, BatchResult
 
 
 def broadcast_index_inputs(p, v, param):
@@ -19,6 +19,12 @@ def broadcast_index_inputs(p, v, param):
     return broadcast_to_batch(
         p, v, param, np.broadcast_shapes(p.shape[:-1], v.shape[:-1], param.shape)
     )
+
+
+def flag_overflow(value: np.ndarray, status: np.ndarray) -> None:
+    """A solution claimed with a value that overflowed (inputs near 1e308) is not one:
+    ``numerical_error`` (in place)."""
+    status[(status == OPTIMAL) & ~np.isfinite(value)] = NUMERICAL_ERROR
 
 
 def flat_batch(p, v, param, name: str, validate: bool = True):
@@ -49,6 +55,7 @@ def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
     """The epilogue of every batched index kernel: ``outputs`` (from :func:`flat_batch`)
     reshaped to ``batch`` as a :class:`~optplan.result.BatchResult`."""
     value, x, multiplier, status, iterations = outputs
+    flag_overflow(value, status)
     return BatchResult(
         value=value.reshape(batch),
         x=x.reshape(batch + x.shape[-1:]),

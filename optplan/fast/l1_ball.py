@@ -23,7 +23,7 @@ import numpy as np
 
 from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
-from ._batch import broadcast_index_inputs
+from ._batch import broadcast_index_inputs, flag_overflow
 
 
 def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
@@ -93,6 +93,7 @@ def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
     infeasible = d < 0
     value[infeasible], status[infeasible] = -np.inf, INFEASIBLE
     q[infeasible], lam[infeasible] = np.nan, np.nan
+    flag_overflow(value, status)
 
     return BatchResult(
         value=value.reshape(batch),

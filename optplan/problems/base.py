@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_tolerance
-from ..result import PlanResult
+from ..result import PlanResult, overflow_checked
 
 METHODS = ("fast", "conic")
 #: Conic solvers optplan drives through CVXPY.
@@ -182,8 +182,8 @@ class Problem(ABC):
         module = self._path(method)
         self.check_options(method, solver, options)
         if method == "conic":
-            return module.solve(self, solver=solver, **options)
-        return module.solve(self, **options)
+            return overflow_checked(module.solve(self, solver=solver, **options))
+        return overflow_checked(module.solve(self, **options))
 
     def _path(self, method: str):
         """The module ``optplan.<method>.<stem>`` (``method`` already checked)."""
