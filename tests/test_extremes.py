@@ -49,7 +49,7 @@ def huge_radius(seed: int):
 
 
 #: |fast - reference| / span(v): the value is a convex combination of v, so its round-off is
-#: a few eps * span(v). Measured worst over the 200 + 200 instances: 1.6e-15 (7 eps; tiny best
+#: a few eps * span(v). Measured worst over the 200 + 200 instances: 4.2e-15 (19 eps; tiny best
 #: mass), 0 (huge radii).
 KL_BALL_TOL = 1e-14
 

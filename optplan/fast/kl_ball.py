@@ -38,6 +38,10 @@ from ._batch import batch_result, flat_batch
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
+#: ``s + log(mean delta)`` above which the stationarity equation is evaluated in its large-s
+#: form (:func:`_g_large_s`).
+_LARGE_S = 20.0
+
 #: Upper end of the bracket in ``s = -log(eta - V_I)``.
 _S_CAP = 1e300
 
@@ -143,7 +147,10 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
             b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
             dg = a2 / a0 - a0
             d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
-            big = s + log_mean_delta[idx] > 0.0
+            # The large-s form where L ~ (1 - P_top) s and log a0 ~ -s would cancel by more
+            # than 20 (mean delta e^s > e^20); below, the form above loses < 1e-14 and keeps
+            # Halley's steps.
+            big = s + log_mean_delta[idx] > _LARGE_S
             if big.any():
                 g[big], dg[big], scale[big] = _g_large_s(
                     s[big],
@@ -177,11 +184,16 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         ell, w, u = _ell_w(delt, s)
         # The root s* lies between two doubles: at s ~ 690 (best supported state with 1e-300
         # of the mass) one ulp of s moves q by 6e-14 relative. One more Newton correction,
-        # kept outside s as the factor e^corr of e^s, puts q at round-off.
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            g_end, dg_end = g_dg(s, np.arange(todo.size))[:2]
-            corr = np.where(~boundary & (dg_end > 0), -g_end / dg_end, 0.0)
-        fix = (np.abs(corr) <= 1e-12 * np.maximum(1.0, np.abs(s))) & (s <= 700.0) & (corr != 0)
+        # kept outside s as the factor e^corr of e^s, puts q at round-off. Only where an ulp of
+        # s matters (|s| > 16, ulp >= 3.6e-15): elsewhere it would cost an evaluation for
+        # nothing.
+        corr = np.zeros(todo.size)
+        far = np.flatnonzero(~boundary & (np.abs(s) > 16.0) & (s <= 700.0))
+        if far.size:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                g_end, dg_end = g_dg(s[far], far)[:2]
+                corr[far] = np.where(dg_end > 0, -g_end / dg_end, 0.0)
+        fix = (np.abs(corr) <= 1e-12 * np.maximum(1.0, np.abs(s))) & (corr != 0)
         if fix.any():
             dz = delt[fix] * (np.exp(s[fix]) * np.exp(corr[fix]))[:, None]
             w[fix], u[fix] = 1.0 / (1.0 + dz), dz / (1.0 + dz)
