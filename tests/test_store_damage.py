@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_sweep_exec import small_spec
 
 from optplan._checks import OptplanError
 from optplan.cli import main
@@ -23,19 +24,7 @@ from optplan.experiments.store import StoreLocked, StoreWarning
 
 
 def small_sweep(**over):
-    spec = {
-        "name": "small",
-        "seed": 7,
-        "seeds": 3,
-        "steps": 400,
-        "curves": {"points": 20},
-        "agents": [{"name": "random"}, {"name": "epsilon-greedy", "params": {"epsilon": 0.2}}],
-        "envs": [
-            {"name": "riverswim", "params": {"n_states": [3, 5]}},
-            {"name": "riverswim-episodic", "params": {"n_states": 4, "horizon": 6}},
-        ],
-    }
-    spec.update(over)
+    spec = small_spec(**over)
     return sweep_from_dict(spec, source="small.toml")
 
 

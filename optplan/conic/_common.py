@@ -226,6 +226,21 @@ def no_solution(run: ConicRun, **fields) -> PlanResult | None:
     return conic_result(run._replace(message=message), **{"value": np.nan, **fields})
 
 
+def solve_ball_index(problem, solver, solver_options, residual) -> PlanResult:
+    """:func:`solve_index` for a ball index (KL or L1): ``max v.q`` over a ball of radius
+    ``d`` around ``p``; with ``d >= 0``, ``q = p`` is feasible and the value is at most
+    ``max v``, so the solver cannot rightly call it infeasible or unbounded."""
+    impossible = (NOT_FEASIBLE_OR_BOUNDED, "q = p is feasible and q.v <= max v")
+    return solve_index(
+        problem.formulate(),
+        solver,
+        solver_options,
+        infeasible_value=-np.inf,
+        residual=residual,
+        impossible=impossible if problem.radius >= 0 else None,
+    )
+
+
 def solve_index(
     prob: cp.Problem,
     solver: str,

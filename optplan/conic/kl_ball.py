@@ -11,7 +11,7 @@ import numpy as np
 
 from ..problems.kl_ball import kl_divergence, simplex_residual
 from ..result import PlanResult
-from ._common import NOT_FEASIBLE_OR_BOUNDED, solve_index
+from ._common import solve_ball_index
 
 
 def formulate(problem) -> cp.Problem:
@@ -39,13 +39,4 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         scale = lam * float(p.max()) + 1e-300
         return [primal, (float(gap.max()) / scale, 1.0, "relative stationarity residual", True)]
 
-    return solve_index(
-        formulate(problem),
-        solver,
-        solver_options,
-        infeasible_value=-np.inf,
-        residual=residual,
-        impossible=(NOT_FEASIBLE_OR_BOUNDED, "q = p is feasible and q.v <= max v")
-        if d >= 0
-        else None,
-    )
+    return solve_ball_index(problem, solver, solver_options, residual)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..problems.kl_ball import simplex_residual
 from ..result import PlanResult
-from ._common import NOT_FEASIBLE_OR_BOUNDED, solve_index
+from ._common import solve_ball_index
 
 
 def formulate(problem) -> cp.Problem:
@@ -29,13 +29,4 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         excess = float(np.abs(q - p).sum()) - d
         return [(max(excess, simplex_residual(q)), max(1.0, d), "L1-ball constraint violation")]
 
-    return solve_index(
-        formulate(problem),
-        solver,
-        solver_options,
-        infeasible_value=-np.inf,
-        residual=residual,
-        impossible=(NOT_FEASIBLE_OR_BOUNDED, "q = p is feasible and q.v <= max v")
-        if d >= 0
-        else None,
-    )
+    return solve_ball_index(problem, solver, solver_options, residual)
