@@ -58,7 +58,7 @@ def solve(
         constant across states, so Eq. (1) with a scalar gain has no solution.
     """
     check_algorithm(algorithm, ALGORITHMS)
-    check_tol_iter(tol, max_iter or 1)
+    check_tol_iter(tol, max_iter)
     if not (0.0 < aperiodicity < 1.0):
         raise OptplanError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
     mdp = problem.mdp
