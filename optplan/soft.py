@@ -28,7 +28,6 @@ import numpy as np
 __all__ = [
     "soft_values",
     "boltzmann_policy",
-    "entropy",
     "boltzmann_entropy",
     "soft_backward",
     "layered_occupancy",
@@ -53,13 +52,6 @@ def boltzmann_policy(K: np.ndarray, tau: float) -> np.ndarray:
     K = np.asarray(K, dtype=float)
     z = np.exp((K - K.max(axis=-1, keepdims=True)) / float(tau))
     return z / z.sum(axis=-1, keepdims=True)
-
-
-def entropy(pi: np.ndarray) -> np.ndarray:
-    """Shannon entropy (nats) of the distributions along the last axis (``0 log 0 = 0``)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(pi > 0, pi * np.log(pi), 0.0)
-    return h.sum(axis=-1)
 
 
 def boltzmann_entropy(K: np.ndarray, tau: float) -> np.ndarray:
