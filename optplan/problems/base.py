@@ -10,6 +10,7 @@ are apart; :func:`optplan.cross_check` uses it.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 from abc import ABC, abstractmethod
@@ -33,6 +34,13 @@ SOLVER_TOL = {
     "ECOS": (1e-6, 1e-6),
     "SCS": (1e-4, 1e-4),
 }
+
+
+@functools.cache
+def _solve_parameters(method: str, stem: str):
+    """The parameters of ``optplan.<method>.<stem>.solve`` (read once per process: solve() is
+    called per step or per episode by agents)."""
+    return inspect.signature(importlib.import_module(f"optplan.{method}.{stem}").solve).parameters
 
 
 def check_method(method: str) -> str:
@@ -205,7 +213,7 @@ class Problem(ABC):
             raise OptplanTypeError(
                 f"the {method} path's options must be a dict, got {type(options).__name__}"
             )
-        params = inspect.signature(self._path(method).solve).parameters
+        params = _solve_parameters(method, self.stem)
         accepted = [n for n in list(params)[1:] if n != "solver"]
         for key in options:
             if key not in accepted:
