@@ -8,7 +8,7 @@ Public API (re-exports only)::
     chk = op.cross_check(op.AverageRewardPlanning(mdp))
 """
 
-from . import agents, envs, experiments
+from . import agents, envs, experiments, uncertainty
 from .crosscheck import SOLVER_TOL, cross_check
 from .fast.kl_ball import kl_ball_index
 from .fast.kl_inf import kl_inf_rate
@@ -25,6 +25,8 @@ from .problems import (
     KLearningTemperature,
     KLInfRate,
     L1BallIndex,
+    MomentMatchingVariance,
+    UncertaintyBellman,
     solve_average_reward,
     solve_discounted,
     solve_finite_horizon,
@@ -64,6 +66,9 @@ __all__ = [
     "L1BallIndex",
     "l1_ball_index",
     "KLearningTemperature",
+    "UncertaintyBellman",
+    "MomentMatchingVariance",
+    "uncertainty",
     "k_values",
     "boltzmann_policy",
     "soft_values",

@@ -111,7 +111,7 @@ def stationary(P_pi: np.ndarray) -> np.ndarray:
     M[-1, :] = 1.0
     b = np.zeros(S)
     b[-1] = 1.0
-    pi = _solve(M, b, "the stationary distribution")
+    pi = solve_system(M, b, "the stationary distribution")
     return np.clip(pi, 0.0, None) / np.clip(pi, 0.0, None).sum()
 
 
@@ -128,11 +128,13 @@ def evaluate_average(P_pi: np.ndarray, r_pi: np.ndarray) -> tuple[float, np.ndar
     M[:S, :S] = generator(P_pi)
     M[:S, S] = 1.0
     M[S, 0] = 1.0
-    sol = _solve(M, np.append(r_pi, 0.0), "the policy's gain and bias")
+    sol = solve_system(M, np.append(r_pi, 0.0), "the policy's gain and bias")
     return float(sol[S]), sol[:S]
 
 
-def _solve(M: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
+def solve_system(M: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
+    """``M^{-1} b``, or :class:`EvaluationError` (naming ``what``) when ``M`` is singular in
+    double precision or the solution overflows: never a NaN or inf returned."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         try:
             x = np.linalg.solve(M, b)

@@ -13,6 +13,8 @@ from .k_temperature import KLearningTemperature
 from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
 from .l1_ball import L1BallIndex
+from .moment_matching import MomentMatchingVariance
+from .ube import UncertaintyBellman
 
 __all__ = [
     "Problem",
@@ -26,6 +28,8 @@ __all__ = [
     "KLInfRate",
     "L1BallIndex",
     "KLearningTemperature",
+    "UncertaintyBellman",
+    "MomentMatchingVariance",
     "CRITERIA",
     "CONTINUING",
     "planning_problem",

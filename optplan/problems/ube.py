@@ -1,0 +1,192 @@
+"""The uncertainty Bellman equation (uncertainty-bellman-equation Theorem 1, Eq. 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import (
+    OptplanError,
+    OptplanTypeError,
+    as_array,
+    check_distribution,
+    check_real,
+    first_bad,
+    index_str,
+)
+from ..result import PlanResult
+from ._compare import diff
+from .base import Problem
+
+
+@dataclass(frozen=True, eq=False)
+class UncertaintyBellman(Problem):
+    r"""The uncertainty Bellman equation of a policy (UBE paper Theorem 1):
+
+    .. math:: u_{sa} = \nu_{sa} + \gamma^2 \sum_{s'} \bar P(s'|s,a) \sum_{a'} \pi(a'|s') u_{s'a'}.
+
+    **Continuing form** (arrays ``(S, A, S)``, ``(S, A)``): a ``gamma^2``-contraction with a
+    unique fixed point for ``discount`` in ``[0, 1)``. **Layered form** (a leading layer axis:
+    ``(L, S, A, S)``, ``(L, S, A)``; the paper's DAG assumption):
+    ``u_l = nu_l + gamma^2 Pbar_l pi_{l+1} u_{l+1}``, ``u_L = 0``; ``discount`` may be 1.
+
+    Fast path: a direct linear solve on the states, ``v = (I - gamma^2 Pbar_pi)^{-1} nu_pi``,
+    ``u = nu + gamma^2 Pbar v`` (or value iteration, ``algorithm="iteration"``, for large sparse
+    models), backward recursion for the layered form. Conic path: the LP
+
+    .. math:: \min_u\ w^\top u \quad\text{s.t.}\quad u \ge \nu + \gamma^2 \bar P_\pi u,
+
+    whose least feasible point is the fixed point (the operator is monotone) and whose dual
+    ``y = (I - gamma^2 Pbar_pi)^{-T} w`` is the ``gamma^2``-discounted (unnormalized) occupancy
+    of state-action pairs under ``pi`` started from ``w``; ``w`` is :attr:`weights` (ones by
+    default, the LP of DESIGN.md). Both paths return ``y`` as ``multiplier``.
+
+    Parameters
+    ----------
+    mean_transitions : array (S, A, S) or (L, S, A, S)
+        Posterior-mean transitions ``E[P(s'|s,a) | F_t]``; rows are distributions. In the
+        layered form the last layer's transitions leave the horizon and are not used.
+    policy : array (S, A) / (L, S, A), or int array (S,) / (L, S)
+        A stochastic policy (rows are distributions) or a deterministic one (action indices).
+    local : array (S, A) or (L, S, A)
+        The local uncertainty ``nu >= 0`` (:mod:`optplan.uncertainty`).
+    discount : float
+        ``gamma``, in ``[0, 1)``; ``[0, 1]`` in the layered form.
+    weights : array like ``local``, optional
+        Positive LP objective weights ``w`` (default ones).
+
+    Results: ``x = u``; ``value = w . u`` (``= y . nu``, the dual objective);
+    ``multiplier = y``; ``values`` ``v[s] = sum_a pi u`` (continuing form).
+    """
+
+    mean_transitions: np.ndarray
+    policy: np.ndarray
+    local: np.ndarray
+    discount: float
+    weights: np.ndarray | None = None
+    stem = "ube"
+
+    def __post_init__(self):
+        P = as_array("mean_transitions", self.mean_transitions, (3, 4))
+        layered = P.ndim == 4
+        S = P.shape[-1]
+        if P.shape[-3] != S:
+            raise OptplanError(
+                f"mean_transitions must have shape (S, A, S) or (L, S, A, S), got {P.shape}"
+            )
+        check_distribution("mean_transitions", P)
+        shape = P.shape[:-1]
+        local = as_array("local", self.local)
+        if local.shape != shape:
+            raise OptplanError(
+                f"local has shape {local.shape}, expected {shape} (as mean_transitions)"
+            )
+        if (local < 0).any():
+            idx = first_bad(local < 0)
+            raise OptplanError(
+                f"local must be >= 0 (a variance), got {float(local[idx])!r} at index "
+                f"{index_str(idx)}"
+            )
+        policy = as_policy(self.policy, shape)
+        gamma = check_real("discount", self.discount, 0.0, 1.0, high_open=not layered)
+        if self.weights is None:
+            w = np.ones(shape)
+        else:
+            w = as_array("weights", self.weights)
+            if w.shape != shape:
+                raise OptplanError(f"weights has shape {w.shape}, expected {shape}")
+            if not (w > 0).all():
+                idx = first_bad(~(w > 0))
+                raise OptplanError(
+                    f"weights must be > 0, got {float(w[idx])!r} at index {index_str(idx)}"
+                )
+        for name, arr in (
+            ("mean_transitions", P),
+            ("local", local),
+            ("policy", policy),
+            ("weights", w),
+        ):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "discount", gamma)
+
+    @property
+    def layered(self) -> bool:
+        """True for the layered (finite-horizon, DAG) form."""
+        return self.mean_transitions.ndim == 4
+
+    def residual(self, u: np.ndarray) -> float:
+        """``max |u - nu - gamma^2 Pbar_pi u|``: how far ``u`` is from the fixed point."""
+        return float(np.max(np.abs(u - self.apply(u)), initial=0.0))
+
+    def apply(self, u: np.ndarray) -> np.ndarray:
+        """The UBE operator ``nu + gamma^2 Pbar_pi u`` (``u_L = 0`` in the layered form)."""
+        g2 = self.discount**2
+        v = np.sum(self.policy * u, axis=-1)  # v[..., s] = sum_a pi u
+        if not self.layered:
+            return self.local + g2 * propagate(self.mean_transitions, v)
+        nxt = np.zeros_like(v)
+        nxt[:-1] = v[1:]
+        return self.local + g2 * np.einsum("lsat,lt->lsa", self.mean_transitions, nxt)
+
+    def dual_residual(self, y: np.ndarray) -> float:
+        """``max |y - w - gamma^2 (Pbar_pi)^T y|``: how far ``y`` is from the dual fixed point."""
+        return float(np.max(np.abs(y - self.apply_transpose(y)), initial=0.0))
+
+    def apply_transpose(self, y: np.ndarray) -> np.ndarray:
+        """``w + gamma^2 (Pbar_pi)^T y``: ``(Pbar_pi^T y)[s', a'] = pi(a'|s') sum_{s,a} y Pbar``."""
+        g2 = self.discount**2
+        P = self.mean_transitions
+        if not self.layered:
+            inflow = np.einsum("sa,sat->t", y, P)
+            return self.weights + g2 * self.policy * inflow[:, None]
+        inflow = np.zeros(y.shape[:2])
+        inflow[1:] = np.einsum("lsa,lsat->lt", y[:-1], P[:-1])
+        return self.weights + g2 * self.policy * inflow[..., None]
+
+    def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        return {
+            "value": diff(a.value, b.value),
+            "x": diff(a.x, b.x),
+            "multiplier": diff(a.multiplier, b.multiplier),
+            # each answer's own distance from its fixed point, relative to its size
+            "x_certificate": (max(self.residual(r.x) for r in (a, b)), float(np.abs(b.x).max())),
+            "multiplier_certificate": (
+                max(self.dual_residual(r.multiplier) for r in (a, b)),
+                float(np.abs(b.multiplier).max()),
+            ),
+        }
+
+
+def propagate(P: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``(P v)[s, a] = sum_s' P[s, a, s'] v[s']``."""
+    S, A, _ = P.shape
+    return (P.reshape(S * A, -1) @ v).reshape(S, A)
+
+
+def as_policy(policy, shape: tuple[int, ...]) -> np.ndarray:
+    """A policy as probabilities of shape ``shape`` (``(S, A)`` or ``(L, S, A)``).
+
+    Accepts probabilities of that shape or integer action indices of shape ``shape[:-1]``.
+    """
+    if policy is None:
+        raise OptplanTypeError("policy is required, got None")
+    arr = np.asarray(policy)
+    A = shape[-1]
+    if arr.dtype.kind in "iu" and arr.shape == shape[:-1]:
+        if ((arr < 0) | (arr >= A)).any():
+            idx = first_bad((arr < 0) | (arr >= A))
+            raise OptplanError(
+                f"policy names action {int(arr[idx])} at index {index_str(idx)}; "
+                f"actions are 0..{A - 1}"
+            )
+        return np.eye(A)[arr]
+    pi = as_array("policy", policy)
+    if pi.shape != shape:
+        raise OptplanError(
+            f"policy has shape {pi.shape}, expected probabilities {shape} or action indices "
+            f"{shape[:-1]} (integers)"
+        )
+    check_distribution("policy", pi)
+    return pi
