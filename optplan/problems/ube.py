@@ -89,7 +89,13 @@ class UncertaintyBellman(Problem):
                 f"{index_str(idx)}"
             )
         policy = as_policy(self.policy, shape)
-        gamma = check_real("discount", self.discount, 0.0, 1.0, high_open=not layered)
+        gamma = check_real("discount", self.discount, 0.0, 1.0)
+        if gamma == 1.0 and not layered:
+            raise OptplanError(
+                "discount must lie in [0, 1) in the continuing form, got 1.0: at gamma = 1 the "
+                "UBE has a fixed point only on a DAG, so give the model layered, "
+                "mean_transitions (L, S, A, S), where u_L = 0 ends the recursion"
+            )
         if self.weights is None:
             w = np.ones(shape)
         else:
