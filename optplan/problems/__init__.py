@@ -14,6 +14,7 @@ from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
 from .l1_ball import L1BallIndex
 from .moment_matching import MomentMatchingVariance
+from .optimistic import OptimisticPlanning
 from .ube import UncertaintyBellman
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "KLearningTemperature",
     "UncertaintyBellman",
     "MomentMatchingVariance",
+    "OptimisticPlanning",
     "CRITERIA",
     "CONTINUING",
     "planning_problem",

@@ -1,0 +1,149 @@
+r"""Optimistic planning over confidence sets (UCRL2 / KL-UCRL): the optimistic MDP that extended
+value iteration approximates, as one convex program."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import (
+    OptplanError,
+    as_array,
+    check_choice,
+    check_distribution,
+    check_real,
+    first_bad,
+    index_str,
+)
+from ..result import PlanResult
+from ._compare import diff, diff_up_to_constant
+from .base import Problem
+
+BALLS = ("l1", "kl")
+OPTIMISTIC_CRITERIA = ("discounted", "average")
+
+
+@dataclass(frozen=True, eq=False)
+class OptimisticPlanning(Problem):
+    r"""The optimistic MDP over L1 or KL confidence sets around ``p_hat``:
+
+    .. math:: V(s) = \max_a \Big[\hat r(s,a) + \beta(s,a)
+              + \gamma \max_{q \in B(\hat p_{sa}, d_{sa})} q \cdot V\Big]
+
+    (discounted; average reward: ``g + h(s) = max_a [r + beta + max_q q . h]``), with
+    ``B`` the L1 ball ``||q - p||_1 <= d`` (UCRL2) or the KL ball ``KL(p||q) <= d``
+    (KL-UCRL) intersected with the simplex, and ``beta`` the reward radius.
+
+    The inner maximum is convex in ``V`` and equals its dual minimum,
+
+    - L1: ``p.V + min { w.p + kappa d : w >= 0, |V - mu 1 + w| <= kappa }`` (an LP);
+    - KL: ``min_{lam >= 0, eta >= max V} eta + lam d - lam + sum_x p_x rel_entr(lam, eta - V_x)``
+      (exponential cones),
+
+    so the optimistic MDP is one convex program: ``min w.V s.t. V(s) >= r + beta + gamma
+    [dual](V)`` for every admissible pair (discounted) or ``min g s.t. g + h(s) >= r + beta +
+    [dual](h)`` (average). Its least feasible point is the fixed point extended value iteration
+    approximates. Fast path: EVI with the batched index kernels, then an exact finish.
+
+    Parameters
+    ----------
+    p_hat : array (S, A, S)
+        Empirical transitions; rows of admissible pairs are distributions (zeros allowed).
+    r_hat : array (S, A)
+        Empirical mean rewards.
+    radius : float or array (S, A)
+        Ball radius per pair, ``>= 0`` (0: the pair's transitions are known).
+    reward_radius : float or array (S, A), optional
+        Reward bonus ``beta >= 0`` (default 0).
+    ball : {"l1", "kl"}
+    criterion : {"discounted", "average"}
+    discount : float in [0, 1), required for ``"discounted"``
+    action_mask : bool array (S, A), optional
+
+    Results: ``value`` (``initial . V`` with uniform initial weights, discounted; the gain,
+    average); ``x = values`` (``V``, or the bias ``h`` with ``h[0] = 0``); ``q``; ``policy``;
+    ``gain``/``bias`` (average); ``info["kernel"]`` the optimistic ``q*(. | s, a)`` (S, A, S)
+    at the answer's values.
+    """
+
+    p_hat: np.ndarray
+    r_hat: np.ndarray
+    radius: np.ndarray
+    reward_radius: np.ndarray | float = 0.0
+    ball: str = "l1"
+    criterion: str = "discounted"
+    discount: float | None = None
+    action_mask: np.ndarray | None = None
+    stem = "optimistic"
+
+    def __post_init__(self):
+        check_choice("ball", self.ball, BALLS)
+        check_choice("criterion", self.criterion, OPTIMISTIC_CRITERIA)
+        P = as_array("p_hat", self.p_hat, 3)
+        S, A, S2 = P.shape
+        if S2 != S:
+            raise OptplanError(f"p_hat must have shape (S, A, S), got {P.shape}")
+        R = as_array("r_hat", self.r_hat, 2)
+        if R.shape != (S, A):
+            raise OptplanError(f"r_hat has shape {R.shape}, expected {(S, A)}")
+        if self.action_mask is None:
+            mask = np.ones((S, A), dtype=bool)
+        else:
+            mask = np.asarray(self.action_mask)
+            if mask.shape != (S, A) or mask.dtype.kind not in "bui":
+                raise OptplanError(
+                    f"action_mask must be boolean of shape {(S, A)}, got {mask.shape}"
+                )
+            mask = mask.astype(bool)
+            if not mask.any(axis=1).all():
+                s = int(np.flatnonzero(~mask.any(axis=1))[0])
+                raise OptplanError(f"action_mask leaves state {s} with no admissible action")
+        check_distribution("p_hat", P, rows=mask)
+        radius = _per_pair("radius", self.radius, (S, A))
+        beta = _per_pair("reward_radius", self.reward_radius, (S, A))
+        if self.criterion == "discounted":
+            if self.discount is None:
+                raise OptplanError("discount is required for criterion='discounted', got None")
+            gamma = check_real("discount", self.discount, 0.0, 1.0, high_open=True)
+        else:
+            gamma = None if self.discount is None else check_real("discount", self.discount, 0, 1)
+        for name, arr in (
+            ("p_hat", P),
+            ("r_hat", R),
+            ("radius", radius),
+            ("reward_radius", beta),
+            ("action_mask", mask),
+        ):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "discount", gamma)
+
+    @property
+    def n_states(self) -> int:
+        return self.p_hat.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.p_hat.shape[1]
+
+    def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        out = {"value": diff(a.value, b.value)}
+        if self.criterion == "discounted":
+            out["x"] = diff(a.values, b.values)
+        else:
+            out["x"] = diff_up_to_constant(a.bias, b.bias)
+        return out
+
+
+def _per_pair(name: str, value, shape) -> np.ndarray:
+    arr = as_array(name, value, (0, 2))
+    if arr.ndim == 2 and arr.shape != shape:
+        raise OptplanError(f"{name} has shape {arr.shape}, expected {shape} or a scalar")
+    arr = np.broadcast_to(arr, shape).copy()
+    if (arr < 0).any():
+        idx = first_bad(arr < 0)
+        raise OptplanError(
+            f"{name} must be >= 0, got {float(arr[idx])!r} at (s, a) = {index_str(idx)}"
+        )
+    return arr
