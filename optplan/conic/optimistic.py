@@ -33,21 +33,31 @@ def _inner_dual(ball: str, P: np.ndarray, d: np.ndarray, V):
     lam = cp.Variable(m, name="lam", nonneg=True)
     eta = cp.Variable(m, name="eta")
     k_idx, x_idx = np.nonzero(P > 0)
+    t = cp.Variable(k_idx.size, name="t")
     sum_rows = sp.csr_matrix(
         (P[k_idx, x_idx], (k_idx, np.arange(k_idx.size))), shape=(m, k_idx.size)
     )
-    rel = cp.rel_entr(lam[k_idx], eta[k_idx] - V[x_idx])
-    sigma = eta + cp.multiply(d, lam) - lam + sum_rows @ rel
+    # t >= rel_entr(lam, eta - V_x) = lam log(lam / (eta - V_x)), one exponential cone per
+    # supported entry; its dual's third component is the kernel's flow into x
+    cone = cp.constraints.ExpCone(-t, lam[k_idx], eta[k_idx] - V[x_idx])
+    sigma = eta + cp.multiply(d, lam) - lam + sum_rows @ t
     k0, x0 = np.nonzero(P == 0)
-    cons = [eta[k0] >= V[x0]] if k0.size else []
+    cons = [cone] + ([eta[k0] >= V[x0]] if k0.size else [])
     return sigma, cons
 
 
-def formulate(problem) -> cp.Problem:
-    """Discounted: ``min mean(V) s.t. V(s) >= r + beta + gamma sigma_k(V)``; average:
+def formulate(problem, gain: float | None = None, weights: np.ndarray | None = None) -> cp.Problem:
+    """Discounted: ``min mean(V) s.t. V(s) >= r + beta + gamma sigma_k(V)``; average (stage 1):
     ``min g s.t. g + h(s) >= r + beta + sigma_k(h)``, ``h[0] = 0``. Constraint 0 holds the
     Bellman inequalities of the pairs with a ball (``d > 0``), constraint 1 those of the pairs
-    with known transitions (``d = 0``), when each kind exists."""
+    with known transitions (``d = 0``), when each kind exists; then the inner duals'
+    constraints.
+
+    Average stage 2 (``gain`` and the stationary ``weights`` of stage 1 given): ``min sum h
+    s.t. gain + h(s) >= r + beta + sigma_k(h)``, ``weights . h = 0``; every feasible ``h`` is
+    at least the bias ``h*`` with ``weights . h* = 0``, which is feasible, so the minimizer is
+    ``h*`` (as for the known-model LP, :func:`optplan.conic.average_reward.formulate_bias`).
+    """
     S = problem.n_states
     s_idx, a_idx = admissible_pairs(problem.action_mask)
     P = problem.p_hat[s_idx, a_idx]
@@ -58,7 +68,7 @@ def formulate(problem) -> cp.Problem:
     gamma = 1.0 if average else problem.discount
     lhs = V[s_idx]
     if average:
-        g = cp.Variable(name="g")
+        g = cp.Variable(name="g") if gain is None else gain
         lhs = lhs + g
     ball, known = d > 0, d == 0
     constraints, extra = [], []
@@ -68,29 +78,103 @@ def formulate(problem) -> cp.Problem:
     if known.any():
         constraints.append(lhs[np.flatnonzero(known)] >= c[known] + gamma * (P[known] @ V))
     constraints += extra
-    if average:
-        constraints.append(V[0] == 0)
-        return cp.Problem(cp.Minimize(g), constraints)
-    return cp.Problem(cp.Minimize(cp.sum(V) / S), constraints)
+    if not average:
+        return cp.Problem(cp.Minimize(cp.sum(V) / S), constraints)
+    if gain is None:
+        return cp.Problem(cp.Minimize(g), [*constraints, V[0] == 0])
+    return cp.Problem(cp.Minimize(cp.sum(V)), [*constraints, weights @ V == 0])
+
+
+def _bellman_violation(prob, problem) -> float:
+    """Largest violation of the Bellman inequalities at the solver's point."""
+    n = int((problem.radius > 0).any()) + int((problem.radius == 0).any())
+    return max(float(np.max(c.violation(), initial=0.0)) for c in prob.constraints[:n])
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     prob = formulate(problem)
+    average = problem.criterion == "average"
     result = run(prob, solver, solver_options).cannot_be(
         NOT_FEASIBLE_OR_BOUNDED,
-        "the optimistic fixed point is feasible and bounded below"
-        if problem.criterion == "discounted"
-        else "g = max r + beta with h = 0 is feasible and g >= min r",
+        "g = max(r + beta) with h = 0 is feasible and g >= min r"
+        if average
+        else "the optimistic fixed point is feasible and bounded below",
     )
     failed = no_solution(result)
     if failed:
         return failed
-    average = problem.criterion == "average"
+    y, kernel = _duals_and_kernel(problem, prob)
     V = prob.var_dict["h" if average else "V"].value
-    fields = dict(values=V)
     if average:
         g = float(prob.var_dict["g"].value)
-        fields.update(gain=g, bias=V, value=g, x=V)
+        stationary = y.sum(axis=1) / max(y.sum(), 1e-300)
+        # stage 1's point is exactly feasible at g + its own violation, so round-off cannot make
+        # stage 2 infeasible
+        prob2 = formulate(problem, g + _bellman_violation(prob, problem), stationary)
+        stage2 = run(prob2, solver, solver_options).cannot_be(
+            NOT_FEASIBLE_OR_BOUNDED, "stage 1's answer is feasible and the bias is bounded"
+        )
+        result = result.then(stage2, "stage 2 (bias)")
+        failed = no_solution(result, multiplier=y, info={"lp_gain": g})
+        if failed:
+            return failed
+        V = prob2.var_dict["h"].value
+        y2, kernel2 = _duals_and_kernel(problem, prob2)
+        kernel = np.where(np.isnan(kernel2), kernel, kernel2)
+        V = V - V[0]
+    # the policy: the action carrying the state's occupancy (every state has one in the
+    # discounted program, whose weights cover all states; under average reward a transient
+    # state may carry none, and its action is not determined by the program: -1)
+    carried = y.sum(axis=1) > 0
+    policy = np.where(carried, y.argmax(axis=1), -1)
+    fields = dict(values=V, x=V, multiplier=y, policy=policy, info={"kernel": kernel})
+    if average:
+        fields.update(value=g, gain=g, bias=V)
     else:
-        fields.update(value=float(np.mean(V)), x=V)
+        fields.update(value=float(np.mean(V)))
     return conic_result(result, **fields)
+
+
+def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
+    """The Bellman inequalities' duals ``y[s, a]`` (the optimistic occupancy) and the
+    optimistic kernel ``q*[s, a, :]`` where the program determines it (pairs with ``y > 0``;
+    NaN elsewhere): L1 ``q = p + (alpha - beta) / (gamma y)`` from the duals of
+    ``+-(V - mu + w) <= kappa``; KL ``q = lam p / (eta - V)`` from the dual variables, with the
+    leftover mass on the zero-probability states at ``V = eta``; ``q = p`` for known pairs."""
+    S, A = problem.n_states, problem.n_actions
+    s_idx, a_idx = admissible_pairs(problem.action_mask)
+    P = problem.p_hat[s_idx, a_idx]
+    d = problem.radius[s_idx, a_idx]
+    ball, known = d > 0, d == 0
+    average = problem.criterion == "average"
+    gamma = 1.0 if average else problem.discount
+    cons = iter(prob.constraints)
+    y = np.zeros(s_idx.size)
+    if ball.any():
+        y[ball] = next(cons).dual_value
+    if known.any():
+        y[known] = next(cons).dual_value
+    y = np.clip(y, 0.0, None)
+    q = np.full(P.shape, np.nan)
+    q[known] = P[known]
+    tight = ball & (y > 1e-9 * max(1.0, y.max(initial=0.0)))
+    if tight.any() and gamma > 0:
+        at = tight[ball]  # tight pairs among the ball pairs
+        if problem.ball == "l1":
+            alpha, beta = next(cons).dual_value, next(cons).dual_value
+            qb = P[ball][at] + (alpha[at] - beta[at]) / (gamma * y[tight])[:, None]
+        else:
+            Pb = P[ball]
+            k_idx, x_idx = np.nonzero(Pb > 0)
+            flow = np.zeros(Pb.shape)
+            flow[k_idx, x_idx] = next(cons).dual_value[2]
+            k0, x0 = np.nonzero(Pb == 0)
+            if k0.size:
+                flow[k0, x0] = next(cons).dual_value
+            qb = np.clip(flow[at], 0.0, None) / (gamma * y[tight])[:, None]
+        q[tight] = qb
+    occupancy = np.zeros((S, A))
+    occupancy[s_idx, a_idx] = y
+    kernel = np.full((S, A, S), np.nan)
+    kernel[s_idx, a_idx] = q
+    return occupancy, kernel

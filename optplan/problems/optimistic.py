@@ -3,7 +3,7 @@ value iteration approximates, as one convex program."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .._checks import (
     first_bad,
     index_str,
 )
-from ..result import PlanResult
+from ..result import OPTIMAL, PlanResult
 from ._compare import diff, diff_up_to_constant
 from .base import Problem
 
@@ -127,12 +127,41 @@ class OptimisticPlanning(Problem):
     def n_actions(self) -> int:
         return self.p_hat.shape[1]
 
+    sqrt_tol_quantities = frozenset({"kernel"})
+
+    def policy_values(self, policy: np.ndarray) -> PlanResult:
+        """The optimistic values of a deterministic ``policy``: this problem with only the
+        policy's actions admissible (the inner maximum still chooses the kernel)."""
+        mask = np.zeros_like(self.action_mask)
+        mask[np.arange(self.n_states), policy] = True
+        return replace(self, action_mask=mask).solve(method="fast")
+
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value (gain); values (bias up to a constant, on the states ``b``'s occupancy
+        carries, where the program determines it); each policy's own optimistic value; the
+        optimistic kernel on the pairs where ``b`` determines it and the values have no
+        near-ties (then ``q*`` is unique)."""
         out = {"value": diff(a.value, b.value)}
-        if self.criterion == "discounted":
+        average = self.criterion == "average"
+        if not average:
             out["x"] = diff(a.values, b.values)
         else:
             out["x"] = diff_up_to_constant(a.bias, b.bias)
+        policies = [r.policy for r in (a, b) if r.policy is not None and (r.policy >= 0).all()]
+        if len(policies) == 2:
+            own = [self.policy_values(pi) for pi in policies]
+            if all(r.status == OPTIMAL for r in own):
+                out["policy_value"] = diff(own[0].value, own[1].value)
+        ka, kb = a.info.get("kernel"), b.info.get("kernel")
+        if ka is not None and kb is not None:
+            v = np.sort(np.asarray(b.values))
+            gaps = np.diff(v)
+            distinct = gaps[gaps > 0]
+            scale = 1.0 + float(np.abs(v).max())
+            if distinct.size == gaps.size and (distinct.size == 0 or distinct.min() > 1e-6 * scale):
+                known = ~np.isnan(kb[..., 0]) & ~np.isnan(ka[..., 0])
+                if known.any():
+                    out["kernel"] = diff(ka[known], kb[known])
         return out
 
 
