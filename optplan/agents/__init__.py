@@ -5,6 +5,7 @@ from .baselines import OracleAgent, RandomAgent
 from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
+from .ube import UBE, CountBonus
 
 __all__ = [
     "Agent",
@@ -20,4 +21,6 @@ __all__ = [
     "MDPDMED",
     "MDPPS",
     "TransitionEstimator",
+    "UBE",
+    "CountBonus",
 ]

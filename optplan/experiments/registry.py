@@ -18,7 +18,8 @@ from typing import Any
 from .._checks import OptplanError, OptplanTypeError
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
-from ..envs import DeepSea, TabularEnv
+from ..agents.ube import UBE, CountBonus
+from ..envs import DeepSea, TabularEnv, UBEChain
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
 from ..modelfile import load_counts
@@ -221,6 +222,26 @@ register_env(
     episodic=True,
 )
 
+
+def _ube_chain(seed_index, length, mu1, mu2, sigma, discount, layered):
+    return UBEChain(length, mu1, mu2, sigma, discount, layered)
+
+
+register_env(
+    "ube-chain",
+    _ube_chain,
+    [
+        Param("length", "int", 50, "chain states after the root (the paper's chain is infinite)"),
+        Param("mu1", "float", 1.0, "mean reward of the stop action (the paper's action 1)"),
+        Param("mu2", "float", 0.0, "mean reward of every chain step (action 2)"),
+        Param("sigma", "float", 1.0, "stop reward sd; chain rewards have sd sigma sqrt(1-g^2)"),
+        Param("discount", "float", 0.9, "gamma: the chain's noise and the agents' discount"),
+        Param("layered", "bool", True, "true: finite-horizon model; false: discounted chain"),
+    ],
+    "the two-action chain of uncertainty-bellman-equation §3.2 (Fig. 1, Fig. 2)",
+    episodic=True,
+)
+
 register_env(
     "riverswim",
     _riverswim,
@@ -378,6 +399,139 @@ register_agent(
     "K-learning (k-learning Algorithm 1), episodic",
 )
 register_agent("psrl", _psrl, _POSTERIOR, "posterior sampling (PSRL), episodic")
+
+
+def _mean_model_args(env, who, mode, discount, sigma, prior_var, transitions, transition_prior):
+    """The shared arguments of the UBE and count-bonus agents on ``env``: the mode from the
+    model's shape, the discount and noise sd the environment declares (``discount``,
+    ``reward_sd``) unless given, and known transitions on request."""
+    L, S, A, mask = env_shape(env)
+    base = env.unwrapped
+    if mode not in ("auto", "episodic", "continuing"):
+        raise OptplanError(f"mode must be 'auto', 'episodic' or 'continuing', got {mode!r}")
+    if mode == "episodic" and L is None:
+        raise OptplanError(f"{who}: episodic mode needs a finite-horizon (layered) environment")
+    if mode == "continuing" and L is not None:
+        raise OptplanError(f"{who}: continuing mode needs a continuing environment")
+    if transitions not in ("dirichlet", "known"):
+        raise OptplanError(f"transitions must be 'dirichlet' or 'known', got {transitions!r}")
+    if discount is None:
+        discount = getattr(base, "discount", None)
+        if discount is None:
+            discount = base.mdp.discount if L is None else 1.0
+        if discount is None:
+            discount = 0.9
+    if sigma is None:
+        sigma = getattr(base, "reward_sd", 1.0)
+    return {
+        "n_states": S,
+        "n_actions": A,
+        "n_layers": L,
+        "discount": discount,
+        "sigma": sigma,
+        "prior_var": prior_var,
+        "known_transitions": base.mdp.P if transitions == "known" else None,
+        "transition_prior": transition_prior,
+        "action_mask": mask,
+    }
+
+
+def _ube(
+    env,
+    criterion,
+    mode,
+    zeta,
+    discount,
+    sigma,
+    prior_var,
+    transitions,
+    transition_prior,
+    local,
+    reward_bound,
+    update_every,
+    method,
+    solver,
+):
+    args = _mean_model_args(
+        env, "ube", mode, discount, sigma, prior_var, transitions, transition_prior
+    )
+    if transitions == "known":
+        reward_bound = None  # the local term is Var mu: no Q_max
+    return UBE(
+        zeta=zeta,
+        local=local,
+        reward_bound=reward_bound,
+        update_every=update_every,
+        method=method,
+        solver=solver,
+        **args,
+    )
+
+
+def _count_bonus(
+    env,
+    criterion,
+    mode,
+    beta,
+    discount,
+    sigma,
+    prior_var,
+    transitions,
+    transition_prior,
+    update_every,
+):
+    args = _mean_model_args(
+        env, "count-bonus", mode, discount, sigma, prior_var, transitions, transition_prior
+    )
+    return CountBonus(beta=beta, update_every=update_every, **args)
+
+
+_MEAN_MODEL = [
+    Param("mode", "str", "auto", "'episodic' (layered envs), 'continuing', 'auto' (by the env)"),
+    Param(
+        "discount",
+        "float",
+        None,
+        "planning gamma; unset: the env's (ube-chain, a discounted "
+        "model), else 1 episodic / 0.9 continuing",
+    ),
+    Param(
+        "sigma",
+        "float",
+        None,
+        "known reward noise sd; unset: the env's per-pair reward_sd (ube-chain), else 1",
+    ),
+    Param("prior_var", "float", None, "prior variance of each mean reward; unset: flat prior"),
+    Param("transitions", "str", "dirichlet", "'dirichlet' (learned) or 'known' (the env's P)"),
+    Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
+]
+_UPDATE_EVERY = Param("update_every", "int", 1, "continuing mode: steps between plans")
+register_agent(
+    "ube",
+    _ube,
+    [
+        _MEAN_MODEL[0],
+        Param("zeta", "float", 1.0, "Thompson noise scale of Eq. 3"),
+        *_MEAN_MODEL[1:],
+        Param("local", "str", None, "local uncertainty rule (learned P): tabular, lemma1, draft"),
+        Param("reward_bound", "float", 1.0, "declared |mean reward| bound, for Q_max (learned P)"),
+        _UPDATE_EVERY,
+        Param("method", "str", "fast", "the UBE by 'fast' or 'conic' (verification)"),
+        Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+    ],
+    "UBE Thompson sampling (uncertainty-bellman-equation Eq. 3)",
+)
+register_agent(
+    "count-bonus",
+    _count_bonus,
+    [
+        _MEAN_MODEL[0],
+        Param("beta", "float", 0.1, "bonus scale: reward bonus beta log(t) sd / sqrt(n)"),
+        *_MEAN_MODEL[1:],
+        _UPDATE_EVERY,
+    ],
+    "count-bonus comparator of uncertainty-bellman-equation §3.2",
+)
 
 
 def _index_agent(cls):
