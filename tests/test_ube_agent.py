@@ -8,7 +8,10 @@ chain runs against the generic loop, runs in the experiments loop, bad input.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -365,8 +368,24 @@ def test_batch_refuses_what_it_does_not_reproduce():
         run_chain_batch("ube", {**ube, "zeta": -1.0}, env, [0], 5)
 
 
+@pytest.mark.slow
+def test_fig2_example_quick(tmp_path):
+    """examples/ube_chain_fig2.py --quick: batched runs, the generic-loop check, the figure."""
+    root = Path(__file__).parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "examples" / "ube_chain_fig2.py"), "--quick"]
+        + ["--out", str(tmp_path / "fig2.png")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert "root actions equal to the batch's: True" in out.stdout
+    assert (tmp_path / "fig2.png").stat().st_size > 10_000
+
+
 def test_fig2_sweep_file_is_valid():
-    sweep = load_sweep("models/sweeps/ube-fig2.toml")
+    sweep = load_sweep(Path(__file__).parents[1] / "models" / "sweeps" / "ube-fig2.toml")
     assert len(sweep.seeds) == 500 and sweep.episodes == 10_000
     names = {a.name for a in sweep.agents}
     assert names == {"ube", "count-bonus"}
