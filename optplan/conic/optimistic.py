@@ -7,7 +7,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..result import PlanResult
+from ..result import MULTICHAIN, PlanResult
 from ._common import NOT_FEASIBLE_OR_BOUNDED, admissible_pairs, conic_result, no_solution, run
 
 
@@ -92,8 +92,12 @@ def _bellman_violation(prob, problem) -> float:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    prob = formulate(problem)
     average = problem.criterion == "average"
+    if average and (why := problem.communication()):
+        return PlanResult(
+            value=np.nan, status=MULTICHAIN, message=why, method="conic", solver=solver
+        )
+    prob = formulate(problem)
     result = run(prob, solver, solver_options).cannot_be(
         NOT_FEASIBLE_OR_BOUNDED,
         "g = max(r + beta) with h = 0 is feasible and g >= min r"

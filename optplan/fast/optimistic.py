@@ -16,7 +16,7 @@ from ..dp import (
     masked,
     n_recurrent_classes,
 )
-from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
+from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
 from ._options import check_tol_iter
 from .kl_ball import kl_ball_index
 from .l1_ball import l1_ball_index
@@ -41,29 +41,31 @@ def optimistic_backup(problem, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return sigma, kernel, status
 
 
-def solve(problem, tol: float = 1e-10, max_iter: int | None = None) -> PlanResult:
+def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult:
     """Extended value iteration, then the exact finish.
 
     Parameters
     ----------
     tol : float
-        EVI stops when ``span(T u - u) <= tol * (1 + max |c|)`` (average reward; ``c = r +
-        beta``) or ``||T V - V|| <= tol * (1 + max |V|) (1 - gamma) / gamma`` (discounted);
-        the finish then evaluates the greedy optimistic policy exactly and improves it until
-        its Bellman residual is below ``1e-12`` of the scale (at most 100 steps).
+        EVI stops when ``span(T u - u) <= tol * (1 + max |c|)`` (average reward, ``c = r +
+        beta``; with the aperiodicity transform ``u <- u + (T u - u) / 2``) or
+        ``||T V - V|| <= tol * (1 + max |V|) (1 - gamma) / gamma`` (discounted). The finish
+        then evaluates the greedy optimistic policy exactly on its optimistic kernel and
+        improves it (optimistic policy iteration) until the Bellman residual of the evaluated
+        values is below ``1e-12`` of the scale, at most 100 steps: that residual, not EVI's
+        tolerance, is what ``optimal`` certifies.
     max_iter : int, optional
-        EVI sweeps (default 100,000).
+        EVI sweeps (default 2,000); the finish starts from EVI's policy either way, and the
+        status is ``max_iter`` only when EVI stopped at the cap and the finish fails too.
     """
     check_tol_iter(tol, max_iter)
-    max_iter = 100_000 if max_iter is None else max_iter
+    max_iter = 2_000 if max_iter is None else max_iter
     start = time.perf_counter()
     c = problem.r_hat + problem.reward_radius
-    mask = problem.action_mask
-    if problem.criterion == "discounted":
-        out = _discounted(problem, c, mask, tol, max_iter)
+    if problem.criterion == "average" and (why := problem.communication()):
+        status, message, fields, iterations = MULTICHAIN, why, {"value": np.nan}, 0
     else:
-        out = _average(problem, c, mask, tol, max_iter)
-    status, message, fields, iterations = out
+        status, message, fields, iterations = _evi_and_finish(problem, c, tol, max_iter)
     return PlanResult(
         status=status,
         message=message,
@@ -83,103 +85,74 @@ def _kernel_trouble(status: np.ndarray, mask: np.ndarray) -> str:
     return f"the inner {status[s, a]} at (s, a) = ({s}, {a})"
 
 
-def _discounted(problem, c, mask, tol, max_iter):
-    gamma = problem.discount
-    S = problem.n_states
-    V = np.zeros(S)
-    stop = tol * (1.0 - gamma) / gamma if gamma > 0 else np.inf
-    for it in range(1, max_iter + 1):  # noqa: B007 (EVI sweeps; it is reported)
-        sigma, kernel, kstat = optimistic_backup(problem, V)
-        Q = masked(c + gamma * sigma, mask)
-        new = Q.max(axis=1)
-        done = np.max(np.abs(new - V)) <= stop * (1.0 + np.abs(new).max())
-        V = new
-        if done:
-            break
-    else:
-        return (
-            MAX_ITER,
-            f"EVI did not reach tol={tol:g} in {max_iter} sweeps",
-            _fields_d(problem, V, Q, kernel),
-            max_iter,
-        )
-    policy = greedy(Q)
-    idx = np.arange(S)
-    for _ in range(FINISH_STEPS):  # exact finish: optimistic policy iteration
-        V_pi = evaluate_discounted(kernel[idx, policy], c[idx, policy], gamma)
-        sigma, kernel, kstat = optimistic_backup(problem, V_pi)
-        Q = masked(c + gamma * sigma, mask)
-        if trouble := _kernel_trouble(kstat, mask):
-            return NUMERICAL_ERROR, trouble, _fields_d(problem, V_pi, Q, kernel), it
-        residual = float(np.max(Q.max(axis=1) - V_pi))
-        V = V_pi
-        if residual <= 1e-12 * (1.0 + np.abs(V).max()):
-            return OPTIMAL, "", _fields_d(problem, V, Q, kernel), it
-        policy = greedy(Q, policy, 1e-14)
-    return (
-        OPTIMAL_INACCURATE,
-        f"the exact finish stopped after {FINISH_STEPS} steps at Bellman residual {residual:.3g}",
-        _fields_d(problem, V, Q, kernel),
-        it,
-    )
-
-
-def _fields_d(problem, V, Q, kernel) -> dict:
-    return dict(
-        value=float(np.mean(V)), x=V, values=V, q=Q, policy=greedy(Q), info={"kernel": kernel}
-    )
-
-
-def _average(problem, c, mask, tol, max_iter):
-    S = problem.n_states
-    u = np.zeros(S)
+def _evi_and_finish(problem, c, tol, max_iter):
+    mask, S = problem.action_mask, problem.n_states
+    average = problem.criterion == "average"
+    gamma = 1.0 if average else problem.discount
     scale = 1.0 + float(np.abs(np.where(mask, c, 0.0)).max())
-    tau = 0.5  # aperiodicity transform u <- u + tau (T u - u): EVI converges on periodic chains
-    for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
+    u = np.zeros(S)
+    sweeps, converged, gap = 0, False, np.inf
+    while sweeps < max_iter and not converged:  # EVI sweeps
+        sweeps += 1
         sigma, kernel, kstat = optimistic_backup(problem, u)
-        Q = masked(c + sigma, mask)
-        diff = Q.max(axis=1) - u
-        if np.ptp(diff) <= tol * scale:
-            break
-        u = u + tau * diff
-        u -= u[0]
-    else:
-        gain = float((diff.max() + diff.min()) / 2)
-        return (
-            MAX_ITER,
-            f"EVI did not reach span tol={tol:g} in {max_iter} sweeps",
-            _fields_a(gain, u, Q, kernel),
-            max_iter,
-        )
-    gain_evi = float((diff.max() + diff.min()) / 2)  # the gain lies in [min diff, max diff]
-    policy = greedy(Q)
-    idx = np.arange(S)
-    for _ in range(FINISH_STEPS):  # exact finish
+        Q = masked(c + gamma * sigma, mask)
+        step = Q.max(axis=1) - u
+        if average:
+            gap = float(np.ptp(step))
+            converged = gap <= tol * scale
+            u = u + 0.5 * step  # aperiodicity transform: converges on periodic chains too
+            u -= u[0]
+        else:
+            gap = float(np.abs(step).max())
+            converged = gamma == 0 or gap <= tol * (1 - gamma) / gamma * (1 + np.abs(u).max())
+            u = u + step
+    if sweeps == 0:
+        sigma, kernel, kstat = optimistic_backup(problem, u)
+        Q = masked(c + gamma * sigma, mask)
+    note = "" if converged else f"EVI stopped at {max_iter} sweeps (gap {gap:.3g}); "
+    policy, idx = greedy(Q), np.arange(S)
+    fields = _fields(problem, float(np.mean(u)) if not average else np.nan, u, Q, kernel)
+    for step_no in range(1, FINISH_STEPS + 1):  # exact finish: optimistic policy iteration
         K = kernel[idx, policy]
-        if n_recurrent_classes(K) > 1:
-            note = (
-                "the optimistic policy's chain is multichain, so the gain is EVI's estimate "
-                f"(within {np.ptp(diff):.2g})"
-            )
-            return OPTIMAL, note, _fields_a(gain_evi, u, Q, kernel), it
-        try:
-            g, h = evaluate_average(K, c[idx, policy])
-        except EvaluationError as exc:
-            return NUMERICAL_ERROR, str(exc), _fields_a(gain_evi, u, Q, kernel), it
-        sigma, kernel, kstat = optimistic_backup(problem, h)
-        Q = masked(c + sigma, mask)
+        if average:
+            if n_recurrent_classes(K) > 1:
+                # EVI's own estimate: the gain lies in [min step, max step]
+                message = (
+                    f"{note}the optimistic policy's chain is multichain, so the gain is EVI's "
+                    f"estimate (within {gap:.2g})"
+                )
+                fields = _fields(problem, float((step.max() + step.min()) / 2), u, Q, kernel)
+                status = OPTIMAL if converged else MAX_ITER
+                return status, message, fields, sweeps
+            try:
+                g, v = evaluate_average(K, c[idx, policy])
+            except EvaluationError as exc:
+                return NUMERICAL_ERROR, str(exc), fields, sweeps
+        else:
+            g, v = np.nan, evaluate_discounted(K, c[idx, policy], gamma)
+        sigma, kernel, kstat = optimistic_backup(problem, v)
+        Q = masked(c + gamma * sigma, mask)
+        fields = _fields(problem, g, v, Q, kernel)
         if trouble := _kernel_trouble(kstat, mask):
-            return NUMERICAL_ERROR, trouble, _fields_a(g, h, Q, kernel), it
-        residual = float(np.max(Q.max(axis=1) - g - h))
-        if residual <= 1e-12 * scale:
-            return OPTIMAL, "", _fields_a(g, h, Q, kernel), it
+            return NUMERICAL_ERROR, note + trouble, fields, sweeps
+        residual = float(np.max(Q.max(axis=1) - v - (g if average else 0.0)))
+        if residual <= 1e-12 * (scale if average else 1.0 + np.abs(v).max()):
+            fields["info"]["finish_steps"] = step_no
+            message = note + "the exact finish reached the fixed point" if note else ""
+            return OPTIMAL, message, fields, sweeps
         policy = greedy(Q, policy, 1e-14)
-    return (
-        OPTIMAL_INACCURATE,
-        f"the exact finish stopped after {FINISH_STEPS} steps at Bellman residual {residual:.3g}",
-        _fields_a(g, h, Q, kernel),
-        it,
+    message = (
+        f"{note}the exact finish stopped after {FINISH_STEPS} steps at residual {residual:.3g}"
     )
+    return (MAX_ITER if note else OPTIMAL_INACCURATE), message, fields, sweeps
+
+
+def _fields(problem, gain, v, Q, kernel) -> dict:
+    if problem.criterion == "discounted":
+        return dict(
+            value=float(np.mean(v)), x=v, values=v, q=Q, policy=greedy(Q), info={"kernel": kernel}
+        )
+    return _fields_a(gain, v, Q, kernel)
 
 
 def _fields_a(gain, h, Q, kernel) -> dict:

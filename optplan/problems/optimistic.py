@@ -16,6 +16,7 @@ from .._checks import (
     first_bad,
     index_str,
 )
+from ..dp import closed_classes
 from ..result import OPTIMAL, PlanResult
 from ._compare import diff, diff_up_to_constant
 from .base import Problem
@@ -128,6 +129,49 @@ class OptimisticPlanning(Problem):
         return self.p_hat.shape[1]
 
     sqrt_tol_quantities = frozenset({"kernel"})
+
+    def communication(self) -> str:
+        """Why the optimistic MDP is not weakly communicating, or ``""`` when it is.
+
+        A pair with ``radius > 0`` can reach every state (both balls may move mass anywhere);
+        one with ``radius = 0`` reaches ``supp p_hat``. The model is weakly communicating iff
+        the union graph of the admissible pairs has exactly one closed strongly connected
+        class ``C`` and no policy can keep a nonempty set of states outside ``C`` closed (the
+        greatest such set, found by peeling off states none of whose admissible pairs has a
+        kernel in its ball that stays in the set, is empty). Otherwise some policy has a recurrent class of its own and the optimal
+        gain may depend on the start: the unichain program does not apply (status
+        ``multichain`` on both paths).
+        """
+        mask, d = self.action_mask, self.radius
+        anywhere = ((d > 0) & mask).any(axis=1)
+        reach = ((self.p_hat > 0) & mask[..., None]).any(axis=1) | anywhere[:, None]
+        n_closed, labels, closed = closed_classes(reach.astype(float))
+        if n_closed != 1:
+            return (
+                f"the optimistic model has {n_closed} closed classes of states (no action of "
+                "either can leave it): it is multichain under every policy"
+            )
+        outside = labels != int(np.flatnonzero(closed)[0])
+        keep = outside.copy()
+        while True:  # loop over peeling rounds (at most S)
+            # a pair can keep its state inside `keep` iff some q in its ball lives there: the
+            # L1 ball moves up to d/2 of mass; the KL ball keeps supp p_hat
+            leaving = np.where(keep[None, None, :], 0.0, self.p_hat)
+            if self.ball == "l1":
+                inside = mask & (leaving.sum(axis=2) <= d / 2)
+            else:
+                inside = mask & ~(leaving > 0).any(axis=2)
+            new = keep & inside.any(axis=1)
+            if (new == keep).all():
+                break
+            keep = new
+        if keep.any():
+            states = np.flatnonzero(keep)[:5].tolist()
+            return (
+                f"a policy can keep states {states} closed outside the main class: the "
+                "optimistic model is not weakly communicating"
+            )
+        return ""
 
     def policy_values(self, policy: np.ndarray) -> PlanResult:
         """The optimistic values of a deterministic ``policy``: this problem with only the
