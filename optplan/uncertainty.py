@@ -143,14 +143,21 @@ def local_lemma1(reward_var, alpha, q_max: float, discount: float) -> np.ndarray
     return var + gamma**2 * qm**2 * dirichlet_variance_sum(a)
 
 
-def local_tabular(counts, reward_sd: float, q_max: float, discount: float, min_count=1.0):
+def local_tabular(counts, reward_sd, q_max: float, discount: float, min_count=1.0):
     """UBE paper §4: ``(sigma_r^2 + gamma^2 Q_max^2) / n_sa``.
 
-    ``n_sa`` below ``min_count`` (default 1: an unvisited pair counts as one observation, so
-    its uncertainty is the largest finite one) is raised to it.
+    ``reward_sd`` is one noise standard deviation ``sigma_r >= 0`` or one per pair
+    (broadcastable to ``counts``). ``n_sa`` below ``min_count`` (default 1: an unvisited pair
+    counts as one observation, so its uncertainty is the largest finite one) is raised to it.
     """
     n = _nonneg("counts", counts)
-    sd = check_positive("reward_sd", reward_sd, allow_zero=True)
+    sd = _nonneg("reward_sd", reward_sd)
+    try:
+        np.broadcast_shapes(sd.shape, n.shape)
+    except ValueError:
+        raise OptplanError(
+            f"reward_sd has shape {sd.shape}, which does not broadcast to counts {n.shape}"
+        ) from None
     qm = check_positive("q_max", q_max)
     gamma = check_real("discount", discount, 0.0, 1.0)
     floor = check_positive("min_count", min_count)

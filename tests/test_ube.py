@@ -476,3 +476,14 @@ def test_bad_moment_matching_input():
         op.MomentMatchingVariance(-alpha, z, z, np.zeros(3, dtype=int), 0.9)
     with pytest.raises(ValueError, match="values has 2 entries"):
         op.MomentMatchingVariance(alpha, z, z, np.zeros(3, dtype=int), 0.9, values=np.zeros(2))
+
+
+def test_tabular_rule_takes_a_per_pair_sd():
+    n = np.array([[1.0, 4.0], [0.0, 10.0]])
+    sd = np.array([[1.0, 2.0], [0.5, 0.0]])
+    out = unc.local_tabular(n, sd, q_max=3.0, discount=0.5)
+    np.testing.assert_allclose(out, (sd**2 + 0.25 * 9.0) / np.maximum(n, 1))
+    with pytest.raises(ValueError, match="reward_sd has shape"):
+        unc.local_tabular(n, np.ones(3), q_max=3.0, discount=0.5)
+    with pytest.raises(ValueError, match="reward_sd must be >= 0"):
+        unc.local_tabular(n, -1.0, q_max=3.0, discount=0.5)

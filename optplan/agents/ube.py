@@ -413,9 +413,8 @@ class UBE(ConicFallback, _MeanModelAgent):
             alpha = post.next_counts[head] + post.transition_prior
             g = self.discount
             if self.local_rule == "tabular":
-                # local_tabular takes one reward sd; the per-pair sd enters as its own term
                 reward_term = np.square(self._sd[head]) / np.maximum(counts, 1.0)
-                nu = local_tabular(counts, 0.0, self.q_max, g) + reward_term
+                nu = local_tabular(counts, self._sd[head], self.q_max, g)
             elif self.local_rule == "lemma1":
                 reward_term = var
                 nu = local_lemma1(var, alpha, self.q_max, g)

@@ -138,9 +138,9 @@ class OptimisticPlanning(Problem):
         the union graph of the admissible pairs has exactly one closed strongly connected
         class ``C`` and no policy can keep a nonempty set of states outside ``C`` closed (the
         greatest such set, found by peeling off states none of whose admissible pairs has a
-        kernel in its ball that stays in the set, is empty). Otherwise some policy has a recurrent class of its own and the optimal
-        gain may depend on the start: the unichain program does not apply (status
-        ``multichain`` on both paths).
+        kernel in its ball that stays in the set, is empty). Otherwise some policy has a
+        recurrent class of its own and the optimal gain may depend on the start: the unichain
+        program does not apply (status ``multichain`` on both paths).
         """
         mask, d = self.action_mask, self.radius
         anywhere = ((d > 0) & mask).any(axis=1)
