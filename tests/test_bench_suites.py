@@ -7,10 +7,19 @@ import numpy as np
 import pytest
 
 import optplan.problems as problems
+from optplan._checks import OptplanError
 from optplan.bench import BENCHED_STEMS, SUITES
-from optplan.bench.cases import INDEX_PROBLEMS, deepsea_instance, random_pv
+from optplan.bench.cases import (
+    INDEX_PROBLEMS,
+    deepsea_instance,
+    garnet_transitions,
+    random_moment_matching,
+    random_pv,
+    random_ube,
+)
 from optplan.bench.indices import INDEX_PATHS, bench_indices
 from optplan.bench.planning import PLANNING_PROBLEMS
+from optplan.bench.ube import UBE_PROBLEMS, _forkable, bench_ube
 from optplan.cli import build_parser, main
 from optplan.problems.base import Problem
 
@@ -37,10 +46,13 @@ def test_benched_stems_come_from_the_suites_tables():
     for stem, (cls, batched) in INDEX_PATHS.items():
         assert cls.stem == stem and callable(batched)
     assert SUITES["k-learning"].stems == {deepsea_instance(2, np.random.default_rng(0)).stem}
+    assert SUITES["ube"].stems == set(UBE_PROBLEMS) == {"ube", "moment_matching"}
+    for stem, make in UBE_PROBLEMS.items():
+        assert make(np.random.default_rng(0), 3, 2).stem == stem
 
 
 def test_the_cli_has_one_subcommand_per_suite():
-    assert list(SUITES) == ["planning", "indices", "k-learning", "index-agents"]
+    assert list(SUITES) == ["planning", "indices", "k-learning", "index-agents", "ube"]
     for name, suite in SUITES.items():
         args = build_parser().parse_args(["bench", name])
         assert args.suite == name
@@ -87,3 +99,78 @@ def test_random_pv_shapes_and_structure():
     p, v = random_pv(2, S=10)  # kind 2: the best state has probability zero
     assert p[0] == 0 and v[0] == v.max()
     assert random_pv(7, S=5)[0].shape == (5,)
+
+
+def test_garnet_cases_are_sparse_distributions():
+    rng = np.random.default_rng(3)
+    P = garnet_transitions(rng, (30, 4), 30, next_states=3)
+    assert P.shape == (30, 4, 30) and P.min() >= 0
+    assert np.allclose(P.sum(-1), 1, atol=1e-12, rtol=0)
+    assert 1 <= (P > 0).sum(-1).min() and (P > 0).sum(-1).max() <= 3
+    ube = random_ube(rng, 30, 4, discount=0.9, next_states=2)
+    assert ube.discount == 0.9 and (ube.mean_transitions > 0).sum(-1).max() <= 2
+    mm = random_moment_matching(rng, 30, 4, next_states=2)
+    assert (mm.alpha > 0).sum(-1).max() <= 2  # the mean model keeps the Garnet support
+    assert (mm.bellman.mean_transitions > 0).sum(-1).max() <= 2
+
+
+def test_ube_suite_tiny_run(capsys):
+    argv = ["bench", "ube", "--sizes", "10", "20", "--instances", "2", "--mm-pairs", "10"]
+    argv += ["--solvers", "CLARABEL", "ECOS", "--mm-solvers", "CLARABEL", "SCS"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "ube" and out["sizes"] == [10, 20] and out["actions"] == 5
+    rows = out["rows"]
+    assert [(r["problem"], r["fast"], r["pairs"], r["S"]) for r in rows] == [
+        ("ube", "direct", 10, 2),
+        ("ube", "iteration", 10, 2),
+        ("ube", "direct", 20, 4),
+        ("ube", "iteration", 20, 4),
+        ("moment_matching", "direct", 10, 2),
+    ]
+    for r in rows:
+        assert r["fast_fail"] == 0 and r["fast_s"] > 0
+        for s in ("CLARABEL", "ECOS") if r["problem"] == "ube" else ("CLARABEL",):
+            assert r[f"{s}_timed"] == 2 and r[f"{s}_fail"] == 0 and r[f"{s}_skipped"] is None
+            assert r[f"{s}_ratio"] == pytest.approx(r[f"{s}_s"] / r["fast_s"])
+            assert r[f"{s}_u_rel"] < 1e-7 and r[f"{s}_y_rel"] < 1e-7
+            assert r[f"{s}_beyond_tol"] == 0
+            assert sum(r[f"{s}_statuses"].values()) == 2
+        solved = [r[f"{s}_ok_s"] for s in ("CLARABEL", "ECOS") if r[f"{s}_ok"]]
+        assert all(t is not None for t in solved)
+        assert r["best_ratio"] == (min(solved) / r["fast_s"] if solved else None)
+        assert r["best_ratio_any"] == min(
+            r[f"{s}_ratio"] for s in ("CLARABEL", "ECOS") if r[f"{s}_ratio"] is not None
+        )
+    mm = rows[-1]
+    assert mm["ECOS_s"] is None and mm["ECOS_skipped"] == "not run (--mm-solvers)"
+    assert "SCS_s" not in mm  # SCS is not one of --solvers: no column, not run
+    # the iteration rows share the direct rows' conic solves
+    assert rows[0]["CLARABEL_s"] == rows[1]["CLARABEL_s"]
+    assert main([*argv, "--quiet"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    rule = next(i for i, line in enumerate(text) if set(line) == {"-"})
+    lines = [line for line in text if line.startswith(("ube ", "moment_matching "))]
+    assert len(lines) == 5 and text[rule + 1 : rule + 6] == lines
+    assert all(len(line) == len(text[rule]) == len(text[rule - 1]) for line in lines)
+    assert "not run (--mm-solvers)" in lines[-1]
+
+
+@pytest.mark.skipif(not _forkable(), reason="the cap interrupts a solve only where fork exists")
+def test_ube_time_cap_kills_a_solve_in_progress():
+    rows = bench_ube(sizes=(10, 20), instances=2, solvers=("CLARABEL",), max_conic_seconds=0.0)
+    first, _, second, _, mm = rows
+    assert first["CLARABEL_s"] is None and first["CLARABEL_timed"] == 0
+    assert first["CLARABEL_skipped"] == "killed mid-solve at 0 s (0 of 2 instances timed)"
+    assert second["CLARABEL_skipped"] == "skipped after 0 s at pairs=10"
+    assert first["best_ratio"] is None and first["best_ratio_any"] is None
+    assert mm["problem"] == "moment_matching" and mm["CLARABEL_timed"] == 0
+
+
+def test_ube_bad_sizes_are_named_before_timing():
+    with pytest.raises(OptplanError, match="sizes counts state-action pairs .* got 12"):
+        bench_ube(sizes=(10, 12), n_actions=5)
+    with pytest.raises(OptplanError, match="mm_pairs counts state-action pairs"):
+        bench_ube(sizes=(10,), mm_pairs=7)
+    with pytest.raises(OptplanError, match="model too large"):
+        bench_ube(sizes=(10**6,), n_actions=2)

@@ -1,10 +1,10 @@
 """Fast-vs-conic benchmarks (``optplan bench <suite>``), on the random cases the tests use.
 
 One module per suite (:mod:`.planning`, :mod:`.indices`, :mod:`.k_temperature`,
-:mod:`.index_agents`) and one collection of seeded random instances, :mod:`.cases`, shared
-with the tests. :data:`SUITES` says, per suite, everything the command line needs, so
-``optplan bench`` is one command for all of them; :data:`BENCHED_STEMS` is the set of
-problem stems some suite times, read off the suites' own tables.
+:mod:`.index_agents`, :mod:`.ube`) and one collection of seeded random instances,
+:mod:`.cases`, shared with the tests. :data:`SUITES` says, per suite, everything the command
+line needs, so ``optplan bench`` is one command for all of them; :data:`BENCHED_STEMS` is the
+set of problem stems some suite times, read off the suites' own tables.
 
 Every ratio printed comes from timings taken in the same run, interleaved instance by
 instance, so machine noise hits both paths alike. Medians, not means.
@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import index_agents, indices, k_temperature, planning
+from . import index_agents, indices, k_temperature, planning, ube
 from ._common import solver_name
 
 __all__ = ["Suite", "SUITES", "BENCHED_STEMS", "solver_name"]
@@ -87,6 +87,15 @@ SUITES: dict[str, Suite] = {
         header=index_agents.header,
         add_arguments=index_agents.add_arguments,
         stems=index_agents.STEMS,
+    ),
+    "ube": Suite(
+        help="uncertainty Bellman equation and moment matching: fast vs LP solvers",
+        bench=ube.bench_ube,
+        table=lambda rows, args: ube.format_ube_table(rows, args.solvers),
+        header=ube.header,
+        add_arguments=ube.add_arguments,
+        stems=ube.STEMS,
+        meta=ube.meta,
     ),
 }
 

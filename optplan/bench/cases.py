@@ -1,7 +1,8 @@
 """Random problem instances shared by the tests and ``optplan bench`` (scipy's ``_tstutils``).
 
 The one collection of seeded random cases: MDPs for the planning problems, ``(p, v, param)``
-instances of the index problems, and DeepSea-shaped K-learning temperature problems.
+instances of the index problems, DeepSea-shaped K-learning temperature problems, and
+Garnet-style sparse uncertainty Bellman and moment-matching problems.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from .._checks import OptplanError
 from ..envs import DeepSea
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.k_temperature import KLearningTemperature
+from ..problems.moment_matching import MomentMatchingVariance
+from ..problems.ube import UncertaintyBellman
 
 __all__ = [
     "random_transitions",
@@ -24,6 +27,9 @@ __all__ = [
     "random_index_instance",
     "random_pv",
     "deepsea_instance",
+    "garnet_transitions",
+    "random_ube",
+    "random_moment_matching",
 ]
 
 
@@ -199,3 +205,55 @@ def deepsea_instance(L: int, rng: np.random.Generator) -> KLearningTemperature:
     P = (next_counts + alpha) / (counts[..., None] + alpha * L)
     R = np.where(counts > 0, rng.normal(0.0, 0.1, (L, L, 2)), 0.0)
     return KLearningTemperature(R, P, counts, 1.0, env.mdp.initial)
+
+
+def garnet_transitions(
+    rng: np.random.Generator, shape: tuple[int, ...], n_states: int, next_states: int = 3
+) -> np.ndarray:
+    """Garnet-style sparse rows ``P[..., s']``: each row puts Dirichlet(1) weights on
+    ``next_states`` next states drawn uniformly at random (with replacement: a repeated draw
+    merges, so a row has at most ``next_states`` nonzeros). Dense storage, sparse content."""
+    idx = rng.integers(n_states, size=(*shape, next_states))
+    weights = rng.dirichlet(np.ones(next_states), size=shape)
+    P = np.zeros((*shape, n_states))
+    flat = P.reshape(-1, n_states)  # a view: P is fresh and contiguous
+    rows = np.repeat(np.arange(flat.shape[0]), next_states)
+    np.add.at(flat, (rows, idx.reshape(-1)), weights.reshape(-1))
+    return P
+
+
+def random_ube(
+    rng: np.random.Generator,
+    n_states: int,
+    n_actions: int,
+    discount: float = 0.9,
+    next_states: int = 3,
+) -> UncertaintyBellman:
+    """A continuing-form :class:`UncertaintyBellman` on a Garnet model
+    (:func:`garnet_transitions`), a Dirichlet(1) stochastic policy and local uncertainty
+    ``nu ~ U(0, 1)``."""
+    P = garnet_transitions(rng, (n_states, n_actions), n_states, next_states)
+    policy = rng.dirichlet(np.ones(n_actions), size=n_states)
+    local = rng.random((n_states, n_actions))
+    return UncertaintyBellman(P, policy, local, discount)
+
+
+def random_moment_matching(
+    rng: np.random.Generator,
+    n_states: int,
+    n_actions: int,
+    discount: float = 0.9,
+    next_states: int = 3,
+) -> MomentMatchingVariance:
+    """A :class:`MomentMatchingVariance` whose Dirichlet posterior lives on a Garnet support:
+    ``alpha = 0.5 + counts`` (counts uniform in 0..19) on the ``next_states`` drawn next
+    states of each pair and 0 elsewhere (so the mean model stays sparse); posterior reward
+    means ``U(0, 1)``, variances ``U(0, 0.1) / (1 + count)``; a Dirichlet(1) stochastic policy;
+    the values are the policy's in the mean model (the problem's default)."""
+    support = garnet_transitions(rng, (n_states, n_actions), n_states, next_states) > 0
+    counts = rng.integers(0, 20, size=support.shape).astype(float)
+    alpha = np.where(support, 0.5 + counts, 0.0)
+    reward_mean = rng.random(support.shape)
+    reward_var = np.where(support, 0.1 * rng.random(support.shape) / (1.0 + counts), 0.0)
+    policy = rng.dirichlet(np.ones(n_actions), size=n_states)
+    return MomentMatchingVariance(alpha, reward_mean, reward_var, policy, discount)
