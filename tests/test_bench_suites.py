@@ -52,7 +52,14 @@ def test_benched_stems_come_from_the_suites_tables():
 
 
 def test_the_cli_has_one_subcommand_per_suite():
-    assert list(SUITES) == ["planning", "indices", "k-learning", "index-agents", "ube"]
+    assert list(SUITES) == [
+        "planning",
+        "indices",
+        "k-learning",
+        "index-agents",
+        "ube",
+        "optimistic",
+    ]
     for name, suite in SUITES.items():
         args = build_parser().parse_args(["bench", name])
         assert args.suite == name
@@ -174,3 +181,18 @@ def test_ube_bad_sizes_are_named_before_timing():
         bench_ube(sizes=(10,), mm_pairs=7)
     with pytest.raises(OptplanError, match="model too large"):
         bench_ube(sizes=(10**6,), n_actions=2)
+
+
+def test_bench_optimistic_tiny_run():
+    from optplan.bench.optimistic import bench_optimistic, format_table
+
+    rows = bench_optimistic(
+        sizes=[3], repeats=1, solvers=["CLARABEL"], variants=["l1-discounted", "kl-average"]
+    )
+    assert [r["variant"] for r in rows] == ["l1-discounted", "kl-average"]
+    for r in rows:
+        assert r["fast_s"] > 0 and r["CLARABEL_ratio"] > 0 and r["CLARABEL_skipped"] is None
+        assert r["CLARABEL_err"] <= 1e-6
+    assert "l1-discounted" in format_table(rows, ["CLARABEL"])
+    with pytest.raises(OptplanError, match="variants"):
+        bench_optimistic(sizes=[3], variants=["l2-discounted"])

@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import index_agents, indices, k_temperature, planning, ube
+from . import index_agents, indices, k_temperature, optimistic, planning, ube
 from ._common import solver_name
 
 __all__ = ["Suite", "SUITES", "BENCHED_STEMS", "solver_name"]
@@ -96,6 +96,14 @@ SUITES: dict[str, Suite] = {
         add_arguments=ube.add_arguments,
         stems=ube.STEMS,
         meta=ube.meta,
+    ),
+    "optimistic": Suite(
+        help="optimistic planning over L1/KL confidence sets: EVI vs the convex program",
+        bench=optimistic.bench_optimistic,
+        table=lambda rows, args: optimistic.format_table(rows, args.solvers),
+        header=optimistic.header,
+        add_arguments=optimistic.add_arguments,
+        stems=optimistic.STEMS,
     ),
 }
 

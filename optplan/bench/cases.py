@@ -14,6 +14,7 @@ from ..envs import DeepSea
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.k_temperature import KLearningTemperature
 from ..problems.moment_matching import MomentMatchingVariance
+from ..problems.optimistic import OptimisticPlanning
 from ..problems.ube import UncertaintyBellman
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "garnet_transitions",
     "random_ube",
     "random_moment_matching",
+    "random_optimistic",
 ]
 
 
@@ -257,3 +259,26 @@ def random_moment_matching(
     reward_var = np.where(support, 0.1 * rng.random(support.shape) / (1.0 + counts), 0.0)
     policy = rng.dirichlet(np.ones(n_actions), size=n_states)
     return MomentMatchingVariance(alpha, reward_mean, reward_var, policy, discount)
+
+
+def random_optimistic(
+    rng: np.random.Generator, S: int, A: int, ball: str = "l1", criterion: str = "discounted"
+) -> OptimisticPlanning:
+    """An optimistic planning problem as a UCRL agent meets it: a random model (3 next states
+    per pair), ``n`` in [1, 500] samples per pair drawn from it, ``p_hat`` their frequencies,
+    ``r_hat`` noisy means; radii ``sqrt(2 S / n)`` (L1) or ``S / n`` (KL) and reward radius
+    ``sqrt(1 / n)`` (UCRL2's and KL-UCRL's shapes with the logarithms dropped)."""
+    P = garnet_transitions(rng, (S, A), S)
+    n = rng.integers(1, 501, size=(S, A))
+    p_hat = rng.multinomial(n, P) / n[..., None]
+    r_hat = np.clip(rng.random((S, A)) + rng.normal(0, 1, (S, A)) / np.sqrt(n), 0.0, 1.0)
+    radius = np.sqrt(2.0 * S / n) if ball == "l1" else S / n
+    return OptimisticPlanning(
+        p_hat=p_hat,
+        r_hat=r_hat,
+        radius=radius,
+        reward_radius=np.sqrt(1.0 / n),
+        ball=ball,
+        criterion=criterion,
+        discount=0.95 if criterion == "discounted" else None,
+    )

@@ -161,7 +161,9 @@ def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
     y = np.clip(y, 0.0, None)
     q = np.full(P.shape, np.nan)
     q[known] = P[known]
-    tight = ball & (y > 1e-9 * max(1.0, y.max(initial=0.0)))
+    # a pair's kernel is determined where its inequality carries occupancy; an interior-point
+    # solver leaves y ~ 1e-12 / slack on slack pairs, and q = flow / y is noise there
+    tight = ball & (y > 1e-6 * y.max(initial=0.0))
     if tight.any() and gamma > 0:
         at = tight[ball]  # tight pairs among the ball pairs
         if problem.ball == "l1":
@@ -176,6 +178,8 @@ def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
             if k0.size:
                 flow[k0, x0] = next(cons).dual_value
             qb = np.clip(flow[at], 0.0, None) / (gamma * y[tight])[:, None]
+        # a kernel off the simplex (beyond the solver's accuracy) is not determined either
+        qb[np.abs(qb.sum(axis=1) - 1.0) > 1e-6] = np.nan
         q[tight] = qb
     occupancy = np.zeros((S, A))
     occupancy[s_idx, a_idx] = y

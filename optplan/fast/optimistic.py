@@ -47,9 +47,10 @@ def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult
     Parameters
     ----------
     tol : float
-        EVI stops when ``span(T u - u) <= tol * (1 + max |c|)`` (average reward, ``c = r +
-        beta``; with the aperiodicity transform ``u <- u + (T u - u) / 2``) or
-        ``||T V - V|| <= tol * (1 + max |V|) (1 - gamma) / gamma`` (discounted). The finish
+        EVI stops by the span rule: ``span(T u - u) <= tol * scale`` (average reward, with
+        the aperiodicity transform ``u <- u + (T u - u) / 2``) or ``<= tol * scale (1 -
+        gamma) / gamma`` (discounted: the greedy policy is then ``tol * scale``-optimal,
+        Puterman Thm 6.6.6), ``scale = 1 + max |r + beta|``. The finish
         then evaluates the greedy optimistic policy exactly on its optimistic kernel and
         improves it (optimistic policy iteration) until the Bellman residual of the evaluated
         values is below ``1e-12`` of the scale, at most 100 steps: that residual, not EVI's
@@ -102,9 +103,9 @@ def _evi_and_finish(problem, c, tol, max_iter):
             converged = gap <= tol * scale
             u = u + 0.5 * step  # aperiodicity transform: converges on periodic chains too
             u -= u[0]
-        else:
-            gap = float(np.abs(step).max())
-            converged = gamma == 0 or gap <= tol * (1 - gamma) / gamma * (1 + np.abs(u).max())
+        else:  # span rule (Puterman Thm 6.6.6): the greedy policy is then tol-optimal
+            gap = float(np.ptp(step))
+            converged = gamma == 0 or gap <= tol * (1 - gamma) / gamma * scale
             u = u + step
     if sweeps == 0:
         sigma, kernel, kstat = optimistic_backup(problem, u)

@@ -1,0 +1,165 @@
+"""``optplan bench optimistic``: optimistic planning over L1 / KL confidence sets, extended value
+iteration (with its exact finish) vs the convex program on each conic solver.
+
+Random instances as a UCRL agent meets them (:func:`random_optimistic`): empirical transitions
+from a few hundred samples per pair, radii that shrink like ``1/sqrt(n)``. Every ratio is from
+timings of the same run, instance by instance; medians. A solver whose median at one size is
+above ``max_conic_seconds`` is not run at the larger sizes (reported as skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .._checks import check_int
+from ..problems import SOLVERS, OptimisticPlanning
+from ..result import OPTIMAL, SOLUTION_PRESENT
+from ._common import (
+    check_choices,
+    check_seconds,
+    check_sizes,
+    check_solvers,
+    nonneg_seconds,
+    positive_int,
+    solver_name,
+    timed,
+)
+from .cases import random_optimistic
+
+__all__ = ["STEMS", "bench_optimistic", "format_table", "header", "add_arguments"]
+
+STEMS = frozenset({OptimisticPlanning.stem})
+VARIANTS = ("l1-discounted", "l1-average", "kl-discounted", "kl-average")
+
+
+def bench_optimistic(
+    sizes: Sequence[int] = (10, 50, 200),
+    n_actions: int = 4,
+    repeats: int = 3,
+    solvers: Sequence[str] = SOLVERS,
+    variants: Sequence[str] = VARIANTS,
+    max_conic_seconds: float = 60.0,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Median wall time of EVI (fast) and of each conic solver, per (ball, criterion, S).
+
+    Row keys: ``variant``, ``S``, ``A``, ``instances``, ``fast_s``, ``fast_sweeps`` (median EVI
+    sweeps), per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal`` (instances the
+    solver called optimal), ``_err`` (max |value difference| over those), ``_skipped``; and
+    ``best_ratio``: the fastest solver's ratio among those optimal on every instance.
+    """
+    sizes = check_sizes(sizes)
+    n_actions = check_int("n_actions", n_actions)
+    repeats = check_int("repeats", repeats)
+    solvers = check_solvers(solvers)
+    variants = check_choices("variants", variants, VARIANTS)
+    max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
+    seed = check_int("seed", seed, 0)
+    rows = []
+    for variant in variants:
+        ball, criterion = variant.split("-")
+        slow: set[str] = set()
+        for S in sizes:
+            rng = np.random.default_rng([seed, S, VARIANTS.index(variant)])
+            times = {"fast": []} | {s: [] for s in solvers}
+            sweeps, optimal = [], dict.fromkeys(solvers, 0)
+            errs = dict.fromkeys(solvers, 0.0)
+            for _ in range(repeats):
+                problem = random_optimistic(rng, S, n_actions, ball, criterion)
+                fast, t = timed(lambda p=problem: p.solve(method="fast"))
+                if fast.status != OPTIMAL:
+                    raise RuntimeError(f"EVI: {fast.status} on a bench instance: {fast.message}")
+                times["fast"].append(t)
+                sweeps.append(fast.iterations)
+                for solver in solvers:
+                    if solver in slow:
+                        continue
+                    res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
+                    times[solver].append(t)
+                    if res.status == OPTIMAL:
+                        optimal[solver] += 1
+                    if res.status in SOLUTION_PRESENT:
+                        errs[solver] = max(errs[solver], abs(res.value - fast.value))
+            row = {
+                "variant": variant,
+                "S": S,
+                "A": n_actions,
+                "instances": repeats,
+                "fast_s": float(np.median(times["fast"])),
+                "fast_sweeps": int(np.median(sweeps)),
+            }
+            for solver in solvers:
+                if not times[solver]:
+                    row[f"{solver}_skipped"] = (
+                        f"median above {max_conic_seconds:g} s at a smaller S"
+                    )
+                    continue
+                med = float(np.median(times[solver]))
+                row[f"{solver}_skipped"] = None
+                row[f"{solver}_s"] = med
+                row[f"{solver}_ratio"] = med / row["fast_s"]
+                row[f"{solver}_optimal"] = optimal[solver]
+                row[f"{solver}_err"] = errs[solver]
+                if med > max_conic_seconds:
+                    slow.add(solver)
+            ok = [
+                row[f"{s}_ratio"]
+                for s in solvers
+                if row.get(f"{s}_optimal") == repeats and row[f"{s}_skipped"] is None
+            ]
+            row["best_ratio"] = min(ok) if ok else None
+            rows.append(row)
+            if progress:
+                best = "none optimal" if not ok else f"{row['best_ratio']:.0f}x"
+                progress(f"{variant} S={S}: EVI {row['fast_s']:.2e}s, best conic ratio {best}")
+    return rows
+
+
+def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
+    """One line per (variant, S): EVI's median and sweeps, then per solver its median, the
+    ratio, optimal instances and the largest value difference."""
+    head = f"{'variant':<15}{'S':>5}{'EVI s':>10}{'sweeps':>7}"
+    for s in solvers:
+        head += f"{s + ' s':>12}{'ratio':>8}{'opt':>5}{'max err':>10}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        line = f"{r['variant']:<15}{r['S']:>5}{r['fast_s']:>10.2e}{r['fast_sweeps']:>7}"
+        for s in solvers:
+            if r.get(f"{s}_skipped"):
+                line += f"{'skipped (time cap)':>35}"
+                continue
+            line += (
+                f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x"
+                f"{r[f'{s}_optimal']:>3}/{r['instances']}{r[f'{s}_err']:>10.1e}"
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def header(args: argparse.Namespace) -> str:
+    return (
+        f"optimistic planning benchmark: empirical models (A={args.n_actions}), radii ~ "
+        f"1/sqrt(n), {args.repeats} instances per size, median wall seconds; EVI = extended "
+        "value iteration + exact finish; ratio = conic median / EVI median (same run)"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 50, 200])
+    parser.add_argument(
+        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+    )
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--max-conic-seconds",
+        dest="max_conic_seconds",
+        type=nonneg_seconds,
+        default=60.0,
+        help="a solver slower than this (median) at one size is skipped at larger sizes",
+    )
