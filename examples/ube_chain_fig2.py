@@ -145,9 +145,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="50 seeds x 1000 episodes")
     p.add_argument("--sweep", type=Path, default=SWEEP)
-    p.add_argument("--out", type=Path, default=FIGURES / "ube-fig2.png")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="figure path (default examples/figures/ube-fig2.png; ube-fig2-quick.png with "
+        "--quick, so a quick run never replaces the committed figure)",
+    )
     p.add_argument("--check-seeds", type=int, default=2, help="seeds re-run by the generic loop")
     args = p.parse_args()
+    if args.out is None:
+        args.out = FIGURES / ("ube-fig2-quick.png" if args.quick else "ube-fig2.png")
     sweep = load_sweep(args.sweep)
     n_seeds = 50 if args.quick else len(sweep.seeds)
     episodes = 1000 if args.quick else sweep.episodes
