@@ -6,6 +6,7 @@ from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
 from .ube import UBE, CountBonus
+from .ucrl import KLUCRL, UCRL2
 
 __all__ = [
     "Agent",
@@ -23,4 +24,6 @@ __all__ = [
     "TransitionEstimator",
     "UBE",
     "CountBonus",
+    "UCRL2",
+    "KLUCRL",
 ]

@@ -19,6 +19,7 @@ from .._checks import OptplanError, OptplanTypeError
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..agents.ube import UBE, CountBonus
+from ..agents.ucrl import KLUCRL, UCRL2
 from ..envs import DeepSea, TabularEnv, UBEChain
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
@@ -557,6 +558,36 @@ for _cls, _doc in (
     (MDPPS, "MDP-PS: Dirichlet posterior samples of the current state's rows"),
 ):
     register_agent(_cls.name, _index_agent(_cls), _INDEX_PARAMS, _doc)
+
+
+def _ucrl_agent(cls):
+    def build(env, criterion, delta, r_max, method, solver):
+        L, S, A, mask = env_shape(env)
+        if L is not None:
+            raise OptplanError(f"{cls.name} is for continuing (average-reward) environments")
+        return cls(S, A, delta=delta, r_max=r_max, action_mask=mask, method=method, solver=solver)
+
+    return build
+
+
+_UCRL_PARAMS = [
+    Param("delta", "float", 0.05, "confidence level of the sets"),
+    Param("r_max", "float", 1.0, "reward range the reward radius is scaled by"),
+    Param("method", "str", "fast", "optimistic MDP by 'fast' (EVI) or 'conic' (CVXPY)"),
+    Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+]
+register_agent(
+    UCRL2.name,
+    _ucrl_agent(UCRL2),
+    _UCRL_PARAMS,
+    "UCRL2 (Jaksch et al.): L1 confidence sets, doubling episodes, EVI",
+)
+register_agent(
+    KLUCRL.name,
+    _ucrl_agent(KLUCRL),
+    _UCRL_PARAMS,
+    "KL-UCRL (Filippi et al.): KL confidence sets, doubling episodes, EVI",
+)
 
 
 def describe() -> str:

@@ -1,0 +1,169 @@
+r"""UCRL2 (Jaksch, Ortner and Auer 2010) and KL-UCRL (Filippi, Cappé and Garivier 2010):
+average-reward optimistic planning over confidence sets, in episodes.
+
+Both keep counts ``N[s, a]``, ``N[s, a, s']`` and reward sums; at the start of episode ``k``
+(time ``t_k``) they solve the optimistic MDP :class:`~optplan.problems.OptimisticPlanning`
+(``criterion="average"``) on ``p_hat = N[s, a, .] / max(1, N[s, a])`` (uniform for a pair never
+tried, whose ball is then the whole simplex anyway) and ``r_hat`` the empirical mean reward,
+and follow its policy until some pair's count within the episode reaches ``max(1, N_k[s, a])``
+(the doubling rule). The radii (../shared/specs/wave2.md §5):
+
+- **UCRL2** (L1): ``d = sqrt(14 S log(2 A t_k / delta) / max(1, N))``, reward radius
+  ``r_max sqrt(7 log(2 S A t_k / delta) / (2 max(1, N)))``; EVI accuracy ``1 / sqrt(t_k)``,
+  ``delta`` fixed (Jaksch et al.; wave2.md "Ambiguities" 9);
+- **KL-UCRL** (KL): ``KL(p_hat || q) <= C_p / max(1, N)`` with ``B = log(2 e S^2 A log t /
+  delta)``, ``C_p = S (B + log(B + 1 / log t) (1 + 1 / (B + 1 / log t)))``; reward radius
+  ``C_r / sqrt(max(1, N))``, ``C_r = sqrt(log(4 S A log t / delta) / 1.99)``; ``t -> max(2, t)``
+  (StatisticalRL/learners ``KLUCRL.py``).
+
+``method="conic"`` solves the optimistic MDP with CVXPY (the convex program); a solve that does
+not end ``optimal`` falls back to the fast answer and is counted (:meth:`stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .._checks import OptplanError, check_positive, check_real
+from ..problems import OptimisticPlanning
+from ..result import SOLUTION_PRESENT
+from .base import ConicFallback, check_agent_mask, check_count, check_rng
+
+__all__ = ["UCRL2", "KLUCRL"]
+
+
+class _UCRL(ConicFallback, ABC):
+    """Counts, episodes and the optimistic solve; subclasses give the ball and radii."""
+
+    name = "ucrl"
+    ball = "l1"
+
+    def __init__(
+        self,
+        n_states,
+        n_actions,
+        delta=0.05,
+        r_max=1.0,
+        action_mask=None,
+        method="fast",
+        solver=None,
+    ):
+        self.n_states = check_count("n_states", n_states)
+        self.n_actions = check_count("n_actions", n_actions)
+        self.delta = check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        self.r_max = check_positive("r_max", r_max)
+        mask = check_agent_mask(action_mask, self.n_states, self.n_actions)
+        if mask.ndim != 2:
+            raise OptplanError(f"{type(self).__name__} is for continuing (not layered) models")
+        self.action_mask = mask
+        self.init_fallback(method, solver)
+        self.rng = None
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.rng = check_rng(rng)
+        S, A = self.n_states, self.n_actions
+        self.N = np.zeros((S, A))
+        self.N_next = np.zeros((S, A, S))
+        self.reward_sums = np.zeros((S, A))
+        self.nu = np.zeros((S, A))  # counts within the current episode
+        self.t = 1
+        self.episodes = 0
+        self.plan_failures = 0
+        self.reset_fallback()
+        self._new_episode()
+
+    @abstractmethod
+    def radii(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(transition radius, reward radius)`` per pair at time ``t`` with counts ``n``."""
+
+    def problem(self) -> OptimisticPlanning:
+        """The optimistic MDP of the current counts."""
+        S = self.n_states
+        n = np.maximum(self.N, 1.0)
+        p_hat = np.where(self.N[..., None] > 0, self.N_next / n[..., None], 1.0 / S)
+        d, beta = self.radii(self.N)
+        return OptimisticPlanning(
+            p_hat=p_hat,
+            r_hat=self.reward_sums / n,
+            radius=d,
+            reward_radius=beta,
+            ball=self.ball,
+            criterion="average",
+            action_mask=self.action_mask,
+        )
+
+    def _new_episode(self) -> None:
+        self.episodes += 1
+        self.nu[:] = 0.0
+        self.N_k = np.maximum(self.N, 1.0)
+        problem = self.problem()
+        tol = 1.0 / math.sqrt(self.t)
+        res = problem.solve("fast", tol=tol)
+        if self.method == "conic":
+            conic = self.solve_conic(problem)
+            if conic is not None and (conic.policy >= 0).all():
+                res = conic
+        if res.status in SOLUTION_PRESENT and res.policy is not None:
+            self.policy = np.asarray(res.policy)
+        else:  # keep the previous policy (first episode: the first admissible action)
+            self.plan_failures += 1
+            if not hasattr(self, "policy") or self.episodes == 1:
+                self.policy = self.action_mask.argmax(axis=1)
+        self.last_result = res
+
+    def select_action(self, state: int) -> int:
+        return int(self.policy[state])
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        self.N[state, action] += 1
+        self.N_next[state, action, next_state] += 1
+        self.reward_sums[state, action] += reward
+        self.nu[state, action] += 1
+        self.t += 1
+        if self.nu[state, action] >= self.N_k[state, action]:
+            self._new_episode()
+
+    def stats(self) -> dict:
+        out = super().stats()
+        out.update(episodes=self.episodes, plan_failures=self.plan_failures)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(S={self.n_states}, A={self.n_actions}, delta={self.delta}, "
+            f"method={self.method!r})"
+        )
+
+
+class UCRL2(_UCRL):
+    """UCRL2 (Jaksch et al. 2010): L1 confidence sets, doubling episodes."""
+
+    name = "ucrl2"
+    ball = "l1"
+
+    def radii(self, n):
+        S, A, t = self.n_states, self.n_actions, self.t
+        n = np.maximum(n, 1.0)
+        d = np.sqrt(14.0 * S * math.log(2.0 * A * t / self.delta) / n)
+        beta = self.r_max * np.sqrt(7.0 * math.log(2.0 * S * A * t / self.delta) / (2.0 * n))
+        return d, beta
+
+
+class KLUCRL(_UCRL):
+    """KL-UCRL (Filippi et al. 2010): KL confidence sets, doubling episodes."""
+
+    name = "kl-ucrl"
+    ball = "kl"
+
+    def radii(self, n):
+        S, A = self.n_states, self.n_actions
+        log_t = math.log(max(2, self.t))
+        B = math.log(2.0 * math.e * S**2 * A * log_t / self.delta)
+        c = B + 1.0 / log_t
+        C_p = S * (B + math.log(c) * (1.0 + 1.0 / c))
+        C_r = math.sqrt(math.log(4.0 * S * A * log_t / self.delta) / 1.99)
+        n = np.maximum(n, 1.0)
+        return C_p / n, self.r_max * C_r / np.sqrt(n)
