@@ -435,3 +435,11 @@ def test_bad_registry_input():
     ]:
         with pytest.raises(ValueError, match=match):
             _build("ube", params, env, {})
+
+
+def test_agents_without_a_bonus_have_a_zero_one():
+    env = UBEChain(5, discount=GAMMA)
+    agent = agent_on(UBE, env)
+    agent.reset(np.random.default_rng(0))
+    assert agent._bonus_scale() == 0.0 and not agent._bonus().any()
+    assert agent._bonus().shape == agent.action_mask.shape

@@ -251,11 +251,14 @@ class _MeanModelAgent(ABC):
             if bonus is not None:
                 VB[l] = QB[l][rows, pi]
 
-    def _bonus(self, head) -> np.ndarray:  # pragma: no cover - overridden where _has_bonus
-        raise NotImplementedError
+    def _bonus(self, head=()) -> np.ndarray:
+        """Reward bonus per pair of ``head`` before its scale: none (0) unless a subclass
+        adds one (and sets ``_has_bonus``)."""
+        return np.zeros(self.action_mask[head].shape)
 
-    def _bonus_scale(self) -> float:  # pragma: no cover - overridden where _has_bonus
-        raise NotImplementedError
+    def _bonus_scale(self) -> float:
+        """The bonus's scale at the current time: 0 without a bonus."""
+        return 0.0
 
     @abstractmethod
     def _after_plan(self, top: int | None, head) -> None:

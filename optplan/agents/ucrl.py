@@ -72,6 +72,7 @@ class _UCRL(ConicFallback, ABC):
         self.t = 1
         self.episodes = 0
         self.plan_failures = 0
+        self.policy = self.action_mask.argmax(axis=1)  # until a plan succeeds
         self.reset_fallback()
         self._new_episode()
 
@@ -108,10 +109,8 @@ class _UCRL(ConicFallback, ABC):
                 res = conic
         if res.status in SOLUTION_PRESENT and res.policy is not None:
             self.policy = np.asarray(res.policy)
-        else:  # keep the previous policy (first episode: the first admissible action)
+        else:  # keep the previous policy (before any plan: the first admissible action)
             self.plan_failures += 1
-            if not hasattr(self, "policy") or self.episodes == 1:
-                self.policy = self.action_mask.argmax(axis=1)
         self.last_result = res
 
     def select_action(self, state: int) -> int:

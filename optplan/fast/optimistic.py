@@ -107,9 +107,6 @@ def _evi_and_finish(problem, c, tol, max_iter):
             gap = float(np.ptp(step))
             converged = gamma == 0 or gap <= tol * (1 - gamma) / gamma * scale
             u = u + step
-    if sweeps == 0:
-        sigma, kernel, kstat = optimistic_backup(problem, u)
-        Q = masked(c + gamma * sigma, mask)
     note = "" if converged else f"EVI stopped at {max_iter} sweeps (gap {gap:.3g}); "
     policy, idx = greedy(Q), np.arange(S)
     fields = _fields(problem, float(np.mean(u)) if not average else np.nan, u, Q, kernel)

@@ -59,23 +59,12 @@ def solve(
 
 
 def _result(problem, u, y, status, message, solver, iterations, seconds) -> PlanResult:
-    if u is None:
-        return PlanResult(
-            value=np.nan,
-            status=status,
-            message=message,
-            method="fast",
-            solver=solver,
-            iterations=iterations,
-            solve_time=seconds,
-        )
-    fields = {}
-    if not problem.layered:
-        fields["values"] = np.sum(problem.policy * u, axis=-1)
+    fields = {"value": np.nan}  # no solution: no number
+    if u is not None:
+        fields = {"value": float(np.sum(problem.weights * u)), "x": u, "multiplier": y}
+        if not problem.layered:
+            fields["values"] = np.sum(problem.policy * u, axis=-1)
     return PlanResult(
-        value=float(np.sum(problem.weights * u)),
-        x=u,
-        multiplier=y,
         status=status,
         message=message,
         method="fast",
