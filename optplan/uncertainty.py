@@ -19,6 +19,10 @@ works, e.g. layers):
 moment-matching equation (bayesian-methods-tabular-rl App. MM; write-up App. A.4), from exact
 Dirichlet moments ``Cov[P_i, P_j] = (delta_ij pbar_i - pbar_i pbar_j) / (alpha_0 + 1)``.
 
+The exact Dirichlet moments (:func:`dirichlet_covariance`, :func:`dirichlet_variance_sum`,
+:func:`dirichlet_variance_ratio_sum`, :func:`check_dirichlet`) live in
+:mod:`optplan.posteriors` and are re-exported here.
+
 ``Q_max`` comes from a *declared* bound on the mean rewards (:func:`q_max`), never from the true
 model (wave2.md, Ambiguities 4).
 """
@@ -38,6 +42,12 @@ from ._checks import (
     check_real,
     first_bad,
     index_str,
+)
+from .posteriors import (  # re-exported: the Dirichlet moments live with the posteriors
+    check_dirichlet,
+    dirichlet_covariance,
+    dirichlet_variance_ratio_sum,
+    dirichlet_variance_sum,
 )
 
 __all__ = [
@@ -68,23 +78,6 @@ def q_max(reward_bound: float, discount: float | None = None, horizon: int | Non
     return r / (1.0 - gamma)
 
 
-def check_dirichlet(alpha) -> np.ndarray:
-    """Dirichlet parameters along the last axis: finite, ``>= 0``, no all-zero row."""
-    a = as_array("alpha", alpha)
-    if a.ndim < 1:
-        raise OptplanError(f"alpha must have at least one dimension, got shape {a.shape}")
-    if (a < 0).any():
-        idx = first_bad(a < 0)
-        raise OptplanError(
-            f"alpha has a negative entry {float(a[idx])!r} at index {index_str(idx)}"
-        )
-    total = a.sum(axis=-1)
-    if (total <= 0).any():
-        idx = first_bad(total <= 0)
-        raise OptplanError(f"alpha has a row of zeros at index {index_str(idx)}")
-    return a
-
-
 def _nonneg(name: str, value) -> np.ndarray:
     arr = as_array(name, value)
     if (arr < 0).any():
@@ -93,33 +86,6 @@ def _nonneg(name: str, value) -> np.ndarray:
             f"{name} must be >= 0 (a variance), got {float(arr[idx])!r} at index {index_str(idx)}"
         )
     return arr
-
-
-def dirichlet_covariance(alpha, x, y) -> np.ndarray:
-    """``Cov[P.x, P.y]`` for ``P ~ Dirichlet(alpha)`` (last axis), exactly:
-    ``(sum pbar x y - (pbar.x)(pbar.y)) / (alpha_0 + 1)``."""
-    a = np.asarray(alpha, dtype=float)
-    a0 = a.sum(axis=-1)
-    p = a / a0[..., None]
-    px, py = np.sum(p * x, axis=-1), np.sum(p * y, axis=-1)
-    # the centred form: no cancellation between two large sums when x, y are large constants
-    return np.sum(p * (x - px[..., None]) * (y - py[..., None]), axis=-1) / (a0 + 1.0)
-
-
-def dirichlet_variance_sum(alpha) -> np.ndarray:
-    """``sum_s' Var P(s')`` for ``P ~ Dirichlet(alpha)``: ``(1 - sum pbar^2) / (alpha_0 + 1)``."""
-    a = np.asarray(alpha, dtype=float)
-    a0 = a.sum(axis=-1)
-    p = a / a0[..., None]
-    return (1.0 - np.sum(p * p, axis=-1)) / (a0 + 1.0)
-
-
-def dirichlet_variance_ratio_sum(alpha) -> np.ndarray:
-    """``sum_{s': pbar > 0} Var P(s') / E P(s')`` for ``P ~ Dirichlet(alpha)``:
-    ``(k - 1) / (alpha_0 + 1)``, ``k`` the number of states with ``alpha > 0``."""
-    a = np.asarray(alpha, dtype=float)
-    k = np.count_nonzero(a > 0, axis=-1)
-    return (k - 1.0) / (a.sum(axis=-1) + 1.0)
 
 
 def local_lemma1(reward_var, alpha, q_max: float, discount: float) -> np.ndarray:
