@@ -470,8 +470,9 @@ class NormalGamma:
         ``beta' = beta + lam (r - mu0)^2 / (2 (lam + 1))``.
 
         ``index`` (e.g. ``(s, a, s')``) picks the entries that observe ``reward``; ``None``:
-        every entry observes its entry of ``reward`` (broadcast to :attr:`shape`). Both
-        ``sum_of_squares`` modes agree on a single reward.
+        every entry observes its entry of ``reward`` (broadcast to :attr:`shape`). An index
+        array must not repeat an entry (each selected entry observes one reward; use
+        :meth:`update` for batches). Both ``sum_of_squares`` modes agree on a single reward.
         """
         r = as_array("reward", reward)
         mu0, lam, alpha, beta = (x.copy() for x in self.params)

@@ -2,7 +2,20 @@
 
 from .deepsea import VARIANTS as DEEPSEA_VARIANTS
 from .deepsea import DeepSea
+from .deepsea_chain import DeepSeaChain
+from .prior_mdp import PriorMDP
 from .tabular import TabularEnv
+from .transition_rewards import TransitionRewardEnv
 from .ube_chain import UBEChain
+from .wide_narrow import WideNarrow
 
-__all__ = ["TabularEnv", "DeepSea", "DEEPSEA_VARIANTS", "UBEChain"]
+__all__ = [
+    "TabularEnv",
+    "TransitionRewardEnv",
+    "DeepSea",
+    "DEEPSEA_VARIANTS",
+    "UBEChain",
+    "DeepSeaChain",
+    "WideNarrow",
+    "PriorMDP",
+]

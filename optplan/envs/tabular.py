@@ -194,18 +194,15 @@ class TabularEnv(gym.Env):
             l = self._t
             if not self.mdp.action_mask[l, s, a]:
                 raise OptplanError(f"action {a} is not admissible in state {s} at layer {l}")
-            row = self._cdf[l, s, a]
-            expected = float(self.mdp.R[l, s, a])
+            pair = (l, s, a)
         else:
             if not self.mdp.action_mask[s, a]:
                 raise OptplanError(f"action {a} is not admissible in state {s}")
-            row = self._cdf[s, a]
-            expected = float(self.mdp.R[s, a])
+            pair = (s, a)
+        expected = float(self.mdp.R[pair])
 
-        nxt = int(np.searchsorted(row, rng.random(), side="right"))
-        reward = expected
-        if self.reward_noise > 0.0:
-            reward += self.reward_noise * float(rng.standard_normal())
+        nxt = int(np.searchsorted(self._cdf[pair], rng.random(), side="right"))
+        reward = self._reward(pair, nxt, expected, rng)
 
         self._t += 1
         self._state = nxt
@@ -218,6 +215,17 @@ class TabularEnv(gym.Env):
         if self._goals is not None:
             info["goal_reached"] = bool(self._goals[nxt])
         return nxt, reward, terminated, truncated, info
+
+    def _reward(
+        self, pair: tuple[int, ...], next_state: int, expected: float, rng: np.random.Generator
+    ) -> float:
+        """The reward of a step from ``pair`` (``(s, a)``, or ``(l, s, a)``) to
+        ``next_state``, drawn after the transition: ``expected`` (``R[pair]``) plus
+        ``reward_noise`` times a standard normal draw (no draw without noise). Subclasses
+        with transition-dependent rewards override it."""
+        if self.reward_noise > 0.0:
+            return expected + self.reward_noise * float(rng.standard_normal())
+        return expected
 
     def __repr__(self) -> str:
         extra = ""

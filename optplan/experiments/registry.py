@@ -20,7 +20,7 @@ from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, 
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..agents.ube import UBE, CountBonus
 from ..agents.ucrl import KLUCRL, UCRL2
-from ..envs import DeepSea, TabularEnv, UBEChain
+from ..envs import DeepSea, DeepSeaChain, PriorMDP, TabularEnv, UBEChain, WideNarrow
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
 from ..modelfile import load_counts
@@ -243,6 +243,53 @@ register_env(
     episodic=True,
 )
 
+_GAMMA = Param("discount", "float", 0.9, "the true model's discount (the draft's gamma)")
+
+
+def _deepsea_chain(seed_index, n, discount):
+    return DeepSeaChain(n, discount=discount)
+
+
+def _wide_narrow(seed_index, n, w, mu_high, mu_low, sigma, discount):
+    return WideNarrow(n, w, mu_high=mu_high, mu_low=mu_low, sigma=sigma, discount=discount)
+
+
+def _prior_mdp(seed_index, n_states, n_actions, model_seed, sampler, discount):
+    seed = seed_index if model_seed is None else model_seed
+    return PriorMDP(n_states, n_actions, seed, sampler=sampler, discount=discount)
+
+
+register_env(
+    "deepsea-chain",
+    _deepsea_chain,
+    [Param("n", "int", 4, "number of states N (2 < N < 40)"), _GAMMA],
+    "the continuing DeepSea chain of bayesian-methods-tabular-rl (not bsuite's grid)",
+)
+register_env(
+    "wide-narrow",
+    _wide_narrow,
+    [
+        Param("n", "int", 1, "wide-narrow pairs N (2N + 1 states)"),
+        Param("w", "int", 6, "actions in a wide state W (>= 2)"),
+        Param("mu_high", "float", 0.5, "mean reward of action 0 in a wide state"),
+        Param("mu_low", "float", 0.0, "mean reward of the other noisy transitions"),
+        Param("sigma", "float", 1.0, "reward sd (the return to state 0 pays exactly 0)"),
+        _GAMMA,
+    ],
+    "WideNarrow of bayesian-methods-tabular-rl",
+)
+register_env(
+    "prior-mdp",
+    _prior_mdp,
+    [
+        Param("n_states", "int", 4, "number of states"),
+        Param("n_actions", "int", 2, "number of actions"),
+        Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
+        Param("sampler", "str", "generator", "'generator' or 'public-code' (the repo's draws)"),
+        _GAMMA,
+    ],
+    "an MDP drawn from the Dirichlet / Normal-Gamma prior of bayesian-methods-tabular-rl",
+)
 register_env(
     "riverswim",
     _riverswim,
