@@ -41,8 +41,13 @@ def _inner_dual(ball: str, P: np.ndarray, d: np.ndarray, V):
     # supported entry; its dual's third component is the kernel's flow into x
     cone = cp.constraints.ExpCone(-t, lam[k_idx], eta[k_idx] - V[x_idx])
     sigma = eta + cp.multiply(d, lam) - lam + sum_rows @ t
-    k0, x0 = np.nonzero(P == 0)
-    cons = [cone] + ([eta[k0] >= V[x0]] if k0.size else [])
+    # eta_k >= V_x on the zero-probability states; on the support the cone already forces
+    # eta_k > V_x, so this is eta_k >= max V: one bound M >= V shared by all pairs (S + m
+    # inequalities instead of one per zero entry), whose dual is the pair's leftover flow
+    cons = [cone]
+    if (P == 0).any():
+        top = cp.Variable(name="max_v")
+        cons += [eta[(P == 0).any(axis=1)] >= top, top >= V]
     return sigma, cons
 
 
@@ -143,8 +148,9 @@ def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
     """The Bellman inequalities' duals ``y[s, a]`` (the optimistic occupancy) and the
     optimistic kernel ``q*[s, a, :]`` where the program determines it (pairs with ``y > 0``;
     NaN elsewhere): L1 ``q = p + (alpha - beta) / (gamma y)`` from the duals of
-    ``+-(V - mu + w) <= kappa``; KL ``q = lam p / (eta - V)`` from the dual variables, with the
-    leftover mass on the zero-probability states at ``V = eta``; ``q = p`` for known pairs."""
+    ``+-(V - mu + w) <= kappa``; KL ``q = lam p / (eta - V)`` from the cones' duals, with the
+    flow through ``eta >= max V`` (the leftover mass) on the best state;
+    ``q = p`` for known pairs."""
     S, A = problem.n_states, problem.n_actions
     s_idx, a_idx = admissible_pairs(problem.action_mask)
     P = problem.p_hat[s_idx, a_idx]
@@ -174,9 +180,14 @@ def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
             k_idx, x_idx = np.nonzero(Pb > 0)
             flow = np.zeros(Pb.shape)
             flow[k_idx, x_idx] = next(cons).dual_value[2]
-            k0, x0 = np.nonzero(Pb == 0)
-            if k0.size:
-                flow[k0, x0] = next(cons).dual_value
+            has_zero = (Pb == 0).any(axis=1)
+            if has_zero.any():
+                # the flow through eta_k >= max V (positive only where eta_k = max V) goes to
+                # the best state: the leftover mass when it has probability 0, all of q when
+                # it is the pair's only reachable best (lam = 0, q = p on a best state)
+                V = prob.var_dict["h" if average else "V"].value
+                k0 = np.flatnonzero(has_zero)
+                flow[k0, int(np.argmax(V))] += next(cons).dual_value
             qb = np.clip(flow[at], 0.0, None) / (gamma * y[tight])[:, None]
         # a kernel off the simplex (beyond the solver's accuracy) is not determined either
         qb[np.abs(qb.sum(axis=1) - 1.0) > 1e-6] = np.nan

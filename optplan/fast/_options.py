@@ -17,3 +17,18 @@ def check_tol_iter(tol: float, max_iter: int | None, tol_name: str = "tol") -> N
     check_tolerance(tol_name, tol)
     if max_iter is not None:
         check_int("max_iter", max_iter)
+
+
+#: Accepted values of a fast path's ``kernel=`` option.
+KERNELS = ("auto", "numpy", "numba")
+
+
+def choose_kernel(kernel: str, available: bool) -> str:
+    """``"numpy"`` or ``"numba"`` for ``kernel`` (``"auto"``: numba when installed)."""
+    if kernel not in KERNELS:
+        raise OptplanError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "numba" and not available:
+        raise OptplanError(
+            'kernel="numba" needs numba, which is not installed: pip install "optplan[jit]"'
+        )
+    return "numba" if kernel != "numpy" and available else "numpy"

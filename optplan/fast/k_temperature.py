@@ -25,17 +25,13 @@ import time
 import numpy as np
 from scipy.optimize import brentq
 
-from .._checks import OptplanError
 from ..result import MAX_ITER, OPTIMAL, PlanResult
 from ..soft import k_bonus, layered_occupancy, temperature_terms
 from . import _k_kernels
-from ._options import check_tol_iter
+from ._options import KERNELS, check_tol_iter, choose_kernel
 
 #: The bracket search for ``log tau`` stays within ``tau`` in [1e-300, 1e300].
 _U_MIN, _U_MAX = math.log(1e-300), math.log(1e300)
-
-#: Accepted values of ``solve(..., kernel=...)``.
-KERNELS = ("auto", "numpy", "numba")
 
 __all__ = ["solve", "KERNELS"]
 
@@ -81,13 +77,7 @@ def _max_iter(message: str, iterations: int, start: float) -> PlanResult:
 
 def _terms_function(kernel: str, R, P, c, rho):
     """``tau -> temperature_terms(tau, ...)`` for ``kernel``, and the kernel's name."""
-    if kernel not in KERNELS:
-        raise OptplanError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    if kernel == "numba" and not _k_kernels.AVAILABLE:
-        raise OptplanError(
-            'kernel="numba" needs numba, which is not installed: pip install "optplan[jit]"'
-        )
-    if kernel == "numpy" or not _k_kernels.AVAILABLE:
+    if choose_kernel(kernel, _k_kernels.AVAILABLE) == "numpy":
         return (lambda tau, final=False: temperature_terms(tau, R, P, c, rho)), "numpy"
     R, P, c, rho = (np.ascontiguousarray(x, dtype=float) for x in (R, P, c, rho))
     L, S, A = R.shape

@@ -34,7 +34,9 @@ import numpy as np
 
 from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
+from . import _index_kernels
 from ._batch import batch_result, flat_batch
+from ._options import choose_kernel
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
@@ -55,7 +57,9 @@ def _log_expm1(d: np.ndarray) -> np.ndarray:
     return out
 
 
-def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> BatchResult:
+def kl_ball_index(
+    p, v, radius, max_iter: int = 100, validate: bool = True, kernel: str = "auto"
+) -> BatchResult:
     """Batched KL-ball index ``C(p, v, radius)``.
 
     Parameters
@@ -69,6 +73,10 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
     validate : bool
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
+    kernel : {"auto", "numpy", "numba"}
+        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._index_kernels` on the rows
+        it handles, this module's numpy kernel (the reference) on the rest; ``"auto"`` (default)
+        picks numba when it is installed (``pip install "optplan[jit]"``).
 
     Returns
     -------
@@ -79,8 +87,24 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
     check_int("max_iter", max_iter)
     start = time.perf_counter()
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
-    value, q, lam, status, iterations = outputs
+    if choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba":
+        value, q, lam, status, iterations = outputs
+        handled = _index_kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
+        rest = np.flatnonzero(~handled)
+        if rest.size:  # the rows the compiled kernel leaves to the reference
+            sub = tuple(out[rest] for out in outputs)
+            _numpy_rows(p[rest], v[rest], d[rest], max_iter, sub)
+            for out, part in zip(outputs, sub, strict=True):
+                out[rest] = part
+    else:
+        _numpy_rows(p, v, d, max_iter, outputs)
+    return batch_result(batch, outputs, start, "halley")
 
+
+def _numpy_rows(p, v, d, max_iter, outputs) -> None:
+    """The reference kernel on rows ``(B, S)``: fill ``outputs`` (from ``flat_batch``) in
+    place."""
+    value, q, lam, status, iterations = outputs
     supp = p > 0
     V = v.max(axis=1)
     if supp.all():  # the common dense case: skip the masking passes
@@ -219,8 +243,6 @@ def kl_ball_index(p, v, radius, max_iter: int = 100, validate: bool = True) -> B
         value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
         iterations[todo] = iters
         status[todo[~ok]] = MAX_ITER
-
-    return batch_result(batch, outputs, start, "halley")
 
 
 def _g_large_s(s, delta, p, P_top, d, mean_delta):
