@@ -9,6 +9,7 @@ import pytest
 import optplan.problems as problems
 from optplan._checks import OptplanError
 from optplan.bench import BENCHED_STEMS, SUITES
+from optplan.bench._common import forkable
 from optplan.bench.cases import (
     INDEX_PROBLEMS,
     deepsea_instance,
@@ -19,7 +20,7 @@ from optplan.bench.cases import (
 )
 from optplan.bench.indices import INDEX_PATHS, bench_indices
 from optplan.bench.planning import PLANNING_PROBLEMS
-from optplan.bench.ube import UBE_PROBLEMS, _forkable, bench_ube
+from optplan.bench.ube import UBE_PROBLEMS, bench_ube
 from optplan.cli import build_parser, main
 from optplan.problems.base import Problem
 
@@ -163,7 +164,7 @@ def test_ube_suite_tiny_run(capsys):
     assert "not run (--mm-solvers)" in lines[-1]
 
 
-@pytest.mark.skipif(not _forkable(), reason="the cap interrupts a solve only where fork exists")
+@pytest.mark.skipif(not forkable(), reason="the cap interrupts a solve only where fork exists")
 def test_ube_time_cap_kills_a_solve_in_progress():
     rows = bench_ube(sizes=(10, 20), instances=2, solvers=("CLARABEL",), max_conic_seconds=0.0)
     first, _, second, _, mm = rows
@@ -196,3 +197,22 @@ def test_bench_optimistic_tiny_run():
     assert "l1-discounted" in format_table(rows, ["CLARABEL"])
     with pytest.raises(OptplanError, match="variants"):
         bench_optimistic(sizes=[3], variants=["l2-discounted"])
+
+
+@pytest.mark.skipif(not forkable(), reason="the cap interrupts a solve only where fork exists")
+def test_bench_optimistic_cap_cuts_a_solver_off():
+    from optplan.bench.optimistic import bench_optimistic, format_table
+
+    rows = bench_optimistic(
+        sizes=[3, 4],
+        repeats=1,
+        solvers=["SCS"],
+        variants=["kl-discounted"],
+        max_conic_seconds=1e-3,
+    )
+    first, second = rows
+    assert "cap at S = 3" in first["SCS_skipped"] and "cap at S = 3" in second["SCS_skipped"]
+    assert first["SCS_ratio_above"] == pytest.approx(1e-3 / first["fast_s"])
+    assert "SCS_ratio_above" not in second and first["best_ratio"] is None
+    table = format_table(rows, ["SCS"])
+    assert "over cap, ratio >" in table and "skipped (over cap below)" in table

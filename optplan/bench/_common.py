@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_real
@@ -120,3 +122,58 @@ def check_choices(name: str, values: Sequence[str], choices: Sequence[str]) -> l
         if v not in choices:
             raise OptplanError(f"{name} must hold entries of {tuple(choices)}, got {v!r}")
     return list(values)
+
+
+def conic_quiet(problem, solver: str):
+    """The conic path, without CVXPY's "Solution may be inaccurate" warning: the bench counts
+    the statuses itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return problem.solve(method="conic", solver=solver)
+
+
+def _child(problem, warmup, solver: str, conn) -> None:  # pragma: no cover - in the child
+    try:
+        conic_quiet(
+            warmup, solver
+        )  # untimed: the first solve in a fork copies the pages it touches
+        conn.send(timed(lambda: conic_quiet(problem, solver)))
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent, re-raised there
+        conn.send(exc)
+    finally:
+        conn.close()
+
+
+def forkable() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def conic_capped(problem, warmup, solver: str, seconds: float):
+    """``(result, wall seconds)`` of one conic solve, or ``(None, seconds)`` when it was still
+    running after ``seconds`` (then the forked child that ran it is killed; in the child an
+    untimed solve of the small ``warmup`` problem comes first). Without a finite
+    cap, or where ``fork`` is unavailable, the solve runs in this process and is not
+    interrupted."""
+    if math.isinf(seconds) or not forkable():
+        return timed(lambda: conic_quiet(problem, solver))
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(problem, warmup, solver, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(seconds):
+            proc.kill()
+            return None, seconds
+        try:
+            out = recv.recv()
+        except EOFError:
+            raise OptplanError(
+                f"the {solver} solve died in its child process (exit code {proc.exitcode})"
+            ) from None
+    finally:
+        proc.join()
+        recv.close()
+    if isinstance(out, BaseException):
+        raise out
+    return out

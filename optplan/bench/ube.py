@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing
 import os
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -39,6 +37,9 @@ from ._common import (
     check_seconds,
     check_sizes,
     check_solvers,
+    conic_capped,
+    conic_quiet,
+    forkable,
     fraction,
     nonneg_int,
     nonneg_seconds,
@@ -68,59 +69,6 @@ UBE_PROBLEMS = {
 FAST_ALGORITHMS = ("direct", "iteration")
 #: The problem stems this suite times.
 STEMS = frozenset(UBE_PROBLEMS)
-
-
-def _conic(problem, solver: str):
-    """The conic path, without CVXPY's "Solution may be inaccurate" warning: the bench counts
-    the statuses itself."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return problem.solve(method="conic", solver=solver)
-
-
-def _child(problem, warmup, solver: str, conn) -> None:  # pragma: no cover - in the child
-    try:
-        _conic(warmup, solver)  # untimed: the first solve in a fork copies the pages it touches
-        conn.send(timed(lambda: _conic(problem, solver)))
-    except BaseException as exc:  # noqa: BLE001 - handed to the parent, re-raised there
-        conn.send(exc)
-    finally:
-        conn.close()
-
-
-def _forkable() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
-def _conic_capped(problem, warmup, solver: str, seconds: float):
-    """``(result, wall seconds)`` of one conic solve, or ``(None, seconds)`` when it was still
-    running after ``seconds`` (then the forked child that ran it is killed; in the child an
-    untimed solve of the small ``warmup`` problem comes first). Without a finite
-    cap, or where ``fork`` is unavailable, the solve runs in this process and is not
-    interrupted."""
-    if math.isinf(seconds) or not _forkable():
-        return timed(lambda: _conic(problem, solver))
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(problem, warmup, solver, send), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        if not recv.poll(seconds):
-            proc.kill()
-            return None, seconds
-        try:
-            out = recv.recv()
-        except EOFError:
-            raise OptplanError(
-                f"the {solver} solve died in its child process (exit code {proc.exitcode})"
-            ) from None
-    finally:
-        proc.join()
-        recv.close()
-    if isinstance(out, BaseException):
-        raise out
-    return out
 
 
 def _agreement(problem, fast, conic, solver: str) -> tuple[float, float, bool]:
@@ -214,7 +162,7 @@ def bench_ube(
         for algorithm in FAST_ALGORITHMS:
             small[stem].solve(method="fast", algorithm=algorithm)
         for solver in solvers:
-            _conic(small[stem], solver)
+            conic_quiet(small[stem], solver)
 
     rows = []
     tripped: dict[tuple[str, str], int] = {}  # (stem, solver) -> the size it went over the cap
@@ -247,7 +195,7 @@ def bench_ube(
                 if (stem, solver) in tripped:
                     continue
                 left = max_conic_seconds - spent[solver]
-                res, t = _conic_capped(problem, small[stem], solver, left)
+                res, t = conic_capped(problem, small[stem], solver, left)
                 spent[solver] += t
                 if res is None:
                     killed[solver] = True
@@ -469,7 +417,7 @@ def meta(args: argparse.Namespace) -> dict:
         "instances": args.instances,
         "solvers": args.solvers,
         "max_conic_seconds": args.max_conic_seconds,
-        "cap_interrupts_solves": _forkable() and math.isfinite(args.max_conic_seconds),
+        "cap_interrupts_solves": forkable() and math.isfinite(args.max_conic_seconds),
         "mm_pairs": args.mm_pairs,
         "mm_solvers": args.mm_solvers,
         "seed": args.seed,
