@@ -19,6 +19,7 @@ from .problems import (
     METHODS,
     SOLVERS,
     AverageRewardPlanning,
+    ClippedOptimisticPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
     KLBallIndex,
@@ -39,6 +40,7 @@ from .problems.k_temperature import (
     temperature_schedule,
 )
 from .result import BatchResult, CrossCheck, PlanResult
+from .soft import ravi_step
 
 __version__ = "0.1.0"
 
@@ -70,6 +72,8 @@ __all__ = [
     "UncertaintyBellman",
     "MomentMatchingVariance",
     "OptimisticPlanning",
+    "ClippedOptimisticPlanning",
+    "ravi_step",
     "uncertainty",
     "k_values",
     "boltzmann_policy",

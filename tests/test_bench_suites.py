@@ -60,6 +60,7 @@ def test_the_cli_has_one_subcommand_per_suite():
         "index-agents",
         "ube",
         "optimistic",
+        "ravi",
     ]
     for name, suite in SUITES.items():
         args = build_parser().parse_args(["bench", name])
@@ -216,3 +217,15 @@ def test_bench_optimistic_cap_cuts_a_solver_off():
     assert "SCS_ratio_above" not in second and first["best_ratio"] is None
     table = format_table(rows, ["SCS"])
     assert "over cap, ratio >" in table and "skipped (over cap below)" in table
+
+
+def test_bench_ravi_tiny_run():
+    from optplan.bench.ravi import bench_ravi, format_table
+
+    (row,) = bench_ravi(sizes=[4], repeats=1, solvers=["CLARABEL"])
+    assert row["fast_s"] > 0 and row["ravi_steps"] >= 1 and row["ravi_err"] < 1e-7
+    assert row["CLARABEL_optimal"] == 1 and row["CLARABEL_err"] <= 1e-6
+    assert row["CLARABEL_skipped"] is None
+    assert "RAVI s" in format_table([row], ["CLARABEL"])
+    with pytest.raises(OptplanError, match="eta"):
+        bench_ravi(sizes=[3], eta=0.0)

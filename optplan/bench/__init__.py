@@ -1,10 +1,11 @@
 """Fast-vs-conic benchmarks (``optplan bench <suite>``), on the random cases the tests use.
 
 One module per suite (:mod:`.planning`, :mod:`.indices`, :mod:`.k_temperature`,
-:mod:`.index_agents`, :mod:`.ube`) and one collection of seeded random instances,
-:mod:`.cases`, shared with the tests. :data:`SUITES` says, per suite, everything the command
-line needs, so ``optplan bench`` is one command for all of them; :data:`BENCHED_STEMS` is the
-set of problem stems some suite times, read off the suites' own tables.
+:mod:`.index_agents`, :mod:`.ube`, :mod:`.optimistic`, :mod:`.ravi`) and one collection of
+seeded random instances, :mod:`.cases`, shared with the tests. :data:`SUITES` says, per
+suite, everything the command line needs, so ``optplan bench`` is one command for all of them;
+:data:`BENCHED_STEMS` is the set of problem stems some suite times, read off the suites' own
+tables.
 
 Every ratio printed comes from timings taken in the same run, interleaved instance by
 instance, so machine noise hits both paths alike. Medians, not means.
@@ -16,7 +17,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import index_agents, indices, k_temperature, optimistic, planning, ube
+from . import index_agents, indices, k_temperature, optimistic, planning, ravi, ube
 from ._common import solver_name
 
 __all__ = ["Suite", "SUITES", "BENCHED_STEMS", "solver_name"]
@@ -104,6 +105,14 @@ SUITES: dict[str, Suite] = {
         header=optimistic.header,
         add_arguments=optimistic.add_arguments,
         stems=optimistic.STEMS,
+    ),
+    "ravi": Suite(
+        help="RAVI-UCB's clipped optimistic fixed point: exact DP and RAVI's iteration vs LPs",
+        bench=ravi.bench_ravi,
+        table=lambda rows, args: ravi.format_table(rows, args.solvers),
+        header=ravi.header,
+        add_arguments=ravi.add_arguments,
+        stems=ravi.STEMS,
     ),
 }
 

@@ -2,7 +2,8 @@
 
 The one collection of seeded random cases: MDPs for the planning problems, ``(p, v, param)``
 instances of the index problems, DeepSea-shaped K-learning temperature problems, and
-Garnet-style sparse uncertainty Bellman and moment-matching problems.
+Garnet-style sparse uncertainty Bellman and moment-matching problems, optimistic planning
+problems (UCRL's and RAVI-UCB's).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from .._checks import OptplanError
 from ..envs import DeepSea
 from ..mdp import FiniteHorizonMDP, TabularMDP
+from ..problems.clipped_optimistic import ClippedOptimisticPlanning
 from ..problems.k_temperature import KLearningTemperature
 from ..problems.moment_matching import MomentMatchingVariance
 from ..problems.optimistic import OptimisticPlanning
@@ -32,6 +34,7 @@ __all__ = [
     "random_ube",
     "random_moment_matching",
     "random_optimistic",
+    "random_clipped_optimistic",
 ]
 
 
@@ -281,4 +284,37 @@ def random_optimistic(
         ball=ball,
         criterion=criterion,
         discount=0.95 if criterion == "discounted" else None,
+    )
+
+
+def random_clipped_optimistic(
+    rng: np.random.Generator,
+    S: int,
+    A: int,
+    discount: float = 0.95,
+    bonus_scale: float = 1.0,
+    mask: bool = False,
+) -> ClippedOptimisticPlanning:
+    """A clipped optimistic fixed point as RAVI-UCB meets it (Algorithm 2): a Garnet model (3
+    next states per pair), ``N - 1`` samples per pair with ``N`` log-uniform in [1, 500],
+    ``p_hat = N' / N`` (rows sum to ``(N - 1) / N``), rewards ``U(0, 1)^3`` (mostly small),
+    bonus ``bonus_scale * beta sqrt(H) / sqrt(N)`` with ``beta ~ U(0, 3)`` per pair: at
+    ``bonus_scale = 1`` and ``gamma = 0.95`` most instances clip some states at ``H`` and not
+    others, over 2-6 clipped-set rounds; ``mask``: each pair admissible with probability 0.7
+    (action 0 always)."""
+    P = garnet_transitions(rng, (S, A), S)
+    P /= P.sum(axis=-1, keepdims=True)  # a row with one merged state: exactly 1, not 1 + 1e-16
+    N = np.floor(np.exp(rng.uniform(0.0, np.log(500.0), (S, A)))).astype(int)
+    p_hat = rng.multinomial(N - 1, P) / N[..., None]
+    beta = rng.uniform(0.0, 3.0, (S, A)) * np.sqrt(1.0 / (1.0 - discount))
+    action_mask = None
+    if mask:
+        action_mask = rng.random((S, A)) < 0.7
+        action_mask[:, 0] = True
+    return ClippedOptimisticPlanning(
+        p_hat=p_hat,
+        r=rng.random((S, A)) ** 3,
+        bonus=bonus_scale * beta / np.sqrt(N),
+        discount=discount,
+        action_mask=action_mask,
     )

@@ -6,6 +6,7 @@ from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..result import PlanResult
 from .average_reward import AverageRewardPlanning
 from .base import DEFAULT_SOLVER, METHODS, SOLVERS, Problem
+from .clipped_optimistic import ClippedOptimisticPlanning
 from .criteria import CONTINUING, CRITERIA, planning_problem, resolve_criterion
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
@@ -32,6 +33,7 @@ __all__ = [
     "UncertaintyBellman",
     "MomentMatchingVariance",
     "OptimisticPlanning",
+    "ClippedOptimisticPlanning",
     "CRITERIA",
     "CONTINUING",
     "planning_problem",
