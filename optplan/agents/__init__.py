@@ -5,6 +5,7 @@ from .baselines import OracleAgent, RandomAgent
 from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
+from .ravi import RAVIUCB, RAVIUCBLinear
 from .ube import UBE, CountBonus
 from .ucrl import KLUCRL, UCRL2
 
@@ -26,4 +27,6 @@ __all__ = [
     "CountBonus",
     "UCRL2",
     "KLUCRL",
+    "RAVIUCB",
+    "RAVIUCBLinear",
 ]

@@ -3,7 +3,9 @@
 from .deepsea import VARIANTS as DEEPSEA_VARIANTS
 from .deepsea import DeepSea
 from .deepsea_chain import DeepSeaChain
+from .linear_mixture import LinearMixtureMDP
 from .prior_mdp import PriorMDP
+from .resets import DiscountedResets
 from .tabular import TabularEnv
 from .transition_rewards import TransitionRewardEnv
 from .ube_chain import UBEChain
@@ -18,4 +20,6 @@ __all__ = [
     "DeepSeaChain",
     "WideNarrow",
     "PriorMDP",
+    "DiscountedResets",
+    "LinearMixtureMDP",
 ]

@@ -1,0 +1,340 @@
+r"""RAVI-UCB (Moulin & Neu 2023, ravi-ucb-optimistic-planning-regularized-dp): optimistic
+planning by one regularized (mirror-descent) Bellman step per epoch.
+
+Each epoch ``k`` starts with one step of :func:`optplan.soft.ravi_step`:
+``V_k = (1/eta) log sum_a pi_{k-1} e^{eta Q_k}``, ``pi_k ~ pi_{k-1} e^{eta Q_k}``,
+``Q_{k+1} = Pi_H[r + CB_k + gamma P_hat_k V_k]``; the agent then samples ``a_t ~ pi_k``
+until the epoch ends. Epochs end when the environment ends an episode (``done``): wrap the
+environment in :class:`optplan.envs.DiscountedResets` (each step resets to ``nu_0`` with
+probability ``1 - gamma``, Algorithm 1); the reset moves the state, so it belongs to the
+environment, and the agent only has to notice it. ``pi_0`` is uniform over the admissible
+actions and ``Q_1 = 0`` (``V_0 = 0``).
+
+Defaults (wave2.md §4, with the square roots the text extraction lost restored), ``H = 1 / (1 -
+gamma)``, ``T = horizon``, ``delta = 1 / T`` (as Theorem 4.1's proof and Theorem 5.6 set it):
+
+- ``eta = sqrt(2 log|A| / (H^2 T))`` (Theorem 4.1; 1 when ``|A| = 1``, where the policy is
+  fixed anyway);
+- tabular (Algorithm 2, Lemma 5.1): ``beta = 8 H sqrt(|X| log(|X| |A| T / delta))``,
+  ``CB = beta / sqrt(N)``, counts from ``N = 1``, ``N' = 0``, ``P_hat = N' / N``;
+- linear mixture (Algorithm 3, Lemma 5.4 / Theorem 5.6): ``beta = H sqrt(2 ((d/2) log(1 + T
+  B^2 H^2 / (lam d)) + log(1/delta))) + sqrt(lam) B``, ``CB = beta ||phi_k(x, a)||_{Lambda^-1}``.
+
+``beta_scale`` multiplies ``beta`` (the theory's constants are loose; experiments sweep it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._checks import (
+    OptplanError,
+    as_array,
+    check_int,
+    check_positive,
+    check_real,
+)
+from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
+from .base import check_agent_mask, check_count, check_rng
+
+__all__ = [
+    "RAVIUCB",
+    "RAVIUCBLinear",
+    "default_eta",
+    "tabular_beta",
+    "linear_beta",
+    "sherman_morrison",
+]
+
+
+def default_eta(n_actions: int, H: float, T: int) -> float:
+    """Theorem 4.1's learning rate ``sqrt(2 log|A| / (H^2 T))`` (1 for a single action)."""
+    if n_actions == 1:
+        return 1.0
+    return math.sqrt(2.0 * math.log(n_actions) / (H**2 * T))
+
+
+def tabular_beta(n_states: int, n_actions: int, H: float, T: int, delta: float) -> float:
+    """Lemma 5.1: ``8 H sqrt(|X| log(|X| |A| T / delta))``."""
+    return 8.0 * H * math.sqrt(n_states * math.log(n_states * n_actions * T / delta))
+
+
+def linear_beta(d: int, H: float, T: int, B: float, lam: float, delta: float) -> float:
+    """Lemma 5.4 (Theorem 5.6 at ``lam = 1``, ``delta = 1/T``): ``H sqrt(2 ((d/2) log(1 + T
+    B^2 H^2 / (lam d)) + log(1/delta))) + sqrt(lam) B``."""
+    inner = (d / 2.0) * math.log1p(T * B**2 * H**2 / (lam * d)) + math.log(1.0 / delta)
+    return H * math.sqrt(2.0 * inner) + math.sqrt(lam) * B
+
+
+def sherman_morrison(inverse: np.ndarray, x: np.ndarray) -> None:
+    """``inverse <- (Lambda + x x^T)^{-1}`` in place from ``inverse = Lambda^{-1}``, in
+    ``O(d^2)``: ``Lambda^{-1} - (Lambda^{-1} x)(Lambda^{-1} x)^T / (1 + x^T Lambda^{-1} x)``
+    (``Lambda`` symmetric positive definite)."""
+    u = inverse @ x
+    inverse -= np.outer(u, u / (1.0 + x @ u))
+
+
+class _RAVI:
+    """What both agents share: parameters, the epoch's policy and its sampling, the epoch
+    clock. Subclasses plan an epoch (:meth:`_plan`) and record a transition (:meth:`_observe`)."""
+
+    name = "ravi-ucb"
+
+    def _init_common(self, S, A, discount, horizon, eta, beta_scale, delta, action_mask):
+        self.n_states, self.n_actions = S, A
+        self.discount = check_real("discount", discount, 0.0, 1.0, low_open=True, high_open=True)
+        self.horizon = check_int("horizon", horizon)
+        self.H = 1.0 / (1.0 - self.discount)
+        self.eta = (
+            default_eta(A, self.H, self.horizon)
+            if eta is None
+            else check_real("eta", eta, 0.0, None, low_open=True)
+        )
+        self.beta_scale = check_positive("beta_scale", beta_scale, allow_zero=True)
+        self.delta = (
+            1.0 / self.horizon
+            if delta is None
+            else check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        )
+        mask = check_agent_mask(action_mask, S, A)
+        if mask.ndim != 2:
+            raise OptplanError(f"{type(self).__name__} is for continuing (not layered) models")
+        self.action_mask = mask
+        self.rng = None
+
+    @staticmethod
+    def _check_beta(beta) -> float | None:
+        return None if beta is None else check_positive("beta", beta, allow_zero=True)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.rng = check_rng(rng)
+        mask = self.action_mask
+        self.log_policy = np.where(mask, -np.log(mask.sum(axis=1, keepdims=True)), -np.inf)
+        self.q = np.zeros(mask.shape)  # Q_1 = E V_0 = 0
+        self.t = 1
+        self.epochs = 0
+        self._reset_data()
+        self._new_epoch()
+
+    def _new_epoch(self) -> None:
+        self.epochs += 1
+        self._plan()
+        self.policy = np.exp(self.log_policy)
+        self._cdf = np.cumsum(self.policy, axis=1)
+
+    def select_action(self, state: int) -> int:
+        """``a ~ pi_k(. | state)`` (one uniform draw, a search in the row's cumulative sums)."""
+        row = self._cdf[state]
+        a = int(np.searchsorted(row, self.rng.random() * row[-1], side="right"))
+        if a >= self.n_actions:  # u * total rounded up to total: the last action with mass
+            a = int(np.flatnonzero(self.policy[state] > 0)[-1])
+        return a
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        """Record ``(x_t, a_t, x_{t+1})``; a new epoch (one planning step) when ``done``."""
+        self._observe(state, action, reward, next_state)
+        self.t += 1
+        if done:
+            self._new_epoch()
+
+    def stats(self) -> dict:
+        """Scalars for the experiment record."""
+        return {"epochs": self.epochs, "eta": self.eta, "beta": self.beta}
+
+
+class RAVIUCB(_RAVI):
+    """RAVI-UCB for tabular MDPs (Algorithm 2).
+
+    Parameters
+    ----------
+    n_states, n_actions : int
+    discount : float in (0, 1)
+        ``gamma``: ``H = 1 / (1 - gamma)`` truncates the values; use the same ``gamma`` as the
+        environment's :class:`~optplan.envs.DiscountedResets`.
+    horizon : int
+        ``T``, the number of steps the defaults of ``eta`` and ``beta`` are tuned for.
+    rewards : array (S, A) in [0, 1], optional
+        The known rewards (the paper's assumption). ``None``: the empirical mean reward of each
+        pair (0 before a visit), clipped to ``[0, 1]``, with no separate reward bonus: ``CB``
+        (at least ``8 H / sqrt(N)``) is far above a reward's confidence width ``~
+        sqrt(log / N)`` (the paper's footnote 3: unknown rewards cost a constant factor).
+    beta : float >= 0, optional
+        ``beta`` of ``CB = beta / sqrt(N)``; default Lemma 5.1's (:func:`tabular_beta`).
+    beta_scale : float >= 0, default 1
+        Multiplies ``beta``.
+    eta : float > 0, optional
+        Default Theorem 4.1's (:func:`default_eta`).
+    delta : float in (0, 1), optional
+        Confidence of Lemma 5.1; default ``1 / T``.
+    action_mask : bool array (S, A), optional
+
+    Attributes (after ``reset``)
+    ----------------------------
+    N : (S, A) counts from 1; N_next : (S, A, S) from 0; q : ``Q_{k+1}``; values : ``V_k``;
+    log_policy, policy : ``pi_k``; epochs, t.
+    """
+
+    name = "ravi-ucb"
+
+    def __init__(
+        self,
+        n_states,
+        n_actions,
+        discount,
+        horizon,
+        rewards=None,
+        beta=None,
+        beta_scale=1.0,
+        eta=None,
+        delta=None,
+        action_mask=None,
+    ):
+        S = check_count("n_states", n_states)
+        A = check_count("n_actions", n_actions)
+        self._init_common(S, A, discount, horizon, eta, beta_scale, delta, action_mask)
+        if rewards is not None:
+            rewards = as_array("rewards", rewards, 2)
+            if rewards.shape != (S, A):
+                raise OptplanError(f"rewards has shape {rewards.shape}, expected {(S, A)}")
+            check_unit_rewards("rewards", rewards)
+        self.rewards = rewards
+        beta = self._check_beta(beta)
+        base = tabular_beta(S, A, self.H, self.horizon, self.delta) if beta is None else beta
+        self.beta = self.beta_scale * base
+
+    def _reset_data(self) -> None:
+        S, A = self.n_states, self.n_actions
+        self.N = np.ones((S, A))  # N_1 = 1 (footnote 6: no division by zero)
+        self.N_next = np.zeros((S, A, S))
+        self.reward_sums = np.zeros((S, A))
+
+    def _plan(self) -> None:
+        p_hat = self.N_next / self.N[..., None]  # rows sum to (N - 1) / N
+        if self.rewards is None:
+            r = np.clip(self.reward_sums / np.maximum(self.N - 1.0, 1.0), 0.0, 1.0)
+        else:
+            r = self.rewards
+        bonus = self.beta / np.sqrt(self.N)
+        step = ravi_step(
+            self.log_policy, self.q, p_hat, bonus, r, self.eta, self.discount, validate=False
+        )
+        self.values, self.log_policy, self.q = step
+
+    def _observe(self, state, action, reward, next_state) -> None:
+        self.N[state, action] += 1.0
+        self.N_next[state, action, next_state] += 1.0
+        self.reward_sums[state, action] += reward
+
+    def __repr__(self) -> str:
+        return (
+            f"RAVIUCB(S={self.n_states}, A={self.n_actions}, discount={self.discount}, "
+            f"horizon={self.horizon}, eta={self.eta:.3g}, beta={self.beta:.3g})"
+        )
+
+
+class RAVIUCBLinear(_RAVI):
+    r"""RAVI-UCB for linear mixture MDPs (Algorithm 3).
+
+    With ``phi_k(x, a) = sum_x' psi(x, a, x') V_k(x')`` (d,), the data are ``Lambda = lam I +
+    sum_t phi_k(x_t, a_t) phi_k(x_t, a_t)^T`` and ``b = sum_t phi_k(x_t, a_t) V_k(x_{t+1})``;
+    ``Lambda^{-1}`` is kept up to date by Sherman-Morrison in ``O(d^2)`` per step
+    (:func:`sherman_morrison`). At epoch ``k``: ``theta_hat = Lambda^{-1} b``, ``P_hat V_k =
+    phi_k theta_hat`` (the kernel ``sum_i theta_hat_i psi_i`` itself is never formed; it may be
+    negative or unnormalized, so this is not a :class:`ClippedOptimisticPlanning` instance),
+    ``CB_k = beta sqrt(phi_k^T Lambda^{-1} phi_k)``, ``Q_{k+1} = Pi_H[r + CB_k + gamma
+    phi_k theta_hat]``. Planning an epoch costs ``O(S^2 A d + S A d^2)``.
+
+    Parameters
+    ----------
+    features : array (S, A, S, d)
+        The known feature map ``psi`` (e.g. :attr:`optplan.envs.LinearMixtureMDP.features`).
+    rewards : array (S, A) in [0, 1]
+        The known rewards (Assumption 5.3's setting).
+    discount, horizon, beta_scale, eta, delta, action_mask
+        As for :class:`RAVIUCB`.
+    beta : float >= 0, optional
+        Default :func:`linear_beta` (Lemma 5.4 with this ``lam``, ``B``, ``delta``).
+    lam : float > 0, default 1
+        Ridge regularization ``lambda`` (Theorem 5.6: 1).
+    theta_bound : float > 0, default 1
+        A bound on ``||theta||_2`` (1 for mixture weights in the simplex). ``B`` is the larger
+        of it and ``max_{x,a} ||sum_x' |psi(x, a, x')| ||_2``, so that ``||phi||_2 <= B H`` for
+        every ``V`` in ``[0, H]`` (``sqrt(d)`` for a mixture of ``d`` kernels).
+
+    Attributes (after ``reset``)
+    ----------------------------
+    Lambda_inv : (d, d); Lambda : (d, d), the same matrix accumulated directly (kept for
+    inspection; the estimate uses only ``Lambda_inv``); b : (d,); theta_hat; phi : (S, A, d).
+    """
+
+    name = "ravi-ucb-linear"
+
+    def __init__(
+        self,
+        features,
+        rewards,
+        discount,
+        horizon,
+        beta=None,
+        beta_scale=1.0,
+        eta=None,
+        lam=1.0,
+        theta_bound=1.0,
+        delta=None,
+        action_mask=None,
+    ):
+        psi = as_array("features", features, 4)
+        S, A, S2, d = psi.shape
+        if S2 != S:
+            raise OptplanError(f"features must have shape (S, A, S, d), got {psi.shape}")
+        self._init_common(S, A, discount, horizon, eta, beta_scale, delta, action_mask)
+        rewards = as_array("rewards", rewards, 2)
+        if rewards.shape != (S, A):
+            raise OptplanError(f"rewards has shape {rewards.shape}, expected {(S, A)}")
+        check_unit_rewards("rewards", rewards)
+        self.features, self.rewards, self.dim = psi, rewards, d
+        self.lam = check_positive("lam", lam)
+        feature_bound = float(np.linalg.norm(np.abs(psi).sum(axis=2), axis=-1).max())
+        self.B = max(check_positive("theta_bound", theta_bound), feature_bound)
+        beta = self._check_beta(beta)
+        base = (
+            linear_beta(d, self.H, self.horizon, self.B, self.lam, self.delta)
+            if beta is None
+            else beta
+        )
+        self.beta = self.beta_scale * base
+
+    def _reset_data(self) -> None:
+        d = self.dim
+        self.Lambda_inv = np.eye(d) / self.lam
+        self.Lambda = np.eye(d) * self.lam
+        self.b = np.zeros(d)
+
+    def _plan(self) -> None:
+        self.theta_hat = self.Lambda_inv @ self.b
+        values, self.log_policy = mirror_step(self.log_policy, self.q, self.eta)
+        if not np.isfinite(values).all():
+            raise FloatingPointError(
+                f"RAVI step: V_k is not finite (eta = {self.eta!r}): (1/eta) log sum pi "
+                "e^(eta Q) overflows double precision"
+            )
+        self.values = values
+        self.phi = np.einsum("sajd,j->sad", self.features, values)
+        width = np.einsum("sad,de,sae->sa", self.phi, self.Lambda_inv, self.phi)
+        bonus = self.beta * np.sqrt(np.maximum(width, 0.0))
+        self.q = clipped_backup(self.rewards, bonus, self.phi @ self.theta_hat, self.discount)
+
+    def _observe(self, state, action, reward, next_state) -> None:
+        x = self.phi[state, action]
+        sherman_morrison(self.Lambda_inv, x)
+        self.Lambda += np.outer(x, x)
+        self.b += x * self.values[next_state]
+
+    def __repr__(self) -> str:
+        return (
+            f"RAVIUCBLinear(S={self.n_states}, A={self.n_actions}, d={self.dim}, "
+            f"discount={self.discount}, horizon={self.horizon}, eta={self.eta:.3g}, "
+            f"beta={self.beta:.3g})"
+        )
