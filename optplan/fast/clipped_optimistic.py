@@ -64,7 +64,7 @@ def solve(
     else:
         out = _ravi(problem, eta, tol, 100_000 if max_iter is None else max_iter)
     status, message, V, Q, iterations, info = out
-    info["clipped"] = V >= problem.horizon
+    info.setdefault("clipped", V >= problem.horizon)  # min(H, .) gives exactly H when it clips
     return PlanResult(
         value=float(np.mean(V)),
         x=V,
@@ -98,7 +98,7 @@ def _clipped_set_rounds(problem, max_iter):
         iterations += it
         if status != OPTIMAL:
             Q = problem.operator(V)
-            return status, message, V, Q, iterations, {"rounds": rounds}
+            return status, message, V, Q, iterations, {"rounds": rounds, "clipped": U}
         TV = problem.backup(V).max(axis=1)
         new = TV > H if rounds == 1 else U & (TV > H)
         if np.array_equal(new, U):
@@ -110,7 +110,8 @@ def _clipped_set_rounds(problem, max_iter):
     if residual > RESIDUAL_TOL * (1.0 + H):
         status = OPTIMAL_INACCURATE
         message = f"clipped Bellman residual {residual:.3g} after {rounds} rounds"
-    return status, message, V, Q, iterations, {"rounds": rounds, "residual": residual}
+    info = {"rounds": rounds, "residual": residual, "clipped": U}
+    return status, message, V, Q, iterations, info
 
 
 def _value_iteration(problem, tol, max_iter):
