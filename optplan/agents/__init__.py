@@ -2,6 +2,8 @@
 
 from .base import Agent
 from .baselines import OracleAgent, RandomAgent
+from .bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
+from .bql import BayesianQLearning
 from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
@@ -29,4 +31,8 @@ __all__ = [
     "KLUCRL",
     "RAVIUCB",
     "RAVIUCBLinear",
+    "BayesianQLearning",
+    "ContinuingPSRL",
+    "ContinuingUBE",
+    "MomentMatching",
 ]

@@ -17,6 +17,8 @@ from typing import Any
 
 from .._checks import OptplanError, OptplanTypeError
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
+from ..agents.bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
+from ..agents.bql import BayesianQLearning
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..agents.ube import UBE, CountBonus
 from ..agents.ucrl import KLUCRL, UCRL2
@@ -634,6 +636,140 @@ register_agent(
     _ucrl_agent(KLUCRL),
     _UCRL_PARAMS,
     "KL-UCRL (Filippi et al.): KL confidence sets, doubling episodes, EVI",
+)
+
+
+# --- the Bayesian-methods agents (bayesian-methods-tabular-rl; issue 14) ----------------------
+
+
+def _continuing_shape(env, who: str):
+    L, S, A, mask = env_shape(env)
+    if L is not None:
+        raise OptplanError(f"{who} is for continuing environments, got a finite-horizon one")
+    return S, A, mask
+
+
+def _ng_prior(prior_mu0, prior_lam, prior_alpha, prior_beta):
+    return (prior_mu0, prior_lam, prior_alpha, prior_beta)
+
+
+_NG_PRIOR = [
+    Param("prior_mu0", "float", 0.0, "Normal-Gamma prior mu0 (draft App. A: 0)"),
+    Param("prior_lam", "float", 4.0, "Normal-Gamma prior lambda (> 0; draft: 4)"),
+    Param("prior_alpha", "float", 3.0, "Normal-Gamma prior alpha (> 0, > 1 for UBE/MM; draft: 3)"),
+    Param("prior_beta", "float", 3.0, "Normal-Gamma prior beta (> 0; draft: 3)"),
+]
+_DRAFT_GAMMA = Param("discount", "float", 0.9, "planning gamma (the draft's 0.9)")
+_MODEL_POSTERIOR = [
+    Param("update_every", "int", 1, "steps between posterior updates and plans (>= 1)"),
+    *_NG_PRIOR,
+    Param("transition_prior", "float", 1.0, "Dirichlet pseudo-count per next state (all states)"),
+    Param("sum_of_squares", "str", "correct", "NG batch update: 'correct' or 'public-code' slip"),
+]
+_CONIC = [
+    Param("method", "str", "fast", "the uncertainty equation by 'fast' or 'conic' (verification)"),
+    Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+]
+
+
+def _bql(
+    env,
+    criterion,
+    discount,
+    prior_mu0,
+    prior_lam,
+    prior_alpha,
+    prior_beta,
+    moment_match,
+    n_samples,
+    action,
+    quantile,
+):
+    S, A, mask = _continuing_shape(env, "bql")
+    return BayesianQLearning(
+        S,
+        A,
+        discount=discount,
+        prior=_ng_prior(prior_mu0, prior_lam, prior_alpha, prior_beta),
+        moment_match=moment_match,
+        n_samples=n_samples,
+        action=action,
+        quantile=quantile,
+        action_mask=mask,
+    )
+
+
+def _model_args(env, who: str, kw: dict) -> dict:
+    """The posterior and shape arguments shared by the model-based agents (from ``kw``)."""
+    S, A, mask = _continuing_shape(env, who)
+    prior = _ng_prior(*(kw.pop(p.name) for p in _NG_PRIOR))
+    return {"n_states": S, "n_actions": A, "prior": prior, "action_mask": mask, **kw}
+
+
+def _psrl_continuing(env, criterion, discount, planning, **kw):
+    if planning not in ("discounted", "average"):
+        raise OptplanError(f"planning must be 'discounted' or 'average', got {planning!r}")
+    args = _model_args(env, "psrl-continuing", kw)
+    return ContinuingPSRL(discount=None if planning == "average" else discount, **args)
+
+
+def _ube_continuing(env, criterion, **kw):
+    return ContinuingUBE(**_model_args(env, "ube-continuing", kw))
+
+
+def _moment_matching(env, criterion, **kw):
+    return MomentMatching(**_model_args(env, "moment-matching", kw))
+
+
+register_agent(
+    "bql",
+    _bql,
+    [
+        _DRAFT_GAMMA,
+        *_NG_PRIOR,
+        Param("moment_match", "str", "quadrature", "'quadrature' (exact) or 'monte-carlo' (draft)"),
+        Param("n_samples", "int", 1000, "draws of the Monte-Carlo moment match"),
+        Param("action", "str", "sample", "'sample' (Thompson, the draft) or 'quantile'"),
+        Param(
+            "quantile", "float", 0.9, "upper quantile of each action's marginal (action=quantile)"
+        ),
+    ],
+    "Bayesian Q-learning (Dearden et al.; bayesian-methods-tabular-rl App. BQL), continuing",
+)
+register_agent(
+    "psrl-continuing",
+    _psrl_continuing,
+    [
+        _DRAFT_GAMMA,
+        Param("planning", "str", "discounted", "'discounted' (gamma) or 'average' reward"),
+        *_MODEL_POSTERIOR,
+    ],
+    "continuing PSRL on Dirichlet / Normal-Gamma (s, a, s') posteriors (bayesian-methods)",
+)
+register_agent(
+    "ube-continuing",
+    _ube_continuing,
+    [
+        Param("zeta", "float", 0.1, "Thompson noise scale (the draft's summary: 0.1)"),
+        _DRAFT_GAMMA,
+        Param("local", "str", "draft", "local uncertainty: 'draft' (Q_max^2 Var/E) or 'lemma1'"),
+        Param("reward_bound", "float", 1.0, "declared |mean reward| bound: Q_max = it / (1 - g)"),
+        *_MODEL_POSTERIOR,
+        *_CONIC,
+    ],
+    "UBE without unrolling on the Normal-Gamma / Dirichlet posterior (bayesian-methods App. UBE)",
+)
+register_agent(
+    "moment-matching",
+    _moment_matching,
+    [
+        Param("zeta", "float", 1.0, "Thompson noise scale (the draft: 1)"),
+        Param("std", "str", "public-code", "noise sd: 'public-code' (sigma/gamma) or 'paper'"),
+        _DRAFT_GAMMA,
+        *_MODEL_POSTERIOR,
+        *_CONIC,
+    ],
+    "moment matching across the Bellman equation (bayesian-methods App. MM / write-up A.4)",
 )
 
 
