@@ -104,10 +104,17 @@ def _fmt_ci(m, h) -> str:
     return f"{m:.4g} ± {h:.2g}" if h is not None else f"{m:.4g}"
 
 
+def _fmt_sd(m, sd) -> str:
+    if m is None:
+        return "-"
+    return f"{m:.4g} ± {sd:.2g} sd" if sd is not None else f"{m:.4g}"
+
+
 def format_aggregate(groups: list[dict]) -> str:
     head = (
         f"{'agent':<28} {'env':<30} {'n':>3} {'fail':>4} {'final regret (95% CI)':>24} "
-        f"{'normalized':>20} {'solved':>7} {'t_solve':>8} {'wall s':>7}"
+        f"{'normalized':>20} {'draft normalized':>20} {'solved':>7} {'t_solve':>8} "
+        f"{'wall s':>7}"
     )
     lines = [head, "-" * len(head)]
     for g in groups:
@@ -116,6 +123,7 @@ def format_aggregate(groups: list[dict]) -> str:
             f"{g['agent']:<28.28} {g['env']:<30.30} {g['tasks']:>3} {g['failed']:>4} "
             f"{_fmt_ci(g['regret'], g['regret_ci95']):>24} "
             f"{_fmt_ci(g['normalized_regret'], g['normalized_regret_ci95']):>20} "
+            f"{_fmt_sd(g.get('draft_normalized_regret'), g.get('draft_normalized_regret_sd')):>20} "
             f"{g.get('solved', '-'):>7} {'-' if tts is None else f'{tts:g}':>8} "
             f"{(g['wall_time_mean'] or 0):>7.2f}"
         )

@@ -20,7 +20,19 @@ Settings (``criterion``)
     regret at the end of each episode is ``sum_episodes (V*_0 - return)``.
 
 Normalized regret divides by the oracle's expected cumulative reward (``NaN`` where it is not
-positive). DeepSea's *time to solve* (k-learning §4) is the first episode at which the goal
+positive).
+
+*Draft regret* (bayesian-methods-tabular-rl; its code's regret of an agent against
+``run_oracle_experiment``; wave2.md §1 "Regret") uses realized rewards only: the oracle, the
+true model's optimal policy for the run's criterion (for the draft's continuing environments,
+discounted at their ``gamma = 0.9``), is *run* in the same environment from the same
+environment seed for as many steps. Both runs read one random stream: step ``t`` of the two
+uses the same draws whenever both made the same number of draws before it (always on
+DeepSea-chain and PriorMDP, where every step draws one uniform and one normal; on WideNarrow
+the exact reward of the way back to state 0 draws none). The draft's normalized regret is
+``(sum_t r_oracle,t - sum_t r_t) / sum_t r_oracle,t`` (:func:`draft_normalized_regret`).
+
+DeepSea's *time to solve* (k-learning §4) is the first episode at which the goal
 has been reached in at least 10% of the episodes so far.
 """
 
@@ -39,6 +51,7 @@ __all__ = [
     "oracle_layer_rewards",
     "cumulative_regret",
     "normalized_regret",
+    "draft_normalized_regret",
     "time_to_solve",
     "subsample_indices",
 ]
@@ -115,6 +128,34 @@ def normalized_regret(regret, oracle_cumulative) -> np.ndarray:
     out = np.full(np.broadcast(regret, oracle_cumulative).shape, np.nan)
     np.divide(regret, oracle_cumulative, out=out, where=oracle_cumulative > 0)
     return out
+
+
+def draft_normalized_regret(oracle_rewards, rewards) -> np.ndarray:
+    """The draft's normalized regret after each step, from realized rewards:
+    ``cumsum(oracle_rewards - rewards) / cumsum(oracle_rewards)`` (``NaN`` where the oracle's
+    cumulative reward is not positive, as :func:`normalized_regret`).
+
+    Parameters
+    ----------
+    oracle_rewards : array, shape (steps,)
+        Rewards the oracle received when run in the same environment from the same seed.
+    rewards : array, shape (steps,)
+        The agent's rewards.
+
+    Returns
+    -------
+    ndarray, shape (steps,)
+        The last entry is bayesian-methods-tabular-rl's
+        ``sum(r_oracle - r_agent) / sum(r_oracle)``.
+    """
+    oracle = np.asarray(oracle_rewards, dtype=float)
+    agent = np.asarray(rewards, dtype=float)
+    if oracle.shape != agent.shape or oracle.ndim != 1:
+        raise OptplanError(
+            f"oracle_rewards and rewards must be 1-D of one length, got shapes {oracle.shape} "
+            f"and {agent.shape}"
+        )
+    return normalized_regret(cumulative_regret(oracle, agent), np.cumsum(oracle))
 
 
 def time_to_solve(successes, threshold: float = SOLVE_THRESHOLD) -> int | None:

@@ -8,6 +8,7 @@ carries no reward noise.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from ..agents.base import Agent
 from . import metrics
 from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
 
-__all__ = ["Trace", "run", "score", "OPTIMAL_ACTION_RTOL"]
+__all__ = ["Trace", "run", "score", "oracle_run", "OPTIMAL_ACTION_RTOL"]
 
 
 def _freeze(arr: np.ndarray) -> np.ndarray:
@@ -53,6 +54,10 @@ class Trace:
     oracle_cumulative : ndarray of float, shape (steps,)
         The oracle's expected cumulative reward after each step (``g* t`` for the average
         criterion); :attr:`normalized_regret` divides by it.
+    oracle_run_rewards : ndarray of float, shape (steps,), or None
+        The rewards the oracle's policy received when run in the same environment from the
+        same environment seed for as many steps (see :func:`run`); :attr:`draft_regret` and
+        :attr:`draft_normalized_regret` use them.
     optimal_rate : float
         Fraction of steps whose action is optimal in the true model (ties included).
     criterion : str
@@ -98,11 +103,28 @@ class Trace:
     seed: int
     wall_time: float
     stopped_early: bool = False
+    oracle_run_rewards: np.ndarray | None = None
 
     @property
     def normalized_regret(self) -> np.ndarray:
         """Pseudo-regret over the oracle's expected cumulative reward (``NaN`` where <= 0)."""
         return metrics.normalized_regret(self.regret, self.oracle_cumulative)
+
+    @property
+    def draft_regret(self) -> np.ndarray | None:
+        """``cumsum(r_oracle - r)`` with the oracle's realized rewards from its own run on the
+        same seed (bayesian-methods-tabular-rl's regret); ``None`` without that run."""
+        if self.oracle_run_rewards is None:
+            return None
+        return metrics.cumulative_regret(self.oracle_run_rewards, self.rewards)
+
+    @property
+    def draft_normalized_regret(self) -> np.ndarray | None:
+        """:attr:`draft_regret` over the oracle run's cumulative reward
+        (:func:`.metrics.draft_normalized_regret`; ``NaN`` where that is not positive)."""
+        if self.oracle_run_rewards is None:
+            return None
+        return metrics.draft_normalized_regret(self.oracle_run_rewards, self.rewards)
 
     @property
     def time_to_solve(self) -> int | None:
@@ -123,6 +145,8 @@ class Trace:
             "realized_regret": float(self.realized_regret[-1]),
             "gap_regret": float(self.gap_regret[-1]),
             "normalized_regret": float(self.normalized_regret[-1]),
+            "draft_regret": _last(self.draft_regret),
+            "draft_normalized_regret": _last(self.draft_normalized_regret),
             "regret_per_step": float(self.regret[-1]) / self.steps,
             "time_to_solve": self.time_to_solve,
             "goal_rate": None
@@ -144,6 +168,10 @@ class Trace:
             f"Trace({s['criterion']}, steps={s['steps']}, episodes={s['episodes']}, "
             f"regret={s['regret']:.4g}, optimal_rate={s['optimal_rate']:.3f})"
         )
+
+
+def _last(curve: np.ndarray | None) -> float | None:
+    return None if curve is None else float(curve[-1])
 
 
 def run(
@@ -225,6 +253,14 @@ def run(
 
     Goals: an environment that puts ``"goal_reached"`` in a step's ``info`` marks that
     episode a success; :attr:`Trace.successes` and :attr:`Trace.time_to_solve` follow.
+
+    *Oracle run* (bayesian-methods-tabular-rl's regret, :attr:`Trace.draft_regret`): after the
+    loop the oracle's optimal policy (the one regret is measured against) is run in a copy of
+    ``env`` (``copy.deepcopy``, taken before the loop) for the same number of steps, from
+    ``reset(seed=...)`` with the agent's environment seed, resetting when an episode ends as
+    the loop does; its rewards are :attr:`Trace.oracle_run_rewards` (``None`` if ``env``
+    cannot be copied). It costs one environment step per step and is not counted in
+    :attr:`Trace.wall_time`.
     """
     if (steps is None) == (episodes is None):
         raise OptplanError(
@@ -245,8 +281,48 @@ def run(
         )
     mdp = true_model(env)
     oracle = solve_oracle(mdp, criterion)
-    record = _loop(agent, env, seed, steps, episodes, stop_when_solved, on_episode_end)
+    env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
+    env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
+    agent_rng = np.random.default_rng(agent_ss)
+    oracle_env = _copy(env)
+    record = _loop(
+        agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end
+    )
+    if oracle_env is not None:
+        record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
     return score(mdp, oracle, record, seed)
+
+
+def _copy(env):
+    """A deep copy of ``env`` for the oracle run (so that the run leaves ``env``, and any
+    wrapper recording its steps, as the agent left it), or ``None`` if it cannot be copied."""
+    try:
+        return copy.deepcopy(env)
+    except Exception:  # an environment holding an uncopyable resource: no oracle run
+        return None
+
+
+def oracle_run(env, oracle: Oracle, env_seed: int, steps: int) -> np.ndarray:
+    """Rewards of ``oracle``'s policy run in ``env`` for ``steps`` steps from
+    ``env.reset(seed=env_seed)``, reset when an episode ends (the layer of a step as in the
+    run loop). Shape ``(steps,)``."""
+    policy = np.asarray(oracle.result.policy, dtype=np.intp)
+    finite = oracle.criterion == "finite_horizon"
+    rewards = np.empty(steps)
+    state, info = env.reset(seed=env_seed)
+    layer = info.get("layer", 0)
+    step = env.step
+    for t in range(steps):
+        action = int(policy[layer, state]) if finite else int(policy[state])
+        next_state, reward, terminated, truncated, info = step(action)
+        rewards[t] = reward
+        if terminated or truncated:
+            state, info = env.reset()
+            layer = info.get("layer", 0)
+        else:
+            layer = info.get("layer", layer + 1)
+            state = next_state
+    return rewards
 
 
 @dataclass
@@ -262,14 +338,14 @@ class _Record:
     goal_seen: bool = False
     stopped_early: bool = False
     wall_time: float = 0.0
+    oracle_rewards: np.ndarray | None = None
 
 
-def _loop(agent, env, seed, steps, episodes, stop_when_solved, on_episode_end) -> _Record:
+def _loop(
+    agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end
+) -> _Record:
     """Drive the agent; the layer of a step is the environment's ``info["layer"]`` where it
     reports one, else the step's index within its episode."""
-    env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
-    env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
-    agent_rng = np.random.default_rng(agent_ss)
     rec = _Record()
     select, update, step = agent.select_action, agent.update, env.step
     reached = False  # this episode reached the goal
@@ -380,4 +456,5 @@ def score(mdp, oracle: Oracle, rec: _Record, seed: int) -> Trace:
         seed=seed,
         wall_time=rec.wall_time,
         stopped_early=rec.stopped_early,
+        oracle_run_rewards=None if rec.oracle_rewards is None else _freeze(rec.oracle_rewards),
     )

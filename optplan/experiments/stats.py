@@ -73,12 +73,18 @@ def mean_ci(values: Any, axis: int = 0, level: float = 0.95) -> tuple[np.ndarray
     return np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
 
 
+def _finite(x) -> bool:
+    return x is not None and np.isfinite(float(x))
+
+
 def aggregate(rows: list[dict]) -> list[dict]:
     """Per (agent, env): tasks, failures, mean final regret with 95% CI, time to solve.
 
     ``rows`` are summary rows of a result store (:func:`optplan.experiments.load_results`)
     or of :func:`optplan.experiments.store.summary_row`; failed tasks are counted, and left
-    out of the means.
+    out of the means. ``draft_normalized_regret`` (bayesian-methods-tabular-rl's metric) also
+    gets the population standard deviation over the tasks, ``..._sd``, the spread the draft
+    reports (rows without it, from older records, are left out of its mean).
     """
     groups: dict = {}
     for r in rows:
@@ -87,11 +93,15 @@ def aggregate(rows: list[dict]) -> list[dict]:
     for (agent, env), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok"]
         entry = {"agent": agent, "env": env, "tasks": len(rs), "failed": len(rs) - len(ok)}
-        for key in ("regret", "normalized_regret"):
-            vals = np.array([r[key] for r in ok], dtype=float)
+        for key in ("regret", "normalized_regret", "draft_normalized_regret"):
+            vals = np.array([np.nan if r.get(key) is None else r[key] for r in ok], dtype=float)
             m, h = mean_ci(vals) if vals.size else (np.nan, np.nan)
             entry[key] = None if np.isnan(m) else float(m)
             entry[f"{key}_ci95"] = None if np.isnan(h) else float(h)
+        finite = [
+            r["draft_normalized_regret"] for r in ok if _finite(r.get("draft_normalized_regret"))
+        ]
+        entry["draft_normalized_regret_sd"] = float(np.std(finite)) if finite else None
         tts = [r["time_to_solve"] for r in ok if r.get("goal_rate") is not None]
         if tts:
             solved = [t for t in tts if t is not None]

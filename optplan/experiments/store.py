@@ -84,6 +84,8 @@ SUMMARY_COLUMNS = (
     "realized_regret",
     "gap_regret",
     "normalized_regret",
+    "draft_regret",
+    "draft_normalized_regret",
     "time_to_solve",
     "goal_rate",
     "optimal_rate",
