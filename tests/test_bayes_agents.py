@@ -363,6 +363,23 @@ def test_quadrature_and_monte_carlo_agree_within_monte_carlo_error(case):
     assert np.all(np.abs(params.mean(axis=0) - exact) < 5 * se_p + 2e-3 * np.abs(exact))
 
 
+def test_quadrature_reaches_the_gaussian_limit():
+    """alpha' = 1e12 (the largest f^-1 returns): z' is Gaussian to 1e-12; Gauss-Hermite is exact."""
+    current, reward, following = (0.2, 3.0, 4.0, 2.0), 0.4, (1.0, 50.0, 1e12, 2e12)
+    scale = math.sqrt(following[3] * (following[1] + 1) / (following[2] * following[1]))
+    x, w = np.polynomial.hermite_e.hermegauss(120)
+    z = reward + GAMMA * (following[0] + scale * x)
+    mu0, lam, alpha, beta = current
+    b = beta + lam * (z - mu0) ** 2 / (2 * (lam + 1))
+    m = (lam * mu0 + z) / (lam + 1)
+    w = w / w.sum()
+    a = alpha + 0.5
+    ref = [a * w @ (1 / b), a * w @ (m / b), a * w @ (m * m / b) + 1 / (lam + 1)]
+    ref.append(special.digamma(a) - w @ np.log(b))
+    got = mixture_moments(current, reward, GAMMA, following)
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+
+
 def test_one_exact_observation_projects_onto_itself():
     """``following=None`` (z = r known): q is one Normal-Gamma, the KL projection returns it."""
     cur = (0.4, 2.5, 3.5, 1.7)
