@@ -52,10 +52,15 @@ def assert_same(p, v, d):
     # The multiplier lam = dC/dd is conditioned like 1/sqrt(d) at small radii (the root s
     # moves by ~eps * scale / g'(s) with g' ~ 2d and the terms of g ~ sqrt(d)): both kernels
     # run the same iteration and differ by round-off in the sums, amplified by that factor.
+    # Measured: at d = 5e-9 with v in [-1e6, 1e6] and a best state of mass 3.5e-6, the two
+    # differ by 1.4e-9 relative while each is 1.6e-8 from a 80-digit root (the numpy
+    # reference's own accuracy there, not the compiled kernel's: noted for the kernel work).
+    # Elsewhere lam = e^-s / a0 carries the root's absolute error in s, eps * scale / g'(s):
+    # measured up to 4.7e-11 relative at s ~ 440 (v ~ 1e-6, a best state of tiny mass).
     finite = np.isfinite(ref.multiplier)
     np.testing.assert_array_equal(np.isfinite(new.multiplier), finite)
     with np.errstate(divide="ignore"):
-        rtol = 1e-12 + 1e-13 / np.sqrt(np.where(d > 0, d, np.inf))
+        rtol = 1e-10 + 1e-12 / np.sqrt(np.where(d > 0, d, np.inf))
     err = np.abs(new.multiplier[finite] - ref.multiplier[finite])
     assert (err <= rtol[finite] * np.abs(ref.multiplier[finite]) + 1e-300).all(), err.max()
 
@@ -79,8 +84,8 @@ def test_compiled_equals_numpy(seed, S, v_scale, ties, log_d):
         ([0.5, 0.5, 0.0], [1.0, 1.0, 3.0], 0.3),  # v constant on the support
         ([0.5, 0.5, 0.0], [1.0, 1.0, 0.0], 0.3),  # constant, no better zero state: q = p
         ([0.2, 0.8, 0.0], [0.0, 1.0, 1.5], 50.0),  # boundary: eta = max V
-        ([0.2, 0.8], [0.0, 1.0], 1e-300),  # tiny radius: left to numpy (|s| large)
-        ([1e-300, 1.0 - 1e-300, 0.0], [1.0, 0.0, 0.5], 5.0),  # large-s form: left to numpy
+        ([0.2, 0.8], [0.0, 1.0], 1e-300),  # tiny radius: s ~ -350, the last correction
+        ([1e-300, 1.0 - 1e-300, 0.0], [1.0, 0.0, 0.5], 5.0),  # large-s form (s ~ 690)
         ([0.2, 0.8], [0.0, 1.0], 1e300),  # huge radius
         ([0.3, 0.3, 0.4], [0.0, 1.0, 2.0], 0.0),  # radius 0
         ([0.3, 0.3, 0.4], [0.0, 1.0, 2.0], -1.0),  # infeasible

@@ -7,16 +7,17 @@ flops. Here one compiled loop per row does the same steps in scalars:
 
 - the same setup (``V``, ``V_I``, ``delta``, ``P_top``, the explicit bracket, the boundary
   test at ``s_max``, the start ``s0``);
-- the same stationarity equation in ``s`` in its direct form, with Halley's step and the
-  stopping rule of :func:`optplan.fast._roots.newton_bracketed`;
+- the same stationarity equation in ``s``, in its direct form or, where the numpy kernel
+  switches (``s + log(mean delta) > 20``), its large-s form, with Halley's (Newton's) step and
+  the stopping rule of :func:`optplan.fast._roots.newton_bracketed`;
+- the same last Newton correction where ``|s| > 16``, kept outside ``s`` as a factor of
+  ``e^s``;
 - the same ``q``, ``lam`` and value formulas (interior and boundary), including the leftover
   mass and the ``tiny`` floor.
 
-It handles the rows where that direct form is accurate and leaves the others to the numpy
-kernel, which owns every edge case: radius ``<= 0``; a root with ``|s| > 16`` (where the numpy
-kernel adds a last correction outside ``s``) or with ``s + log(mean delta) > 20`` (its large-s
-form); no convergence. ``tests/test_index_kernels.py`` compares the two on random and edge-case
-rows (values, ``q``, multipliers, statuses).
+It leaves to the numpy kernel, which owns them: radius ``<= 0``, roots beyond ``s = 600``
+(its overflow-safe forms) and rows that do not converge. ``tests/test_index_kernels.py``
+compares the two on random and edge-case rows (values, ``q``, multipliers, statuses).
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ FAR_S = 16.0
 TINY = 2.2250738585072014e-308
 
 
-def _g(s, p, delta, n, d, log_mean_delta):  # pragma: no cover - compiled by numba
-    """``(g, g', scale, g'', ok)`` of the stationarity equation at ``s`` (direct form);
-    ``ok`` is False where the numpy kernel would switch to its large-s form."""
+def _g(s, p, delta, n, d, log_mean_delta, P_top, mean_delta):  # pragma: no cover - numba
+    """``(g, g', scale, g'')`` of the stationarity equation at ``s``: the direct form, or the
+    large-s form (``g'' = 0``: Newton steps) where the numpy kernel uses it."""
     if s + log_mean_delta > LARGE_S:
-        return 0.0, 0.0, 0.0, 0.0, False
+        g, dg, scale = _g_large_s(s, p, delta, n, d, P_top, mean_delta)
+        return g, dg, scale, 0.0
     z = math.exp(min(s, 700.0))
     a0 = 0.0
     u_sum = 0.0
@@ -77,7 +79,55 @@ def _g(s, p, delta, n, d, log_mean_delta):  # pragma: no cover - compiled by num
     scale = L - log_a0 + d
     dg = a2 / a0 - a0
     d2g = (a2 * b1 - 2.0 * b2 * a0) / (a0 * a0) + b1
-    return g, dg, scale, d2g, True
+    return g, dg, scale, d2g
+
+
+def _g_large_s(s, p, delta, n, d, P_top, mean_delta):  # pragma: no cover - compiled by numba
+    """``(g, g', scale)`` in the large-s form (:func:`optplan.fast.kl_ball._g_large_s`, one
+    row, the same operations)."""
+    e = math.exp(-s) / mean_delta
+    B = 0.0
+    M = 0.0
+    m = 0.0
+    for j in range(n):
+        if delta[j] > 0.0:
+            dn = delta[j] / mean_delta
+            B += p[j] / (dn + e)
+            M += p[j] * math.log(dn + e)
+            m += p[j]
+    log_md = math.log(mean_delta)
+    top = P_top * math.exp(min(s, 700.0)) * mean_delta
+    log_top = math.log(P_top) + s + log_md
+    if s <= 700.0:
+        log_c = math.log(top + B)
+    else:
+        lb = math.log(B)
+        hi_ = max(log_top, lb)
+        log_c = hi_ + math.log1p(math.exp(-abs(log_top - lb)))
+    top_s = P_top * (s + log_md)
+    g = log_c - top_s + M - d
+    scale = abs(log_c) + abs(top_s) + abs(M) + d
+    w_bar = 0.0
+    for j in range(n):
+        if delta[j] > 0.0:
+            w_bar += p[j] * (e / (delta[j] / mean_delta + e))
+    w_bar /= m
+    r_bar = B / m
+    cov = 0.0
+    y2 = 0.0
+    for j in range(n):
+        if delta[j] > 0.0:
+            dn = delta[j] / mean_delta
+            r = 1.0 / (dn + e)
+            cov += p[j] * (e * r - w_bar) * (r - r_bar)
+            y2 += p[j] * (dn * r) * (dn * r)
+    cov *= m
+    ea = math.exp(-abs(log_top))
+    if log_top > 0.0:
+        dg = (y2 + cov * ea) / (1.0 + B * ea)
+    else:
+        dg = (ea * y2 + cov) / (ea + B)
+    return g, dg, scale
 
 
 def _log_expm1(d):  # pragma: no cover - compiled by numba
@@ -144,9 +194,7 @@ def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pr
         s_max = -math.log(gap) if gap > 0.0 else math.inf
         boundary = False
         if s_max < hi:
-            g_cap, _, _, _, ok = _g(s_max, ps, delta, n, d, log_mean_delta)
-            if not ok:
-                continue
+            g_cap = _g(s_max, ps, delta, n, d, log_mean_delta, P_top, mean_delta)[0]
             if g_cap <= 0.0:
                 boundary = True
             hi = s_max
@@ -157,12 +205,9 @@ def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pr
             s0 = math.log(math.sqrt(2.0 * d / var_delta))
             s = min(max(s0, lo), hi)
             converged = False
-            ok = True
             while it < max_iter:
                 it += 1
-                g, dg, scale, d2g, ok = _g(s, ps, delta, n, d, log_mean_delta)
-                if not ok:
-                    break
+                g, dg, scale, d2g = _g(s, ps, delta, n, d, log_mean_delta, P_top, mean_delta)
                 if g < 0.0:
                     lo = s
                 else:
@@ -186,21 +231,30 @@ def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pr
                 if done:
                     converged = True
                     break
-            if not ok or not converged or abs(s) > FAR_S:
+            if not converged:
                 continue
         if s > 600.0:  # the numpy kernel's overflow-safe forms
             continue
-        # q, lam and the value at s (interior: sum_I q = 1; boundary: leftover mass)
+        # q, lam and the value at s (interior: sum_I q = 1; boundary: leftover mass). Where an
+        # ulp of s matters (|s| > 16), the numpy kernel's last Newton correction, kept outside
+        # s as the factor e^corr of e^s (used for w and q; l stays at the uncorrected s).
         z = math.exp(min(s, 700.0))
+        zq = z
+        if not boundary and abs(s) > FAR_S:
+            g_end, dg_end, _, _ = _g(s, ps, delta, n, d, log_mean_delta, P_top, mean_delta)
+            corr = -g_end / dg_end if dg_end > 0.0 else 0.0
+            if abs(corr) <= 1e-12 * max(1.0, abs(s)) and corr != 0.0:
+                zq = math.exp(s) * math.exp(corr)
+                s = s + corr
         a0 = 0.0
         u_sum = 0.0
         L = 0.0
         for j in range(n):
-            dz = delta[j] * z
+            L += ps[j] * math.log1p(delta[j] * z)
+            dz = delta[j] * zq
             w = 1.0 / (1.0 + dz)
             a0 += ps[j] * w
-            u_sum += ps[j] * dz * w
-            L += ps[j] * math.log1p(dz)
+            u_sum += ps[j] * (dz / (1.0 + dz) if zq != z else dz * w)
         log_a0 = math.log(a0) if a0 < 0.5 else math.log1p(-u_sum)
         if boundary:
             lam[i] = math.exp(L - s - d)
@@ -212,7 +266,7 @@ def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pr
         for x in range(S):
             px = P[i, x]
             if px > 0.0:
-                dz = (V_I - Vv[i, x]) * z
+                dz = (V_I - Vv[i, x]) * zq
                 qx = max(px * factor / (1.0 + dz), TINY)
                 q[i, x] = qx
                 mass += qx
@@ -247,6 +301,7 @@ def _leftover(P, Vv, q, i, S, V):  # pragma: no cover - compiled by numba
 
 if AVAILABLE:
     _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE: 1/0 = inf
+    _g_large_s = _jit(_g_large_s)
     _g = _jit(_g)
     _log_expm1 = _jit(_log_expm1)
     _leftover = _jit(_leftover)
