@@ -195,6 +195,11 @@ def test_bench_optimistic_tiny_run():
     for r in rows:
         assert r["fast_s"] > 0 and r["CLARABEL_ratio"] > 0 and r["CLARABEL_skipped"] is None
         assert r["CLARABEL_err"] <= 1e-6
+        # the fastest successful solver, instance by instance (None if nothing was optimal)
+        if r["CLARABEL_optimal"]:
+            assert r["best_ratio"] == r["CLARABEL_ok_ratio"] > 0
+        else:
+            assert r["best_ratio"] is None and r["CLARABEL_ok_ratio"] is None
     assert "l1-discounted" in format_table(rows, ["CLARABEL"])
     with pytest.raises(OptplanError, match="variants"):
         bench_optimistic(sizes=[3], variants=["l2-discounted"])
