@@ -116,7 +116,9 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
         )
 
 
-def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
+def check_action_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
+    """``action_mask`` as a read-only bool array of ``shape`` (all True when None), every
+    state with an admissible action."""
     if mask is None:
         out = np.ones(shape, dtype=bool)
     else:
@@ -179,7 +181,7 @@ class TabularMDP:
             raise OptplanError(
                 f"the model needs at least one state and one action, got R {R.shape}"
             )
-        mask = _check_mask(self.action_mask, (S, A))
+        mask = check_action_mask(self.action_mask, (S, A))
         _check_transitions(P, mask, "sa")
         discount = self.discount
         if discount is not None:
@@ -278,7 +280,7 @@ class FiniteHorizonMDP:
             mask = (
                 np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
             )
-        mask = _check_mask(mask, (L, S, A))
+        mask = check_action_mask(mask, (L, S, A))
         _check_transitions(P, mask, "lsa")
         initial = _check_initial(self.initial, S)
         object.__setattr__(self, "P", P)

@@ -363,7 +363,7 @@ PROBLEM_BAD = [
     (dict(r=np.zeros((3, 3))), "r has shape"),
     (dict(p_hat=np.full((3, 2, 3), 0.5)), "p_hat rows must sum to at most 1"),
     (dict(p_hat=np.zeros((3, 2, 2))), "p_hat must have shape"),
-    (dict(action_mask=np.zeros((3, 2), bool)), "no admissible action"),
+    (dict(action_mask=np.zeros((3, 2), bool)), "leaves state 0 with no action"),
 ]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from .._checks import OptplanError, as_array, check_real
 from ..dp import masked
+from ..mdp import check_action_mask
 from ..result import OPTIMAL, PlanResult
 from ..soft import check_substochastic, check_unit_rewards
 from ._compare import diff
@@ -82,18 +83,7 @@ class ClippedOptimisticPlanning(Problem):
         check_unit_rewards("r", r)
         bonus = _per_pair("bonus", self.bonus, (S, A))
         gamma = check_real("discount", self.discount, 0.0, 1.0, low_open=True, high_open=True)
-        if self.action_mask is None:
-            mask = np.ones((S, A), dtype=bool)
-        else:
-            mask = np.asarray(self.action_mask)
-            if mask.shape != (S, A) or mask.dtype.kind not in "bui":
-                raise OptplanError(
-                    f"action_mask must be boolean of shape {(S, A)}, got {mask.shape}"
-                )
-            mask = mask.astype(bool)
-            if not mask.any(axis=1).all():
-                s = int(np.flatnonzero(~mask.any(axis=1))[0])
-                raise OptplanError(f"action_mask leaves state {s} with no admissible action")
+        mask = check_action_mask(self.action_mask, (S, A))
         for name, arr in (("p_hat", P), ("r", r), ("bonus", bonus), ("action_mask", mask)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)

@@ -17,6 +17,7 @@ from .._checks import (
     index_str,
 )
 from ..dp import closed_classes
+from ..mdp import check_action_mask
 from ..result import OPTIMAL, PlanResult
 from ._compare import diff, diff_up_to_constant
 from .base import Problem
@@ -88,18 +89,7 @@ class OptimisticPlanning(Problem):
         R = as_array("r_hat", self.r_hat, 2)
         if R.shape != (S, A):
             raise OptplanError(f"r_hat has shape {R.shape}, expected {(S, A)}")
-        if self.action_mask is None:
-            mask = np.ones((S, A), dtype=bool)
-        else:
-            mask = np.asarray(self.action_mask)
-            if mask.shape != (S, A) or mask.dtype.kind not in "bui":
-                raise OptplanError(
-                    f"action_mask must be boolean of shape {(S, A)}, got {mask.shape}"
-                )
-            mask = mask.astype(bool)
-            if not mask.any(axis=1).all():
-                s = int(np.flatnonzero(~mask.any(axis=1))[0])
-                raise OptplanError(f"action_mask leaves state {s} with no admissible action")
+        mask = check_action_mask(self.action_mask, (S, A))
         check_distribution("p_hat", P, rows=mask)
         radius = _per_pair("radius", self.radius, (S, A))
         beta = _per_pair("reward_radius", self.reward_radius, (S, A))
