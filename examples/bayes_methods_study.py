@@ -195,9 +195,18 @@ def claims(data, calib) -> list[str]:
             if a in data[env] and m(env, a) >= m(env, EPS):
                 losses.append(f"{env}: {a} {m(env, a):.3f} >= eps {m(env, EPS):.3f}")
     n_pairs = sum(a in data[e] for e in envs for a in BAYESIAN)
+    close = [
+        f"{env}: {a} {m(env, a):.3f} vs eps {m(env, EPS):.3f}"
+        for env in envs
+        for a in BAYESIAN
+        if a in data[env] and tied(data[env][a]["draft"], data[env][EPS]["draft"])
+    ]
     out.append(
         f"2. Bayesian method below eps-greedy (mean) in {n_pairs - len(losses)}/{n_pairs} "
-        f"(environment, agent) pairs" + (f"; not: {'; '.join(losses)}" if losses else "")
+        f"(environment, agent) pairs"
+        + (f"; not: {'; '.join(losses)}" if losses else "")
+        + f"; within 2 SE of eps-greedy: {len(close)}"
+        + (f" ({'; '.join(close)})" if close else "")
     )
     # 3. BQL degrades with depth, depends on its prior
     ds = [e for e in envs if data[e]["_family"] == "deepsea"]
