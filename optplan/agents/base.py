@@ -136,6 +136,18 @@ class ConicFallback:
         return out
 
 
+def continuing_mask(action_mask, S: int, A: int) -> tuple[np.ndarray, np.ndarray]:
+    """A continuing agent's ``(S, A)`` mask and, per state, its only admissible action (``-1``
+    where it has several)."""
+    mask = check_agent_mask(action_mask, S, A)
+    if mask.ndim != 2:
+        raise OptplanError(
+            f"action_mask must be (S, A) for a continuing agent, got shape {mask.shape}"
+        )
+    forced = np.where(mask.sum(axis=1) == 1, mask.argmax(axis=1), -1)
+    return mask, forced
+
+
 def check_agent_mask(action_mask, S: int, A: int) -> np.ndarray:
     """An agent's admissible actions: bool ``(S, A)`` or ``(L, S, A)``, every state with one."""
     if action_mask is None:

@@ -61,7 +61,7 @@ from ..problems.moment_matching import MomentMatchingVariance
 from ..problems.ube import UncertaintyBellman
 from ..result import OPTIMAL
 from ..uncertainty import local_draft, local_lemma1, q_max
-from .base import ConicFallback, check_agent_mask, check_count, check_rng
+from .base import ConicFallback, check_count, check_rng, continuing_mask
 
 __all__ = ["ContinuingPSRL", "ContinuingUBE", "MomentMatching", "UBE_LOCAL_RULES", "MM_STD_RULES"]
 
@@ -111,14 +111,7 @@ class _PosteriorAgent(ABC):
             )
         self.transition_prior = check_positive("transition_prior", transition_prior)
         self.prior_transitions = Dirichlet(np.full((S, A, S), self.transition_prior))
-        mask = check_agent_mask(action_mask, S, A)
-        if mask.ndim != 2:
-            raise OptplanError(
-                f"action_mask must be (S, A) for a continuing agent, got shape {mask.shape}"
-            )
-        self.action_mask = mask
-        counts = mask.sum(axis=1)
-        self._forced = np.where(counts == 1, mask.argmax(axis=1), -1)
+        self.action_mask, self._forced = continuing_mask(action_mask, S, A)
         n = self.update_every
         self._buf_s = np.zeros(n, dtype=np.intp)
         self._buf_a = np.zeros(n, dtype=np.intp)

@@ -52,7 +52,7 @@ from scipy import special
 
 from .._checks import OptplanError, check_choice, check_int, check_real
 from ..posteriors import DRAFT_REWARD_PRIOR, NormalGamma
-from .base import check_agent_mask, check_count, check_rng
+from .base import check_count, check_rng, continuing_mask
 
 __all__ = [
     "BayesianQLearning",
@@ -336,14 +336,7 @@ class BayesianQLearning:
         self.n_samples = check_int("n_samples", n_samples, 1)
         self.action = check_choice("action", action, ACTION_RULES)
         self.quantile = check_real("quantile", quantile, 0.0, 1.0, low_open=True, high_open=True)
-        mask = check_agent_mask(action_mask, S, A)
-        if mask.ndim != 2:
-            raise OptplanError(
-                f"action_mask must be (S, A) for a continuing agent, got shape {mask.shape}"
-            )
-        self.action_mask = mask
-        counts = mask.sum(axis=1)
-        self._forced = np.where(counts == 1, mask.argmax(axis=1), -1)
+        self.action_mask, self._forced = continuing_mask(action_mask, S, A)
         self.rng: np.random.Generator | None = None
         self.reset(np.random.default_rng(0))
 
