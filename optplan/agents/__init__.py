@@ -1,6 +1,6 @@
 """Agents: the :class:`Agent` protocol and one module per algorithm family."""
 
-from .base import Agent
+from .base import Agent, PolicyAgent
 from .baselines import OracleAgent, RandomAgent
 from .bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
 from .bql import BayesianQLearning
@@ -13,6 +13,7 @@ from .ucrl import KLUCRL, UCRL2
 
 __all__ = [
     "Agent",
+    "PolicyAgent",
     "OracleAgent",
     "RandomAgent",
     "EpsilonGreedyQ",

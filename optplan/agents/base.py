@@ -20,6 +20,9 @@ from ..result import OPTIMAL, PlanResult
 
 __all__ = [
     "Agent",
+    "PolicyAgent",
+    "one_hot_policy",
+    "greedy_policy",
     "LayerClock",
     "ConicFallback",
     "check_agent_mask",
@@ -51,6 +54,56 @@ class Agent(Protocol):
         the first state of the next one (which arrives through :meth:`select_action`).
         """
         ...
+
+
+@runtime_checkable
+class PolicyAgent(Protocol):
+    """An agent that can say which stationary policy it follows right now (optional; what
+    :func:`optplan.experiments.run` needs to score it by the regret of its policies,
+    :func:`optplan.experiments.metrics.occupancy_gaps`).
+
+    ``current_policy()`` is the ``(S, A)`` row-stochastic matrix ``pi(a | s)`` by which the
+    *next* :meth:`~Agent.select_action` draws its action (0 on inadmissible actions);
+    ``policy_version`` is an integer that changes whenever that matrix may have changed, so the
+    run loop copies the matrix only then (one copy, and later one linear solve, per policy, not
+    per step). Conventions of the agents that implement it:
+
+    - RAVI-UCB: the epoch's ``pi_k`` (version = epoch number);
+    - UCRL2 / KL-UCRL, continuing PSRL, the oracle: their deterministic policy, one-hot
+      (version bumped when a plan changes it);
+    - epsilon-greedy Q-learning: ``epsilon`` spread uniformly over the admissible actions plus
+      ``1 - epsilon`` spread uniformly over the greedy set (its random tie-break), version
+      bumped when a row's greedy set changes; soft Q-learning: its Boltzmann policy, version
+      bumped at every update; random: uniform over the admissible actions.
+
+    Agents whose action is a fresh random perturbation each step (UBE, moment matching, BQL
+    Thompson sampling) do not implement it: their action distribution has no closed form.
+    """
+
+    policy_version: int
+
+    def current_policy(self) -> np.ndarray:
+        """``pi(a | s)``, shape ``(S, A)``, rows summing to 1."""
+        ...
+
+
+def one_hot_policy(policy: np.ndarray, n_actions: int) -> np.ndarray:
+    """``(S, A)`` matrix of a deterministic policy ``policy[s]``."""
+    policy = np.asarray(policy, dtype=np.intp)
+    out = np.zeros((policy.size, n_actions))
+    out[np.arange(policy.size), policy] = 1.0
+    return out
+
+
+def greedy_policy(q: np.ndarray, mask: np.ndarray, epsilon: float = 0.0) -> np.ndarray:
+    """``(S, A)``: ``1 - epsilon`` spread over the maximizers of each row of ``q`` (ties
+    uniform), ``epsilon`` spread over the admissible actions (``mask``)."""
+    qm = np.where(mask, q, -np.inf)
+    best = qm == qm.max(axis=-1, keepdims=True)
+    pi = (1.0 - epsilon) * best / best.sum(axis=-1, keepdims=True)
+    if epsilon:
+        pi = pi + epsilon * mask / mask.sum(axis=-1, keepdims=True)
+    return pi
 
 
 def check_count(name: str, value) -> int:

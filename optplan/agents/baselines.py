@@ -12,7 +12,7 @@ from .._checks import OptplanTypeError
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
-from .base import LayerClock, check_agent_mask, check_count, check_rng
+from .base import LayerClock, check_agent_mask, check_count, check_rng, one_hot_policy
 
 __all__ = ["RandomAgent", "OracleAgent"]
 
@@ -42,6 +42,12 @@ class RandomAgent:
         self._counts = mask.sum(axis=-1)
         self._rng: np.random.Generator | None = None
         self._clock = LayerClock(len(mask) if self._layered else None)
+        #: The policy never changes (:class:`~optplan.agents.base.PolicyAgent`).
+        self.policy_version = 0
+
+    def current_policy(self) -> np.ndarray:
+        """Uniform over the admissible actions, ``(S, A)`` or ``(L, S, A)``."""
+        return self.action_mask / self._counts[..., None]
 
     @classmethod
     def for_mdp(cls, mdp: TabularMDP | FiniteHorizonMDP) -> RandomAgent:
@@ -131,6 +137,14 @@ class OracleAgent:
         self.policy = np.asarray(result.policy, dtype=np.intp)
         self._finite = finite
         self._clock = LayerClock(len(self.policy) if finite else None)
+
+    #: The policy never changes (:class:`~optplan.agents.base.PolicyAgent`).
+    policy_version = 0
+
+    def current_policy(self) -> np.ndarray:
+        """The optimal policy, one-hot: ``(S, A)``, or ``(L, S, A)`` for finite horizon."""
+        flat = one_hot_policy(self.policy.ravel(), self.mdp.n_actions)
+        return flat.reshape(*self.policy.shape, self.mdp.n_actions)
 
     def reset(self, rng: np.random.Generator) -> None:
         """Start a run at layer 0; the policy is deterministic, ``rng`` is not used."""

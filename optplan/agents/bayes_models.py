@@ -61,7 +61,7 @@ from ..problems.moment_matching import MomentMatchingVariance
 from ..problems.ube import UncertaintyBellman
 from ..result import OPTIMAL
 from ..uncertainty import local_draft, local_lemma1, q_max
-from .base import ConicFallback, check_count, check_rng, continuing_mask
+from .base import ConicFallback, check_count, check_rng, continuing_mask, one_hot_policy
 
 __all__ = ["ContinuingPSRL", "ContinuingUBE", "MomentMatching", "UBE_LOCAL_RULES", "MM_STD_RULES"]
 
@@ -244,9 +244,21 @@ class ContinuingPSRL(_PosteriorAgent):
         The last sampled model.
     policy : ndarray (S,) of int, q : ndarray (S, A)
         Its optimal policy and values (``-inf`` on inadmissible pairs).
+    policy_version : int
+        Bumped when a plan changes ``policy``; ``current_policy()`` is its one-hot ``(S, A)``
+        matrix (:class:`~optplan.agents.base.PolicyAgent`).
     """
 
     _average_ok = True
+    policy_version = 0
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.policy_version = 0
+        super().reset(rng)
+
+    def current_policy(self) -> np.ndarray:
+        """The greedy policy of the last sampled model, one-hot ``(S, A)``."""
+        return one_hot_policy(self.policy, self.n_actions)
 
     def sample_model(self) -> tuple[np.ndarray, np.ndarray]:
         """One draw ``(P, mu)`` from the current posterior, each ``(S, A, S)``."""
@@ -258,6 +270,8 @@ class ContinuingPSRL(_PosteriorAgent):
         P, mu = self.sample_model()
         self.model = (P, mu)
         out = self._optimal(P, np.einsum("ijk,ijk->ij", P, mu), "sampled model")
+        if not (self._planned and np.array_equal(out.policy, self.policy)):
+            self.policy_version += 1
         self.policy = out.policy
         self.q = masked(out.q, self.action_mask)
 

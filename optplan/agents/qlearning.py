@@ -7,6 +7,16 @@ epsilon = 0.1, soft Q-learning with tau = 0.05). Both learn
           \\max_{a' \\in A(s')} Q(s', a') - Q(s, a)\\big),
 
 with step size ``1 / n(s, a)`` by default (the sample average of the targets) or a constant.
+
+Both expose the policy they follow (:class:`~optplan.agents.base.PolicyAgent`):
+``current_policy()`` is epsilon-greedy's ``epsilon / |A(s)| + (1 - epsilon) 1[a in
+argmax] / |argmax|`` (its ties are broken uniformly at random) or soft Q-learning's Boltzmann
+policy, ``(S, A)`` (``(L, S, A)`` when layered); ``policy_version`` changes when a row's greedy
+set changes (epsilon-greedy) or at every update (soft Q-learning).
+
+On an environment with discounted resets (:class:`optplan.envs.DiscountedResets`, ``done`` =
+the episode ended w.p. ``1 - gamma``), ``discount=1`` learns the discounted values ``Q = r +
+gamma P max Q`` of the setting: the reset is the discount.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import OptplanError, check_real
-from .base import LayerClock, check_agent_mask, check_count
+from .base import LayerClock, check_agent_mask, check_count, greedy_policy
 
 __all__ = ["EpsilonGreedyQ", "SoftQ"]
 
@@ -74,6 +84,8 @@ class _TabularQ:
         self._clock.reset()
         self.q = np.where(self.action_mask, self.q_init, -np.inf)
         self.counts = np.zeros(self.action_mask.shape, dtype=int)
+        self._best = self.q == self.q.max(axis=1, keepdims=True)  # greedy set per row
+        self.policy_version = 0
 
     def _row(self, state: int) -> int:
         """Row of the table: ``state``, or ``layer * S + state`` when layered."""
@@ -98,7 +110,19 @@ class _TabularQ:
             target = reward + self.discount * self.q[nxt].max()
         lr = 1.0 / self.counts[row, action] if self.learning_rate is None else self.learning_rate
         self.q[row, action] += lr * (target - self.q[row, action])
+        self._note_change(row)
         self._clock.tick(done)
+
+    def _note_change(self, row: int) -> None:
+        """Bump ``policy_version`` when row ``row``'s greedy set changed (O(A))."""
+        values = self.q[row]
+        best = values == values.max()
+        if not np.array_equal(best, self._best[row]):
+            self._best[row] = best
+            self.policy_version += 1
+
+    def _table(self, pi: np.ndarray) -> np.ndarray:
+        return pi if self.n_layers is None else pi.reshape(self.q_table.shape)
 
     def _greedy(self, row: int) -> int:
         values = self.q[row]
@@ -139,6 +163,11 @@ class EpsilonGreedyQ(_TabularQ):
         super().__init__(
             n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers
         )
+
+    def current_policy(self) -> np.ndarray:
+        """``epsilon`` uniform over the admissible actions, ``1 - epsilon`` uniform over the
+        greedy set; ``(S, A)`` or ``(L, S, A)``."""
+        return self._table(greedy_policy(self.q, self.action_mask, self.epsilon))
 
     def select_action(self, state: int) -> int:
         row = self._row(state)
@@ -181,6 +210,14 @@ class SoftQ(_TabularQ):
         values = self.q[self._row(state)]
         z = np.exp((values - values.max()) / self.temperature)  # exp(-inf) = 0 when masked
         return z / z.sum()
+
+    def _note_change(self, row: int) -> None:
+        self.policy_version += 1  # any change of Q changes the Boltzmann policy
+
+    def current_policy(self) -> np.ndarray:
+        """The Boltzmann policy of every row, ``(S, A)`` or ``(L, S, A)``."""
+        z = np.exp((self.q - self.q.max(axis=1, keepdims=True)) / self.temperature)
+        return self._table(z / z.sum(axis=1, keepdims=True))
 
     def soft_values(self) -> np.ndarray:
         """``temperature * logsumexp(Q / temperature)`` per state (the analogue of

@@ -103,6 +103,7 @@ class _RAVI:
             raise OptplanError(f"{type(self).__name__} is for continuing (not layered) models")
         self.action_mask = mask
         self.rng = None
+        self.epochs = 0
 
     @staticmethod
     def _check_beta(beta) -> float | None:
@@ -123,6 +124,15 @@ class _RAVI:
         self._plan()
         self.policy = np.exp(self.log_policy)
         self._cdf = np.cumsum(self.policy, axis=1)
+
+    @property
+    def policy_version(self) -> int:
+        """The epoch number: ``pi_k`` changes once per epoch (:class:`~.base.PolicyAgent`)."""
+        return self.epochs
+
+    def current_policy(self) -> np.ndarray:
+        """``pi_k`` of the current epoch, ``(S, A)`` (:class:`~.base.PolicyAgent`)."""
+        return self.policy
 
     def select_action(self, state: int) -> int:
         """``a ~ pi_k(. | state)`` (one uniform draw, a search in the row's cumulative sums)."""

@@ -1,10 +1,15 @@
 r"""UCRL2 (Jaksch, Ortner and Auer 2010) and KL-UCRL (Filippi, Cappé and Garivier 2010):
-average-reward optimistic planning over confidence sets, in episodes.
+optimistic planning over confidence sets, in episodes; average reward (the papers) or, with
+``criterion="discounted"``, the discounted optimistic MDP at ``discount`` (a UCRL2-style
+baseline for the discounted setting of RAVI-UCB: same radii, same doubling episodes, the
+optimistic MDP :class:`~optplan.problems.OptimisticPlanning` solved for the discounted
+criterion instead).
 
 Both keep counts ``N[s, a]``, ``N[s, a, s']`` and reward sums; at the start of episode ``k``
 (time ``t_k``) they solve the optimistic MDP :class:`~optplan.problems.OptimisticPlanning`
-(``criterion="average"``) on ``p_hat = N[s, a, .] / max(1, N[s, a])`` (uniform for a pair never
-tried, whose ball is then the whole simplex anyway) and ``r_hat`` the empirical mean reward,
+(``criterion="average"`` or ``"discounted"``) on ``p_hat = N[s, a, .] / max(1, N[s, a])``
+(uniform for a pair never tried, whose ball is then the whole simplex anyway) and ``r_hat`` the
+empirical mean reward (or the known rewards, with no reward radius, when ``rewards`` is given),
 and follow its policy until some pair's count within the episode reaches ``max(1, N_k[s, a])``
 (the doubling rule). The radii (../shared/specs/wave2.md §5):
 
@@ -18,6 +23,10 @@ and follow its policy until some pair's count within the episode reaches ``max(1
 
 ``method="conic"`` solves the optimistic MDP with CVXPY (the convex program); a solve that does
 not end ``optimal`` falls back to the fast answer and is counted (:meth:`stats`).
+
+The agents follow a deterministic policy and expose it as a one-hot ``(S, A)`` matrix
+(:class:`~optplan.agents.base.PolicyAgent`; ``policy_version`` changes when an episode's plan
+changes the policy).
 """
 
 from __future__ import annotations
@@ -27,19 +36,39 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .._checks import OptplanError, check_positive, check_real
+from .._checks import OptplanError, as_array, check_choice, check_positive, check_real
 from ..problems import OptimisticPlanning
 from ..result import SOLUTION_PRESENT
-from .base import ConicFallback, check_agent_mask, check_count, check_rng
+from .base import ConicFallback, check_agent_mask, check_count, check_rng, one_hot_policy
 
 __all__ = ["UCRL2", "KLUCRL"]
 
 
 class _UCRL(ConicFallback, ABC):
-    """Counts, episodes and the optimistic solve; subclasses give the ball and radii."""
+    """Counts, episodes and the optimistic solve; subclasses give the ball and radii.
+
+    Parameters
+    ----------
+    n_states, n_actions : int
+    delta : float in (0, 1), default 0.05
+        Confidence level of the sets.
+    r_max : float > 0, default 1
+        Reward range the reward radius is scaled by.
+    action_mask : bool array (S, A), optional
+    method : {"fast", "conic"}
+    solver : str, optional
+    criterion : {"average", "discounted"}, default "average"
+        What the optimistic MDP is solved for.
+    discount : float in (0, 1), required for ``"discounted"``
+    rewards : array (S, A), optional
+        Known mean rewards: used as ``r_hat`` with reward radius 0 (the confidence sets are
+        then over the transitions only).
+    """
 
     name = "ucrl"
     ball = "l1"
+    #: Bumped when an episode's plan changes the policy (:class:`~.base.PolicyAgent`).
+    policy_version = 0
 
     def __init__(
         self,
@@ -50,9 +79,30 @@ class _UCRL(ConicFallback, ABC):
         action_mask=None,
         method="fast",
         solver=None,
+        criterion="average",
+        discount=None,
+        rewards=None,
     ):
         self.n_states = check_count("n_states", n_states)
         self.n_actions = check_count("n_actions", n_actions)
+        self.criterion = check_choice("criterion", criterion, ("average", "discounted"))
+        if self.criterion == "discounted":
+            if discount is None:
+                raise OptplanError("discount is required for criterion='discounted'")
+            discount = check_real("discount", discount, 0.0, 1.0, low_open=True, high_open=True)
+        elif discount is not None:
+            raise OptplanError(
+                f"discount is for criterion='discounted', got discount={discount!r} with "
+                "criterion='average'"
+            )
+        self.discount = discount
+        if rewards is not None:
+            rewards = as_array("rewards", rewards, 2)
+            if rewards.shape != (self.n_states, self.n_actions):
+                raise OptplanError(
+                    f"rewards has shape {rewards.shape}, expected {(self.n_states, self.n_actions)}"
+                )
+        self.rewards = rewards
         self.delta = check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
         self.r_max = check_positive("r_max", r_max)
         mask = check_agent_mask(action_mask, self.n_states, self.n_actions)
@@ -73,6 +123,7 @@ class _UCRL(ConicFallback, ABC):
         self.episodes = 0
         self.plan_failures = 0
         self.policy = self.action_mask.argmax(axis=1)  # until a plan succeeds
+        self.policy_version = 0
         self.reset_fallback()
         self._new_episode()
 
@@ -86,13 +137,18 @@ class _UCRL(ConicFallback, ABC):
         n = np.maximum(self.N, 1.0)
         p_hat = np.where(self.N[..., None] > 0, self.N_next / n[..., None], 1.0 / S)
         d, beta = self.radii(self.N)
+        if self.rewards is None:
+            r_hat = self.reward_sums / n
+        else:
+            r_hat, beta = self.rewards, 0.0
         return OptimisticPlanning(
             p_hat=p_hat,
-            r_hat=self.reward_sums / n,
+            r_hat=r_hat,
             radius=d,
             reward_radius=beta,
             ball=self.ball,
-            criterion="average",
+            criterion=self.criterion,
+            discount=self.discount,
             action_mask=self.action_mask,
         )
 
@@ -108,10 +164,17 @@ class _UCRL(ConicFallback, ABC):
             if conic is not None and (conic.policy >= 0).all():
                 res = conic
         if res.status in SOLUTION_PRESENT and res.policy is not None:
-            self.policy = np.asarray(res.policy)
+            policy = np.asarray(res.policy)
+            if not np.array_equal(policy, self.policy):
+                self.policy_version += 1
+            self.policy = policy
         else:  # keep the previous policy (before any plan: the first admissible action)
             self.plan_failures += 1
         self.last_result = res
+
+    def current_policy(self) -> np.ndarray:
+        """The episode's deterministic policy as a one-hot ``(S, A)`` matrix."""
+        return one_hot_policy(self.policy, self.n_actions)
 
     def select_action(self, state: int) -> int:
         return int(self.policy[state])
@@ -131,9 +194,10 @@ class _UCRL(ConicFallback, ABC):
         return out
 
     def __repr__(self) -> str:
+        crit = "" if self.criterion == "average" else f", discount={self.discount}"
         return (
             f"{type(self).__name__}(S={self.n_states}, A={self.n_actions}, delta={self.delta}, "
-            f"method={self.method!r})"
+            f"method={self.method!r}{crit})"
         )
 
 

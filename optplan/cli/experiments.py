@@ -17,7 +17,13 @@ from ..experiments import figures, plots, registry
 from ..experiments.execute import BACKENDS, execute_task, run_sweep
 from ..experiments.figures import KINDS, SCALING_METRICS
 from ..experiments.stats import aggregate
-from ..experiments.store import CURVE_KEYS, DAMAGED_DIR, StoreWarning, load_results, summary_row
+from ..experiments.store import (
+    DAMAGED_DIR,
+    PLOT_CURVE_KEYS,
+    StoreWarning,
+    load_results,
+    summary_row,
+)
 from ..experiments.sweep import load_sweep, single_sweep
 from ..modelfile import tomllib
 
@@ -111,11 +117,14 @@ def _fmt_sd(m, sd) -> str:
 
 
 def format_aggregate(groups: list[dict]) -> str:
+    occupancy = any(g.get("occupancy_regret") is not None for g in groups)
     head = (
         f"{'agent':<28} {'env':<30} {'n':>3} {'fail':>4} {'final regret (95% CI)':>24} "
         f"{'normalized':>20} {'draft normalized':>20} {'solved':>7} {'t_solve':>8} "
         f"{'wall s':>7}"
     )
+    if occupancy:  # RAVI-UCB's R_T, where some agent exposes its policy (discounted runs)
+        head += f" {'occupancy regret (95% CI)':>26}"
     lines = [head, "-" * len(head)]
     for g in groups:
         tts = g.get("time_to_solve_median")
@@ -127,6 +136,9 @@ def format_aggregate(groups: list[dict]) -> str:
             f"{g.get('solved', '-'):>7} {'-' if tts is None else f'{tts:g}':>8} "
             f"{(g['wall_time_mean'] or 0):>7.2f}"
         )
+        if occupancy:
+            occ = _fmt_ci(g.get("occupancy_regret"), g.get("occupancy_regret_ci95"))
+            lines[-1] += f" {occ:>26}"
     return "\n".join(lines)
 
 
@@ -310,7 +322,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="PNG (or any matplotlib format) to write")
     p.add_argument(
         "--metric",
-        help=f"regret: one of {', '.join(CURVE_KEYS)}; scaling: one of "
+        help=f"regret: one of {', '.join(PLOT_CURVE_KEYS)}; scaling: one of "
         f"{', '.join(SCALING_METRICS)} (default regret)",
     )
     p.add_argument("--env", action="append", help="environment label(s) to show")

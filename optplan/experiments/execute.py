@@ -127,6 +127,8 @@ def execute_task(task: dict) -> tuple[dict, dict]:
         "normalized_regret": trace.normalized_regret[idx],
         "visits": trace.visits,
     }
+    if trace.occupancy_regret is not None:
+        arrays["occupancy_regret"] = trace.occupancy_regret[idx]
     summary = trace.summary()
     stats = getattr(agent, "stats", None)
     if callable(stats):  # agent-side counters (e.g. conic fallbacks), prefixed

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from . import plots
-from .store import CURVE_KEYS, Results
+from .store import PLOT_CURVE_KEYS, Results
 
 __all__ = ["regret_figure", "scaling_figure", "heatmap_figure", "reference_curve", "KINDS"]
 
@@ -67,8 +67,10 @@ def regret_figure(
     logy: bool = False,
 ):
     """One panel per environment configuration; one mean line and 95% band per agent."""
-    if metric not in CURVE_KEYS:
-        raise OptplanError(f"metric must be one of {CURVE_KEYS} for a regret plot, got {metric!r}")
+    if metric not in PLOT_CURVE_KEYS:
+        raise OptplanError(
+            f"metric must be one of {PLOT_CURVE_KEYS} for a regret plot, got {metric!r}"
+        )
     groups = _ok(results)
     env_labels = _select(dict.fromkeys(e for _, e in groups), envs, "environment")
     agent_labels = _select(dict.fromkeys(a for a, _ in groups), agents, "agent")

@@ -34,14 +34,26 @@ the exact reward of the way back to state 0 draws none). The draft's normalized 
 
 DeepSea's *time to solve* (k-learning §4) is the first episode at which the goal
 has been reached in at least 10% of the episodes so far.
+
+*Occupancy regret* (ravi-ucb-optimistic-planning-regularized-dp §2, the regret ``R_T`` of
+Theorem 4.1): ``R_T = sum_t <mu* - mu^{pi_t}, r>`` with ``mu^pi`` the *normalized* discounted
+state-action occupancy of ``pi`` from ``nu_0`` under the true model, ``mu^pi(x, a) = (1 -
+gamma) sum_k gamma^k Pr(x_k = x, a_k = a)``, and ``pi_t`` the policy the agent follows at step
+``t`` (:class:`optplan.agents.base.PolicyAgent`). Each term lies in ``[0, max r - min r]``:
+``<mu^pi, r> = (1 - gamma) nu_0 . V^pi``, so a term is ``(1 - gamma) nu_0 . (V* - V^pi)``, the
+value gap of the policy scaled to one step. It scores the *policy*, not the visited pairs: its
+expectation equals that of the realized discounted regret when the agent keeps its policy for a
+whole reset episode (RAVI-UCB's epochs: an episode of geometric length ``H`` earns ``nu_0 .
+V^pi`` in expectation), and it carries no noise of the state sequence or of the resets.
+:func:`occupancy_gaps` solves one ``S x S`` system per distinct policy (batched).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._checks import OptplanError, check_int
-from ..dp import forward_occupancy
+from .._checks import OptplanError, check_int, check_real, first_bad, index_str
+from ..dp import forward_occupancy, policy_iteration
 from ..mdp import CRITERIA
 
 __all__ = [
@@ -54,6 +66,12 @@ __all__ = [
     "draft_normalized_regret",
     "time_to_solve",
     "subsample_indices",
+    "check_policies",
+    "stochastic_policy_model",
+    "discounted_policy_values",
+    "occupancy_measures",
+    "occupancy_gaps",
+    "occupancy_regret",
 ]
 
 
@@ -216,3 +234,129 @@ def subsample_indices(n: int, points: int, scale: str = "log") -> np.ndarray:
     idx = np.unique(np.rint(t).astype(np.int64) - 1)
     idx[0], idx[-1] = 0, n - 1
     return np.unique(idx)
+
+
+# --- occupancy regret (RAVI-UCB's R_T) ----------------------------------------------------------
+
+#: Bytes of the ``(K, S, S)`` work array of one batched solve (policies are taken in chunks).
+_CHUNK_BYTES = 32 * 2**20
+#: Tolerance of a policy row's sum.
+_POLICY_ROW_TOL = 1e-9
+
+
+def check_policies(mdp, policies) -> np.ndarray:
+    """``policies`` as a float array ``(K, S, A)`` (a single ``(S, A)`` policy gets ``K = 1``):
+    finite, non-negative, rows summing to 1, no mass on inadmissible actions. Errors name the
+    policy and the state."""
+    pi = np.asarray(policies, dtype=float)
+    S, A = mdp.n_states, mdp.n_actions
+    if pi.ndim == 2:
+        pi = pi[None]
+    if pi.ndim != 3 or pi.shape[1:] != (S, A):
+        raise OptplanError(f"policies must have shape (K, {S}, {A}) or ({S}, {A}), got {pi.shape}")
+    bad = ~np.isfinite(pi) | (pi < 0)
+    if bad.any():
+        idx = first_bad(bad)
+        raise OptplanError(
+            f"policies has a negative or non-finite entry {float(pi[idx])!r} at {index_str(idx)}"
+        )
+    off = np.abs(pi.sum(axis=-1) - 1.0) > _POLICY_ROW_TOL
+    if off.any():
+        k, x = first_bad(off)
+        raise OptplanError(
+            f"policy {k} is not a distribution in state {x}: its row sums to "
+            f"{float(pi[k, x].sum())!r}"
+        )
+    leak = (pi > 0) & ~mdp.action_mask
+    if leak.any():
+        k, x, a = first_bad(leak)
+        raise OptplanError(
+            f"policy {k} puts mass {float(pi[k, x, a])!r} on inadmissible ({x}, {a})"
+        )
+    return pi
+
+
+def stochastic_policy_model(P, R, policies) -> tuple[np.ndarray, np.ndarray]:
+    """``P_pi[k, s, s'] = sum_a pi_k(a|s) P[s, a, s']`` and ``r_pi[k, s]`` for a stack of
+    stochastic policies ``(K, S, A)``."""
+    R = np.where(policies > 0, R, 0.0)  # inadmissible pairs may hold anything
+    return np.einsum("ksa,sat->kst", policies, P), np.einsum("ksa,ksa->ks", policies, R)
+
+
+def _chunks(K: int, S: int):
+    step = max(1, _CHUNK_BYTES // (8 * S * S))
+    return (slice(i, min(i + step, K)) for i in range(0, K, step))
+
+
+def _discount(mdp, discount) -> float:
+    gamma = mdp.discount if discount is None else discount
+    if gamma is None:
+        raise OptplanError("the model has no discount: give discount= (the occupancy's gamma)")
+    return check_real("discount", gamma, 0.0, 1.0, high_open=True)
+
+
+def discounted_policy_values(mdp, policies, discount: float | None = None) -> np.ndarray:
+    """``V^pi = (I - gamma P_pi)^{-1} r_pi`` of each policy, shape ``(K, S)`` (batched solves,
+    ``gamma`` the model's discount unless given)."""
+    gamma = _discount(mdp, discount)
+    pi = check_policies(mdp, policies)
+    K, S = pi.shape[0], mdp.n_states
+    out = np.empty((K, S))
+    eye = np.eye(S)
+    for part in _chunks(K, S):
+        P_pi, r_pi = stochastic_policy_model(mdp.P, mdp.R, pi[part])
+        out[part] = np.linalg.solve(eye - gamma * P_pi, r_pi[..., None])[..., 0]
+    return out
+
+
+def occupancy_measures(mdp, policies, discount: float | None = None) -> np.ndarray:
+    """Normalized discounted state-action occupancies ``mu^pi[k, s, a] = d_k(s) pi_k(a|s)``,
+    ``d_k = (1 - gamma) nu_0^T (I - gamma P_pi)^{-1}`` from ``nu_0 = mdp.initial``; each
+    ``mu`` sums to 1. Shape ``(K, S, A)``."""
+    gamma = _discount(mdp, discount)
+    pi = check_policies(mdp, policies)
+    K, S = pi.shape[0], mdp.n_states
+    out = np.empty(pi.shape)
+    eye = np.eye(S)
+    start = (1.0 - gamma) * np.asarray(mdp.initial, dtype=float)
+    for part in _chunks(K, S):
+        P_pi, _ = stochastic_policy_model(mdp.P, mdp.R, pi[part])
+        M = np.swapaxes(eye - gamma * P_pi, -1, -2)
+        d = np.linalg.solve(M, np.broadcast_to(start, (M.shape[0], S))[..., None])[..., 0]
+        out[part] = d[..., None] * pi[part]
+    return out
+
+
+def occupancy_gaps(
+    mdp, policies, optimal_value: float | None = None, discount: float | None = None
+) -> np.ndarray:
+    """``<mu* - mu^pi, r> = (1 - gamma) (nu_0 . V* - nu_0 . V^pi)`` for each policy, shape
+    ``(K,)``.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The true model (``initial`` is ``nu_0``).
+    policies : array (K, S, A) or (S, A)
+    optimal_value : float, optional
+        ``nu_0 . V*`` (e.g. :attr:`optplan.experiments.oracle.Oracle.optimal_value`); solved by
+        policy iteration when omitted.
+    discount : float, optional
+        Default the model's.
+    """
+    gamma = _discount(mdp, discount)
+    if optimal_value is None:
+        out = policy_iteration(mdp.P, mdp.R, mdp.action_mask, gamma)
+        optimal_value = float(mdp.initial @ out.values)
+    values = discounted_policy_values(mdp, policies, gamma) @ np.asarray(mdp.initial, float)
+    return (1.0 - gamma) * (optimal_value - values)
+
+
+def occupancy_regret(gaps, policy_index) -> np.ndarray:
+    """``R_t = sum_{u <= t} gaps[policy_index[u]]``: the cumulative occupancy regret after each
+    step, with ``policy_index[u]`` the policy (a row of :func:`occupancy_gaps`) of step ``u``."""
+    gaps = np.asarray(gaps, dtype=float)
+    idx = np.asarray(policy_index, dtype=np.intp)
+    if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= gaps.size)):
+        raise OptplanError(f"policy_index must be 1-D indices into {gaps.size} gaps")
+    return np.cumsum(gaps[idx])

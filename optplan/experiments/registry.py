@@ -15,14 +15,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._checks import OptplanError, OptplanTypeError
+from .._checks import OptplanError, OptplanTypeError, check_real
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
 from ..agents.bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
 from ..agents.bql import BayesianQLearning
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
+from ..agents.ravi import RAVIUCB, RAVIUCBLinear, default_eta
 from ..agents.ube import UBE, CountBonus
 from ..agents.ucrl import KLUCRL, UCRL2
-from ..envs import DeepSea, DeepSeaChain, PriorMDP, TabularEnv, UBEChain, WideNarrow
+from ..envs import (
+    DeepSea,
+    DeepSeaChain,
+    DiscountedResets,
+    LinearMixtureMDP,
+    PriorMDP,
+    TabularEnv,
+    UBEChain,
+    WideNarrow,
+)
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
 from ..modelfile import load_counts
@@ -335,6 +345,74 @@ register_env(
 )
 
 
+# --- RAVI-UCB's discounted setting: resets to nu_0 w.p. 1 - gamma (issue 16) --------------------
+
+_RESETS = Param(
+    "discount", "float", 0.9, "gamma: each step resets to nu_0 w.p. 1 - gamma; scored discounted"
+)
+
+
+def _riverswim_resets(seed_index, n_states, discount, reward_noise):
+    env = TabularEnv(riverswim(n_states), reward_noise=reward_noise)
+    return DiscountedResets(env, discount)
+
+
+def _random_dirichlet_resets(
+    seed_index, n_states, n_actions, alpha, support, model_seed, discount, reward_noise
+):
+    env = _random_dirichlet(
+        seed_index, n_states, n_actions, alpha, support, model_seed, reward_noise
+    )
+    return DiscountedResets(env, discount)
+
+
+def _linear_mixture(
+    seed_index, n_states, n_actions, d, model_seed, concentration, discount, reward_noise
+):
+    seed = seed_index if model_seed is None else model_seed
+    env = LinearMixtureMDP.random(
+        n_states, n_actions, d, seed, concentration=concentration, reward_noise=reward_noise
+    )
+    return DiscountedResets(env, discount)
+
+
+register_env(
+    "riverswim-resets",
+    _riverswim_resets,
+    [Param("n_states", "int", 6, "number of states"), _RESETS, _NOISE],
+    "RiverSwim with discounted resets to its start state (RAVI-UCB's Algorithm 1 setting)",
+)
+register_env(
+    "random-dirichlet-resets",
+    _random_dirichlet_resets,
+    [
+        Param("n_states", "int", 10, "number of states"),
+        Param("n_actions", "int", 3, "number of actions"),
+        Param("alpha", "float", 1.0, "Dirichlet concentration of each transition row"),
+        Param("support", "int", None, "next states per row (sparse, unichain); all if unset"),
+        Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
+        _RESETS,
+        _NOISE,
+    ],
+    "random Dirichlet MDP with discounted resets to nu_0 (uniform)",
+)
+register_env(
+    "linear-mixture",
+    _linear_mixture,
+    [
+        Param("n_states", "int", 20, "number of states"),
+        Param("n_actions", "int", 2, "number of actions"),
+        Param("d", "int", 4, "feature dimension: a mixture of d Dirichlet base kernels"),
+        Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
+        Param("concentration", "float", 0.5, "Dirichlet concentration of the base kernels"),
+        _RESETS,
+        _NOISE,
+    ],
+    "linear mixture MDP P = sum_i theta_i P_i (LinearMixtureMDP.random) with discounted resets; "
+    "exposes its features for ravi-ucb-linear",
+)
+
+
 def env_is_episodic(name: str, params: Mapping[str, Any]) -> bool:
     """Whether episodes end in environment ``name`` with resolved ``params``."""
     comp = get_env(name)
@@ -636,6 +714,152 @@ register_agent(
     _ucrl_agent(KLUCRL),
     _UCRL_PARAMS,
     "KL-UCRL (Filippi et al.): KL confidence sets, doubling episodes, EVI",
+)
+
+
+def _env_discount(env, who: str, discount) -> float:
+    """``discount`` if given, else the discount of the environment's model (the ``gamma`` of
+    :class:`~optplan.envs.DiscountedResets`)."""
+    if discount is None:
+        discount = env.unwrapped.mdp.discount
+        if discount is None:
+            raise OptplanError(
+                f"{who}: set discount (the environment's model has none; use an environment "
+                "with discounted resets, e.g. riverswim-resets)"
+            )
+    return discount
+
+
+def _ucrl2_discounted(env, criterion, delta, r_max, discount, known_rewards, method, solver):
+    L, S, A, mask = env_shape(env)
+    if L is not None:
+        raise OptplanError("ucrl2-discounted is for continuing environments")
+    return UCRL2(
+        S,
+        A,
+        delta=delta,
+        r_max=r_max,
+        action_mask=mask,
+        method=method,
+        solver=solver,
+        criterion="discounted",
+        discount=_env_discount(env, "ucrl2-discounted", discount),
+        rewards=env.unwrapped.mdp.R if known_rewards else None,
+    )
+
+
+_DISCOUNT_FROM_ENV = Param(
+    "discount", "float", None, "planning gamma; unset: the environment's (its resets' gamma)"
+)
+register_agent(
+    "ucrl2-discounted",
+    _ucrl2_discounted,
+    [
+        *_UCRL_PARAMS[:2],
+        _DISCOUNT_FROM_ENV,
+        Param("known_rewards", "bool", True, "use the true mean rewards (no reward radius)"),
+        *_UCRL_PARAMS[2:],
+    ],
+    "UCRL2-style discounted optimistic planning: UCRL2's L1 radii and doubling episodes, the "
+    "discounted optimistic MDP (EVI + exact finish)",
+)
+
+
+# --- RAVI-UCB (ravi-ucb-optimistic-planning-regularized-dp; issue 16) ---------------------------
+
+
+def _ravi_args(env, who, discount, horizon, eta, eta_scale, beta, beta_scale, delta):
+    """The shared arguments of the RAVI-UCB agents: the discount (the environment's unless
+    given), ``T``, ``eta = eta_scale * (eta or Theorem 4.1's)``."""
+    L, S, A, mask = env_shape(env)
+    if L is not None:
+        raise OptplanError(f"{who} is for continuing environments (with discounted resets)")
+    if horizon is None:
+        raise OptplanError(
+            f"{who}: set horizon, the T that the default eta and beta are tuned for (e.g. the "
+            "run's steps)"
+        )
+    if horizon < 1:
+        raise OptplanError(f"{who}: horizon must be a positive integer, got {horizon!r}")
+    gamma = _env_discount(env, who, discount)
+    gamma = check_real("discount", gamma, 0.0, 1.0, low_open=True, high_open=True)
+    eta_scale = check_real("eta_scale", eta_scale, 0.0, None, low_open=True)
+    if eta is None:
+        eta = default_eta(A, 1.0 / (1.0 - gamma), horizon)
+    else:
+        eta = check_real("eta", eta, 0.0, None, low_open=True)
+    return {
+        "discount": gamma,
+        "horizon": horizon,
+        "eta": eta_scale * eta,
+        "beta": beta,
+        "beta_scale": beta_scale,
+        "delta": delta,
+        "action_mask": mask,
+    }
+
+
+def _ravi_ucb(
+    env, criterion, discount, horizon, beta_scale, beta, eta_scale, eta, delta, known_rewards
+):
+    args = _ravi_args(env, "ravi-ucb", discount, horizon, eta, eta_scale, beta, beta_scale, delta)
+    mdp = env.unwrapped.mdp
+    rewards = mdp.R if known_rewards else None
+    return RAVIUCB(mdp.n_states, mdp.n_actions, rewards=rewards, **args)
+
+
+def _ravi_ucb_linear(
+    env,
+    criterion,
+    discount,
+    horizon,
+    beta_scale,
+    beta,
+    eta_scale,
+    eta,
+    delta,
+    lam,
+    theta_bound,
+):
+    args = _ravi_args(
+        env, "ravi-ucb-linear", discount, horizon, eta, eta_scale, beta, beta_scale, delta
+    )
+    features = getattr(env.unwrapped, "features", None)
+    if features is None:
+        raise OptplanError(
+            "ravi-ucb-linear needs an environment with known features psi(x, a, x') "
+            f"(e.g. linear-mixture), got {env!r}"
+        )
+    return RAVIUCBLinear(features, env.unwrapped.mdp.R, lam=lam, theta_bound=theta_bound, **args)
+
+
+_RAVI_PARAMS = [
+    _DISCOUNT_FROM_ENV,
+    Param("horizon", "int", None, "T of Theorem 4.1's eta and the bonus's beta (required)"),
+    Param("beta_scale", "float", 1.0, "multiplies beta"),
+    Param("beta", "float", None, "bonus scale beta; unset: the paper's (Lemma 5.1 / Thm 5.6)"),
+    Param("eta_scale", "float", 1.0, "multiplies eta"),
+    Param("eta", "float", None, "learning rate; unset: Theorem 4.1's sqrt(2 log A / (H^2 T))"),
+    Param("delta", "float", None, "confidence of the bonus; unset: 1 / T"),
+]
+register_agent(
+    "ravi-ucb",
+    _ravi_ucb,
+    [
+        *_RAVI_PARAMS,
+        Param("known_rewards", "bool", True, "the true mean rewards (the paper); else learned"),
+    ],
+    "RAVI-UCB, tabular (Algorithm 2): one regularized optimistic step per reset epoch",
+)
+register_agent(
+    "ravi-ucb-linear",
+    _ravi_ucb_linear,
+    [
+        *_RAVI_PARAMS,
+        Param("lam", "float", 1.0, "ridge regularization lambda"),
+        Param("theta_bound", "float", 1.0, "bound B on ||theta||_2 (raised to the features')"),
+    ],
+    "RAVI-UCB for linear mixture MDPs (Algorithm 3); needs the env's features (linear-mixture)",
 )
 
 

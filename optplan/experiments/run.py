@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._checks import OptplanError, OptplanTypeError, check_int
-from ..agents.base import Agent
+from ..agents.base import Agent, PolicyAgent
 from . import metrics
 from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
 
@@ -81,6 +81,13 @@ class Trace:
         Seconds spent in the loop (planning the true model excluded).
     stopped_early : bool
         The run stopped when the goal was solved (``stop_when_solved``).
+    occupancy_regret : ndarray of float, shape (steps,), or None
+        The discounted criterion with an agent that exposes its policy
+        (:class:`~optplan.agents.base.PolicyAgent`): ``sum_{u <= t} <mu* - mu^{pi_u}, r>`` over
+        normalized discounted occupancies from ``nu_0`` under the true model (RAVI-UCB's
+        ``R_T``, :func:`.metrics.occupancy_gaps`); ``None`` otherwise.
+    policy_gaps : ndarray of float, shape (policies,), or None
+        ``<mu* - mu^pi, r>`` of each distinct policy the agent followed, in order.
     """
 
     states: np.ndarray
@@ -104,6 +111,8 @@ class Trace:
     wall_time: float
     stopped_early: bool = False
     oracle_run_rewards: np.ndarray | None = None
+    occupancy_regret: np.ndarray | None = None
+    policy_gaps: np.ndarray | None = None
 
     @property
     def normalized_regret(self) -> np.ndarray:
@@ -143,6 +152,8 @@ class Trace:
             "seed": self.seed,
             "regret": float(self.regret[-1]),
             "realized_regret": float(self.realized_regret[-1]),
+            "occupancy_regret": _last(self.occupancy_regret),
+            "policies": None if self.policy_gaps is None else int(self.policy_gaps.size),
             "gap_regret": float(self.gap_regret[-1]),
             "normalized_regret": float(self.normalized_regret[-1]),
             "draft_regret": _last(self.draft_regret),
@@ -261,6 +272,12 @@ def run(
     the loop does; its rewards are :attr:`Trace.oracle_run_rewards` (``None`` if ``env``
     cannot be copied). It costs one environment step per step and is not counted in
     :attr:`Trace.wall_time`.
+
+    *Occupancy regret* (discounted criterion, an agent implementing
+    :class:`~optplan.agents.base.PolicyAgent`): before each action the loop reads
+    ``agent.policy_version`` and copies ``agent.current_policy()`` when it changed; after the
+    loop each distinct policy is evaluated exactly once (batched linear solves) and
+    :attr:`Trace.occupancy_regret` sums each step's ``<mu* - mu^{pi_t}, r>``.
     """
     if (steps is None) == (episodes is None):
         raise OptplanError(
@@ -285,8 +302,9 @@ def run(
     env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
     agent_rng = np.random.default_rng(agent_ss)
     oracle_env = _copy(env)
+    track = oracle.criterion == "discounted" and isinstance(agent, PolicyAgent)
     record = _loop(
-        agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end
+        agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end, track
     )
     if oracle_env is not None:
         record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
@@ -339,14 +357,27 @@ class _Record:
     stopped_early: bool = False
     wall_time: float = 0.0
     oracle_rewards: np.ndarray | None = None
+    #: The distinct policies the agent followed (copies), and each step's index into them.
+    policies: list = field(default_factory=list)
+    policy_index: list = field(default_factory=list)
 
 
 def _loop(
-    agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end
+    agent,
+    env,
+    env_seed,
+    agent_rng,
+    steps,
+    episodes,
+    stop_when_solved,
+    on_episode_end,
+    track=False,
 ) -> _Record:
     """Drive the agent; the layer of a step is the environment's ``info["layer"]`` where it
-    reports one, else the step's index within its episode."""
+    reports one, else the step's index within its episode. ``track``: record the agent's
+    policy at each step (copied only when its ``policy_version`` changes)."""
     rec = _Record()
+    version = object()  # equal to no version
     select, update, step = agent.select_action, agent.update, env.step
     reached = False  # this episode reached the goal
     solved_count = 0
@@ -358,6 +389,11 @@ def _loop(
     agent.reset(agent_rng)
     t = 0
     while t < max_steps:
+        if track:
+            if agent.policy_version != version:
+                version = agent.policy_version
+                rec.policies.append(np.array(agent.current_policy(), dtype=float))
+            rec.policy_index.append(len(rec.policies) - 1)
         action = select(state)
         next_state, reward, terminated, truncated, info = step(action)
         done = bool(terminated or truncated)
@@ -434,6 +470,10 @@ def score(mdp, oracle: Oracle, rec: _Record, seed: int) -> Trace:
         gaps = vstar[s] - q[s, a]
         visits = np.bincount(s, minlength=mdp.n_states).astype(np.int64)
     rewards = np.asarray(rec.rewards, dtype=float)
+    occupancy, policy_gaps = None, None
+    if rec.policies and oracle.criterion == "discounted":
+        policy_gaps = metrics.occupancy_gaps(mdp, np.stack(rec.policies), oracle.optimal_value)
+        occupancy = metrics.occupancy_regret(policy_gaps, rec.policy_index)
 
     return Trace(
         states=_freeze(s),
@@ -457,4 +497,6 @@ def score(mdp, oracle: Oracle, rec: _Record, seed: int) -> Trace:
         wall_time=rec.wall_time,
         stopped_early=rec.stopped_early,
         oracle_run_rewards=None if rec.oracle_rewards is None else _freeze(rec.oracle_rewards),
+        occupancy_regret=None if occupancy is None else _freeze(occupancy),
+        policy_gaps=None if policy_gaps is None else _freeze(policy_gaps),
     )

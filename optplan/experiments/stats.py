@@ -85,6 +85,8 @@ def aggregate(rows: list[dict]) -> list[dict]:
     out of the means. ``draft_normalized_regret`` (bayesian-methods-tabular-rl's metric) also
     gets the population standard deviation over the tasks, ``..._sd``, the spread the draft
     reports (rows without it, from older records, are left out of its mean).
+    ``occupancy_regret`` (RAVI-UCB's ``R_T``, only for agents exposing their policy under the
+    discounted criterion) gets its mean and 95% CI over the rows that have it.
     """
     groups: dict = {}
     for r in rows:
@@ -93,7 +95,7 @@ def aggregate(rows: list[dict]) -> list[dict]:
     for (agent, env), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok"]
         entry = {"agent": agent, "env": env, "tasks": len(rs), "failed": len(rs) - len(ok)}
-        for key in ("regret", "normalized_regret", "draft_normalized_regret"):
+        for key in ("regret", "normalized_regret", "draft_normalized_regret", "occupancy_regret"):
             vals = np.array([np.nan if r.get(key) is None else r[key] for r in ok], dtype=float)
             m, h = mean_ci(vals) if vals.size else (np.nan, np.nan)
             entry[key] = None if np.isnan(m) else float(m)

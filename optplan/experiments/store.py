@@ -66,6 +66,8 @@ __all__ = [
     "load_results",
     "SUMMARY_COLUMNS",
     "CURVE_KEYS",
+    "OPTIONAL_CURVE_KEYS",
+    "PLOT_CURVE_KEYS",
     "TIMING_COLUMNS",
 ]
 
@@ -82,6 +84,7 @@ SUMMARY_COLUMNS = (
     "episodes",
     "regret",
     "realized_regret",
+    "occupancy_regret",
     "gap_regret",
     "normalized_regret",
     "draft_regret",
@@ -98,6 +101,12 @@ SUMMARY_COLUMNS = (
 TIMING_COLUMNS = ("wall_time",)
 #: Step-indexed curves stored per task (each at the subsampled steps ``t``).
 CURVE_KEYS = ("regret", "realized_regret", "gap_regret", "normalized_regret")
+#: Curves stored only for the tasks that have them: ``occupancy_regret`` (discounted criterion,
+#: an agent exposing its policy; :mod:`.metrics`). ``curves.npz`` holds them with ``NaN`` for
+#: the other tasks.
+OPTIONAL_CURVE_KEYS = ("occupancy_regret",)
+#: Every curve a figure may ask for.
+PLOT_CURVE_KEYS = (*CURVE_KEYS, *OPTIONAL_CURVE_KEYS)
 
 
 #: The lock file's name in the result directory.
@@ -192,7 +201,8 @@ def _check_arrays(path: Path) -> str | None:
     if missing:
         return f"curve file lacks {', '.join(missing)}"
     n = arr["t"].shape
-    if len(n) != 1 or n[0] == 0 or any(arr[k].shape != n for k in ("episodes", *CURVE_KEYS)):
+    keys = ("episodes", *CURVE_KEYS, *(k for k in OPTIONAL_CURVE_KEYS if k in arr))
+    if len(n) != 1 or n[0] == 0 or any(arr[k].shape != n for k in keys):
         return "curve file holds curves of inconsistent or empty shape"
     return None
 
@@ -562,6 +572,7 @@ class ResultStore:
         _atomic_write(summary, text.getvalue().encode())
 
         cols: dict[str, list] = {k: [] for k in ("task", "t", "episodes", *CURVE_KEYS)}
+        optional: dict[str, list] = {k: [] for k in OPTIONAL_CURVE_KEYS}
         for rec in records:
             if rec["status"] != "ok":
                 continue
@@ -570,6 +581,11 @@ class ResultStore:
             cols["task"].append(np.full(n, rec["index"], dtype=np.int64))
             for k in ("t", "episodes", *CURVE_KEYS):
                 cols[k].append(arr[k])
+            for k in OPTIONAL_CURVE_KEYS:
+                optional[k].append(arr[k] if k in arr else np.full(n, np.nan))
+        for k, parts in optional.items():  # only when some task has the curve
+            if any(np.isfinite(p).any() for p in parts):
+                cols[k] = parts
         curves = {k: np.concatenate(v) if v else np.zeros(0, dtype=float) for k, v in cols.items()}
         curves["task_index"] = np.array([r["index"] for r in records], dtype=np.int64)
         curves["task_id"] = np.array([r["task_id"] for r in records], dtype=str)
@@ -666,9 +682,15 @@ class Results:
         The grid is that of the longest run; shorter runs (stopped early, or episodes of other
         lengths) are interpolated linearly in ``t`` and ``NaN`` past their last step.
         """
-        if metric not in CURVE_KEYS:
-            raise OptplanError(f"metric must be one of {CURVE_KEYS}, got {metric!r}")
+        if metric not in PLOT_CURVE_KEYS:
+            raise OptplanError(f"metric must be one of {PLOT_CURVE_KEYS}, got {metric!r}")
         data = [self.arrays(r) for r in records]
+        lacking = [r["task_id"] for r, a in zip(records, data, strict=True) if metric not in a]
+        if lacking:
+            raise OptplanError(
+                f"{len(lacking)} task(s) have no {metric} curve (e.g. {lacking[0]!r}: "
+                "occupancy regret needs the discounted criterion and an agent exposing its policy)"
+            )
         longest = max(data, key=lambda a: a["t"][-1])
         t = longest["t"].astype(float)
         Y = np.full((len(data), t.size), np.nan)
