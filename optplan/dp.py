@@ -51,17 +51,48 @@ def policy_model(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[np.n
     return P[idx, policy], R[idx, policy]
 
 
+#: Up to this many states, :func:`closed_classes` takes the dense transitive closure (a few
+#: boolean matrix products, ~20 us at S = 50) instead of scipy's strongly connected
+#: components (~0.5 ms of sparse-matrix setup at any size): optimistic policy iteration asks
+#: once per step.
+DENSE_CLASSES_MAX_STATES = 128
+
+
 def closed_classes(P_pi: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Recurrent classes of a chain: ``(count, labels[s], closed[label])``.
 
-    A strongly connected component is recurrent iff no transition leaves it.
+    A strongly connected component is recurrent iff no transition leaves it. Labels number
+    the components in the order of their smallest state up to
+    :data:`DENSE_CLASSES_MAX_STATES` states (scipy's order beyond).
     """
+    S = P_pi.shape[0]
+    if S <= DENSE_CLASSES_MAX_STATES:
+        return _closed_classes_dense(P_pi > 0)
     rows, cols = np.nonzero(P_pi > 0)
     graph = csr_matrix((np.ones(rows.size), (rows, cols)), shape=P_pi.shape)
     n, labels = connected_components(graph, directed=True, connection="strong")
     leaving = labels[rows] != labels[cols]
     closed = np.ones(n, dtype=bool)
     closed[labels[rows[leaving]]] = False
+    return int(closed.sum()), labels, closed
+
+
+def _closed_classes_dense(edges: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """:func:`closed_classes` from the reflexive-transitive closure ``R`` by repeated
+    squaring (float32 products are exact: entries count paths through at most 128 states):
+    ``s ~ t`` iff ``R[s, t]`` and ``R[t, s]``; a component is closed iff every state it
+    reaches is in it."""
+    S = edges.shape[0]
+    reach = edges | np.eye(S, dtype=bool)
+    while True:  # at most log2(S) + 1 squarings
+        f = reach.astype(np.float32)
+        wider = (f @ f) > 0
+        if (wider == reach).all():
+            break
+        reach = wider
+    mutual = reach & reach.T
+    first, labels = np.unique(mutual.argmax(axis=1), return_inverse=True)
+    closed = ~(reach & ~mutual).any(axis=1)[first]
     return int(closed.sum()), labels, closed
 
 

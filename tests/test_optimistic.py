@@ -198,6 +198,57 @@ def test_evi_kernel_is_the_batched_index():
     np.testing.assert_allclose(np.einsum("sat,t->sa", kernel, v), sigma, rtol=1e-12, atol=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(2, 30),
+    A=st.integers(1, 4),
+    radii=st.sampled_from(["small", "mixed", "large"]),
+    ties=st.booleans(),
+    few=st.booleans(),
+)
+def test_compact_compiled_rows_equal_the_full_numpy_rows(seed, S, A, radii, ties, few):
+    """EVI's ball rows, compact (support + best zero state, gathered, solved and scattered
+    back in compiled calls when numba is present) and through the numpy kernel, both equal the
+    batched KL-ball index on the full rows with the numpy kernel: values (the sweeps' ``values``
+    and the finish's call) and the maximizing ``q``."""
+    from optplan.fast import _index_kernels
+    from optplan.fast.kl_ball import kl_ball_index
+    from optplan.fast.optimistic import _BallRows
+
+    prob = instance(seed, S, A, "kl", "discounted", radii, True, False)
+    rng = np.random.default_rng(seed)
+    if few:  # 1 to 3 next states per pair, as UCRL's empirical models: the compact form
+        P = np.zeros((S, A, S))
+        for _ in range(3):
+            P[np.arange(S)[:, None], np.arange(A), rng.integers(0, S, (S, A))] += rng.random()
+        P /= P.sum(-1, keepdims=True)
+        prob = op.OptimisticPlanning(
+            p_hat=P, r_hat=prob.r_hat, radius=prob.radius, ball="kl", discount=0.9
+        )
+    v = rng.normal(size=S) * 10
+    if ties:  # ties among the values, on and off the supports
+        v = np.round(v / 5) * 5
+    rows = _BallRows(prob)
+    if not rows.ball.any():
+        return
+    assert rows.compact or not few or S < 8
+    ref = kl_ball_index(rows.p, np.broadcast_to(v, rows.p.shape), rows.d, kernel="numpy")
+    scale = 1 + np.abs(v).max()
+    paths = [rows]
+    if rows.lean:
+        numpy_rows = _BallRows(prob)
+        numpy_rows.lean = False
+        paths.append(numpy_rows)
+    assert rows.lean == _index_kernels.AVAILABLE
+    for r in paths:
+        value, q, status = r(v)
+        assert (status == ref.status).all()
+        np.testing.assert_allclose(value, ref.value, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(r.values(v), ref.value, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(q, ref.x, rtol=0, atol=1e-12)
+
+
 def test_evi_cap_hands_over_to_the_exact_finish():
     """EVI capped at 2 sweeps: the finish (optimistic policy iteration) still reaches the fixed
     point, and says EVI stopped early."""

@@ -299,3 +299,34 @@ def test_formulate_returns_the_cvxpy_problem(cowan3):
     assert isinstance(prob, cp.Problem) and prob.is_dcp()
     prob.solve(solver="CLARABEL")
     assert prob.value == pytest.approx(op.solve_average_reward(cowan3).gain, abs=1e-7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(1, 40),
+    density=st.floats(0.0, 0.3),
+    self_loops=st.booleans(),
+)
+def test_dense_recurrent_classes_equal_scipys(seed, S, density, self_loops):
+    """The dense transitive closure (S <= 128) finds the same strongly connected components
+    and the same closed ones as scipy's ``connected_components`` (the path beyond 128)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from optplan.dp import _closed_classes_dense
+
+    rng = np.random.default_rng(seed)
+    P = (rng.random((S, S)) < density) * rng.random((S, S))
+    if self_loops:
+        P[np.arange(S), rng.integers(0, S, S)] += 1.0
+    n, labels, closed = _closed_classes_dense(P > 0)
+    rows, cols = np.nonzero(P > 0)
+    graph = csr_matrix((np.ones(rows.size), (rows, cols)), shape=(S, S))
+    m, ref = connected_components(graph, directed=True, connection="strong")
+    leaving = ref[rows] != ref[cols]
+    ref_closed = np.ones(m, dtype=bool)
+    ref_closed[ref[rows[leaving]]] = False
+    assert (len(closed), n) == (m, int(ref_closed.sum()))
+    assert (np.equal.outer(labels, labels) == np.equal.outer(ref, ref)).all()
+    assert (closed[labels] == ref_closed[ref]).all()

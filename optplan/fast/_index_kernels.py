@@ -31,7 +31,7 @@ try:  # optional dependency: pip install "optplan[jit]"
 except ImportError:  # pragma: no cover - exercised only without numba installed
     numba = None
 
-__all__ = ["AVAILABLE", "kl_ball_rows"]
+__all__ = ["AVAILABLE", "kl_ball_rows", "kl_ball_gathered"]
 
 AVAILABLE = numba is not None
 
@@ -299,8 +299,39 @@ def _leftover(P, Vv, q, i, S, V):  # pragma: no cover - compiled by numba
                 break
 
 
+def _gather(cols, zero, has_zero, v, vr, where):  # pragma: no cover - compiled by numba
+    """``vr[i] = v`` on row ``i``'s support columns ``cols[i]``, then on its best
+    zero-probability state (the first one at the maximum; ``cols[i, 0]`` when it has none),
+    as :meth:`optplan.fast.optimistic._BallRows._gather` does in numpy; ``where[i]``: those
+    columns."""
+    B, k = cols.shape
+    order = np.argsort(-v, kind="mergesort")  # stable: the first state among equal values
+    for i in range(B):
+        for j in range(k):
+            vr[i, j] = v[cols[i, j]]
+            where[i, j] = cols[i, j]
+        best = cols[i, 0]
+        if has_zero[i]:  # the best-valued zero state: a few steps down `order` (small supports)
+            for x in order:
+                if zero[i, x]:
+                    best = x
+                    break
+        vr[i, k] = v[best]
+        where[i, k] = best
+
+
+def _scatter(q, where, out):  # pragma: no cover - compiled by numba
+    """``out[i, where[i, j]] += q[i, j]`` (``out`` zero on entry)."""
+    B, k = q.shape
+    for i in range(B):
+        for j in range(k):
+            out[i, where[i, j]] += q[i, j]
+
+
 if AVAILABLE:
     _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE: 1/0 = inf
+    _gather = _jit(_gather)
+    _scatter = _jit(_scatter)
     _g_large_s = _jit(_g_large_s)
     _g = _jit(_g)
     _log_expm1 = _jit(_log_expm1)
@@ -326,3 +357,28 @@ def kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations) -> np.ndarray:
         handled,
     )
     return handled
+
+
+def kl_ball_gathered(pc, cols, zero, has_zero, v, d, max_iter, value, n_states=None):
+    """The KL-ball rows of EVI's compact form in compiled calls: gather each ball row's values
+    on its support columns and its best zero-probability state (``pc``: ``(B, k + 1)``
+    probabilities in that order, the last 0; ``cols``: ``(B, k)``; ``zero``: ``(B, S)`` mask
+    of ``p == 0``; ``has_zero``: ``(B,)``; ``v``: ``(S,)``), solve them, and (``n_states``
+    given) scatter ``q`` back onto the ``S`` states. Fills ``value`` in place on the rows the
+    kernel handles; returns ``(handled, vr, where, q)``: the bool mask of those rows, the
+    gathered values and their columns (for the numpy kernel on the other rows), and ``q``
+    (``(B, S)``, zero on unhandled rows; None without ``n_states``)."""
+    if not AVAILABLE:
+        raise RuntimeError('kernel "numba" needs numba: pip install "optplan[jit]"')
+    B = d.shape[0]
+    vr, where = np.empty(pc.shape), np.empty(pc.shape, dtype=np.int64)
+    _gather(cols, zero, has_zero, np.ascontiguousarray(v, dtype=float), vr, where)
+    handled = np.zeros(B, dtype=np.bool_)
+    qc, lam, its = np.zeros(pc.shape), np.empty(B), np.empty(B, dtype=np.int64)
+    _kl_ball_rows_jit(pc, vr, d, int(max_iter), value, qc, lam, its, handled)
+    if n_states is None:
+        return handled, vr, where, None
+    qc[~handled] = 0.0
+    q = np.zeros((B, n_states))
+    _scatter(qc, where, q)
+    return handled, vr, where, q

@@ -49,6 +49,7 @@ class _BallRows:
     def __init__(self, problem):
         P, d = problem.p_hat, problem.radius
         self.ball = (d > 0) & problem.action_mask
+        self.all_ball = bool(self.ball.all())
         self.index = l1_ball_index if problem.ball == "l1" else kl_ball_index
         self.lean = problem.ball == "kl" and _index_kernels.AVAILABLE
         self.p, self.d = P[self.ball], d[self.ball]
@@ -69,20 +70,64 @@ class _BallRows:
         self.has_zero = self.zero.any(axis=1)
         self.flat = np.arange(n)[:, None] * S
 
+    def _gather(self, v: np.ndarray):
+        """``(p, v, cols)`` of the index rows at ``v`` (``cols`` None when not compact)."""
+        if not self.compact:
+            return self.p, np.broadcast_to(v, self.p.shape), None
+        best_zero = np.where(self.zero, v, -np.inf).argmax(axis=1)
+        cols = np.column_stack([self.cols, np.where(self.has_zero, best_zero, self.cols[:, 0])])
+        return self.pc, v[cols], cols
+
     def __call__(self, v: np.ndarray, statuses: bool = True):
         """``(value, q, status)`` of the ball pairs at ``v`` (``status`` None when not asked
         for and every row was solved by the compiled kernel)."""
-        if self.compact:
-            best_zero = np.where(self.zero, v, -np.inf).argmax(axis=1)
-            cols = np.column_stack([self.cols, np.where(self.has_zero, best_zero, self.cols[:, 0])])
-            p, vr = self.pc, v[cols]
-        else:
-            p, vr = self.p, np.broadcast_to(v, self.p.shape)
+        if self.lean and self.compact:
+            return self._compiled(v, statuses, with_q=True)
+        p, vr, cols = self._gather(v)
         value, q, status = self._index(p, vr, statuses)
-        if self.compact:
-            n, S = self.p.shape
-            q = np.bincount((self.flat + cols).ravel(), weights=q.ravel(), minlength=n * S)
-            q = q.reshape(n, S)
+        if cols is not None:
+            q = self._scatter(q, cols)
+        return value, q, status
+
+    def values(self, v: np.ndarray) -> np.ndarray:
+        """The ball pairs' ``max_{q in B} q . v`` only, as EVI's sweeps need it (no ``q``, no
+        statuses: a row the kernels leave unsolved shows up in the finish, which asks for
+        them)."""
+        if self.lean and self.compact:
+            return self._compiled(v, statuses=False, with_q=False)[0]
+        p, vr, _ = self._gather(v)
+        return self._index(p, vr, statuses=False)[0]
+
+    def _scatter(self, q, cols):
+        n, S = self.p.shape
+        q = np.bincount((self.flat + cols).ravel(), weights=q.ravel(), minlength=n * S)
+        return q.reshape(n, S)
+
+    def _compiled(self, v, statuses, with_q):
+        """Compact KL rows with numba: gather, rows and scatter in compiled calls; the numpy
+        kernel on the rows they leave."""
+        n, S = self.p.shape
+        value = np.empty(n)
+        handled, vr, where, q = _index_kernels.kl_ball_gathered(
+            self.pc,
+            self.cols,
+            self.zero,
+            self.has_zero,
+            v,
+            self.d,
+            100,
+            value,
+            n_states=S if with_q else None,
+        )
+        if handled.all():
+            return value, q, (np.full(n, OPTIMAL, dtype="<U20") if statuses else None)
+        rest = np.flatnonzero(~handled)
+        res = kl_ball_index(self.pc[rest], vr[rest], self.d[rest], validate=False, kernel="numpy")
+        value[rest] = res.value
+        if with_q:
+            np.add.at(q, (rest[:, None], where[rest]), res.x)  # those rows of q are 0 so far
+        status = np.full(n, OPTIMAL, dtype="<U20")
+        status[rest] = res.status
         return value, q, status
 
     def _index(self, p, v, statuses):
@@ -90,7 +135,7 @@ class _BallRows:
             n = p.shape[0]
             value, q, lam = np.empty(n), np.empty(p.shape), np.empty(n)
             handled = _index_kernels.kl_ball_rows(
-                p, v, self.d, 100, value, q, lam, np.empty(n, dtype=int)
+                p, v, self.d, 100, value, q, lam, np.empty(n, dtype=np.int64)
             )
             if handled.all():
                 return value, q, (np.full(n, OPTIMAL, dtype="<U20") if statuses else None)
@@ -124,6 +169,19 @@ def optimistic_backup(
         status = np.full((S, A), OPTIMAL, dtype="<U20")
         status[rows.ball] = inner
     return sigma, kernel, status
+
+
+def optimistic_values(problem, v: np.ndarray, rows: _BallRows) -> np.ndarray:
+    """``sigma[s, a] = max_{q in B} q . v`` alone (EVI's sweeps): the plain ``p_hat . v`` only
+    on the pairs without a ball."""
+    P = problem.p_hat
+    if not rows.ball.any():
+        return np.einsum("sat,t->sa", P, v)
+    sigma = np.empty(rows.ball.shape)
+    if not rows.all_ball:
+        sigma[~rows.ball] = P[~rows.ball] @ v
+    sigma[rows.ball] = rows.values(v)
+    return sigma
 
 
 def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult:
@@ -192,7 +250,7 @@ def _evi_and_finish(problem, c, tol, max_iter):
             return outcome
         if not converged:  # EVI is at max_iter: sweeping on is not allowed
             break
-    return _multichain_estimate(problem, converged, evi)
+    return _multichain_estimate(problem, rows, converged, evi)
 
 
 def _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi) -> bool:
@@ -204,23 +262,26 @@ def _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi) -> bool:
     converged = gamma == 0 or gap <= limit
     while sweeps < max_iter and not converged:
         sweeps += 1
-        sigma, kernel, _ = optimistic_backup(problem, u, rows, statuses=False)
-        Q = masked(c + gamma * sigma, mask)
+        Q = masked(c + gamma * optimistic_values(problem, u, rows), mask)
         step = Q.max(axis=1) - u
         gap = float(np.ptp(step))
         converged = gap <= limit  # span rule; discounted: Puterman Thm 6.6.6
+        evi.update(Q=Q, u_Q=u, step=step)  # the kernel at u_Q: built once, when it is needed
         if average:
             u = u + 0.5 * step  # aperiodicity transform: converges on periodic chains too
             u -= u[0]
         else:
             u = u + step
-        evi.update(Q=Q, kernel=kernel, step=step)
     if "Q" not in evi:  # no sweep ran (gamma = 0, or max_iter reached before): one backup
-        sigma, kernel, _ = optimistic_backup(problem, u, rows, statuses=False)
-        Q = masked(c + gamma * sigma, mask)
-        evi.update(Q=Q, kernel=kernel, step=Q.max(axis=1) - u)
+        Q = masked(c + gamma * optimistic_values(problem, u, rows), mask)
+        evi.update(Q=Q, u_Q=u, step=Q.max(axis=1) - u)
     evi.update(u=u, sweeps=sweeps, gap=gap)
     return converged
+
+
+def _evi_kernel(problem, rows, evi) -> np.ndarray:
+    """The maximizing kernel of EVI's last backup (at ``evi["u_Q"]``)."""
+    return optimistic_backup(problem, evi["u_Q"], rows, statuses=False)[1]
 
 
 def _finish(problem, rows, c, gamma, scale, converged, evi):
@@ -232,7 +293,7 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
     sweeps, gap = evi["sweeps"], evi["gap"]
     evi.pop("finish", None)
     note = "" if converged else f"EVI stopped at {sweeps} sweeps (gap {gap:.3g}); "
-    Q, kernel = evi["Q"], evi["kernel"]
+    Q, kernel = evi["Q"], _evi_kernel(problem, rows, evi)
     policy, idx = greedy(Q), np.arange(S)
     u = evi["u"]
     fields = _fields(problem, float(np.mean(u)) if not average else np.nan, u, Q, kernel)
@@ -262,7 +323,7 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
     return None
 
 
-def _multichain_estimate(problem, converged, evi):
+def _multichain_estimate(problem, rows, converged, evi):
     """The last resort after EVI ran to ``tol``: a multichain optimistic policy (average
     reward; the gain is EVI's estimate, within its span gap) or a finish that did not reach
     the fixed point."""
@@ -283,7 +344,11 @@ def _multichain_estimate(problem, converged, evi):
         f"(within {gap:.2g})"
     )
     fields = _fields(
-        problem, float((step.max() + step.min()) / 2), evi["u"], evi["Q"], evi["kernel"]
+        problem,
+        float((step.max() + step.min()) / 2),
+        evi["u"],
+        evi["Q"],
+        _evi_kernel(problem, rows, evi),
     )
     return (OPTIMAL if converged else MAX_ITER), message, fields, sweeps
 

@@ -134,6 +134,8 @@ class OptimisticPlanning(Problem):
         """
         mask, d = self.action_mask, self.radius
         anywhere = ((d > 0) & mask).any(axis=1)
+        if anywhere.all():  # every state has a ball pair: one class, nothing can stay outside
+            return ""
         reach = ((self.p_hat > 0) & mask[..., None]).any(axis=1) | anywhere[:, None]
         n_closed, labels, closed = closed_classes(reach.astype(float))
         if n_closed != 1:
