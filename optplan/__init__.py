@@ -6,9 +6,10 @@ Public API (re-exports only)::
     mdp = op.TabularMDP(P, R, discount=0.9)          # P[s, a, s'], R[s, a]
     res = op.solve_discounted(mdp, method="fast")   # or method="conic", solver="CLARABEL"
     chk = op.cross_check(op.AverageRewardPlanning(mdp))
+    rep = op.verify(my_kl_index, "kl_ball", n=2000)  # a user's closed form vs CVXPY
 """
 
-from . import agents, envs, experiments, uncertainty
+from . import agents, envs, experiments, uncertainty, verification
 from .crosscheck import SOLVER_TOL, cross_check
 from .fast.kl_ball import kl_ball_index
 from .fast.kl_inf import kl_inf_rate
@@ -41,6 +42,7 @@ from .problems.k_temperature import (
 )
 from .result import BatchResult, CrossCheck, PlanResult
 from .soft import ravi_step
+from .verification import DeclaredProblem, VerifyReport, verify
 
 __version__ = "0.1.0"
 
@@ -82,4 +84,8 @@ __all__ = [
     "solve_discounted",
     "solve_average_reward",
     "solve_finite_horizon",
+    "verify",
+    "verification",
+    "VerifyReport",
+    "DeclaredProblem",
 ]

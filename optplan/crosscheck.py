@@ -9,6 +9,29 @@ from .problems.base import SOLVER_TOL, Problem, check_solver
 from .result import SOLUTION_PRESENT, CrossCheck
 
 
+def allowed_error(
+    name: str, scale: float, rtol: float, atol: float, sqrt_quantities=frozenset()
+) -> float:
+    """The error quantity ``name`` may show: ``atol + rtol * scale``, at the square roots of
+    both for the quantities a conic solver fixes only that well
+    (:attr:`~optplan.problems.base.Problem.sqrt_tol_quantities`). The one rule of
+    :func:`cross_check` and :func:`optplan.verify`."""
+    a, r = tolerances(name, rtol, atol, sqrt_quantities)
+    return float(a + r * scale)
+
+
+def tolerances(name: str, rtol: float, atol: float, sqrt_quantities=frozenset()):
+    """``(atol, rtol)`` for quantity ``name`` (square roots for ``sqrt_quantities``)."""
+    if name in sqrt_quantities:
+        return float(np.sqrt(atol)), float(np.sqrt(rtol))
+    return atol, rtol
+
+
+def within(err: float, allowed: float) -> bool:
+    """``err <= allowed`` for a finite ``err`` (NaN or an infinite error never agrees)."""
+    return bool(np.isfinite(err) and err <= allowed)
+
+
 def cross_check(
     problem: Problem,
     solver: str | None = None,
@@ -61,10 +84,8 @@ def cross_check(
     for name, (err, scale) in problem.compare(fast, conic).items():
         abs_err[name] = err
         rel_err[name] = err / (1.0 + scale)
-        a, r = (
-            (np.sqrt(atol), np.sqrt(rtol)) if name in problem.sqrt_tol_quantities else (atol, rtol)
-        )
-        if not (err <= a + r * scale) or not np.isfinite(err):
+        if not within(err, allowed_error(name, scale, rtol, atol, problem.sqrt_tol_quantities)):
+            a, r = tolerances(name, rtol, atol, problem.sqrt_tol_quantities)
             bad.append(f"{name}: |fast - conic| = {err:.3g} > {a:g} + {r:g} * {scale:.3g}")
     message = "; ".join(bad) if bad else "all quantities agree"
     return CrossCheck(not bad, abs_err, rel_err, rtol, atol, fast, conic, message)

@@ -27,6 +27,7 @@ LAYERS = (
     ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile"),
     ("problems",),
     ("conic", "fast", "crosscheck"),
+    ("verification", "testing"),
     ("agents",),
     ("envs", "experiments"),
     ("bench",),
@@ -36,8 +37,9 @@ LAYERS = (
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 #: Same-layer pairs that must stay apart: the two ways of solving a problem.
 SIBLINGS_APART = {frozenset({"conic", "fast"})}
-#: The one place that loads modules by name: ``Problem.solve`` dispatching on the stem.
-DYNAMIC_IMPORTS = {"problems/base.py"}
+#: The places that load modules by name: ``Problem.solve`` dispatching on the stem, and
+#: ``optplan verify-fn MODULE:FUNCTION`` loading the user's module (its purpose).
+DYNAMIC_IMPORTS = {"problems/base.py", "cli/verify_fn.py"}
 
 
 def _unit(module: str) -> str:

@@ -1,6 +1,7 @@
-"""The ``optplan`` command: solve, verify, demo, bench, run, sweep, plot, results.
+"""The ``optplan`` command: solve, verify, verify-fn, demo, bench, run, sweep, plot, results.
 
 One module per group of commands: :mod:`.solve` (``solve``, ``verify``, ``demo``),
+:mod:`.verify_fn` (``verify-fn``: a user's function against a problem's CVXPY formulation),
 :mod:`.bench` (``bench <suite>``, one command driven by :data:`optplan.bench.SUITES`) and
 :mod:`.experiments` (``run``, ``sweep``, ``plot``, ``results``).
 
@@ -15,7 +16,7 @@ import argparse
 import sys
 
 from .._checks import OptplanError
-from . import bench, experiments, solve
+from . import bench, experiments, solve, verify_fn
 from .solve import CLIError
 
 __all__ = ["main", "build_parser", "CLIError", "USER_ERRORS"]
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="optplan", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     solve.add_parsers(sub)
+    verify_fn.add_parser(sub)
     bench.add_parser(sub)
     experiments.add_parsers(sub)
     return parser
