@@ -14,6 +14,7 @@ from .crosscheck import SOLVER_TOL, cross_check
 from .fast.kl_ball import kl_ball_index
 from .fast.kl_inf import kl_inf_rate
 from .fast.l1_ball import l1_ball_index
+from .bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model, save_model
 from .problems import (
@@ -48,6 +49,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TabularMDP",
+    "from_gymnasium",
+    "from_mdptoolbox",
+    "to_mdptoolbox",
     "load_model",
     "save_model",
     "agents",

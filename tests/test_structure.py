@@ -24,7 +24,7 @@ PACKAGE = Path(optplan.__file__).resolve().parent
 #: Top-level names of the package (module stems and subpackages), layer by layer.
 LAYERS = (
     ("_checks", "mdp", "result"),
-    ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile"),
+    ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile", "bridges"),
     ("problems",),
     ("conic", "fast", "crosscheck"),
     ("verification", "testing"),

@@ -3,11 +3,13 @@ once before the loop so that regret is exact (see :mod:`.run`)."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._checks import OptplanTypeError
+from ..bridges import from_gymnasium, table_of
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
@@ -51,11 +53,34 @@ class Oracle:
     optimal_value: float
 
 
+#: Toy-text environments converted once (agents' builders and the oracle ask for the model).
+_CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def true_model(env) -> TabularMDP | FiniteHorizonMDP:
-    """The model an environment exposes as ``env.unwrapped.mdp`` (or ``env.mdp``)."""
-    mdp = getattr(getattr(env, "unwrapped", env), "mdp", None)
+    """The model an environment exposes as ``env.unwrapped.mdp`` (or ``env.mdp``).
+
+    An environment without one but with a toy-text transition table ``env.unwrapped.P``
+    (Gymnasium's FrozenLake, Taxi, CliffWalking, or a user environment of that form) is
+    converted by :func:`~optplan.bridges.from_gymnasium` with ``terminal="restart"``: the
+    continuing view of a run loop that resets the environment when an episode terminates.
+    """
+    inner = getattr(env, "unwrapped", env)
+    mdp = getattr(inner, "mdp", None)
+    if mdp is None and table_of(env) is not None:
+        try:
+            mdp = _CONVERTED.get(inner)
+        except TypeError:  # not weakly referenceable: convert each time
+            return from_gymnasium(env, terminal="restart")
+        if mdp is None:
+            mdp = _CONVERTED[inner] = from_gymnasium(env, terminal="restart")
+        return mdp
     if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-        raise OptplanTypeError(f"env must expose its true model as .mdp, got {type(env).__name__}")
+        raise OptplanTypeError(
+            f"env must expose its true model as .mdp (an optplan environment) or a toy-text "
+            f"transition table as .unwrapped.P (dict P[s][a] = [(prob, next_state, reward, "
+            f"terminated), ...]); got {type(env).__name__} wrapping {type(inner).__name__}"
+        )
     return mdp
 
 

@@ -36,6 +36,7 @@ from ..envs import (
 from ..generators import random_dirichlet, riverswim
 from ..mdp import FiniteHorizonMDP
 from ..modelfile import load_counts
+from .oracle import true_model
 
 __all__ = [
     "Param",
@@ -173,7 +174,7 @@ def env_shape(env):
     finite-horizon one (mask ``(L, S, A)``): observations there are indices within a layer,
     so learning agents index their tables by ``(layer, state)``.
     """
-    mdp = env.unwrapped.mdp
+    mdp = true_model(env)
     L = mdp.horizon if isinstance(mdp, FiniteHorizonMDP) else None
     return L, mdp.n_states, mdp.n_actions, mdp.action_mask
 
@@ -430,7 +431,7 @@ def _random(env, criterion):
 
 
 def _oracle(env, criterion):
-    return OracleAgent(env.unwrapped.mdp, criterion=criterion)
+    return OracleAgent(true_model(env), criterion=criterion)
 
 
 def _qlearning(cls, key):
@@ -478,7 +479,7 @@ def _episodic_shape(env, who: str):
         raise OptplanError(f"{who} is for episodic (finite-horizon) environments")
     if not mask.all():
         raise OptplanError(f"{who} assumes every action is admissible everywhere")
-    return L, S, A, env.unwrapped.mdp.initial
+    return L, S, A, true_model(env).initial
 
 
 def _k_learning(env, criterion, temperature, method, solver, sigma, prior_var, transition_prior):
@@ -668,7 +669,7 @@ def _index_agent(cls):
         if L is not None:
             raise OptplanError(f"{cls.name} is for continuing (average-reward) environments")
         counts = load_counts(initial_counts, S, A) if initial_counts else None
-        return cls(env.unwrapped.mdp.R, mask, initial_counts=counts, method=method, solver=solver)
+        return cls(true_model(env).R, mask, initial_counts=counts, method=method, solver=solver)
 
     return build
 
@@ -721,7 +722,7 @@ def _env_discount(env, who: str, discount) -> float:
     """``discount`` if given, else the discount of the environment's model (the ``gamma`` of
     :class:`~optplan.envs.DiscountedResets`)."""
     if discount is None:
-        discount = env.unwrapped.mdp.discount
+        discount = true_model(env).discount
         if discount is None:
             raise OptplanError(
                 f"{who}: set discount (the environment's model has none; use an environment "
@@ -744,7 +745,7 @@ def _ucrl2_discounted(env, criterion, delta, r_max, discount, known_rewards, met
         solver=solver,
         criterion="discounted",
         discount=_env_discount(env, "ucrl2-discounted", discount),
-        rewards=env.unwrapped.mdp.R if known_rewards else None,
+        rewards=true_model(env).R if known_rewards else None,
     )
 
 
@@ -803,7 +804,7 @@ def _ravi_ucb(
     env, criterion, discount, horizon, beta_scale, beta, eta_scale, eta, delta, known_rewards
 ):
     args = _ravi_args(env, "ravi-ucb", discount, horizon, eta, eta_scale, beta, beta_scale, delta)
-    mdp = env.unwrapped.mdp
+    mdp = true_model(env)
     rewards = mdp.R if known_rewards else None
     return RAVIUCB(mdp.n_states, mdp.n_actions, rewards=rewards, **args)
 
@@ -830,7 +831,7 @@ def _ravi_ucb_linear(
             "ravi-ucb-linear needs an environment with known features psi(x, a, x') "
             f"(e.g. linear-mixture), got {env!r}"
         )
-    return RAVIUCBLinear(features, env.unwrapped.mdp.R, lam=lam, theta_bound=theta_bound, **args)
+    return RAVIUCBLinear(features, true_model(env).R, lam=lam, theta_bound=theta_bound, **args)
 
 
 _RAVI_PARAMS = [

@@ -361,7 +361,7 @@ def _build_once(sweep: Sweep, where: str) -> None:
         except (TypeError, ValueError, OSError) as exc:
             raise SweepError(f"{where}: envs {env_cfg.label!r}: {exc}") from None
         criterion = env_cfg.criterion
-        if criterion == "discounted" and env.unwrapped.mdp.discount is None:
+        if criterion == "discounted" and registry.true_model(env).discount is None:
             raise SweepError(
                 f"{where}: envs {env_cfg.label!r}: criterion 'discounted' needs a model with "
                 f"a discount"

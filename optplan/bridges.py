@@ -1,0 +1,298 @@
+"""Bridges from the tabular models researchers already have: Gymnasium toy-text, pymdptoolbox.
+
+* :func:`from_gymnasium` reads the transition table ``env.unwrapped.P`` that Gymnasium's
+  toy-text environments (FrozenLake, Taxi, CliffWalking) and user environments of the same
+  form expose: ``P[s][a] = [(prob, next_state, reward, terminated), ...]``.
+* :func:`from_mdptoolbox` / :func:`to_mdptoolbox` convert pymdptoolbox's layout
+  ``P[a, s, s']`` and ``R[s, a]`` (or ``R[a, s, s']``) to and from a
+  :class:`~optplan.mdp.TabularMDP` (``P[s, a, s']``).
+
+Rewards become expectations over the next state, ``R[s, a] = sum_k p_k r_k``; the sampled
+reward law is not kept (a :class:`~optplan.mdp.TabularMDP` holds expected rewards only).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ._checks import ROW_SUM_TOL, OptplanError, OptplanTypeError, check_label
+from .mdp import TabularMDP, check_model_size
+
+__all__ = ["TERMINAL_MODES", "from_gymnasium", "from_mdptoolbox", "to_mdptoolbox", "table_of"]
+
+#: Accepted values of ``from_gymnasium(terminal=...)``.
+TERMINAL_MODES = ("absorbing", "restart")
+
+
+def table_of(env):
+    """``env.unwrapped.P`` (or ``env.P``), the dict-of-dicts transition table, or ``None``."""
+    inner = getattr(env, "unwrapped", env)
+    table = getattr(inner, "P", None)
+    return table if isinstance(table, dict) else None
+
+
+def _index(value, what: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise OptplanTypeError(f"{what} must be an integer, got {value!r}") from None
+
+
+def from_gymnasium(
+    env_or_id,
+    terminal: str = "absorbing",
+    discount: float | None = None,
+    initial=None,
+    name: str | None = None,
+    **make_kwargs,
+) -> TabularMDP:
+    """A :class:`~optplan.mdp.TabularMDP` from a Gymnasium environment's transition table.
+
+    Parameters
+    ----------
+    env_or_id : gymnasium.Env or str
+        An environment whose ``unwrapped.P`` is the toy-text table
+        ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` for every state
+        ``s in range(S)`` and action ``a in range(A)``, or an id for ``gymnasium.make``
+        (e.g. ``"FrozenLake-v1"``, ``"Taxi-v3"``, ``"CliffWalking-v1"``).
+    terminal : {"absorbing", "restart"}, default "absorbing"
+        What a transition flagged ``terminated`` leads to (its reward is always paid):
+
+        * ``"absorbing"``: the episodic view. One state is appended, index ``S`` (the model
+          has ``S + 1`` states); every terminating transition moves there and it loops on
+          itself with reward 0 under every action. Discounted values of the first ``S``
+          states are the episode's values. Without terminating transitions nothing is added.
+        * ``"restart"``: the continuing view, what a run loop that resets the environment
+          at the end of an episode sees. A terminating transition of probability ``p`` is
+          replaced by ``p * initial`` (the initial distribution); ``S`` states.
+
+        Truncation (a ``TimeLimit`` wrapper) is not part of the model.
+    discount : float in [0, 1), optional
+        The model's discount; ``None``: an average-reward model.
+    initial : array_like, shape (S,), optional
+        Start distribution. ``None``: ``unwrapped.initial_state_distrib`` when the
+        environment has one (FrozenLake: the ``S`` cell; Taxi: uniform over its 300 start
+        states; CliffWalking: state 36), normalized; otherwise uniform over the ``S`` states.
+    name : str, optional
+        The model's label; default: the environment's spec id (or its class name).
+    **make_kwargs
+        Passed to ``gymnasium.make`` when ``env_or_id`` is a string (e.g.
+        ``is_slippery=False``, ``map_name="8x8"``).
+
+    Returns
+    -------
+    TabularMDP
+
+    Raises
+    ------
+    TypeError
+        ``env_or_id`` has no ``unwrapped.P`` table (the message says what is needed), or an
+        entry is not a ``(prob, next_state, reward, terminated)`` tuple.
+    ValueError
+        An unknown ``terminal``; a state or action missing from the table; a next state out
+        of range; a negative probability; probabilities of ``P[s][a]`` that do not sum to 1
+        (naming ``s`` and ``a``); a model whose dense ``(S, A, S)`` array would exceed
+        :data:`~optplan.mdp.MAX_MODEL_BYTES` (the size is stated before anything is
+        allocated).
+
+    Examples
+    --------
+    >>> mdp = from_gymnasium("FrozenLake-v1", discount=0.95)          # doctest: +SKIP
+    >>> mdp = from_gymnasium(gym.make("Taxi-v3"), terminal="restart")  # doctest: +SKIP
+    """
+    if terminal not in TERMINAL_MODES:
+        raise OptplanError(f"terminal must be one of {TERMINAL_MODES}, got {terminal!r}")
+    if isinstance(env_or_id, str):
+        import gymnasium as gym
+
+        env = gym.make(env_or_id, **make_kwargs)
+    else:
+        if make_kwargs:
+            raise OptplanTypeError(
+                f"keyword arguments {sorted(make_kwargs)} are for gymnasium.make and apply "
+                f"only when env_or_id is an id string"
+            )
+        env = env_or_id
+    table = table_of(env)
+    if table is None:
+        raise OptplanTypeError(
+            f"from_gymnasium needs an environment exposing its transition table as "
+            f"env.unwrapped.P, a dict P[s][a] = [(prob, next_state, reward, terminated), ...] "
+            f"(Gymnasium's toy-text FrozenLake, Taxi, CliffWalking have one); "
+            f"{type(getattr(env, 'unwrapped', env)).__name__} has none"
+        )
+    inner = getattr(env, "unwrapped", env)
+    S = len(table)
+    if S == 0:
+        raise OptplanError("env.unwrapped.P is empty: the model needs at least one state")
+    first = table.get(0)
+    if not isinstance(first, dict) or not first:
+        raise OptplanError(f"env.unwrapped.P[0] must be a non-empty dict of actions, got {first!r}")
+    A = len(first)
+    n_out = S + 1 if terminal == "absorbing" else S
+    check_model_size(
+        n_out, A, subject=f"the Gymnasium table of {S} states and {A} actions"
+    )  # before any dense allocation
+
+    # One pass over the table into flat arrays; everything after is vectorized.
+    s_idx, a_idx, nxt, prob, rew, term = [], [], [], [], [], []
+    for s in range(S):
+        row = table.get(s)
+        if not isinstance(row, dict):
+            raise OptplanError(f"env.unwrapped.P has no state {s} (keys must be 0..{S - 1})")
+        if len(row) != A:
+            raise OptplanError(f"env.unwrapped.P[{s}] has {len(row)} actions, expected {A} as P[0]")
+        for a in range(A):
+            outcomes = row.get(a)
+            if outcomes is None:
+                raise OptplanError(f"env.unwrapped.P[{s}] has no action {a}")
+            for k, item in enumerate(outcomes):
+                try:
+                    p, s2, r, done = item[:4]
+                except (TypeError, ValueError):
+                    raise OptplanTypeError(
+                        f"env.unwrapped.P[{s}][{a}][{k}] must be a tuple (prob, next_state, "
+                        f"reward, terminated), got {item!r}"
+                    ) from None
+                s_idx.append(s)
+                a_idx.append(a)
+                nxt.append(_index(s2, f"env.unwrapped.P[{s}][{a}][{k}] next_state"))
+                prob.append(p)
+                rew.append(r)
+                term.append(bool(done))
+    s_idx = np.asarray(s_idx, dtype=np.intp)
+    a_idx = np.asarray(a_idx, dtype=np.intp)
+    nxt = np.asarray(nxt, dtype=np.intp)
+    prob = np.asarray(prob, dtype=float)
+    rew = np.asarray(rew, dtype=float)
+    term = np.asarray(term, dtype=bool)
+
+    bad = (nxt < 0) | (nxt >= S)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise OptplanError(
+            f"env.unwrapped.P[{s_idx[i]}][{a_idx[i]}] moves to state {int(nxt[i])}, outside "
+            f"[0, {S})"
+        )
+    bad = ~np.isfinite(prob) | (prob < 0) | ~np.isfinite(rew)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise OptplanError(
+            f"env.unwrapped.P[{s_idx[i]}][{a_idx[i]}] has probability {float(prob[i])!r} and "
+            f"reward {float(rew[i])!r}: probabilities must be finite and >= 0, rewards finite"
+        )
+    sums = np.zeros((S, A))
+    np.add.at(sums, (s_idx, a_idx), prob)
+    bad = np.abs(sums - 1.0) > ROW_SUM_TOL
+    if bad.any():
+        s, a = (int(x) for x in np.argwhere(bad)[0])
+        raise OptplanError(
+            f"the probabilities of env.unwrapped.P[{s}][{a}] (state {s}, action {a}) sum to "
+            f"{float(sums[s, a])!r}, not 1 (tolerance {ROW_SUM_TOL})"
+        )
+
+    rho = _initial(inner, initial, S)
+    R = np.zeros((n_out, A))
+    np.add.at(R, (s_idx, a_idx), prob * rew)
+    P = np.zeros((n_out, A, n_out))
+    keep = ~term
+    np.add.at(P, (s_idx[keep], a_idx[keep], nxt[keep]), prob[keep])
+    if terminal == "restart":
+        ends = np.zeros((S, A))
+        np.add.at(ends, (s_idx[term], a_idx[term]), prob[term])
+        P += ends[:, :, None] * rho[None, None, :]
+    elif term.any():
+        np.add.at(P, (s_idx[term], a_idx[term], S), prob[term])
+        P[S, :, S] = 1.0
+        rho = np.append(rho, 0.0)
+    else:  # no terminating transition: no absorbing state to add
+        P, R = P[:S, :, :S], R[:S]
+    # Normalize rows exactly (sums checked above), so row sums are 1 to round-off.
+    P /= P.sum(axis=-1, keepdims=True)
+    if name is None:
+        spec = getattr(env, "spec", None)
+        name = getattr(spec, "id", None) or type(inner).__name__
+    return TabularMDP(P, R, discount, rho, name=check_label("name", name))
+
+
+def _initial(inner, initial, S: int) -> np.ndarray:
+    """The start distribution: given, else ``initial_state_distrib`` normalized, else uniform."""
+    source = "initial"
+    if initial is None:
+        initial = getattr(inner, "initial_state_distrib", None)
+        source = f"{type(inner).__name__}.initial_state_distrib"
+        if initial is None:
+            return np.full(S, 1.0 / S)
+    rho = np.asarray(initial, dtype=float)
+    if rho.shape != (S,):
+        raise OptplanError(f"{source} has shape {rho.shape}, expected ({S},)")
+    if not np.isfinite(rho).all() or (rho < 0).any() or rho.sum() <= 0:
+        raise OptplanError(f"{source} must be finite, >= 0 and not all zero, got {rho!r}")
+    return rho / rho.sum()  # Taxi stores counts of its start states
+
+
+def from_mdptoolbox(
+    P, R, discount: float | None = None, initial=None, name: str = ""
+) -> TabularMDP:
+    """A :class:`~optplan.mdp.TabularMDP` from pymdptoolbox's arrays.
+
+    Parameters
+    ----------
+    P : array_like, shape (A, S, S), or a sequence of A (S, S) matrices
+        ``P[a, s, s']`` (pymdptoolbox's layout; scipy sparse matrices are densified).
+    R : array_like, shape (S, A), (S,) or (A, S, S)
+        Rewards as pymdptoolbox accepts them: per state-action, per state (every action
+        alike), or per transition ``R[a, s, s']``, whose expectation
+        ``sum_s' P[a, s, s'] R[a, s, s']`` is taken.
+    discount : float in [0, 1), optional
+    initial : array_like, shape (S,), optional
+    name : str, optional
+
+    Returns
+    -------
+    TabularMDP
+        ``P[s, a, s'] = P_toolbox[a, s, s']``.
+    """
+    mats = [_dense(m) for m in P] if isinstance(P, (list, tuple)) else None
+    Pt = np.asarray(mats if mats is not None else _dense(P), dtype=float)
+    if Pt.ndim != 3 or Pt.shape[1] != Pt.shape[2]:
+        raise OptplanError(f"P must have shape (A, S, S) (pymdptoolbox's layout), got {Pt.shape}")
+    A, S, _ = Pt.shape
+    Rt = np.asarray(
+        [_dense(m) for m in R] if isinstance(R, (list, tuple)) else _dense(R), dtype=float
+    )
+    if Rt.shape == (S, A):
+        Rsa = Rt
+    elif Rt.shape == (S,):
+        Rsa = np.repeat(Rt[:, None], A, axis=1)
+    elif Rt.shape == (A, S, S):
+        Rsa = np.einsum("ast,ast->sa", Pt, Rt)
+    else:
+        raise OptplanError(
+            f"R has shape {Rt.shape}; pymdptoolbox's forms are (S, A) = {(S, A)}, (S,) = "
+            f"{(S,)} or (A, S, S) = {(A, S, S)}"
+        )
+    return TabularMDP(np.transpose(Pt, (1, 0, 2)), Rsa, discount, initial, name=name)
+
+
+def _dense(m):
+    return m.toarray() if hasattr(m, "toarray") else m
+
+
+def to_mdptoolbox(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, R)`` in pymdptoolbox's layout: ``P[a, s, s']`` (A, S, S) and ``R[s, a]`` (S, A).
+
+    The discount is not part of the pair (pymdptoolbox takes it as an argument). A model with
+    inadmissible actions is refused: pymdptoolbox has no action masks.
+    """
+    if not isinstance(mdp, TabularMDP):
+        raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
+    if not mdp.action_mask.all():
+        s, a = (int(x) for x in np.argwhere(~mdp.action_mask)[0])
+        raise OptplanError(
+            f"pymdptoolbox has no action masks, but action {a} is inadmissible in state {s} "
+            f"(mdp.action_mask[{s}, {a}] is False)"
+        )
+    return np.ascontiguousarray(np.transpose(mdp.P, (1, 0, 2))), np.array(mdp.R)

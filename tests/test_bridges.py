@@ -1,0 +1,205 @@
+"""Gymnasium toy-text and pymdptoolbox bridges (issue 17 item 1).
+
+Gymnasium 1.x deprecates ``Taxi-v3`` (``gym.make`` refuses it and names ``Taxi-v4``, the same
+model plus an ``is_rainy`` option), so Taxi is tested as ``Taxi-v4``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import optplan as op
+from optplan.bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
+from optplan.experiments import run
+from optplan.experiments.registry import get_agent
+
+GAMMA = 0.95
+CASES = [
+    ("FrozenLake-v1", {"is_slippery": True}),
+    ("FrozenLake-v1", {"is_slippery": False}),
+    ("Taxi-v4", {}),
+    ("CliffWalking-v1", {}),
+]
+IDS = ["frozenlake-slippery", "frozenlake-deterministic", "taxi", "cliffwalking"]
+
+
+def make(env_id, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return gym.make(env_id, **kwargs)
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=IDS)
+@pytest.mark.parametrize("terminal", ["absorbing", "restart"])
+def test_discounted_values_fast_vs_clarabel(env_id, kwargs, terminal):
+    mdp = from_gymnasium(make(env_id, **kwargs), terminal=terminal, discount=GAMMA)
+    fast = op.solve_discounted(mdp, method="fast")
+    conic = op.solve_discounted(mdp, method="conic", solver="CLARABEL")
+    assert fast.status == conic.status == "optimal"
+    np.testing.assert_allclose(fast.values, conic.values, rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=IDS)
+def test_discounted_values_match_pymdptoolbox_policy_iteration(env_id, kwargs):
+    mtb = pytest.importorskip(
+        "mdptoolbox.mdp", reason="pymdptoolbox is not installed (pip install pymdptoolbox)"
+    )
+    mdp = from_gymnasium(make(env_id, **kwargs), discount=GAMMA)
+    P, R = to_mdptoolbox(mdp)
+    pi = mtb.PolicyIteration(P, R, GAMMA)
+    pi.run()
+    fast = op.solve_discounted(mdp, method="fast")
+    np.testing.assert_allclose(np.asarray(pi.V), fast.values, rtol=1e-9, atol=1e-9)
+    # Same optimal values; where actions tie the policies may differ, the values may not.
+    q = mdp.R + GAMMA * mdp.P @ fast.values
+    np.testing.assert_allclose(q[np.arange(mdp.n_states), pi.policy], fast.values, atol=1e-9)
+
+
+def test_frozenlake_structure_absorbing_and_restart():
+    env = make("FrozenLake-v1")  # 4x4, slippery
+    start = env.unwrapped.initial_state_distrib
+    absorbing = from_gymnasium(env)
+    assert absorbing.shape == (17, 4) and absorbing.discount is None
+    assert absorbing.name == "FrozenLake-v1"
+    np.testing.assert_array_equal(absorbing.initial[:16], start)
+    assert absorbing.initial[16] == 0.0
+    np.testing.assert_array_equal(absorbing.P[16, :, 16], 1.0)  # the appended terminal state
+    np.testing.assert_array_equal(absorbing.R[16], 0.0)
+    goal, hole = 15, 5
+    # From 14, "right" (2) slips up, right (goal, reward 1, terminated) or down (stays).
+    np.testing.assert_allclose(absorbing.P[14, 2, 16], 1 / 3)
+    np.testing.assert_allclose(absorbing.R[14, 2], 1 / 3)
+    np.testing.assert_array_equal(absorbing.P[hole, :, 16], 1.0)  # P[hole] terminates
+    restart = from_gymnasium(env, terminal="restart")
+    assert restart.shape == (16, 4)
+    np.testing.assert_array_equal(restart.P[goal, :, 0], 1.0)  # back to the start cell
+    np.testing.assert_allclose(restart.P[14, 2, 0], 1 / 3)
+    np.testing.assert_allclose(restart.P[14, 2, 14], 1 / 3)
+
+
+def test_initial_distributions_of_taxi_and_cliffwalking():
+    taxi = from_gymnasium(make("Taxi-v4"), terminal="restart")
+    # Taxi stores counts; 300 start states (passenger at a location other than the goal).
+    assert np.count_nonzero(taxi.initial) == 300
+    np.testing.assert_allclose(taxi.initial[taxi.initial > 0], 1 / 300)
+    cliff = from_gymnasium(make("CliffWalking-v1"))
+    assert cliff.initial[36] == 1.0 and cliff.shape == (49, 4)
+    # Into the cliff: reward -100 and back to the start, not terminated.
+    assert cliff.R[36, 1] == -100.0 and cliff.P[36, 1, 36] == 1.0
+
+
+def test_id_string_with_make_kwargs_and_explicit_initial():
+    mdp = from_gymnasium("FrozenLake-v1", map_name="8x8", is_slippery=False, discount=0.9)
+    assert mdp.shape == (65, 4) and mdp.discount == 0.9
+    rho = np.full(16, 1 / 16)
+    mdp = from_gymnasium("FrozenLake-v1", terminal="restart", initial=rho, name="lake")
+    assert mdp.name == "lake" and mdp.shape == (16, 4)
+    np.testing.assert_allclose(mdp.P[15, 0], rho)  # the goal restarts to the given initial
+    with pytest.raises(TypeError, match="apply only when env_or_id is an id string"):
+        from_gymnasium(make("FrozenLake-v1"), is_slippery=False)
+
+
+class TableEnv:
+    """A user environment of the toy-text form: only ``P`` (no ``initial_state_distrib``)."""
+
+    def __init__(self, P):
+        self.P = P
+
+    @property
+    def unwrapped(self):
+        return self
+
+
+def test_user_table_without_initial_distribution_is_uniform():
+    P = {
+        0: {0: [(0.5, 0, 1.0, False), (0.5, 1, 3.0, False)], 1: [(1.0, 1, 0.0, True)]},
+        1: {0: [(1.0, 0, 2.0, False)], 1: [(1.0, 1, -1.0, False)]},
+    }
+    mdp = from_gymnasium(TableEnv(P))
+    assert mdp.shape == (3, 2)
+    np.testing.assert_allclose(mdp.R[:2], [[2.0, 0.0], [2.0, -1.0]])
+    np.testing.assert_allclose(mdp.initial, [0.5, 0.5, 0.0])
+    restart = from_gymnasium(TableEnv(P), terminal="restart")
+    np.testing.assert_allclose(restart.P[0, 1], [0.5, 0.5])
+
+
+def test_bad_tables_are_named():
+    with pytest.raises(TypeError, match=r"env.unwrapped.P, a dict P\[s\]\[a\].*CartPoleEnv"):
+        from_gymnasium(make("CartPole-v1"))
+    P = {0: {0: [(0.5, 0, 0.0, False), (0.4, 0, 0.0, False)]}}
+    with pytest.raises(ValueError, match=r"P\[0\]\[0\] \(state 0, action 0\) sum to 0.9"):
+        from_gymnasium(TableEnv(P))
+    P = {0: {0: [(1.0, 0, 0.0, False)]}, 1: {0: [(1.0, 0, 0.0, False)], 1: []}}
+    with pytest.raises(ValueError, match=r"P\[1\] has 2 actions, expected 1"):
+        from_gymnasium(TableEnv(P))
+    P = {0: {0: [(1.0, 3, 0.0, False)]}}
+    with pytest.raises(ValueError, match=r"moves to state 3, outside \[0, 1\)"):
+        from_gymnasium(TableEnv(P))
+    with pytest.raises(ValueError, match="terminal must be one of"):
+        from_gymnasium(TableEnv(P), terminal="reset")
+
+
+def test_a_table_too_large_is_refused_before_allocation():
+    class Huge(dict):
+        def __len__(self):
+            return 200_000
+
+    table = Huge({0: {a: [(1.0, 0, 0.0, False)] for a in range(4)}})
+    with pytest.raises(ValueError, match=r"200000 states and 4 actions needs .* bytes"):
+        from_gymnasium(TableEnv(table))
+
+
+def test_mdptoolbox_round_trip_both_reward_layouts():
+    rng = np.random.default_rng(0)
+    A, S = 3, 5
+    P = rng.dirichlet(np.ones(S), size=(A, S))
+    R_sa = rng.normal(size=(S, A))
+    mdp = from_mdptoolbox(P, R_sa, discount=0.9)
+    assert mdp.shape == (S, A)
+    np.testing.assert_array_equal(mdp.P[2, 1], P[1, 2])
+    P2, R2 = to_mdptoolbox(mdp)
+    np.testing.assert_array_equal(P2, P)
+    np.testing.assert_array_equal(R2, R_sa)
+    R_ass = rng.normal(size=(A, S, S))
+    mdp = from_mdptoolbox(list(P), R_ass)
+    np.testing.assert_allclose(mdp.R[4, 2], P[2, 4] @ R_ass[2, 4])
+    mdp = from_mdptoolbox(P, np.arange(S, dtype=float))
+    np.testing.assert_array_equal(mdp.R[:, 0], mdp.R[:, 2])
+    with pytest.raises(ValueError, match=r"R has shape \(5, 4\)"):
+        from_mdptoolbox(P, np.zeros((S, 4)))
+    masked = op.TabularMDP(mdp.P, mdp.R, action_mask=np.eye(S, A, dtype=bool) | (np.arange(A) == 0))
+    with pytest.raises(ValueError, match="pymdptoolbox has no action masks"):
+        to_mdptoolbox(masked)
+
+
+def test_mdptoolbox_forest_example_values_agree():
+    example = pytest.importorskip(
+        "mdptoolbox.example", reason="pymdptoolbox is not installed (pip install pymdptoolbox)"
+    )
+    mtb = pytest.importorskip("mdptoolbox.mdp")
+    P, R = example.forest(S=6)
+    mdp = from_mdptoolbox(P, R, discount=GAMMA)
+    vi = mtb.PolicyIteration(P, R, GAMMA)
+    vi.run()
+    np.testing.assert_allclose(op.solve_discounted(mdp).values, vi.V, rtol=1e-9)
+
+
+@pytest.mark.parametrize("slippery", [True, False])
+def test_run_accepts_a_toy_text_env_directly(slippery):
+    env = make("FrozenLake-v1", is_slippery=slippery)
+    comp = get_agent("epsilon-greedy")
+    agent = comp.build(env, None, **comp.resolve({}, "test"))
+    trace = run(agent, env, steps=300, seed=0)
+    assert trace.criterion == "average" and trace.steps == 300 and trace.episodes > 0
+    assert trace.visits.shape == (16,)
+
+
+def test_run_without_a_model_says_what_is_needed():
+    env = make("CartPole-v1")
+    agent = op.agents.RandomAgent(2, 2)
+    with pytest.raises(TypeError, match=r"\.mdp .* or a toy-text transition table"):
+        run(agent, env, steps=5)
