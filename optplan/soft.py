@@ -124,9 +124,11 @@ def k_bonus(counts: np.ndarray, sigma: float) -> np.ndarray:
     return (sigma**2 + remaining)[:, None, None] / (2.0 * np.maximum(counts, 1.0))
 
 
-def k_values(tau: float, R: np.ndarray, P: np.ndarray, counts: np.ndarray, sigma: float):
-    """K-values (L, S, A) of Eq. 6 at temperature ``tau``."""
-    return soft_backward(float(tau), R, P, k_bonus(counts, sigma))[0]
+def k_values(tau: float, R: np.ndarray, P: np.ndarray, counts: np.ndarray, sigma: float, c=None):
+    """K-values (L, S, A) of Eq. 6 at temperature ``tau`` (bonus numerators ``c``; Eq. 6's
+    :func:`k_bonus` when None)."""
+    c = k_bonus(counts, sigma) if c is None else c
+    return soft_backward(float(tau), R, P, c)[0]
 
 
 def temperature_terms(tau, R, P, c, rho):

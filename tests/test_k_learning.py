@@ -277,6 +277,82 @@ def test_fast_equals_clarabel_property():
     assert stats["clarabel_optimal"] >= 0.3 * stats["runs"], stats
 
 
+BONUS_KINDS = ("uniform", "spread", "sparse", "posterior")
+
+
+def bonus_array(rng, L, S, A, kind):
+    """Bonus numerators of several shapes: uniform in [0, 5]; spread over 1e-6 .. 1e2 (log);
+    sparse (most entries exactly 0, as the posterior bonus of a deterministic prior once
+    visited); the posterior bonus of a random layered posterior."""
+    if kind == "uniform":
+        return rng.uniform(0.0, 5.0, (L, S, A))
+    if kind == "spread":
+        return 10.0 ** rng.uniform(-6.0, 2.0, (L, S, A))
+    if kind == "sparse":
+        c = rng.uniform(0.0, 3.0, (L, S, A))
+        c[rng.random((L, S, A)) < 0.7] = 0.0
+        c.flat[0] = max(c.flat[0], 0.5)  # at least one bonus: tau* > 0
+        return c
+    post = op.posteriors.LayeredPosterior(
+        L, S, A, sigma=0.5, transition_prior=rng.choice([0.1, 1.0])
+    )
+    for _ in range(int(rng.integers(0, 40))):
+        post.update(
+            int(rng.integers(L)),
+            int(rng.integers(S)),
+            int(rng.integers(A)),
+            float(rng.random()),
+            int(rng.integers(S)),
+        )
+    return post.bonus_numerators("posterior")
+
+
+@pytest.mark.slow
+def test_fast_equals_clarabel_for_declared_bonus_arrays():
+    """Issue 18: the bonus as a declared input. Arbitrary numerator arrays (uniform, spread
+    over eight decades, mostly zero, posterior-derived): fast vs Clarabel on tau* (1e-4
+    relative) and the objective (1e-6) where Clarabel says optimal; at least 100 of those."""
+    stats = {"runs": 0, "optimal": 0, "max_rel_tau": 0.0, "max_rel_obj": 0.0, "statuses": {}}
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        **SHAPE,
+        kind=st.sampled_from(BONUS_KINDS),
+        rewards=st.sampled_from(["unit", "negative"]),
+        transitions=st.sampled_from(["dense", "sparse"]),
+    )
+    def check(seed, L, S, A, kind, rewards, transitions):
+        R, P, N, rho = make_instance(seed, L, S, A, rewards=rewards, transitions=transitions)
+        c = bonus_array(np.random.default_rng(seed + 1), L, S, A, kind)
+        p = op.KLearningTemperature(R, P, N, 1.0, rho, bonus=c)
+        fast = p.solve()
+        assert fast.status == OPTIMAL, fast.message
+        if not c.any():
+            assert fast.x == 0.0
+            return
+        assert fast.value == pytest.approx(p.objective(fast.x), rel=1e-13, abs=1e-13)
+        np.testing.assert_allclose(
+            fast.q, op.k_values(fast.x, R, P, N, 1.0, bonus=c), rtol=1e-12, atol=1e-12
+        )
+        conic = p.solve(method="conic", solver="CLARABEL")
+        stats["runs"] += 1
+        stats["statuses"][conic.status] = stats["statuses"].get(conic.status, 0) + 1
+        if conic.status != OPTIMAL:
+            assert conic.status in HONEST, (conic.status, conic.message)
+            return
+        stats["optimal"] += 1
+        rt = abs(conic.x - fast.x) / fast.x
+        ro = abs(conic.value - fast.value) / max(abs(fast.value), 1.0)
+        stats["max_rel_tau"] = max(stats["max_rel_tau"], rt)
+        stats["max_rel_obj"] = max(stats["max_rel_obj"], ro)
+        assert rt <= 1e-4, (fast.x, conic.x)
+        assert ro <= 1e-6, (fast.value, conic.value)
+
+    check()
+    print(f"\nK-learning with declared bonus arrays, fast vs Clarabel: {stats}")
+    assert stats["optimal"] >= 100, stats
+
+
 def unpinned_instance():
     """fast occupancy of K[0, 0, 1] is 4.9e-32: the program leaves that K slack (any value
     above its Bellman bound is optimal), so solvers return K[0, 0, 1] ~ -17 .. -50 where the

@@ -32,9 +32,9 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .. import soft
-from .._checks import OptplanError, as_numeric
+from .._checks import OptplanError, as_numeric, check_choice, check_positive
 from ..dp import backward_induction
-from ..posteriors import LayeredPosterior
+from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
 from .base import ConicFallback, LayerClock, check_rng
 
@@ -106,8 +106,18 @@ class KLearning(ConicFallback, _Episodic):
     solver : {"CLARABEL", "ECOS", "SCS"}, optional
     sigma, prior_var, transition_prior :
         The posterior (:class:`LayeredPosterior`); ``sigma`` is also the bonus's noise scale.
+        ``transition_prior="deterministic"``: each pair has one unknown next state (DeepSea).
     initial : array (S,), optional
         Start distribution ``rho`` (uniform by default).
+    bonus : {"paper", "posterior"}
+        The bonus numerators (:func:`optplan.posteriors.k_bonus_numerators`): ``"paper"``, Eq. 6
+        as printed; ``"posterior"``, from the posterior held (exact reward variance, Lemma 2's
+        transition term with the prior's actual pseudo-counts).
+    span : float > 0, optional
+        The value span in the posterior bonus's transition term (default ``L - 1 - l``).
+    unvisited : {"hoeffding", "paper"}
+        Under the deterministic prior, an unvisited pair's transition term: ``Span^2 / 4`` or
+        ``Span^2``.
 
     Attributes
     ----------
@@ -128,7 +138,14 @@ class KLearning(ConicFallback, _Episodic):
         prior_var=1.0,
         transition_prior=None,
         initial=None,
+        bonus="paper",
+        span=None,
+        unvisited="hoeffding",
     ):
+        check_choice("bonus", bonus, K_BONUSES)
+        check_choice("unvisited", unvisited, UNVISITED_TERMS)
+        self.bonus, self.unvisited = bonus, unvisited
+        self.span = None if span is None else check_positive("span", span)
         if temperature not in TEMPERATURES:
             raise OptplanError(f"temperature must be one of {TEMPERATURES}, got {temperature!r}")
         self.temperature = temperature
@@ -147,6 +164,8 @@ class KLearning(ConicFallback, _Episodic):
         post = self.posterior
         R, _ = post.reward_posterior()
         P = post.mean_transitions()
+        c = post.bonus_numerators(self.bonus, self.span, self.unvisited)
+        self.c = c
         if self.temperature == "schedule":
             self.tau = soft.temperature_schedule(
                 self.episode + 1,
@@ -155,9 +174,9 @@ class KLearning(ConicFallback, _Episodic):
                 self.n_layers * self.n_states,
                 self.n_actions,
             )
-            self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma)
+            self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
         else:
-            problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial)
+            problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial, c)
             res = None if self.method == "fast" else self.solve_conic(problem)
             if res is None:
                 res = problem.solve("fast")
@@ -165,7 +184,7 @@ class KLearning(ConicFallback, _Episodic):
             if self.tau > 0 and self.method == "fast":
                 self.K = res.q
             elif self.tau > 0:  # conic K is pinned only where visited: recompute exactly
-                self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma)
+                self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
             else:
                 self.K = np.array(res.q)
         if self.tau > 0:
@@ -186,7 +205,7 @@ class KLearning(ConicFallback, _Episodic):
     def __repr__(self) -> str:
         return (
             f"KLearning(L={self.n_layers}, S={self.n_states}, A={self.n_actions}, "
-            f"temperature={self.temperature!r}, method={self.method!r})"
+            f"temperature={self.temperature!r}, method={self.method!r}, bonus={self.bonus!r})"
         )
 
 

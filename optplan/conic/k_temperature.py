@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import PlanResult
-from ..soft import boltzmann_policy, k_bonus, layered_occupancy
+from ..soft import boltzmann_policy, layered_occupancy
 from ._common import conic_result, no_solution, run
 
 
@@ -29,7 +29,7 @@ def formulate(problem) -> cp.Problem:
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     L, S, A = R.shape
     n_pairs, n_states = L * S * A, L * S
-    c = k_bonus(problem.counts, problem.sigma).ravel()
+    c = problem.bonus_numerators().ravel()
     rows = np.arange(n_pairs)
     state_of_pair = rows // A  # flat (l, s) of each flat (l, s, a), C order
     # E: pair -> its own state's T; G: pair -> P[l, s, a] . T[l + 1] (zero at the last layer).

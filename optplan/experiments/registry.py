@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._checks import OptplanError, OptplanTypeError, check_real
+from .._checks import OptplanError, OptplanTypeError, check_choice, check_real
 from ..agents import PSRL, EpsilonGreedyQ, KLearning, OracleAgent, RandomAgent, SoftQ
 from ..agents.bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
 from ..agents.bql import BayesianQLearning
@@ -482,7 +482,34 @@ def _episodic_shape(env, who: str):
     return L, S, A, true_model(env).initial
 
 
-def _k_learning(env, criterion, temperature, method, solver, sigma, prior_var, transition_prior):
+def _transition_prior(prior: str, transition_prior):
+    """The posterior's ``transition_prior`` from the sweep parameters ``prior`` and
+    ``transition_prior`` (a pseudo-count, only with the Dirichlet prior)."""
+    check_choice("prior", prior, ("dirichlet", "deterministic"))
+    if prior == "deterministic":
+        if transition_prior is not None:
+            raise OptplanError(
+                "transition_prior (a Dirichlet pseudo-count) does not apply with "
+                f"prior = 'deterministic', got {transition_prior!r}"
+            )
+        return "deterministic"
+    return transition_prior
+
+
+def _k_learning(
+    env,
+    criterion,
+    temperature,
+    method,
+    solver,
+    sigma,
+    prior_var,
+    transition_prior,
+    prior,
+    bonus,
+    span,
+    unvisited,
+):
     L, S, A, initial = _episodic_shape(env, "k-learning")
     return KLearning(
         L,
@@ -493,12 +520,15 @@ def _k_learning(env, criterion, temperature, method, solver, sigma, prior_var, t
         solver=solver,
         sigma=sigma,
         prior_var=prior_var,
-        transition_prior=transition_prior,
+        transition_prior=_transition_prior(prior, transition_prior),
         initial=initial,
+        bonus=bonus,
+        span=span,
+        unvisited=unvisited,
     )
 
 
-def _psrl(env, criterion, sigma, prior_var, transition_prior):
+def _psrl(env, criterion, sigma, prior_var, transition_prior, prior):
     L, S, A, initial = _episodic_shape(env, "psrl")
     return PSRL(
         L,
@@ -506,7 +536,7 @@ def _psrl(env, criterion, sigma, prior_var, transition_prior):
         A,
         sigma=sigma,
         prior_var=prior_var,
-        transition_prior=transition_prior,
+        transition_prior=_transition_prior(prior, transition_prior),
         initial=initial,
     )
 
@@ -515,6 +545,12 @@ _POSTERIOR = [
     Param("sigma", "float", 1.0, "reward noise scale (posterior and K-learning bonus)"),
     Param("prior_var", "float", 1.0, "prior variance of each mean reward (prior mean 0)"),
     Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
+    Param(
+        "prior",
+        "str",
+        "dirichlet",
+        "transitions: 'dirichlet' or 'deterministic' (one unknown next state per pair)",
+    ),
 ]
 register_agent(
     "k-learning",
@@ -524,6 +560,9 @@ register_agent(
         Param("method", "str", "fast", "tau* by 'fast' or 'conic'"),
         Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
         *_POSTERIOR,
+        Param("bonus", "str", "paper", "'paper' (Eq. 6 as printed) or 'posterior'"),
+        Param("span", "float", None, "value span in the posterior bonus; unset: L - 1 - l"),
+        Param("unvisited", "str", "hoeffding", "deterministic prior: 'hoeffding' or 'paper'"),
     ],
     "K-learning (k-learning Algorithm 1), episodic",
 )
@@ -633,6 +672,12 @@ _MEAN_MODEL = [
     Param("prior_var", "float", None, "prior variance of each mean reward; unset: flat prior"),
     Param("transitions", "str", "dirichlet", "'dirichlet' (learned) or 'known' (the env's P)"),
     Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
+    Param(
+        "prior",
+        "str",
+        "dirichlet",
+        "transitions: 'dirichlet' or 'deterministic' (one unknown next state per pair)",
+    ),
 ]
 _UPDATE_EVERY = Param("update_every", "int", 1, "continuing mode: steps between plans")
 register_agent(

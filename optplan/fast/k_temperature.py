@@ -26,7 +26,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..result import MAX_ITER, OPTIMAL, PlanResult
-from ..soft import k_bonus, layered_occupancy, temperature_terms
+from ..soft import layered_occupancy, temperature_terms
 from . import _k_kernels
 from ._options import KERNELS, check_tol_iter, choose_kernel
 
@@ -37,7 +37,8 @@ __all__ = ["solve", "KERNELS"]
 
 
 def _hard_max_result(problem, R, P, rho, start):
-    """tau* = 0 (no bonus anywhere: sigma = 0 and L = 1): K = mu, value = rho . max_a mu."""
+    """tau* = 0 (no bonus anywhere: every numerator c is 0, e.g. sigma = 0 and L = 1): K = mu,
+    value = rho . max_a mu."""
     K = R.copy()
     V = K.max(axis=-1)
     pi = (K == V[..., None]).astype(float)
@@ -48,7 +49,7 @@ def _hard_max_result(problem, R, P, rho, start):
         value=value,
         x=0.0,
         status=OPTIMAL,
-        message="no bonus on any pair (sigma = 0, L = 1): tau* = 0, K = mean rewards",
+        message="no bonus on any pair (every bonus numerator is 0): tau* = 0, K = mean rewards",
         method="fast",
         solver="brent",
         iterations=0,
@@ -117,7 +118,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
     check_tol_iter(xtol, max_iter, "xtol")
     start = time.perf_counter()
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
-    c = k_bonus(problem.counts, problem.sigma)
+    c = problem.bonus_numerators()
     terms, kernel = _terms_function(kernel, R, P, c, rho)
     if not c.any():
         return _hard_max_result(problem, R, P, rho, start)

@@ -35,6 +35,7 @@ __all__ = [
     "soft_values",
     "temperature_schedule",
     "check_k_inputs",
+    "check_bonus",
 ]
 
 #: ``compare`` checks K-values only on pairs with at least this occupancy (see there).
@@ -98,6 +99,22 @@ def check_k_inputs(mean_rewards, mean_transitions, counts, sigma, initial=None):
     return R, P, N, sigma, rho
 
 
+def check_bonus(bonus, shape: tuple[int, int, int]) -> np.ndarray | None:
+    """Bonus numerators: None, or a read-only ``(L, S, A)`` array of finite entries ``>= 0``;
+    errors name the field, the index and the value."""
+    if bonus is None:
+        return None
+    c = _array("bonus", bonus, 3)
+    if c.shape != shape:
+        raise OptplanError(
+            f"bonus has shape {c.shape}, expected (L, S, A) = {shape} from mean_rewards"
+        )
+    if (c < 0).any():
+        idx = first_bad(c < 0)
+        raise OptplanError(f"bonus must be >= 0, got {c[idx]!r} at index {idx}")
+    return c
+
+
 def _check_tau(tau) -> float:
     return check_positive("tau", tau)
 
@@ -119,6 +136,11 @@ class KLearningTemperature(Problem):
         Sub-Gaussian scale of the reward noise.
     initial : array (S,), optional
         ``rho``, the start distribution over layer-0 states (uniform by default).
+    bonus : array (L, S, A), optional
+        The bonus numerators ``c`` in ``K = mu + c / tau + P . V`` (finite, ``>= 0``). Default:
+        Eq. 6 as printed, ``(sigma^2 + (L-1-l)^2) / (2 max(n, 1))``. Named derivations from a
+        posterior: :meth:`optplan.posteriors.LayeredPosterior.bonus_numerators` (``"paper"``,
+        ``"posterior"``). Both paths use the array as given.
 
     Fast path: Brent's method on ``f'(tau) = <lambda, H(pi)> - <lambda, c> / tau^2`` in
     ``log tau`` (:mod:`optplan.fast.k_temperature`), with the dual value of Appendix A.4 and the
@@ -135,6 +157,7 @@ class KLearningTemperature(Problem):
     counts: np.ndarray
     sigma: float
     initial: np.ndarray | None = None
+    bonus: np.ndarray | None = None
 
     stem = "k_temperature"
     sqrt_tol_quantities = frozenset({"x", "q"})
@@ -154,8 +177,15 @@ class KLearningTemperature(Problem):
             ("counts", N),
             ("sigma", sigma),
             ("initial", rho),
+            ("bonus", check_bonus(self.bonus, R.shape)),
         ):
             object.__setattr__(self, name, value)
+
+    def bonus_numerators(self) -> np.ndarray:
+        """``c`` (L, S, A): :attr:`bonus`, or Eq. 6's when none was given."""
+        if self.bonus is not None:
+            return self.bonus
+        return soft.k_bonus(self.counts, self.sigma)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -166,7 +196,7 @@ class KLearningTemperature(Problem):
         """``f(tau) = rho . V_0`` with ``V`` from the K-values at ``tau`` (problem 11 after
         minimizing over ``K``)."""
         tau = _check_tau(tau)
-        c = soft.k_bonus(self.counts, self.sigma)
+        c = self.bonus_numerators()
         return soft.temperature_terms(
             tau, self.mean_rewards, self.mean_transitions, c, self.initial
         )[0]
@@ -185,15 +215,16 @@ class KLearningTemperature(Problem):
         return {"value": diff(a.value, b.value), "x": diff(a.x, b.x), "q": diff(qa, qb)}
 
 
-def k_values(tau, mean_rewards, mean_transitions, counts, sigma) -> np.ndarray:
+def k_values(tau, mean_rewards, mean_transitions, counts, sigma, bonus=None) -> np.ndarray:
     """K-values (L, S, A) of the optimistic Bellman operator (Eq. 6) at temperature ``tau``.
 
     Backward recursion ``K_l = mu_l + c_l / tau + P_l V_{l+1}``, ``V_l = tau logsumexp(K_l /
     tau)`` with a max-shift, so any ``tau`` in ``(0, inf)`` (1e-8 ... 1e8) gives finite values.
+    ``bonus``: the numerators ``c`` (L, S, A), as in :class:`KLearningTemperature`.
     """
     tau = _check_tau(tau)
     R, P, N, sigma, _ = check_k_inputs(mean_rewards, mean_transitions, counts, sigma)
-    return soft.k_values(tau, R, P, N, sigma)
+    return soft.k_values(tau, R, P, N, sigma, check_bonus(bonus, R.shape))
 
 
 def _check_K(K) -> np.ndarray:
