@@ -672,12 +672,6 @@ _MEAN_MODEL = [
     Param("prior_var", "float", None, "prior variance of each mean reward; unset: flat prior"),
     Param("transitions", "str", "dirichlet", "'dirichlet' (learned) or 'known' (the env's P)"),
     Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
-    Param(
-        "prior",
-        "str",
-        "dirichlet",
-        "transitions: 'dirichlet' or 'deterministic' (one unknown next state per pair)",
-    ),
 ]
 _UPDATE_EVERY = Param("update_every", "int", 1, "continuing mode: steps between plans")
 register_agent(
