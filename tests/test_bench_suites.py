@@ -227,10 +227,45 @@ def test_bench_optimistic_cap_cuts_a_solver_off():
 def test_bench_ravi_tiny_run():
     from optplan.bench.ravi import bench_ravi, format_table
 
-    (row,) = bench_ravi(sizes=[4], repeats=1, solvers=["CLARABEL"])
+    (row,) = bench_ravi(sizes=[4], repeats=1, solvers=["CLARABEL"], parts=["planning"])
+    assert row["part"] == "planning"
     assert row["fast_s"] > 0 and row["ravi_steps"] >= 1 and row["ravi_err"] < 1e-7
     assert row["CLARABEL_optimal"] == 1 and row["CLARABEL_err"] <= 1e-6
     assert row["CLARABEL_skipped"] is None
     assert "RAVI s" in format_table([row], ["CLARABEL"])
     with pytest.raises(OptplanError, match="eta"):
         bench_ravi(sizes=[3], eta=0.0)
+
+
+def test_bench_ravi_agents_tiny_run(capsys):
+    from optplan.bench.ravi import bench_ravi, bench_ravi_agents
+
+    rows = bench_ravi_agents(agent_sizes=[4, 7], dims=[2, 3], agent_steps=300, agent_repeats=2)
+    assert [(r["agent"], r["S"], r["d"]) for r in rows] == [
+        ("ravi-ucb", 4, None),
+        ("ravi-ucb-linear", 4, 2),
+        ("ravi-ucb-linear", 4, 3),
+        ("ravi-ucb", 7, None),
+        ("ravi-ucb-linear", 7, 2),
+        ("ravi-ucb-linear", 7, 3),
+    ]
+    for r in rows:
+        assert r["part"] == "agents" and r["A"] == 2 and r["steps"] == 300 and r["repeats"] == 2
+        # the agent's own time is part of the loop's: fewer loop steps per second
+        assert r["agent_steps_per_s"] > r["loop_steps_per_s"] > 0
+        assert 300 * 0.1 * 0.5 < r["epochs"] < 300 * 0.1 * 1.5  # one epoch per reset (gamma 0.9)
+    argv = ["bench", "ravi", "--parts", "agents", "--agent-sizes", "5", "--dims", "2"]
+    assert main([*argv, "--agent-steps", "200", "--agent-repeats", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("RAVI-UCB agents: steps per second, median of 1 runs of 200 steps")
+    head = out[1]
+    assert "agent steps/s" in head and len(out) == 5
+    assert out[3].startswith("ravi-ucb            5    -") and out[4].startswith("ravi-ucb-linear")
+    with pytest.raises(OptplanError, match="parts must hold entries of"):
+        bench_ravi(parts=["speed"])
+    with pytest.raises(OptplanError, match="agent_steps must be a positive integer"):
+        bench_ravi(parts=["agents"], agent_steps=0)
+    with pytest.raises(OptplanError, match=r"dims\[0\] must be a positive integer"):
+        bench_ravi(parts=["agents"], dims=[0])
+    with pytest.raises(OptplanError, match="agent_discount must lie in"):
+        bench_ravi(parts=["agents"], agent_discount=1.0)

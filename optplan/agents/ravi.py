@@ -73,7 +73,7 @@ def sherman_morrison(inverse: np.ndarray, x: np.ndarray) -> None:
     ``O(d^2)``: ``Lambda^{-1} - (Lambda^{-1} x)(Lambda^{-1} x)^T / (1 + x^T Lambda^{-1} x)``
     (``Lambda`` symmetric positive definite)."""
     u = inverse @ x
-    inverse -= np.outer(u, u / (1.0 + x @ u))
+    inverse -= u[:, None] * (u / (1.0 + x @ u))  # the outer product, without np.outer's overhead
 
 
 class _RAVI:
@@ -137,7 +137,7 @@ class _RAVI:
     def select_action(self, state: int) -> int:
         """``a ~ pi_k(. | state)`` (one uniform draw, a search in the row's cumulative sums)."""
         row = self._cdf[state]
-        a = int(np.searchsorted(row, self.rng.random() * row[-1], side="right"))
+        a = int(row.searchsorted(self.rng.random() * row[-1], side="right"))
         if a >= self.n_actions:  # u * total rounded up to total: the last action with mass
             a = int(np.flatnonzero(self.policy[state] > 0)[-1])
         return a
@@ -339,7 +339,7 @@ class RAVIUCBLinear(_RAVI):
     def _observe(self, state, action, reward, next_state) -> None:
         x = self.phi[state, action]
         sherman_morrison(self.Lambda_inv, x)
-        self.Lambda += np.outer(x, x)
+        self.Lambda += x[:, None] * x
         self.b += x * self.values[next_state]
 
     def __repr__(self) -> str:

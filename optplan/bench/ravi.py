@@ -1,7 +1,8 @@
 """``optplan bench ravi``: RAVI-UCB's clipped optimistic fixed point
 (:class:`~optplan.problems.ClippedOptimisticPlanning`), the exact fast path (clipped-set rounds
 of Howard policy iteration) and RAVI's own frozen-data iteration vs the clipped-set LPs on each
-conic solver.
+conic solver; and the steps per second of the two agents (:class:`~optplan.agents.RAVIUCB` at
+each ``S``, :class:`~optplan.agents.RAVIUCBLinear` at each ``(S, d)``).
 
 Random instances as RAVI-UCB meets them (:func:`~optplan.bench.cases.random_clipped_optimistic`:
 counts from ``N = 1``, bonus ``~ 1/sqrt(N)``, some states clipped at ``H``). Every ratio is
@@ -12,14 +13,20 @@ child killed at ``max_conic_seconds``; a solver cut off at one size is not run a
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .._checks import check_int, check_real
+from ..agents.ravi import RAVIUCB, RAVIUCBLinear
+from ..envs import DiscountedResets, LinearMixtureMDP, TabularEnv
+from ..generators import random_dirichlet
+from ..mdp import check_model_size
 from ..problems import SOLVERS, ClippedOptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
+    check_choices,
     check_seconds,
     check_sizes,
     check_solvers,
@@ -31,12 +38,60 @@ from ._common import (
 )
 from .cases import random_clipped_optimistic
 
-__all__ = ["STEMS", "bench_ravi", "format_table", "header", "add_arguments"]
+__all__ = [
+    "STEMS",
+    "PARTS",
+    "bench_ravi",
+    "bench_ravi_agents",
+    "format_table",
+    "format_agent_table",
+    "header",
+    "add_arguments",
+]
 
 STEMS = frozenset({ClippedOptimisticPlanning.stem})
+#: What ``optplan bench ravi`` measures: the planning problem, the agents, or both.
+PARTS = ("planning", "agents")
+#: Actions of the agents' benchmark models.
+AGENT_ACTIONS = 2
 
 
 def bench_ravi(
+    sizes: Sequence[int] = (10, 50, 200),
+    n_actions: int = 4,
+    repeats: int = 3,
+    discount: float = 0.95,
+    eta: float = 10.0,
+    solvers: Sequence[str] = SOLVERS,
+    max_conic_seconds: float = 60.0,
+    parts: Sequence[str] = PARTS,
+    agent_sizes: Sequence[int] = (6, 20, 100),
+    dims: Sequence[int] = (2, 8, 32),
+    agent_steps: int = 3000,
+    agent_repeats: int = 3,
+    agent_discount: float = 0.9,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """The planning rows (``part = "planning"``, :func:`bench_planning_rows`) and the agent
+    rows (``part = "agents"``, :func:`bench_ravi_agents`), as ``parts`` asks. Every argument
+    is checked before any timing."""
+    parts = check_choices("parts", parts, PARTS)
+    if "agents" in parts:
+        agent_args = _check_agent_args(
+            agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed
+        )
+    rows = []
+    if "planning" in parts:
+        rows += bench_planning_rows(
+            sizes, n_actions, repeats, discount, eta, solvers, max_conic_seconds, seed, progress
+        )
+    if "agents" in parts:
+        rows += bench_ravi_agents(*agent_args, progress=progress)
+    return rows
+
+
+def bench_planning_rows(
     sizes: Sequence[int] = (10, 50, 200),
     n_actions: int = 4,
     repeats: int = 3,
@@ -50,10 +105,10 @@ def bench_ravi(
     """Median wall time of the exact fast path, of the RAVI iteration (``eta``, to ``tol =
     1e-8``) and of each conic solver, per size ``S``.
 
-    Row keys: ``S``, ``A``, ``instances``, ``fast_s``, ``rounds`` and ``clipped`` (medians of
-    clipped-set rounds and clipped states), ``ravi_s``, ``ravi_steps`` (median), ``ravi_err``
-    (max ``|V_ravi - V|``); per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal``,
-    ``_err`` (max ``|V_conic - V|``), ``_skipped``.
+    Row keys: ``part`` (``"planning"``), ``S``, ``A``, ``instances``, ``fast_s``, ``rounds``
+    and ``clipped`` (medians of clipped-set rounds and clipped states), ``ravi_s``,
+    ``ravi_steps`` (median), ``ravi_err`` (max ``|V_ravi - V|``); per solver ``<SOLVER>_s``,
+    ``_ratio`` (conic / fast), ``_optimal``, ``_err`` (max ``|V_conic - V|``), ``_skipped``.
     """
     sizes = check_sizes(sizes)
     n_actions = check_int("n_actions", n_actions)
@@ -99,6 +154,7 @@ def bench_ravi(
                     err = float(np.abs(res.values - fast.values).max())
                     errs[solver] = max(errs[solver], err)
         row = {
+            "part": "planning",
             "S": S,
             "A": n_actions,
             "instances": repeats,
@@ -127,7 +183,132 @@ def bench_ravi(
     return rows
 
 
+def _check_agent_args(agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed):
+    agent_sizes = check_sizes(agent_sizes, name="agent_sizes")
+    dims = check_sizes(dims, name="dims")
+    check_model_size(max(agent_sizes), AGENT_ACTIONS, max(dims), subject="agent_sizes x dims")
+    return (
+        agent_sizes,
+        dims,
+        check_int("agent_steps", agent_steps),
+        check_int("agent_repeats", agent_repeats),
+        check_real("agent_discount", agent_discount, 0.0, 1.0, low_open=True, high_open=True),
+        check_int("seed", seed, 0),
+    )
+
+
+def _agent_rates(agent, env, steps: int, seed: int) -> tuple[float, float, int]:
+    """``(agent steps/s, agent + environment steps/s, epochs)`` over ``steps`` steps: the
+    agent's time is that spent in ``select_action`` and ``update`` (an epoch's planning runs
+    inside the ``update`` that ends the previous one)."""
+    clock = time.perf_counter
+    state, _ = env.reset(seed=seed)
+    agent.reset(np.random.default_rng(seed))
+    inside = 0.0
+    start = clock()
+    for _ in range(steps):
+        t0 = clock()
+        action = agent.select_action(state)
+        t1 = clock()
+        next_state, reward, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+        t2 = clock()
+        agent.update(state, action, reward, next_state, done)
+        inside += t1 - t0 + clock() - t2
+        state = env.reset()[0] if done else next_state
+    total = clock() - start
+    return steps / inside, steps / total, agent.epochs
+
+
+def _agent(name: str, env, horizon: int):
+    """A fresh agent with the paper's defaults for ``T = horizon``."""
+    mdp = env.mdp
+    if name == "ravi-ucb":
+        return RAVIUCB(mdp.n_states, mdp.n_actions, env.discount, horizon, rewards=mdp.R)
+    return RAVIUCBLinear(env.features, mdp.R, env.discount, horizon)
+
+
+def bench_ravi_agents(
+    agent_sizes: Sequence[int] = (6, 20, 100),
+    dims: Sequence[int] = (2, 8, 32),
+    agent_steps: int = 3000,
+    agent_repeats: int = 3,
+    agent_discount: float = 0.9,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Steps per second of :class:`RAVIUCB` on a random Dirichlet MDP with ``S`` states and
+    :class:`RAVIUCBLinear` on a random linear mixture (``LinearMixtureMDP.random``) with ``S``
+    states and ``d`` features, both with 2 actions and discounted resets at ``agent_discount``
+    (an epoch, so one planning step, every ``1 / (1 - gamma)`` steps on average), the paper's
+    defaults for ``T = agent_steps``; medians over ``agent_repeats`` runs (seeds ``seed``,
+    ``seed + 1``, ...).
+
+    Row keys: ``part`` (``"agents"``), ``agent``, ``S``, ``A``, ``d`` (``None`` for the tabular
+    agent), ``steps``, ``repeats``, ``agent_steps_per_s`` (time in ``select_action`` and
+    ``update``), ``loop_steps_per_s`` (agent and environment), ``epochs`` (median).
+    """
+    agent_sizes, dims, steps, repeats, gamma, seed = _check_agent_args(
+        agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed
+    )
+    A = AGENT_ACTIONS
+    cases = []
+    for S in agent_sizes:
+        cases.append(("ravi-ucb", S, None, TabularEnv(random_dirichlet(S, A, seed=seed))))
+        cases += [("ravi-ucb-linear", S, d, LinearMixtureMDP.random(S, A, d, seed)) for d in dims]
+    rows = []
+    for name, S, d, inner in cases:
+        env = DiscountedResets(inner, gamma)
+        runs = [
+            _agent_rates(_agent(name, env, steps), env, steps, seed + k) for k in range(repeats)
+        ]
+        agent_rate, loop_rate, epochs = (np.median(col) for col in zip(*runs, strict=True))
+        rows.append(
+            {
+                "part": "agents",
+                "agent": name,
+                "S": S,
+                "A": A,
+                "d": d,
+                "steps": steps,
+                "repeats": repeats,
+                "agent_steps_per_s": float(agent_rate),
+                "loop_steps_per_s": float(loop_rate),
+                "epochs": int(epochs),
+            }
+        )
+        if progress:
+            where = f"S={S}" + ("" if d is None else f", d={d}")
+            progress(f"{name} {where}: {agent_rate:,.0f} agent steps/s")
+    return rows
+
+
+def format_agent_table(rows: list[dict]) -> str:
+    """One line per agent configuration: median agent and loop steps per second."""
+    head = f"{'agent':<16}{'S':>5}{'d':>5}{'agent steps/s':>15}{'with env':>11}{'epochs':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        d = "-" if r["d"] is None else str(r["d"])
+        lines.append(
+            f"{r['agent']:<16}{r['S']:>5}{d:>5}{r['agent_steps_per_s']:>15,.0f}"
+            f"{r['loop_steps_per_s']:>11,.0f}{r['epochs']:>8}"
+        )
+    return "\n".join(lines)
+
+
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
+    """The planning table, then the agents' table (for the parts that were run)."""
+    planning = [r for r in rows if r.get("part", "planning") == "planning"]
+    agents = [r for r in rows if r.get("part") == "agents"]
+    out = []
+    if planning:
+        out.append(format_planning_table(planning, solvers))
+    if agents:
+        out.append(format_agent_table(agents))
+    return "\n\n".join(out)
+
+
+def format_planning_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per S: the exact path's median, rounds and clipped states, RAVI's median,
     steps and largest error, then per solver its median, ratio, optimal count and error."""
     head = (
@@ -154,12 +335,24 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
 
 
 def header(args: argparse.Namespace) -> str:
-    return (
-        f"RAVI-UCB clipped optimistic fixed point: empirical models (A={args.n_actions}, "
-        f"gamma={args.discount}), bonus ~ 1/sqrt(N), {args.repeats} instances per size, median "
-        "wall seconds; fast = clipped-set rounds of policy iteration (exact); RAVI = the "
-        f"frozen-data regularized iteration (eta={args.eta}, tol 1e-8); ratio = conic / fast"
-    )
+    lines = []
+    if "planning" in args.parts:
+        lines.append(
+            f"RAVI-UCB clipped optimistic fixed point: empirical models (A={args.n_actions}, "
+            f"gamma={args.discount}), bonus ~ 1/sqrt(N), {args.repeats} instances per size, "
+            "median wall seconds; fast = clipped-set rounds of policy iteration (exact); RAVI = "
+            f"the frozen-data regularized iteration (eta={args.eta}, tol 1e-8); ratio = conic / "
+            "fast"
+        )
+    if "agents" in args.parts:
+        lines.append(
+            f"RAVI-UCB agents: steps per second, median of {args.agent_repeats} runs of "
+            f"{args.agent_steps} steps; A={AGENT_ACTIONS}, discounted resets at gamma="
+            f"{args.agent_discount} (one planning step per epoch), the paper's beta and eta; "
+            "ravi-ucb on a random Dirichlet MDP, ravi-ucb-linear on a random linear mixture; "
+            "agent = time in select_action + update, with env = the whole loop"
+        )
+    return "\n".join(lines)
 
 
 def _discount(text: str) -> float:
@@ -198,3 +391,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         help="each conic solve is killed after this long; that solver is skipped at larger sizes",
     )
+    parser.add_argument(
+        "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"
+    )
+    parser.add_argument(
+        "--agent-sizes", dest="agent_sizes", type=positive_int, nargs="+", default=[6, 20, 100]
+    )
+    parser.add_argument(
+        "--dims", type=positive_int, nargs="+", default=[2, 8, 32], help="ravi-ucb-linear's d"
+    )
+    parser.add_argument("--agent-steps", dest="agent_steps", type=positive_int, default=3000)
+    parser.add_argument("--agent-repeats", dest="agent_repeats", type=positive_int, default=3)
+    parser.add_argument("--agent-discount", dest="agent_discount", type=_discount, default=0.9)
