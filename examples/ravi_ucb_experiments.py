@@ -1,0 +1,368 @@
+"""RAVI-UCB's experiments (ravi-ucb-optimistic-planning-regularized-dp has none; issue 16 item
+4): RAVI-UCB (tabular, and linear on linear mixtures) against UCRL2-style discounted optimistic
+planning, continuing PSRL and epsilon-greedy Q-learning, in the paper's setting (each step resets
+to nu_0 with probability 1 - gamma), scored by the paper's regret
+``R_T = sum_t <mu* - mu^{pi_t}, r>`` over normalized discounted occupancies (exact, from the
+true model, one linear solve per policy the agent followed).
+
+Sweeps (``models/sweeps/``), run in this order into ``results/<name>`` (resumable: finished tasks
+are skipped; the wall time of each run is logged in ``results/ravi-walltimes.json``):
+
+- ``ravi-sensitivity-tabular``, ``ravi-sensitivity-linear``: ``beta_scale`` x ``eta_scale`` grids
+  (multiples of the paper's beta and eta), T = 10^4, 5 seeds; they pick the "tuned" constants;
+- ``ravi-tabular-gamma09``, ``ravi-tabular-gamma099``: RiverSwim-6 and a 10-state Dirichlet MDP
+  at gamma = 0.9 / 0.99; ``ravi-linear``: 20-state linear mixtures, d = 2, 4, 8, gamma = 0.9;
+  T = 10^5, 20 seeds.
+
+Prints the table of ``R_T`` at T = 10^3, 10^4, 10^5 (mean ± 95% Student-t half-width over the
+seeds) with the realized discounted regret at 10^5 beside it and the growth exponent of
+``R_T`` in T (least-squares slope of ``log R_t`` on ``log t`` over the stored points in
+[10^3, 10^5], per seed, mean ± 95% CI; Theorem 4.1's bound grows like ``sqrt(T)``, slope 1/2),
+and the sensitivity grids; writes ``examples/figures/ravi-regret-tabular.png``,
+``ravi-regret-linear.png`` and ``ravi-sensitivity.png``.
+
+Run from the repository root (one process; the sweeps are CPU-bound)::
+
+    OPENBLAS_NUM_THREADS=1 python examples/ravi_ucb_experiments.py --quick   # T = 10^4, 3 seeds
+    OPENBLAS_NUM_THREADS=1 python examples/ravi_ucb_experiments.py           # the full study
+    python examples/ravi_ucb_experiments.py --table                          # from results/
+
+``--quick`` runs the comparison sweeps with 3 seeds and T = 10^4 into ``results/ravi-quick/``
+(same task seeds, so its runs are the first 10^4 steps of the full runs) and prints the
+measured wall time and the full study's estimate (x 10 steps, x 20/3 seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from optplan.experiments import load_results, load_sweep, run_sweep
+from optplan.experiments.plots import new_figure, save_figure
+from optplan.experiments.stats import mean_ci
+from optplan.experiments.sweep import sweep_from_dict
+from optplan.modelfile import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ROOT / "models" / "sweeps"
+RESULTS = ROOT / "results"
+FIGURES = Path(__file__).parent / "figures"
+SENSITIVITY = ("ravi-sensitivity-tabular", "ravi-sensitivity-linear")
+MAIN = ("ravi-tabular-gamma09", "ravi-tabular-gamma099", "ravi-linear")
+AT = (1_000, 10_000, 100_000)
+METRIC = "occupancy_regret"
+#: Sweep steps and seeds of --quick.
+QUICK_STEPS, QUICK_SEEDS = 10_000, 3
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def quick_sweep(path: Path):
+    """The sweep of ``path`` with 3 seeds and T = 10^4 (agents keep their ``horizon``)."""
+    data = tomllib.loads(path.read_text())
+    data["name"] = "quick-" + data["name"]
+    data["seeds"] = QUICK_SEEDS
+    data["steps"] = QUICK_STEPS
+    return sweep_from_dict(data, source=str(path))
+
+
+def run_all(names, out_root: Path, jobs: int, quick: bool) -> dict:
+    """Run (or resume) each sweep; returns the wall-time log ``{name: {wall_s, ran, total}}``."""
+    log = out_root / "ravi-walltimes.json"
+    times = json.loads(log.read_text()) if log.exists() else {}
+    for name in names:
+        path = SWEEPS / f"{name}.toml"
+        sweep = quick_sweep(path) if quick else load_sweep(path)
+        rep = run_sweep(sweep, out_root / name, jobs=jobs, quiet=True)
+        print(f"  {name:<26} {rep}", file=sys.stderr)
+        if rep.ran:
+            prev = times.get(name, {"wall_s": 0.0, "ran": 0})
+            times[name] = {
+                "wall_s": round(prev["wall_s"] + rep.wall_time, 1),
+                "ran": prev["ran"] + rep.ran,
+                "total": rep.total,
+            }
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(json.dumps(times, indent=1))
+    return times
+
+
+def estimate(times: dict) -> list[str]:
+    """The full study's cost from the quick run's wall times (x steps ratio x seeds ratio)."""
+    factor = (AT[-1] / QUICK_STEPS) * (20 / QUICK_SEEDS)
+    lines, total = [], 0.0
+    for name in MAIN:
+        if name not in times:
+            continue
+        quick = times[name]["wall_s"]
+        total += quick * factor
+        lines.append(
+            f"  {name:<26} quick {quick:8.1f} s ({times[name]['ran']} tasks) -> full about "
+            f"{quick * factor / 60:6.1f} min"
+        )
+    lines.append(
+        f"  full comparison on one core: about {total / 60:.0f} min (x {factor:.1f} of the quick "
+        "run; the sensitivity grids are extra)"
+    )
+    return lines
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+
+def slope(t: np.ndarray, y: np.ndarray, lo: float = AT[0], hi: float = AT[-1]) -> float:
+    """Least-squares slope of ``log y`` on ``log t`` over ``lo <= t <= hi`` (``y > 0``)."""
+    keep = (t >= lo) & (t <= hi) & (y > 0)
+    if keep.sum() < 3:
+        return float("nan")
+    return float(np.polyfit(np.log(t[keep]), np.log(y[keep]), 1)[0])
+
+
+def collect(names, out_root: Path) -> dict:
+    """``{env label: {agent label: {"t", "Y" (seeds x t), "realized" (seeds,)}}}``."""
+    data: dict = {}
+    for name in names:
+        d = out_root / name
+        if not (d / "sweep.json").exists():
+            continue
+        res = load_results(d)
+        for (agent, env), recs in res.groups().items():
+            t, Y = res.curve_matrix(recs, METRIC)
+            _, Z = res.curve_matrix(recs, "realized_regret")
+            data.setdefault(env, {})[agent] = {"t": t, "Y": Y, "realized": Z[:, -1]}
+    return data
+
+
+def fmt(m: float, h: float) -> str:
+    if not np.isfinite(m):
+        return "-"
+    digits = 1 if abs(m) >= 10 else 2
+    return f"{m:,.{digits}f} ± {h:,.{digits}f}"
+
+
+def regret_table(data: dict) -> list[str]:
+    head = " | ".join(f"R_T, T = 10^{int(np.log10(T))}" for T in AT)
+    lines = [
+        f"| environment | agent | {head} | realized, T = max | exponent (mean curve) | "
+        "exponent (per seed) |",
+        "|---|---|" + "---|" * (len(AT) + 3),
+    ]
+    for env, agents in data.items():
+        for agent, c in agents.items():
+            t, Y = c["t"], c["Y"]
+            cells = []
+            for T in AT:
+                if T > t[-1]:
+                    cells.append("-")
+                    continue
+                vals = np.array([np.interp(T, t, y) for y in Y])
+                cells.append(fmt(*mean_ci(vals)))
+            per_seed = np.array([slope(t, y) for y in Y])
+            lines.append(
+                f"| {env} | {agent} (n={len(Y)}) | "
+                + " | ".join(cells)
+                + f" | {fmt(*mean_ci(c['realized']))} | {slope(t, np.nanmean(Y, 0)):.2f} | "
+                + f"{fmt(*mean_ci(per_seed))} |"
+            )
+    return lines
+
+
+_GRID = re.compile(r"beta_scale=([0-9.e+-]+), eta_scale=([0-9.e+-]+)")
+
+
+def grid(out_root: Path, name: str) -> dict:
+    """``{env: (beta_scales, eta_scales, mean R_T (b x e), n)}`` of a sensitivity sweep."""
+    d = out_root / name
+    if not (d / "sweep.json").exists():
+        return {}
+    out: dict = {}
+    for r in load_results(d).rows:
+        if r["status"] != "ok":
+            continue
+        b, e = (float(x) for x in _GRID.search(r["agent"]).groups())
+        out.setdefault(r["env"], {}).setdefault((b, e), []).append(r[METRIC])
+    tables = {}
+    for env, cells in out.items():
+        bs, es = sorted({k[0] for k in cells}), sorted({k[1] for k in cells})
+        M = np.array([[np.mean(cells[(b, e)]) for e in es] for b in bs])
+        tables[env] = (bs, es, M, len(next(iter(cells.values()))))
+    return tables
+
+
+def grid_lines(tables: dict) -> list[str]:
+    lines = []
+    for env, (bs, es, M, n) in tables.items():
+        lines.append(
+            f"{env}: mean R_T at T = 10^4 over {n} seeds (rows beta_scale, cols eta_scale)"
+        )
+        lines.append(f"{'':>10}" + "".join(f"{e:>10g}" for e in es))
+        for b, row in zip(bs, M, strict=True):
+            lines.append(f"{b:>10g}" + "".join(f"{v:>10.1f}" for v in row))
+        i, j = np.unravel_index(np.argmin(M), M.shape)
+        lines.append(f"  lowest: beta_scale = {bs[i]:g}, eta_scale = {es[j]:g}: {M[i, j]:.1f}")
+    return lines
+
+
+def best_shared(tables: dict) -> tuple[float, float] | None:
+    """The (beta_scale, eta_scale) with the lowest summed R_T / R_T of the paper's constants
+    (beta_scale = 1, eta_scale = 1; about the uniform policy's) over the grid's environments."""
+    score = None
+    for bs, es, M, _ in tables.values():
+        base = M[bs.index(1.0), es.index(1.0)] if 1.0 in bs and 1.0 in es else M.max()
+        score = M / base if score is None else score + M / base
+    if score is None:
+        return None
+    bs, es = next(iter(tables.values()))[:2]
+    i, j = np.unravel_index(np.argmin(score), score.shape)
+    return bs[i], es[j]
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+
+def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
+    nrows = -(-len(envs) // ncols)
+    fig, axes = new_figure(ncols, nrows, width=5.2, height=3.9)
+    handles = {}
+    for ax, env in zip(axes, envs, strict=False):
+        t_max = 1.0
+        for agent, c in data[env].items():
+            t, Y = c["t"], c["Y"]
+            m, h = mean_ci(Y, axis=0)
+            (line,) = ax.plot(t, m, label=agent, lw=1.4)
+            ax.fill_between(
+                t, np.maximum(m - h, 1e-3), m + h, color=line.get_color(), alpha=0.2, lw=0
+            )
+            handles.setdefault(agent, line)
+            t_max = max(t_max, t[-1])
+        # slope guides through the panel's largest curve at t = 10^3
+        top = max(np.interp(1e3, c["t"], np.nanmean(c["Y"], 0)) for c in data[env].values())
+        tt = np.array([1e3, t_max])
+        for power, style in ((0.5, ":"), (1.0, "--")):
+            (g,) = ax.plot(tt, top * (tt / 1e3) ** power, "k" + style, lw=0.9)
+            handles.setdefault(f"slope {power:g} (guide)", g)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.1)
+        ax.set_xlabel("step t")
+        ax.set_ylabel("R_t = sum <mu* - mu^pi_t, r>")
+        ax.set_title(env, fontsize=10)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    for ax in axes[len(envs) :]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="lower center",
+        ncol=min(4, len(handles)),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0.1 if len(handles) > 4 else 0.07, 1, 0.95))
+    return fig
+
+
+def sensitivity_figure(tables: dict):
+    from matplotlib.colors import LogNorm
+
+    panels = list(tables.items())
+    fig, axes = new_figure(len(panels), 1, width=4.6, height=3.9)
+    for ax, (env, (bs, es, M, n)) in zip(axes, panels, strict=True):
+        image = ax.imshow(M, norm=LogNorm(vmin=max(M.min(), 0.5), vmax=M.max()), cmap="viridis_r")
+        ax.figure.colorbar(image, ax=ax, label="mean R_T, T = 10^4 (log)")
+        ax.set_xticks(range(len(es)), [f"{e:g}" for e in es], fontsize=8)
+        ax.set_yticks(range(len(bs)), [f"{b:g}" for b in bs], fontsize=8)
+        ax.set_xlabel("eta_scale (x Theorem 4.1's eta)")
+        ax.set_ylabel("beta_scale (x the paper's beta)")
+        i, j = np.unravel_index(np.argmin(M), M.shape)
+        for r in range(len(bs)):
+            for c in range(len(es)):
+                ax.text(
+                    c,
+                    r,
+                    f"{M[r, c]:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if M[r, c] < np.sqrt(M.min() * M.max()) else "black",
+                    fontweight="bold" if (r, c) == (i, j) else "normal",
+                )
+        ax.set_title(f"{env}\n(mean of {n} seeds; bold = lowest)", fontsize=9)
+    fig.suptitle(
+        "RAVI-UCB sensitivity: R_T at T = 10^4 over beta_scale x eta_scale (gamma = 0.9, "
+        "horizon T = 10^4; scale 1 = the paper's constants)",
+        fontsize=10,
+    )
+    return fig
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", action="store_true", help="only tables and figures from results/")
+    ap.add_argument("--quick", action="store_true", help="3 seeds, T = 10^4: measure the cost")
+    ap.add_argument("--jobs", type=int, default=1)
+    args = ap.parse_args(argv)
+    root = RESULTS / "ravi-quick" if args.quick else RESULTS
+    if not args.table:
+        start = time.perf_counter()
+        names = MAIN if args.quick else (*SENSITIVITY, *MAIN)
+        times = run_all(names, root, args.jobs, args.quick)
+        print(f"ran in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        if args.quick:
+            print("\n".join(estimate(times)))
+    tabs = {}
+    for name in SENSITIVITY:
+        tabs[name] = grid(RESULTS, name)
+        print("\n".join(grid_lines(tabs[name])))
+        pick = best_shared(tabs[name])
+        if pick:
+            print(
+                f"  {name}: best over its environments: beta_scale = {pick[0]:g}, "
+                f"eta_scale = {pick[1]:g}"
+            )
+    data = collect(MAIN, root)
+    print("\n".join(regret_table(data)))
+    if args.quick:
+        return 0
+    FIGURES.mkdir(exist_ok=True)
+    tabular = [e for e in data if not e.startswith("linear")]
+    linear = [e for e in data if e.startswith("linear")]
+    n = {len(c["Y"]) for a in data.values() for c in a.values()}
+    seeds = "/".join(str(k) for k in sorted(n))
+    if tabular:
+        fig = regret_figure(
+            data,
+            tabular,
+            2,
+            f"RAVI-UCB vs baselines, tabular, discounted resets: R_T (log-log), mean and 95% CI "
+            f"over {seeds} seeds",
+        )
+        print(save_figure(fig, FIGURES / "ravi-regret-tabular.png"), file=sys.stderr)
+    if linear:
+        fig = regret_figure(
+            data,
+            linear,
+            3,
+            f"RAVI-UCB on linear mixtures (20 states, 2 actions, gamma = 0.9): R_T (log-log), "
+            f"mean and 95% CI over {seeds} seeds",
+        )
+        print(save_figure(fig, FIGURES / "ravi-regret-linear.png"), file=sys.stderr)
+    merged = {k: v for name in SENSITIVITY for k, v in tabs[name].items()}
+    if merged:
+        print(
+            save_figure(sensitivity_figure(merged), FIGURES / "ravi-sensitivity.png"),
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
