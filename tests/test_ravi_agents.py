@@ -362,3 +362,19 @@ def test_linear_agent_bad_input(change, match):
     args.update(change)
     with pytest.raises(OptplanError, match=match):
         RAVIUCBLinear(**args)
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_agents_never_return_an_overflowed_step(linear):
+    """Overflow in the soft step is never silent in either agent: at eta = 1e-306 with
+    Q = +-1e308 and the best action at probability e^-700, V_k overflows although it is
+    finite; the epoch's planning raises FloatingPointError instead of acting on -inf."""
+    if linear:
+        agent = RAVIUCBLinear(_psi(2, 2, 2), np.zeros((2, 2)), 0.9, 100, eta=1e-306)
+    else:
+        agent = RAVIUCB(2, 2, 0.9, 100, eta=1e-306)
+    agent.reset(np.random.default_rng(0))
+    agent.log_policy = np.array([[0.0, -700.0], [-np.log(2), -np.log(2)]])
+    agent.q = np.array([[-1e308, 1e308], [0.0, 1.0]])
+    with pytest.raises(FloatingPointError, match="is not finite"):
+        agent.update(0, 0, 0.0, 1, True)  # the epoch ends: the next one is planned
