@@ -20,7 +20,15 @@ from ..agents.base import Agent, PolicyAgent
 from . import metrics
 from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
 
-__all__ = ["Trace", "run", "score", "oracle_run", "OPTIMAL_ACTION_RTOL"]
+__all__ = [
+    "Trace",
+    "run",
+    "score",
+    "oracle_run",
+    "check_agent_fits",
+    "agent_shape",
+    "OPTIMAL_ACTION_RTOL",
+]
 
 
 def _freeze(arr: np.ndarray) -> np.ndarray:
@@ -235,7 +243,9 @@ def run(
     ------
     ValueError
         If ``steps``/``episodes`` are not given exactly once as positive integers, ``seed``
-        is not a non-negative integer, or ``criterion`` does not fit the model.
+        is not a non-negative integer, ``criterion`` does not fit the model, or the agent was
+        built for other state/action/layer counts than the model's
+        (:func:`check_agent_fits`, naming both).
     TypeError
         If ``agent`` lacks the :class:`~optplan.agents.Agent` methods, ``env`` has no model or
         ``on_episode_end`` is not callable.
@@ -297,6 +307,7 @@ def run(
             f"on_episode_end must be callable, got {type(on_episode_end).__name__}"
         )
     mdp = true_model(env)
+    check_agent_fits(agent, mdp)
     oracle = solve_oracle(mdp, criterion)
     env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
     env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
@@ -309,6 +320,77 @@ def run(
     if oracle_env is not None:
         record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
     return score(mdp, oracle, record, seed)
+
+
+def agent_shape(agent) -> tuple[int | None, int | None, int | None | str]:
+    """``(n_states, n_actions, n_layers)`` an agent was built for, as far as it says.
+
+    Read from ``agent.n_states`` / ``agent.n_actions`` / ``agent.n_layers``, else from the
+    model it holds (``agent.mdp``, e.g. :class:`~optplan.agents.OracleAgent`), else from its
+    layer clock. ``None`` where the agent does not say; ``n_layers`` is ``"continuing"`` when
+    the agent is known to be built for a continuing model.
+    """
+    from ..mdp import FiniteHorizonMDP, TabularMDP
+
+    def count(name):
+        value = getattr(agent, name, None)
+        return (
+            value if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
+        )
+
+    S, A, L = count("n_states"), count("n_actions"), count("n_layers")
+    model = getattr(agent, "mdp", None)
+    if isinstance(model, (TabularMDP, FiniteHorizonMDP)):
+        S = model.n_states if S is None else S
+        A = model.n_actions if A is None else A
+        if L is None:
+            L = model.horizon if isinstance(model, FiniteHorizonMDP) else "continuing"
+    if L is None:
+        clock = getattr(agent, "_clock", getattr(agent, "clock", None))
+        layers = getattr(clock, "n_layers", None)
+        L = layers if isinstance(layers, (int, np.integer)) else None
+    return S, A, L
+
+
+def check_agent_fits(agent, mdp) -> None:
+    """Refuse an agent built for another model size than ``mdp``'s, naming both.
+
+    Compares :func:`agent_shape` with the model's states, actions and layers (what the agent
+    does not state is not compared).
+
+    Raises
+    ------
+    ValueError
+        If the state count, the action count or the layer count differ, or a layered agent
+        meets a continuing model (or the reverse).
+    """
+    from ..mdp import FiniteHorizonMDP
+
+    S, A, L = agent_shape(agent)
+    env_L = mdp.horizon if isinstance(mdp, FiniteHorizonMDP) else "continuing"
+    wrong = []
+    if S is not None and S != mdp.n_states:
+        wrong.append("n_states")
+    if A is not None and A != mdp.n_actions:
+        wrong.append("n_actions")
+    if L is not None and L != env_L:
+        wrong.append("n_layers")
+    if not wrong:
+        return
+
+    def describe(S, A, L):
+        layers = "continuing" if L == "continuing" else f"n_layers={L}"
+        return f"n_states={S}, n_actions={A}, {layers}"
+
+    label = f" {mdp.name!r}" if mdp.name else ""
+    own = getattr(getattr(agent, "mdp", None), "name", "")
+    own = f" (its model {own!r})" if own else ""
+    raise OptplanError(
+        f"agent {type(agent).__name__} does not fit the environment: {' and '.join(wrong)} "
+        f"differ. The agent was built for {describe(S, A, L)}{own}; the environment's "
+        f"model{label} has {describe(mdp.n_states, mdp.n_actions, env_L)}. Build the agent "
+        f"for this environment (e.g. from its env.unwrapped.mdp)"
+    )
 
 
 def _copy(env):
