@@ -39,7 +39,22 @@ class KLBallIndex(Problem):
         single_instance(self, "radius", "kl_ball_index")
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
-        out = index_compare(self.p, self.v, a, b)
+        """Value, ``q*`` and the multiplier (:func:`index_compare`), and certificates of ``a``.
+
+        At ``d = 0`` the ball is the single point ``p`` (no Slater point): a finite KKT
+        multiplier exists only when ``v`` is constant on the support of ``p``, and then every
+        ``lam >= max v - max_{p > 0} v`` is one (moving mass ``e`` off the support gains
+        ``e`` times that gap and costs ``-log(1 - e) >= e`` of KL). There the key is
+        ``multiplier_range``: how far either multiplier lies below that bound (found by
+        ``op.verify``: ``p = [1], v = [0], d = 0``, fast 0 and Clarabel 1.21, both right).
+        """
+        degenerate = self.radius == 0
+        out = index_compare(self.p, self.v, a, b, multiplier_unique=not degenerate)
+        mults = [r.multiplier for r in (a, b) if r.multiplier is not None]
+        if degenerate and all(np.isfinite(m) for m in mults) and len(mults) == 2:
+            support = self.p > 0
+            low = max(float(self.v.max() - self.v[support].max()), 0.0)
+            out["multiplier_range"] = (max(max(low - m, 0.0) for m in mults), low)
         if a.x is not None:  # a's q* is feasible and attains a's value
             out["x_certificate"] = (
                 max(kl_divergence(self.p, a.x) - self.radius, 0.0)

@@ -477,11 +477,12 @@ def verify(
                 first_index=first[kind],
                 shrunk=shrunk,
                 steps=steps,
-                problem=problem if isinstance(problem, str) else name,
+                problem=problem,
                 seed=seed,
                 n=n,
                 reference=reference,
                 note=note,
+                options=options,
             )
         )
     report.seconds = time.perf_counter() - start

@@ -146,11 +146,12 @@ class Counterexample:
     first_index: int
     shrunk: bool
     steps: int
-    problem: str
+    problem: Any
     seed: int
     n: int
     reference: PlanResult | None = None
     note: str = ""
+    options: dict | None = None
 
     @property
     def inputs(self) -> dict:
@@ -164,6 +165,7 @@ class Counterexample:
         """Run ``fn`` on this instance again (:func:`optplan.verification.check_instance`)."""
         from .engine import check_instance
 
+        kwargs.setdefault("options", self.options)
         return check_instance(fn, self.problem, self.inputs, **kwargs)
 
     def describe(self, max_numbers: int = 120) -> str:
@@ -194,9 +196,11 @@ class Counterexample:
             ref = self.reference
             lines.append(f"  optplan     {_fmt_answer(ref, keys)}  [fast: {ref.status}]")
         lines.append(f"  why         {o.reason}")
+        what = repr(self.problem) if isinstance(self.problem, str) else "problem"
+        opts = f", options={self.options!r}" if self.options else ""
         lines.append(
-            f"  reproduce   the literal above, or op.verify(fn, {self.problem!r}, n={self.n}, "
-            f"seed={self.seed}) again"
+            f"  reproduce   the literal above, or op.verify(fn, {what}, n={self.n}, "
+            f"seed={self.seed}{opts}) again"
         )
         return "\n".join(lines)
 
