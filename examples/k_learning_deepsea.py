@@ -55,7 +55,7 @@ def fig2(results_dir: str, out: Path) -> None:
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     ax.set_title("DeepSea (a depth is drawn when every seed solves it)", fontsize=10)
     fig.set_size_inches(8.0, 4.2)
-    fig.suptitle("k-learning Fig. 2: episodes to solve vs depth")
+    fig.suptitle(results.spec["sweep"].get("description", "k-learning Fig. 2"), fontsize=10)
     save_figure(fig, out)
     cells: dict[str, dict[int, list]] = {}
     for r in results.rows:
@@ -76,6 +76,20 @@ def fig2(results_dir: str, out: Path) -> None:
     for agent, by in cells.items():
         full = [L for L in sizes if by.get(L) and all(v is not None for v in by[L])]
         print(f"  {agent:<22} {max(full) if full else 'none'}")
+    print("growth of the median episodes to solve, L = 10..50 (least squares, log-log; depths")
+    print("solved by every seed):")
+    for agent, by in cells.items():
+        fit = [
+            (L, np.median(by[L]))
+            for L in sizes
+            if 10 <= L <= 50 and by.get(L) and all(v is not None for v in by[L])
+        ]
+        if len(fit) < 3:
+            print(f"  {agent:<22} fewer than 3 such depths")
+            continue
+        x, y = np.log([L for L, _ in fit]), np.log([m for _, m in fit])
+        slope, _ = np.polyfit(x, y, 1)
+        print(f"  {agent:<22} episodes ~ L^{slope:.2f} over L = {fit[0][0]}..{fit[-1][0]}")
     print(f"wrote {out}")
 
 
