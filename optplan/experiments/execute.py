@@ -41,7 +41,7 @@ from .run import run
 from .store import DAMAGED_DIR, ResultStore
 from .sweep import Sweep
 
-__all__ = ["execute_task", "run_sweep", "SweepReport", "BACKENDS"]
+__all__ = ["execute_task", "run_sweep", "worker_payloads", "SweepReport", "BACKENDS"]
 
 BACKENDS = ("local", "ray")
 #: How often a local worker checks that the driver is still alive.
@@ -93,6 +93,7 @@ def execute_task(task: dict) -> tuple[dict, dict]:
     }
     start = time.perf_counter()
     try:
+        _prepare_worker(task)
         env_cfg, agent_cfg = task["env"], task["agent"]
         env = registry.get_env(env_cfg["name"]).build(task["seed_index"], **env_cfg["params"])
         agent = registry.get_agent(agent_cfg["name"]).build(
@@ -136,6 +137,90 @@ def execute_task(task: dict) -> tuple[dict, dict]:
     summary["wall_time"] = time.perf_counter() - start
     record.update(status="ok", error=None, traceback=None, summary=summary)
     return record, arrays
+
+
+#: The names optplan registers itself (this module is imported with the package, before any
+#: user code registers more): a worker knows them without help.
+_BUILTIN = {"agents": frozenset(registry.AGENTS), "envs": frozenset(registry.ENVS)}
+
+
+def _prepare_worker(task: dict) -> None:
+    """Import the task's modules and register the user components shipped with it, so that
+    a worker process knows every name the sweep's driver knew (a no-op when they are known:
+    imports are cached, registered names are kept)."""
+    import importlib
+
+    for path in task.get("sys_path", ()):
+        if path not in sys.path:  # appended: never shadows the worker's own packages
+            sys.path.append(path)
+    for name in task.get("imports", ()):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise OptplanError(
+                f"worker {platform.node()}:{os.getpid()} cannot import {name!r} (a module the "
+                f"sweep's agents or environments come from; it must be importable there, e.g. "
+                f"on PYTHONPATH): {type(exc).__name__}: {exc}"
+            ) from None
+    for kind, comp in task.get("components", ()):
+        registry.ensure_registered(kind, comp)
+
+
+def worker_payloads(sweep: Sweep, tasks) -> list[dict]:
+    """The tasks as workers receive them: :meth:`Task.to_dict` plus what a fresh process
+    needs to know the sweep's user components.
+
+    ``imports`` gains the module of every user (non-optplan) agent or environment the sweep
+    uses, so a worker imports it (and runs its registrations) first, with the directories the
+    driver imported those modules (and the import paths' modules) from in ``sys_path``
+    (appended to the worker's ``sys.path`` where missing: a loky worker started before the
+    user's module existed, a local Ray worker); a component defined in
+    the driver's script (``__main__``), which a worker cannot import, is shipped itself in
+    ``components`` (pickled by value by loky's and Ray's cloudpickle).
+    """
+    modules = list(sweep.imports)
+    shipped = []
+    for kind, configs, get in (
+        ("agents", sweep.agents, registry.get_agent),
+        ("envs", sweep.envs, registry.get_env),
+    ):
+        builtin = _BUILTIN[kind]
+        for name in dict.fromkeys(c.name for c in configs):
+            if name in builtin or ":" in name:  # known everywhere / an import path resolves
+                continue
+            comp = get(name)
+            module = getattr(comp.build, "__module__", None) or "__main__"
+            if module == "__main__" or module.split(".")[0] == "optplan":
+                shipped.append((kind, comp))  # not importable / not registered by an import
+            else:
+                modules.append(module)
+    modules = list(dict.fromkeys(modules))
+    paths = [
+        _module_root(m)
+        for m in modules
+        + [c.name.partition(":")[0] for c in (*sweep.agents, *sweep.envs) if ":" in c.name]
+    ]
+    paths = [p for p in dict.fromkeys(paths) if p]
+    out = []
+    for t in tasks:
+        payload = t.to_dict()
+        payload["imports"] = modules
+        payload["sys_path"] = paths
+        if shipped:
+            payload["components"] = shipped
+        out.append(payload)
+    return out
+
+
+def _module_root(name: str) -> str | None:
+    """The directory a worker needs on ``sys.path`` to import module ``name`` as the driver
+    did (where its top-level package or module lives), or ``None`` if unknown."""
+    top = sys.modules.get(name.split(".")[0])
+    file = getattr(top, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    return str(path.parent.parent if path.name == "__init__.py" else path.parent)
 
 
 @dataclass
@@ -316,7 +401,7 @@ def _run_pending(store, sweep, backend, jobs, address, quiet, retry_failed, dama
     }
     pending = [t for t in tasks if t.task_id not in done]
     stems = {t.task_id: t.file_stem for t in pending}
-    payloads = [t.to_dict() for t in pending]
+    payloads = worker_payloads(sweep, pending)
 
     start = time.perf_counter()
     failed = 0

@@ -89,22 +89,29 @@ class Component:
     build : callable
     params : tuple of Param
     doc : str
-    episodic : bool or None
-        Environments: whether episodes end (``None`` for agents).
+    episodic : bool, None or "model"
+        Environments: whether episodes end (``None`` for agents; for environments ``None``
+        means a ``horizon`` parameter decides, ``"model"`` that the built model does).
+    open_params : bool
+        A factory named by import path: its keyword parameters are taken from its signature
+        and passed through unchecked (see :func:`load_component`).
     """
 
     name: str
     build: Callable
     params: tuple[Param, ...]
     doc: str
-    episodic: bool | None = None
+    episodic: bool | None | str = None
     _by_name: dict = field(init=False, repr=False, compare=False)
+    open_params: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "_by_name", {p.name: p for p in self.params})
 
     def resolve(self, params: Mapping[str, Any], where: str) -> dict:
         """Defaults filled in, names and kinds checked; errors name ``where`` and the key."""
+        if self.open_params:
+            return _open_params(self, params, where)
         unknown = sorted(set(params) - set(self._by_name))
         if unknown:
             known = ", ".join(self._by_name) or "none"
@@ -143,6 +150,8 @@ def register_env(name: str, build: Callable, params=(), doc: str = "", episodic=
 
 
 def _get(table: dict, kind: str, name) -> Component:
+    if isinstance(name, str) and ":" in name and name not in table:
+        table[name] = load_component(name, "agent" if table is AGENTS else "environment")
     if not isinstance(name, str) or name not in table:
         known = ", ".join(sorted(table))
         raise OptplanError(f"unknown {kind} {name!r} (known: {known})")
@@ -419,7 +428,89 @@ def env_is_episodic(name: str, params: Mapping[str, Any]) -> bool:
     comp = get_env(name)
     if comp.episodic is None:  # decided by a parameter
         return bool(params.get("horizon"))
+    if comp.episodic == "model":  # a factory by import path: build it once and look
+        return isinstance(true_model(comp.build(0, **params)), FiniteHorizonMDP)
     return comp.episodic
+
+
+# --- factories by import path, and user components in worker processes ----------------------
+
+
+def load_component(path: str, kind: str = "agent") -> Component:
+    """The component an import path ``"package.module:name"`` names.
+
+    ``name`` may be a :class:`Component` (used as is) or a factory with the signature of a
+    registered builder: ``make(env, criterion, **params)`` for an agent,
+    ``make(seed_index, **params)`` for an environment. A factory's keyword parameters are
+    read from its signature (``**kwargs`` accepts any) and passed through as the sweep gives
+    them. An environment factory's episodes end iff it builds a
+    :class:`~optplan.mdp.FiniteHorizonMDP`. The module is imported here, so a worker process
+    resolves the same path by itself.
+
+    Raises
+    ------
+    ValueError
+        The path is malformed, the module cannot be imported or has no such attribute, or it
+        is not callable (the message names the path).
+    """
+    import importlib
+
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise OptplanError(f"import path {path!r} must have the form 'package.module:name'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise OptplanError(f"import path {path!r}: cannot import {module_name!r}: {exc}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise OptplanError(f"import path {path!r}: module {module_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, Component):
+        return obj
+    if not callable(obj):
+        raise OptplanError(f"import path {path!r} names a {type(obj).__name__}, not a factory")
+    doc = (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
+    episodic = "model" if kind == "environment" else None
+    return Component(path, obj, (), doc, episodic=episodic, open_params=True)
+
+
+def _open_params(comp: Component, params: Mapping[str, Any], where: str) -> dict:
+    """Parameters of a factory by import path: names checked against its signature."""
+    import inspect
+
+    try:
+        sig = inspect.signature(comp.build)
+    except (TypeError, ValueError):  # no signature (a builtin): pass everything
+        return dict(params)
+    skip = 1 if comp.episodic == "model" else 2  # (seed_index) or (env, criterion)
+    names = [
+        p.name
+        for p in list(sig.parameters.values())[skip:]
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise OptplanError(
+                f"{where}: unknown parameter {unknown[0]!r} for {comp.name!r} "
+                f"(known: {', '.join(names) or 'none'})"
+            )
+    return dict(params)
+
+
+def is_builtin(comp: Component) -> bool:
+    """Whether ``comp`` is one of optplan's own (its builder lives in the package)."""
+    module = getattr(comp.build, "__module__", "") or ""
+    return module == "optplan" or module.startswith("optplan.")
+
+
+def ensure_registered(kind: str, comp: Component) -> None:
+    """Register ``comp`` under its name in a worker process if the name is not known there
+    (a component registered by a user's script, shipped with the task)."""
+    table = AGENTS if kind == "agents" else ENVS
+    table.setdefault(comp.name, comp)
 
 
 # --- agents -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ A sweep file (``models/sweeps/*.toml``)::
     seeds = 5                # seed indices 0..4 (or a list, e.g. [0, 3, 7])
     steps = 2000             # horizon: steps = N or episodes = N (exactly one)
     stop_when_solved = false # end a run once the goal is solved (time-to-solve sweeps)
+    imports = ["mylab.agents"]  # optional: modules imported here and in every worker first
 
     [curves]                 # how the regret curves are stored
     points = 60
@@ -21,6 +22,13 @@ A sweep file (``models/sweeps/*.toml``)::
     name = "riverswim"
     criterion = "average"    # optional: "average" or "discounted" for continuing envs
     params = { n_states = { start = 4, stop = 10, step = 2 } }   # inclusive range
+
+An agent's or environment's ``name`` is a registered name or an import path
+``"package.module:factory"`` (a builder with the registered signature, see
+:func:`~optplan.experiments.registry.load_component`). Modules listed in ``imports`` are
+imported before the names are looked up, here and in every worker process (joblib or Ray),
+so their ``register_agent`` / ``register_env`` calls reach the workers; so are the modules
+of every user component the sweep uses (:func:`~optplan.experiments.execute.run_sweep`).
 
 Every list (or range) of parameter values is a grid axis; each combination is one agent or
 environment configuration. A task is one (agent configuration, environment configuration,
@@ -60,6 +68,7 @@ _TOP_KEYS = {
     "curves",
     "agents",
     "envs",
+    "imports",
 }
 _MAX_SEED = 2**63 - 1
 
@@ -100,6 +109,7 @@ class Task:
     stop_when_solved: bool
     curve_points: int
     curve_scale: str
+    imports: tuple[str, ...] = ()
 
     @property
     def file_stem(self) -> str:
@@ -121,6 +131,7 @@ class Task:
             "stop_when_solved": self.stop_when_solved,
             "curve_points": self.curve_points,
             "curve_scale": self.curve_scale,
+            "imports": list(self.imports),
         }
 
 
@@ -140,10 +151,11 @@ class Sweep:
     agents: tuple[Config, ...]
     envs: tuple[Config, ...]
     source: str = "<dict>"
+    imports: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """The normalized specification (grids expanded, defaults filled)."""
-        return {
+        out = {
             "name": self.name,
             "description": self.description,
             "seed": self.seed,
@@ -155,6 +167,9 @@ class Sweep:
             "agents": [a.to_dict() for a in self.agents],
             "envs": [e.to_dict() for e in self.envs],
         }
+        if self.imports:  # only then: older sweeps keep their fingerprints
+            out["imports"] = list(self.imports)
+        return out
 
     def fingerprint(self) -> str:
         """SHA-256 of the normalized specification: equal iff the sweeps run the same tasks."""
@@ -180,6 +195,7 @@ class Sweep:
                     stop_when_solved=self.stop_when_solved,
                     curve_points=self.curve_points,
                     curve_scale=self.curve_scale,
+                    imports=self.imports,
                 )
             )
         return out
@@ -320,6 +336,7 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
     if scale not in ("log", "linear"):
         raise SweepError(f"{where}: curves.scale must be 'log' or 'linear', got {scale!r}")
 
+    imports = _imports(data.get("imports", []), where)
     agents = _configs(data.get("agents"), "agents", where)
     envs = _configs(data.get("envs"), "envs", where)
     for env in envs:
@@ -347,10 +364,31 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
         agents=tuple(agents),
         envs=tuple(envs),
         source=str(source),
+        imports=imports,
     )
     if validate:
         _build_once(sweep, where)
     return sweep
+
+
+def _imports(value, where: str) -> tuple[str, ...]:
+    """The sweep's ``imports``: module names, each imported now (errors name the key)."""
+    import importlib
+
+    if not isinstance(value, list):
+        raise SweepError(f"{where}: imports must be a list of module names, got {value!r}")
+    out = []
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name or ":" in name:
+            raise SweepError(f"{where}: imports[{i}] must be a module name, got {name!r}")
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # ImportError or an error in the user's module
+            raise SweepError(
+                f"{where}: imports[{i}]: cannot import {name!r}: {type(exc).__name__}: {exc}"
+            ) from None
+        out.append(name)
+    return tuple(dict.fromkeys(out))
 
 
 def _build_once(sweep: Sweep, where: str) -> None:
