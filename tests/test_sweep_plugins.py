@@ -19,6 +19,8 @@ from optplan.experiments import SweepError, registry, run_sweep, sweep_from_dict
 from optplan.experiments.execute import worker_payloads
 
 USER_MODULE = """
+import gymnasium as gym
+
 from optplan.agents import RandomAgent
 from optplan.envs import TabularEnv
 from optplan.experiments.registry import Param, env_shape, register_agent, register_env
@@ -34,6 +36,11 @@ def make_env(seed_index, n_states=4):
     return TabularEnv(riverswim(n_states))
 
 
+def make_lake(seed_index, slippery=True):
+    return gym.make("FrozenLake-v1", is_slippery=slippery)
+
+
+register_env("{name}-frozenlake", make_lake, [Param("slippery", "bool", True, "slippery ice")])
 register_agent("{name}-agent", make_agent, [Param("sticky", "int", 0, "unused")])
 register_env("{name}-env", make_env, [Param("n_states", "int", 4, "RiverSwim size")])
 """
@@ -95,6 +102,16 @@ def test_registered_in_an_imported_module_is_recorded_for_the_workers(user_modul
     payload = worker_payloads(sweep, sweep.tasks())[0]
     assert payload["imports"] == [user_module] and str(tmp_path) in payload["sys_path"]
     report = run_sweep(sweep, tmp_path / "out", jobs=2, quiet=True)
+    check_ran_in_workers(report, tmp_path / "out", 4)
+
+
+def test_a_user_registered_gymnasium_frozenlake_with_jobs_2(user_module, tmp_path):
+    # The issue's report: "unknown environment 'frozenlake'" in every task with --jobs 2.
+    data = spec("epsilon-greedy", f"{user_module}-frozenlake", imports=[user_module])
+    data["envs"][0]["params"] = {"slippery": [True, False]}
+    report = run_sweep(
+        sweep_from_dict(data, source="lake.toml"), tmp_path / "out", jobs=2, quiet=True
+    )
     check_ran_in_workers(report, tmp_path / "out", 4)
 
 
