@@ -37,9 +37,10 @@ LAYERS = (
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 #: Same-layer pairs that must stay apart: the two ways of solving a problem.
 SIBLINGS_APART = {frozenset({"conic", "fast"})}
-#: The places that load modules by name: ``Problem.solve`` dispatching on the stem, and
-#: ``optplan verify-fn MODULE:FUNCTION`` loading the user's module (its purpose).
-DYNAMIC_IMPORTS = {"problems/base.py", "cli/verify_fn.py"}
+#: The places that load modules by name: ``Problem.solve`` dispatching on the stem,
+#: ``optplan verify-fn MODULE:FUNCTION`` loading the user's module (its purpose), and the
+#: experiment registry loading a sweep's user modules and ``module:factory`` paths.
+DYNAMIC_IMPORTS = {"problems/base.py", "cli/verify_fn.py", "experiments/registry.py"}
 
 
 def _unit(module: str) -> str:

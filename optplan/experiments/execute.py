@@ -148,14 +148,12 @@ def _prepare_worker(task: dict) -> None:
     """Import the task's modules and register the user components shipped with it, so that
     a worker process knows every name the sweep's driver knew (a no-op when they are known:
     imports are cached, registered names are kept)."""
-    import importlib
-
     for path in task.get("sys_path", ()):
         if path not in sys.path:  # appended: never shadows the worker's own packages
             sys.path.append(path)
     for name in task.get("imports", ()):
         try:
-            importlib.import_module(name)
+            registry.import_user_module(name)
         except Exception as exc:
             raise OptplanError(
                 f"worker {platform.node()}:{os.getpid()} cannot import {name!r} (a module the "

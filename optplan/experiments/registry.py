@@ -436,6 +436,14 @@ def env_is_episodic(name: str, params: Mapping[str, Any]) -> bool:
 # --- factories by import path, and user components in worker processes ----------------------
 
 
+def import_user_module(name: str):
+    """Import a user's module by name (a sweep's ``imports``, an import path's module, a
+    worker's preparation): the one place experiments load code by name."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
 def load_component(path: str, kind: str = "agent") -> Component:
     """The component an import path ``"package.module:name"`` names.
 
@@ -453,13 +461,11 @@ def load_component(path: str, kind: str = "agent") -> Component:
         The path is malformed, the module cannot be imported or has no such attribute, or it
         is not callable (the message names the path).
     """
-    import importlib
-
     module_name, _, attr = path.partition(":")
     if not module_name or not attr or ":" in attr:
         raise OptplanError(f"import path {path!r} must have the form 'package.module:name'")
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as exc:
         raise OptplanError(f"import path {path!r}: cannot import {module_name!r}: {exc}") from None
     obj = module

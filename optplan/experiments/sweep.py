@@ -373,8 +373,6 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
 
 def _imports(value, where: str) -> tuple[str, ...]:
     """The sweep's ``imports``: module names, each imported now (errors name the key)."""
-    import importlib
-
     if not isinstance(value, list):
         raise SweepError(f"{where}: imports must be a list of module names, got {value!r}")
     out = []
@@ -382,7 +380,7 @@ def _imports(value, where: str) -> tuple[str, ...]:
         if not isinstance(name, str) or not name or ":" in name:
             raise SweepError(f"{where}: imports[{i}] must be a module name, got {name!r}")
         try:
-            importlib.import_module(name)
+            registry.import_user_module(name)
         except Exception as exc:  # ImportError or an error in the user's module
             raise SweepError(
                 f"{where}: imports[{i}]: cannot import {name!r}: {type(exc).__name__}: {exc}"
