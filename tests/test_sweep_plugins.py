@@ -181,3 +181,36 @@ def test_bad_import_paths_name_the_file_and_key(user_module):
             },
             source="bad.toml",
         )
+
+
+def test_cli_sweep_file_with_imports_and_import_paths_jobs_2(user_module, tmp_path):
+    from optplan.cli import main
+
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            name = "mine"
+            seeds = 2
+            steps = 40
+            imports = ["{user_module}"]
+
+            [[agents]]
+            name = "{user_module}-agent"
+
+            [[agents]]
+            name = "{user_module}:make_agent"
+            label = "by-path"
+
+            [[envs]]
+            name = "{user_module}:make_env"
+            params = {{ n_states = 5 }}
+            """
+        )
+    )
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--jobs", "2", "--quiet"]) == 0
+    recs = records(tmp_path / "out")
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text().replace(f"{user_module}:make_agent", f"{user_module}:nope"))
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "bad"), "--quiet"]) != 0
