@@ -14,6 +14,7 @@ import pytest
 
 import optplan as op
 from optplan.bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
+from optplan.dp import classify
 from optplan.experiments import run
 from optplan.experiments.registry import get_agent
 
@@ -203,3 +204,20 @@ def test_run_without_a_model_says_what_is_needed():
     agent = op.agents.RandomAgent(2, 2)
     with pytest.raises(TypeError, match=r"\.mdp .* or a toy-text transition table"):
         run(agent, env, steps=5)
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=IDS)
+@pytest.mark.parametrize("terminal", ["absorbing", "restart"])
+def test_average_reward_any_model_fast_vs_clarabel(env_id, kwargs, terminal):
+    """Issue 17 item 3: per-state optimal gain and the largest optimal bias, multichain policy
+    iteration vs Clarabel's multichain LP and bias LP, in both terminal modes (absorbing:
+    every model here is multichain; restart: FrozenLake and CliffWalking are weakly
+    communicating, Taxi's unreachable states keep it multichain)."""
+    mdp = from_gymnasium(make(env_id, **kwargs), terminal=terminal)
+    kind = classify(mdp.P, mdp.action_mask).kind
+    assert kind == "multichain" or (terminal == "restart" and kind == "weakly_communicating")
+    chk = op.cross_check(op.AverageRewardPlanning(mdp, multichain="solve"), solver="CLARABEL")
+    assert chk.fast.status == chk.conic.status == "optimal", chk.message
+    assert chk.agree and {"gain", "x"} <= set(chk.abs_err), chk.message
+    np.testing.assert_allclose(chk.fast.gain, chk.conic.gain, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(chk.fast.bias, chk.conic.bias, rtol=1e-7, atol=1e-7)

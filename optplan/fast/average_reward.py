@@ -12,6 +12,7 @@ from ..dp import (
     backup,
     evaluate_average,
     masked,
+    multichain_policy_iteration,
     n_recurrent_classes,
     policy_iteration,
     policy_model,
@@ -61,6 +62,13 @@ def solve(
     check_tol_iter(tol, max_iter)
     if not (0.0 < aperiodicity < 1.0):
         raise OptplanError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
+    if problem.multichain == "solve":
+        if algorithm != "policy_iteration":
+            raise OptplanError(
+                "multichain='solve' is solved by multichain policy iteration: algorithm must be "
+                f"'policy_iteration', got {algorithm!r}"
+            )
+        return solve_multichain(problem, max_iter or 1_000)
     mdp = problem.mdp
     P, R, mask = mdp.P, mdp.R, mdp.action_mask
     start = time.perf_counter()
@@ -114,3 +122,66 @@ def solve(
         bias=h,
         occupancy=occupancy,
     )
+
+
+def solve_multichain(problem, max_iter: int) -> PlanResult:
+    """Multichain policy iteration (Puterman §9.2, :func:`optplan.dp.multichain_policy_iteration`):
+    the optimal gain of every state and the bias of the returned policy (``P*_d h = 0``)."""
+    mdp = problem.mdp
+    P, R, mask = mdp.P, mdp.R, mdp.action_mask
+    start = time.perf_counter()
+    out = multichain_policy_iteration(P, R, mask, max_iter=max_iter)
+    S = mdp.n_states
+    if out.evaluation is None:
+        nan = np.full(S, np.nan)
+        return PlanResult(
+            value=np.nan,
+            x=nan,
+            status=out.status,
+            message=out.message,
+            method="fast",
+            solver="multichain_policy_iteration",
+            iterations=out.iterations,
+            solve_time=time.perf_counter() - start,
+            policy=out.policy,
+            gain=nan,
+            bias=nan,
+        )
+    ev = out.evaluation
+    occupancy = limiting_occupancy(P, out.policy, ev, np.full(S, 1.0 / S))
+    return PlanResult(
+        value=float(mdp.initial @ ev.gain),
+        x=ev.bias,
+        multiplier=occupancy,
+        status=out.status,
+        message=out.message,
+        method="fast",
+        solver="multichain_policy_iteration",
+        iterations=out.iterations,
+        solve_time=time.perf_counter() - start,
+        values=ev.bias,
+        q=masked(backup(P, R, ev.bias), mask),
+        policy=out.policy,
+        gain=ev.gain,
+        bias=ev.bias,
+        occupancy=occupancy,
+        info={"recurrent": ev.recurrent, "stationary": ev.stationary},
+    )
+
+
+def limiting_occupancy(P, policy, ev, start) -> np.ndarray:
+    """``occupancy[s, a] = (start @ P*_d)[s]`` on ``a = d(s)``: the limiting state-action
+    frequencies of ``d`` from ``start``; a transient state's start mass reaches the recurrent
+    classes with the absorption probabilities ``(I - P_TT)^{-1} P_TR``."""
+    S = P.shape[0]
+    P_pi = P[np.arange(S), policy]
+    rec, T = np.flatnonzero(ev.recurrent), np.flatnonzero(~ev.recurrent)
+    reached = np.zeros(S)
+    reached[rec] = start[rec]
+    if T.size:
+        through = np.linalg.solve((np.eye(T.size) - P_pi[np.ix_(T, T)]).T, start[T])
+        reached[rec] += through @ P_pi[np.ix_(T, rec)]
+    mass = np.bincount(ev.labels[rec], weights=reached[rec], minlength=ev.labels.max() + 1)
+    occupancy = np.zeros(P.shape[:2])
+    occupancy[rec, policy[rec]] = mass[ev.labels[rec]] * ev.stationary[rec]
+    return occupancy

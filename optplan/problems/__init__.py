@@ -52,10 +52,14 @@ def solve_discounted(
 
 
 def solve_average_reward(
-    mdp: TabularMDP, method: str = "fast", solver: str | None = None, **options
+    mdp: TabularMDP,
+    method: str = "fast",
+    solver: str | None = None,
+    multichain: str = "refuse",
+    **options,
 ) -> PlanResult:
-    """Solve ``AverageRewardPlanning(mdp)`` (the model's discount is ignored)."""
-    return AverageRewardPlanning(mdp).solve(method=method, solver=solver, **options)
+    """Solve ``AverageRewardPlanning(mdp, multichain)`` (the model's discount is ignored)."""
+    return AverageRewardPlanning(mdp, multichain).solve(method=method, solver=solver, **options)
 
 
 def solve_finite_horizon(

@@ -1,4 +1,5 @@
-"""Average-reward (undiscounted, infinite-horizon) planning in a known unichain MDP."""
+"""Average-reward (undiscounted, infinite-horizon) planning in a known MDP: unichain (a scalar
+gain) by default, any model (a gain per state) with ``multichain="solve"``."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import OptplanTypeError
-from ..dp import class_gains
+from .._checks import OptplanTypeError, check_choice
+from ..dp import (
+    backup,
+    class_gains,
+    evaluate_multichain,
+    masked,
+    near_max,
+    policy_model,
+)
 from ..mdp import TabularMDP
 from ..result import PlanResult
 from ._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
@@ -39,20 +47,63 @@ class AverageRewardPlanning(Problem):
     stationary distribution of the returned policy (so both paths agree exactly when the
     optimal policy is unique, and up to a constant otherwise); ``q[s, a] = r + P bias``;
     ``policy``; ``occupancy[s, a]`` stationary frequencies; ``multiplier = occupancy``.
+
+    ``multichain="solve"``: any model, the optimal gain per state (Puterman ch. 9). Equations
+    ``g_s = max_a P(s, a) g`` and ``g_s + h_s = max_{a in A1(s)} r(s, a) + P(s, a) h`` with
+    ``A1(s) = {a: P(s, a) g = g_s}``. Their ``g`` is unique; their ``h`` is not (one free
+    constant per recurrent class of an optimal policy, and different optimal policies have
+    different biases), so both paths return the same one: ``h*``, the largest bias of a
+    gain-optimal policy (a bias-optimal policy's bias, Puterman §10.3), ``h* = h_d`` with
+    ``P*_d h* = 0`` for the returned policy ``d``. Fast path: multichain policy iteration
+    (Puterman §9.2) carried one level on (:func:`optplan.dp.multichain_policy_iteration`).
+    Conic path: the multichain LP (Puterman §9.3) ``min sum_j alpha_j g_j  s.t.  g_s >=
+    P(s, a) g,  g_s + h_s >= r(s, a) + P(s, a) h`` over the admissible pairs (``alpha``
+    uniform), whose ``g`` is the optimal gain; a gain-optimal policy from its duals; then the
+    bias LP (:func:`optplan.conic.average_reward.formulate_multichain_bias`), whose minimal
+    ``h`` is ``h*``, certified by the exact bias of a policy read from its duals. Results:
+    ``gain[s]`` (a vector), ``value = initial @ gain``, ``x = bias = h*``, ``q = r + P h*``
+    (masked), ``policy``; fast: ``occupancy[s, a]`` the limiting state-action frequencies of
+    the policy from the uniform start, conic: the multichain LP's dual ``x`` (the same for a
+    unique optimal policy; not compared); ``info["recurrent"]``, ``info["stationary"]``.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    multichain : {"refuse", "solve"}
+        ``"refuse"`` (default): the unichain equations with a scalar gain; a model whose
+        optimal gain is not constant gets status ``multichain`` and NaN. ``"solve"``: the
+        multichain equations above, on any model.
     """
 
     mdp: TabularMDP
+    multichain: str = "refuse"
     stem = "average_reward"
 
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
             raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
+        check_choice("multichain", self.multichain, ("refuse", "solve"))
 
     def policy_gain(self, policy: np.ndarray) -> float:
         """Gain of a deterministic policy (the worst recurrent class's if it is multichain)."""
         return float(class_gains(self.mdp.P, self.mdp.R, policy).min())
 
+    def policy_gains(self, policy: np.ndarray) -> np.ndarray:
+        """Gain per state of a deterministic policy (any number of recurrent classes)."""
+        return evaluate_multichain(*policy_model(self.mdp.P, self.mdp.R, policy)).gain
+
+    def optimality_residual(self, gain: np.ndarray, bias: np.ndarray) -> float:
+        """``max |max_{a: P g = g} (r + P h) - g - h|`` and ``max (max_a P g - g)``: how far
+        ``(gain, bias)`` is from solving the multichain optimality equations (the actions
+        with ``P(s, a) g`` within 1e-7 of the best form the inner set)."""
+        mdp = self.mdp
+        pg = masked(backup(mdp.P, np.zeros_like(mdp.R), gain), mdp.action_mask)
+        q = masked(backup(mdp.P, mdp.R, bias), mdp.action_mask & near_max(pg, 1e-7))
+        return float(max(np.abs(q.max(axis=1) - gain - bias).max(), (pg.max(axis=1) - gain).max()))
+
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        if self.multichain == "solve":
+            return self._compare_multichain(a, b)
         out = {
             "value": diff(a.value, b.value),
             "gain": diff(a.gain, b.gain),
@@ -70,4 +121,21 @@ class AverageRewardPlanning(Problem):
         )
         if unique_argmax(a.q):
             out["multiplier"] = diff(a.occupancy, b.occupancy)
+        return out
+
+    def _compare_multichain(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
+        """Gain per state; each policy's exact gain per state; each answer's residual in the
+        optimality equations; the bias entry by entry (both paths return the largest bias of
+        a gain-optimal policy, which is unique)."""
+        scale = float(1.0 + np.abs(self.mdp.R).max())
+        out = {
+            "value": diff(a.value, b.value),
+            "gain": diff(a.gain, b.gain),
+            "policy_value": diff(self.policy_gains(a.policy), self.policy_gains(b.policy)),
+            "optimality_residual": (
+                max(self.optimality_residual(r.gain, r.bias) for r in (a, b)),
+                scale,
+            ),
+        }
+        out["x"] = diff(a.bias, b.bias)
         return out
