@@ -14,9 +14,20 @@ DeepSea L = 50, one seed, K-learning with tau* and soft Q-learning)::
 
     python examples/k_learning_deepsea.py fig34
 
-writes ``examples/figures/k-learning-fig3.png`` (K-learning) and ``k-learning-fig4.png``
-(soft-Q) and prints the column reached in the last row and the goal visits at each snapshot.
+writes ``examples/figures/k-learning-fig3.png`` (K-learning as printed),
+``k-learning-fig3-deterministic.png`` (K-learning with the deterministic transition prior and
+the posterior bonus of issue 18) and ``k-learning-fig4.png`` (soft-Q), one colour scale per
+row, and prints the column reached in the last row and the goal visits at each snapshot.
 Cells right of the diagonal can never be reached and are left blank.
+
+The deterministic-prior configuration (issue 18)::
+
+    optplan sweep models/sweeps/k-learning-fig2-deterministic.toml \
+        --out results/k-learning-fig2-deterministic --jobs 2
+    python examples/k_learning_deepsea.py fig2 results/k-learning-fig2-deterministic \
+        --out examples/figures/k-learning-fig2-deterministic.png
+    python examples/k_learning_deepsea.py noise   # tau* at L = 50, noise 0 / 0.05 / 0.1
+    python examples/k_learning_deepsea.py tau     # tau* against episodes, both priors
 """
 
 from __future__ import annotations
@@ -93,6 +104,15 @@ def fig2(results_dir: str, out: Path) -> None:
     print(f"wrote {out}")
 
 
+#: The deterministic-prior configuration of issue 18 (models/sweeps/k-learning-fig2-deterministic).
+DETERMINISTIC = dict(transition_prior="deterministic", bonus="posterior", span=1.01)
+
+
+def _k_agent(L: int, initial, sigma: float, prior: str) -> KLearning:
+    extra = DETERMINISTIC if prior == "deterministic" else {}
+    return KLearning(L, L, 2, temperature="optimal", sigma=sigma, initial=initial, **extra)
+
+
 def _mask_unreachable(grid: np.ndarray) -> np.ndarray:
     """NaN right of the diagonal (column > row): DeepSea never reaches those cells."""
     L = grid.shape[0]
@@ -125,28 +145,48 @@ def _snapshots(agent, env, values_of, episodes: int, seed: int):
 
 
 def _draw(name: str, snaps, visits, out: Path, value_label: str) -> None:
+    """Values (top row) and log visit counts (bottom row) at each snapshot, one colour scale
+    per row shared by its time panels (its colorbar on the right), so the panels compare."""
     fig, axes = new_figure(ncols=len(SNAPSHOTS), nrows=2, width=3.4, height=3.0)
+    values = np.stack([snaps[n] for n in SNAPSHOTS])
+    v_lo, v_hi = float(np.nanmin(values)), float(np.nanmax(values))
+    c_hi = float(np.log10(1.0 + max(np.nanmax(visits[n][0]) for n in SNAPSHOTS)))
+    last = len(SNAPSHOTS) - 1
     for j, n in enumerate(SNAPSHOTS):
         plot_heatmap(
-            axes[j], snaps[n], title=f"t = {n}", xlabel="column", ylabel="row", cmap="Blues"
+            axes[j],
+            snaps[n],
+            title=f"episode {n}",
+            xlabel="column",
+            ylabel="row",
+            cmap="Blues",
+            vmin=v_lo,
+            vmax=v_hi,
+            colorbar=j == last,
+            cbar_label=value_label,
         )
         grid, goals = visits[n]
         plot_heatmap(
             axes[len(SNAPSHOTS) + j],
             grid,
             log=True,
-            title=f"visits, goal x{goals}",
+            title=f"visits (goal reached {goals}x)",
             xlabel="column",
             ylabel="row",
             cmap="Greys",
             cbar_label="log10(1 + visits)",
+            vmin=0.0,
+            vmax=c_hi,
+            colorbar=j == last,
         )
     from matplotlib.ticker import MaxNLocator
 
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
-    axes[0].set_ylabel(f"{value_label}\nrow")
-    fig.suptitle(f"{name} on DeepSea L = 50: value (top) and log visit counts (bottom)")
+    fig.suptitle(
+        f"{name} on DeepSea L = 50 (noise 0.1)\nvalue (top) and visit counts (bottom) after "
+        "each number of episodes; one colour scale per row; blank: unreachable cells"
+    )
     save_figure(fig, out)
 
 
@@ -154,10 +194,16 @@ def fig34(out_dir: Path, episodes: int = 1000, seed: int = 0) -> None:
     L = 50
     env = DeepSea(L, mapping_seed=seed, variant="k-learning", reward_noise=0.1)
     runs = {
-        "K-learning (tau*)": (
-            KLearning(L, L, 2, temperature="optimal", sigma=0.1, initial=env.mdp.initial),
+        "K-learning (tau*, as printed: Dirichlet 1/S prior, Eq. 6 bonus)": (
+            _k_agent(L, env.mdp.initial, 0.1, "dirichlet"),
             lambda a: a.values,
             "k-learning-fig3.png",
+            "V (Eq. 14)",
+        ),
+        "K-learning (tau*, deterministic prior, posterior bonus)": (
+            _k_agent(L, env.mdp.initial, 0.1, "deterministic"),
+            lambda a: a.values,
+            "k-learning-fig3-deterministic.png",
             "V (Eq. 14)",
         ),
         "soft Q-learning (tau = 0.05)": (
@@ -183,6 +229,67 @@ def fig34(out_dir: Path, episodes: int = 1000, seed: int = 0) -> None:
         print(f"  wrote {out_dir / fname}")
 
 
+def noise(seeds: int, L: int, cap: int) -> None:
+    """K-learning tau* (deterministic prior, posterior bonus) on DeepSea L at reward noise 0,
+    0.05 and 0.1 (the agent told the true sigma): episodes to solve per seed, median."""
+    print(f"K-learning tau*, deterministic prior + posterior bonus, DeepSea L = {L}, cap {cap}")
+    print(f"{'noise std':>10}  episodes to solve (seeds 0..{seeds - 1})  median   wall s")
+    for sd in (0.0, 0.05, 0.1):
+        times, t0 = [], time.perf_counter()
+        for seed in range(seeds):
+            env = DeepSea(L, mapping_seed=seed, variant="k-learning", reward_noise=sd)
+            agent = _k_agent(L, env.mdp.initial, sd, "deterministic")
+            tr = run(agent, env, episodes=cap, seed=seed, stop_when_solved=True)
+            times.append(tr.time_to_solve)
+        ok = [t for t in times if t is not None]
+        med = f"{np.median(ok):.0f}" if len(ok) == len(times) else f"{len(ok)}/{len(times)}"
+        shown = " ".join("-" if t is None else str(t) for t in times)
+        print(f"{sd:>10}  {shown:<34}{med:>7}{time.perf_counter() - t0:>9.1f}")
+
+
+def tau_curve(out: Path, L: int, episodes: int, seed: int) -> None:
+    """tau* against episodes on DeepSea L (noise 0.1), K-learning with each prior: the quantity
+    the explanation of issue 18 rests on."""
+    fig, (ax,) = new_figure(width=7.0, height=4.0)
+    for prior, label, colour in (
+        ("dirichlet", "Dirichlet 1/S prior, Eq. 6 bonus (as printed)", "C3"),
+        ("deterministic", "deterministic prior, posterior bonus", "C0"),
+    ):
+        env = DeepSea(L, mapping_seed=seed, variant="k-learning", reward_noise=0.1)
+        agent = _k_agent(L, env.mdp.initial, 0.1, prior)
+        taus: list[float] = []
+        tr = run(
+            agent,
+            env,
+            episodes=episodes,
+            seed=seed,
+            on_episode_end=lambda n, a, taus=taus: taus.append(a.tau),
+        )
+        first = int(np.argmax(tr.successes)) + 1 if np.any(tr.successes) else None
+        ax.plot(np.arange(1, len(taus) + 1), taus, color=colour, lw=1.2, label=label)
+        if first is not None:
+            ax.axvline(first, color=colour, ls=":", lw=1.0)
+            label_first = f"first goal: episode {first}"
+        else:
+            label_first = "goal never reached"
+        print(
+            f"{label}: tau* {taus[0]:.3g} at episode 1, {taus[-1]:.3g} at {len(taus)}; "
+            f"{label_first}; solved at {tr.time_to_solve}"
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhline(1 / (L * np.log(2)), color="0.4", ls="--", lw=0.8, label="1 / (L log 2)")
+    ax.set_xlabel("episode")
+    ax.set_ylabel("tau* (problem 11)")
+    ax.set_title(
+        f"K-learning tau* on DeepSea L = {L} (noise 0.1, seed {seed}); dotted: first goal",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8, loc="center right")
+    save_figure(fig, out)
+    print(f"wrote {out}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -193,9 +300,22 @@ def main() -> None:
     f34.add_argument("--out-dir", type=Path, default=FIGURES)
     f34.add_argument("--episodes", type=int, default=1000)
     f34.add_argument("--seed", type=int, default=0)
+    nz = sub.add_parser("noise", help="tau* K-learning (deterministic prior) vs reward noise")
+    nz.add_argument("--seeds", type=int, default=5)
+    nz.add_argument("--size", type=int, default=50)
+    nz.add_argument("--cap", type=int, default=10_000)
+    tc = sub.add_parser("tau", help="tau* against episodes, both priors")
+    tc.add_argument("--out", type=Path, default=FIGURES / "k-learning-tau.png")
+    tc.add_argument("--size", type=int, default=50)
+    tc.add_argument("--episodes", type=int, default=3000)
+    tc.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.what == "fig2":
         fig2(args.results, args.out)
+    elif args.what == "noise":
+        noise(args.seeds, args.size, args.cap)
+    elif args.what == "tau":
+        tau_curve(args.out, args.size, args.episodes, args.seed)
     else:
         if args.episodes < max(SNAPSHOTS):
             p.error(f"--episodes must be at least {max(SNAPSHOTS)}")

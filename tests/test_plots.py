@@ -162,6 +162,16 @@ def test_plot_heatmap_log_values_and_colorbar():
     assert ax.get_xlabel() == "state" and ax.get_ylabel() == "layer"
 
 
+def test_plot_heatmap_shared_scale_without_colorbar():
+    """A row of panels shares one colour scale (``vmin``/``vmax``) and one colorbar."""
+    fig, axes = new_figure(ncols=2)
+    plot_heatmap(axes[0], np.array([[0.0, 1.0]]), vmin=-2.0, vmax=5.0, colorbar=False)
+    plot_heatmap(axes[1], np.array([[3.0, 4.0]]), vmin=-2.0, vmax=5.0, cbar_label="V")
+    for ax in axes:
+        assert ax.images[0].get_clim() == (-2.0, 5.0)
+    assert len(fig.axes) == 3 and fig.axes[2].get_ylabel() == "V"
+
+
 def test_plot_heatmap_1d_is_one_row():
     _, (ax,) = new_figure()
     plot_heatmap(ax, np.arange(5.0), cbar_label="count")

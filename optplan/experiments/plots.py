@@ -241,6 +241,9 @@ def plot_heatmap(
     ylabel: str = "layer",
     cbar_label: str | None = None,
     cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    colorbar: bool = True,
 ) -> Axes:
     """Draw a 2-D array as a heatmap with a colorbar (e.g. visit counts per layer and state).
 
@@ -258,6 +261,11 @@ def plot_heatmap(
     cbar_label : str, optional
         Colorbar label (default ``"log10(1 + value)"`` when `log`, none otherwise).
     cmap : str, default "viridis"
+    vmin, vmax : float, optional
+        The colour scale's limits (after the ``log`` transform), e.g. one scale shared by the
+        panels of a row so that they can be compared; the data's range by default.
+    colorbar : bool, default True
+        Draw this panel's colorbar (a row sharing one scale may draw it once).
 
     Returns
     -------
@@ -285,8 +293,9 @@ def plot_heatmap(
         data = np.log10(1.0 + data)
         if cbar_label is None:
             cbar_label = "log10(1 + value)"
-    image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap=cmap)
-    ax.figure.colorbar(image, ax=ax, label=cbar_label)
+    image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap=cmap, vmin=vmin, vmax=vmax)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label=cbar_label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
