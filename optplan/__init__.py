@@ -10,11 +10,12 @@ Public API (re-exports only)::
 """
 
 from . import agents, envs, experiments, uncertainty, verification
+from .bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
 from .crosscheck import SOLVER_TOL, cross_check
+from .describe import Description, describe
 from .fast.kl_ball import kl_ball_index
 from .fast.kl_inf import kl_inf_rate
 from .fast.l1_ball import l1_ball_index
-from .bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
 from .mdp import FiniteHorizonMDP, TabularMDP
 from .modelfile import load_model, save_model
 from .problems import (
@@ -24,6 +25,7 @@ from .problems import (
     ClippedOptimisticPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
+    HittingTimes,
     KLBallIndex,
     KLearningTemperature,
     KLInfRate,
@@ -62,12 +64,15 @@ __all__ = [
     "BatchResult",
     "CrossCheck",
     "cross_check",
+    "describe",
+    "Description",
     "SOLVER_TOL",
     "METHODS",
     "SOLVERS",
     "DiscountedPlanning",
     "AverageRewardPlanning",
     "FiniteHorizonPlanning",
+    "HittingTimes",
     "KLBallIndex",
     "kl_ball_index",
     "KLInfRate",

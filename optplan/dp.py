@@ -571,3 +571,22 @@ def _unichain_by_enumeration(P, mask, max_policies):
         if n_recurrent_classes(P[idx, policy]) > 1:
             return False
     return True
+
+
+def limiting_matrix(P_pi: np.ndarray, ev: MultichainEvaluation | None = None) -> np.ndarray:
+    """``P* = lim (1/n) sum_{k<n} P^k`` (Puterman §A.4): on a recurrent class every row is the
+    class's stationary distribution; a transient row mixes them with the absorption
+    probabilities ``(I - P_TT)^{-1} P_TR``."""
+    if ev is None:
+        ev = evaluate_multichain(P_pi, np.zeros(P_pi.shape[0]))
+    rec, T = np.flatnonzero(ev.recurrent), np.flatnonzero(~ev.recurrent)
+    S = P_pi.shape[0]
+    star = np.zeros((S, S))
+    same = ev.labels[rec][:, None] == ev.labels[rec][None, :]
+    star[np.ix_(rec, rec)] = same * ev.stationary[rec][None, :]
+    if T.size:
+        absorb = solve_system(
+            np.eye(T.size) - P_pi[np.ix_(T, T)], P_pi[np.ix_(T, rec)], "absorption probabilities"
+        )
+        star[T] = absorb @ star[rec]
+    return star

@@ -59,10 +59,12 @@ CVXPY_STATUS_MAP = {
 }
 
 
-def overflow_checked(result: PlanResult) -> PlanResult:
+def overflow_checked(result: PlanResult, plus_inf_ok: bool = False) -> PlanResult:
     """``result``, or, when it claims a solution whose numbers are not finite (an input scale
     near the double range overflowed: rewards of 1e308, values of +-1e308), the same numbers
-    with status ``numerical_error`` and a message naming them."""
+    with status ``numerical_error`` and a message naming them. ``plus_inf_ok``: ``+inf`` is a
+    defined answer of the problem (an unreachable state's hitting time), only NaN and
+    ``-inf`` are overflow."""
     if result.status not in SOLUTION_PRESENT:
         return result
     bad = []
@@ -71,7 +73,10 @@ def overflow_checked(result: PlanResult) -> PlanResult:
         if item is None:
             continue
         arr = np.asarray(item)
-        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        if arr.dtype.kind not in "fc":
+            continue
+        ok = np.isfinite(arr) | (plus_inf_ok & (arr == np.inf))
+        if not ok.all():
             bad.append(name)
     if not bad:
         return result

@@ -27,7 +27,7 @@ LAYERS = (
     ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile", "bridges"),
     ("problems",),
     ("conic", "fast", "crosscheck"),
-    ("verification", "testing"),
+    ("verification", "testing", "describe"),
     ("agents",),
     ("envs", "experiments"),
     ("bench",),

@@ -19,6 +19,7 @@ from ..problems import (
     AverageRewardPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
+    HittingTimes,
 )
 from ..result import SOLUTION_PRESENT
 from ._common import (
@@ -51,6 +52,8 @@ PLANNING_PROBLEMS = {
         FiniteHorizonPlanning,
         lambda mdp: FiniteHorizonMDP.from_stationary(mdp, PLANNING_HORIZON),
     ),
+    # value = the diameter; S targets' shortest paths (on request: S^2 LP variables)
+    "hitting_time": (HittingTimes, lambda mdp: mdp),
 }
 #: The problem stems this suite times.
 STEMS = frozenset(cls.stem for cls, _ in PLANNING_PROBLEMS.values())

@@ -1,7 +1,8 @@
-"""The ``optplan`` command: solve, verify, verify-fn, demo, bench, run, sweep, plot, results.
+"""The ``optplan`` command: solve, verify, verify-fn, demo, info, bench, run, sweep, plot, results.
 
 One module per group of commands: :mod:`.solve` (``solve``, ``verify``, ``demo``),
 :mod:`.verify_fn` (``verify-fn``: a user's function against a problem's CVXPY formulation),
+:mod:`.info` (``info``: a model's hardness report),
 :mod:`.bench` (``bench <suite>``, one command driven by :data:`optplan.bench.SUITES`) and
 :mod:`.experiments` (``run``, ``sweep``, ``plot``, ``results``).
 
@@ -16,7 +17,7 @@ import argparse
 import sys
 
 from .._checks import OptplanError
-from . import bench, experiments, solve, verify_fn
+from . import bench, experiments, info, solve, verify_fn
 from .solve import CLIError
 
 __all__ = ["main", "build_parser", "CLIError", "USER_ERRORS"]
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     solve.add_parsers(sub)
     verify_fn.add_parser(sub)
+    info.add_parser(sub)
     bench.add_parser(sub)
     experiments.add_parsers(sub)
     return parser

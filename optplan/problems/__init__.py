@@ -10,6 +10,7 @@ from .clipped_optimistic import ClippedOptimisticPlanning
 from .criteria import CONTINUING, CRITERIA, planning_problem, resolve_criterion
 from .discounted import DiscountedPlanning
 from .finite_horizon import FiniteHorizonPlanning
+from .hitting_time import HittingTimes
 from .k_temperature import KLearningTemperature
 from .kl_ball import KLBallIndex
 from .kl_inf import KLInfRate
@@ -26,6 +27,7 @@ __all__ = [
     "DiscountedPlanning",
     "AverageRewardPlanning",
     "FiniteHorizonPlanning",
+    "HittingTimes",
     "KLBallIndex",
     "KLInfRate",
     "L1BallIndex",

@@ -170,6 +170,9 @@ class Problem(ABC):
     #: and the stationarity of (optimizer, multiplier), which with the tight ``value`` check
     #: prove the fast answer optimal.
     sqrt_tol_quantities: ClassVar[frozenset] = frozenset()
+    #: ``+inf`` is a defined answer (a hitting time from a state that cannot reach the
+    #: target), not an overflow (:func:`optplan.result.overflow_checked`).
+    plus_inf_ok: ClassVar[bool] = False
 
     def solve(self, method: str = "fast", solver: str | None = None, **options) -> PlanResult:
         """Solve the problem.
@@ -190,8 +193,8 @@ class Problem(ABC):
         module = self._path(method)
         self.check_options(method, solver, options)
         if method == "conic":
-            return overflow_checked(module.solve(self, solver=solver, **options))
-        return overflow_checked(module.solve(self, **options))
+            return overflow_checked(module.solve(self, solver=solver, **options), self.plus_inf_ok)
+        return overflow_checked(module.solve(self, **options), self.plus_inf_ok)
 
     def _path(self, method: str):
         """The module ``optplan.<method>.<stem>`` (``method`` already checked)."""

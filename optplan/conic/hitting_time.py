@@ -1,0 +1,67 @@
+"""Conic path of ``HittingTimes``: one LP for every target's stochastic shortest path."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ..dp import masked
+from ..result import PlanResult
+from ._common import NOT_FEASIBLE_OR_BOUNDED, conic_result, no_solution, run
+
+
+def formulate(problem) -> cp.Problem:
+    """``max sum T  s.t.  T[t, s] <= 1 + P(s, a) T[t]`` for every target ``t``, state ``s``
+    that reaches ``t`` (``s != t``) and action ``a`` that stays among those states; variables
+    only for those ``(t, s)`` (``T[t, t] = 0`` and the rest are fixed). The LP's optimum is
+    the smallest expected time under every proper policy (Bertsekas and Tsitsiklis 1991)."""
+    mdp = problem.mdp
+    S = mdp.n_states
+    reach, stays = problem.reach, problem.stays()
+    free = reach & ~np.eye(S, dtype=bool)
+    col = np.full((S, S), -1)
+    col[free] = np.arange(free.sum())
+    t_idx, s_idx, a_idx = np.nonzero(stays & free[:, :, None])
+    rows = np.arange(t_idx.size)
+    P_rows = mdp.P[s_idx, a_idx] * free[t_idx]  # mass into the target (or fixed cells) drops
+    k, nxt = np.nonzero(P_rows)
+    M = sp.csr_matrix(
+        (np.ones(rows.size), (rows, col[t_idx, s_idx])), shape=(rows.size, free.sum())
+    ) - sp.csr_matrix((P_rows[k, nxt], (k, col[t_idx[k], nxt])), shape=(rows.size, free.sum()))
+    T = cp.Variable(int(free.sum()), name="times")
+    return cp.Problem(cp.Maximize(cp.sum(T)), [M @ T <= 1.0])
+
+
+def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
+    """The LP, then the times scattered back (``inf`` where ``t`` is unreachable) and the
+    fastest action read greedily from them; the answer is checked by its Bellman residual."""
+    mdp = problem.mdp
+    S = mdp.n_states
+    prob = formulate(problem)
+    result = run(prob, solver, solver_options).cannot_be(
+        NOT_FEASIBLE_OR_BOUNDED, "T = 0 is feasible and a proper policy bounds T"
+    )
+    failed = no_solution(result)
+    if failed:
+        return failed
+    reach, stays = problem.reach, problem.stays()
+    free = reach & ~np.eye(S, dtype=bool)
+    T = np.where(reach, 0.0, np.inf)
+    T[free] = prob.var_dict["times"].value
+    finite = np.where(np.isfinite(T), T, 0.0)
+    q = 1.0 + np.einsum("saj,tj->tsa", mdp.P, finite)
+    q = -masked(-q, stays)
+    policy = np.where(free, q.argmin(axis=2), -1)
+    residual = float(np.abs(q.min(axis=2)[free] - T[free]).max(initial=0.0))
+    scale = 1.0 + float(np.abs(T[free]).max(initial=0.0))
+    result = result.checked(residual, scale, "Bellman residual")
+    off = ~np.eye(S, dtype=bool)
+    return conic_result(
+        result,
+        value=float(T[off].max()) if S > 1 else 0.0,
+        x=T,
+        values=T,
+        policy=policy,
+        info={"bellman_residual": residual},
+    )
