@@ -221,3 +221,19 @@ def test_average_reward_any_model_fast_vs_clarabel(env_id, kwargs, terminal):
     assert chk.agree and {"gain", "x"} <= set(chk.abs_err), chk.message
     np.testing.assert_allclose(chk.fast.gain, chk.conic.gain, rtol=1e-7, atol=1e-7)
     np.testing.assert_allclose(chk.fast.bias, chk.conic.bias, rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=IDS)
+@pytest.mark.parametrize("terminal", ["absorbing", "restart"])
+def test_average_reward_default_scalar_gain_both_paths(env_id, kwargs, terminal):
+    """The default (multichain="refuse") on the same models: the optimal gain is the same
+    from every state, so both paths return it as the scalar gain with status optimal (the
+    issue's report: CliffWalking fast multichain / conic -1.0, Taxi fast 0.6067 / conic
+    multichain). A unichain method that meets a multichain policy hands over to the
+    multichain solution, which decides."""
+    mdp = from_gymnasium(make(env_id, **kwargs), terminal=terminal)
+    chk = op.cross_check(op.AverageRewardPlanning(mdp), solver="CLARABEL")
+    assert chk.fast.status == chk.conic.status == "optimal", chk.message
+    assert chk.agree and "x" in chk.abs_err, chk.message
+    solved = op.solve_average_reward(mdp, multichain="solve")
+    assert chk.fast.gain == pytest.approx(solved.gain.max(), abs=1e-9)

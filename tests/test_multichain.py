@@ -187,3 +187,16 @@ def test_300_random_multichain_models_fast_vs_clarabel():
     stats = multichain_cross_checks(300, seed=1234)
     print(stats)
     assert stats["inaccurate"] <= 15  # Clarabel's bias LP, each still within tolerance
+
+
+@pytest.mark.parametrize("method", ["fast", "conic"])
+def test_default_refuses_only_a_non_constant_gain(method):
+    """The default answer is decided by the multichain solution on both paths: a varying
+    optimal gain is refused with its range, a constant one is the scalar gain."""
+    res = op.solve_average_reward(two_absorbing(), method=method)
+    assert res.status == MULTICHAIN and np.isnan(res.value)
+    assert "the optimal gain is not constant: it ranges over [0, 1] across states" in res.message
+    res = op.solve_average_reward(loop_beside_goal(), method=method)
+    assert res.status == OPTIMAL and res.gain == pytest.approx(0.0, abs=1e-9)
+    assert res.bias[0] - res.bias[1] == pytest.approx(1.0, abs=1e-9)
+    assert op.cross_check(op.AverageRewardPlanning(loop_beside_goal())).agree

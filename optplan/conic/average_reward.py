@@ -14,6 +14,7 @@ from ..dp import (
     masked,
     policy_model,
 )
+from ..problems.average_reward import settle_multichain
 from ..problems.base import SOLVER_TOL
 from ..result import MULTICHAIN, NUMERICAL_ERROR, SOLUTION_PRESENT, PlanResult
 from ._common import (
@@ -99,21 +100,22 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
             occupancy=occupancy,
             info={"lp_gain": gain},
         )
-    if gains.max() - gains.min() > TIGHT_TOL * scale:
-        # the scalar-gain LP gives the best class's gain; in a multichain model that is not
-        # the gain from every state, so it is not reported as the optimal gain
+    if gains.size > 1:
+        # the scalar-gain LP gives the best class's gain, not the gain from every state, and
+        # its stage 2 cannot pin the bias of several classes: the multichain LP decides
         message = (
             f"the LP's policy has {gains.size} recurrent classes with gains "
             f"{np.round(gains, 6).tolist()}: the model is multichain and the unichain "
             "LP (one scalar gain) does not apply"
         )
-        return conic_result(
+        refused = conic_result(
             result._replace(status=MULTICHAIN, message=message),
             value=np.nan,
             policy=policy,
             occupancy=occupancy,
             info={"lp_gain": gain},
         )
+        return settle_multichain(refused, solve_multichain(problem, solver, solver_options), mdp)
     residual = q_lp.max(axis=1) - v - gain
     stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
     if stage2:

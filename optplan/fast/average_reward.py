@@ -19,6 +19,7 @@ from ..dp import (
     relative_value_iteration,
     stationary,
 )
+from ..problems.average_reward import settle_multichain
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 
@@ -56,7 +57,10 @@ def solve(
     -------
     PlanResult
         Status ``multichain`` (with no numbers but the last iterate's) when the gain is not
-        constant across states, so Eq. (1) with a scalar gain has no solution.
+        constant across states, so Eq. (1) with a scalar gain has no solution: with
+        ``policy_iteration``, decided by multichain policy iteration once the unichain
+        methods meet a multichain policy (a constant optimal gain is then returned,
+        ``optimal``); relative value iteration alone reports ``max_iter``.
     """
     check_algorithm(algorithm, ALGORITHMS)
     check_tol_iter(tol, max_iter)
@@ -105,7 +109,7 @@ def solve(
         gain, h, pi = np.nan, np.full(mdp.n_states, np.nan), np.full(mdp.n_states, np.nan)
     occupancy = np.zeros_like(R)
     occupancy[np.arange(mdp.n_states), policy] = pi
-    return PlanResult(
+    result = PlanResult(
         value=gain,
         x=h,
         multiplier=occupancy,
@@ -122,6 +126,9 @@ def solve(
         bias=h,
         occupancy=occupancy,
     )
+    if algorithm == "policy_iteration" and status == MULTICHAIN:
+        return settle_multichain(result, solve_multichain(problem, max_iter or 1_000), mdp)
+    return result
 
 
 def solve_multichain(problem, max_iter: int) -> PlanResult:

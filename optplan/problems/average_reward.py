@@ -17,7 +17,7 @@ from ..dp import (
     policy_model,
 )
 from ..mdp import TabularMDP
-from ..result import PlanResult
+from ..result import OPTIMAL, OPTIMAL_INACCURATE, PlanResult
 from ._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
 from .base import Problem
 
@@ -28,10 +28,14 @@ class AverageRewardPlanning(Problem):
 
     .. math:: \phi + v_x = \max_{a \in A(x)} \Big( r_{x,a} + \sum_y p^a_{x,y} v_y \Big).
 
-    The model's ``discount``, if any, is ignored. The model is assumed unichain (every
-    deterministic policy has one recurrent class), as in the paper; the fast path detects a
-    policy with several recurrent classes, falls back to relative value iteration, and reports
-    status ``multichain`` when that does not converge to a constant gain.
+    The model's ``discount``, if any, is ignored. The methods below assume the model unichain
+    (every deterministic policy has one recurrent class), as in the paper. The fast path
+    detects a policy with several recurrent classes and falls back to relative value
+    iteration (which also solves weakly communicating models); the conic path detects an LP
+    policy with several recurrent classes. When either still ends with a multichain policy,
+    the multichain solution of the same path (``multichain="solve"`` below) decides
+    (:func:`settle_multichain`): a constant optimal gain is returned as the scalar gain,
+    status ``optimal``; otherwise status ``multichain`` with NaN and the gain's range.
 
     Conic path: the LP (Derman 1970; Puterman §8.8) ``min phi s.t. phi + v_x >= r_xa + P v``;
     its dual variables are the stationary state-action frequencies ``y[s, a]`` (sum 1), from
@@ -70,9 +74,10 @@ class AverageRewardPlanning(Problem):
     ----------
     mdp : TabularMDP
     multichain : {"refuse", "solve"}
-        ``"refuse"`` (default): the unichain equations with a scalar gain; a model whose
-        optimal gain is not constant gets status ``multichain`` and NaN. ``"solve"``: the
-        multichain equations above, on any model.
+        ``"refuse"`` (default): one scalar gain; a model whose optimal gain is not the same
+        from every state gets status ``multichain`` and NaN (on both paths: the multichain
+        solution decides). ``"solve"``: the multichain equations above, on any model, a
+        gain per state.
     """
 
     mdp: TabularMDP
@@ -139,3 +144,55 @@ class AverageRewardPlanning(Problem):
         }
         out["x"] = diff(a.bias, b.bias)
         return out
+
+
+#: The per-state optimal gain counts as constant when its range is at most this times the
+#: reward scale ``1 + max |R|``.
+CONSTANT_GAIN_TOL = 1e-9
+
+
+def settle_multichain(refused: PlanResult, solved: PlanResult, mdp) -> PlanResult:
+    """The default (``multichain="refuse"``) answer once a unichain method has met a
+    multichain policy: the multichain solution ``solved`` decides. A constant optimal gain
+    (within :data:`CONSTANT_GAIN_TOL`) is the scalar gain: returned as the unichain
+    answer (bias ``h*`` normalized by ``pi @ h = 0``, ``pi`` the policy's limiting state
+    frequencies from the uniform start); otherwise the ``refused`` answer (status
+    ``multichain``, NaN) with the range of the per-state gain in its message. Shared by both
+    paths, so they agree on when a model has no scalar gain."""
+    if solved.status not in (OPTIMAL, OPTIMAL_INACCURATE):
+        return refused
+    g = solved.gain
+    scale = 1.0 + float(np.abs(mdp.R[mdp.action_mask]).max())
+    if g.max() - g.min() > CONSTANT_GAIN_TOL * scale:
+        message = (
+            f"{refused.message}; the optimal gain is not constant: it ranges over "
+            f"[{_rounded(g.min()):.6g}, {_rounded(g.max()):.6g}] across states (per-state gains: "
+            "AverageRewardPlanning(mdp, multichain='solve'))"
+        )
+        return refused.replace(message=message.strip("; "))
+    occupancy = solved.occupancy / solved.occupancy.sum()
+    pi = occupancy.sum(axis=1)
+    h = solved.bias - pi @ solved.bias
+    gain = float(np.mean(g))
+    note = (
+        f"{refused.message}; solved as a multichain model ({solved.solver}): the optimal gain "
+        "is the same from every state"
+    )
+    return solved.replace(
+        value=gain,
+        x=h,
+        multiplier=occupancy,
+        message=note.strip("; "),
+        values=h,
+        q=masked(backup(mdp.P, mdp.R, h), mdp.action_mask),
+        gain=gain,
+        bias=h,
+        occupancy=occupancy,
+        iterations=(refused.iterations or 0) + (solved.iterations or 0),
+        solve_time=refused.solve_time + solved.solve_time,
+    )
+
+
+def _rounded(x: float) -> float:
+    """``x`` to 9 decimals (a solver's 8e-14 printed as 0), no negative zero."""
+    return round(float(x), 9) + 0.0
