@@ -122,7 +122,9 @@ class PlanResult:
     values, q, policy, gain, bias, occupancy : optional
         Planning quantities of the MDP problems: ``values[s]`` (``[l, s]`` finite horizon),
         ``q[s, a]`` (masked actions are ``-inf``), deterministic ``policy[s]`` (``[l, s]``),
-        ``gain`` and ``bias[s]`` (average reward), ``occupancy[s, a]`` (``[l, s, a]``).
+        ``gain`` and ``bias[s]`` (average reward; ``gain[s]`` per state with
+        ``AverageRewardPlanning(mdp, multichain="solve")``), ``occupancy[s, a]``
+        (``[l, s, a]``).
     info : dict
         Anything else a particular path reports (e.g. the stage-1 LP values).
     """
@@ -139,7 +141,7 @@ class PlanResult:
     values: np.ndarray | None = None
     q: np.ndarray | None = None
     policy: np.ndarray | None = None
-    gain: float | None = None
+    gain: float | np.ndarray | None = None
     bias: np.ndarray | None = None
     occupancy: np.ndarray | None = None
     info: dict = field(default_factory=dict)
