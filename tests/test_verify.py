@@ -130,6 +130,30 @@ def test_masks_are_drawn_when_fn_takes_action_mask():
     assert rep.ok and any(seen) and not any("no action masks" in n for n in rep.notes)
 
 
+def test_hitting_times_infinite_entries_must_coincide():
+    fast = optplan_fast("hitting_time")
+
+    def capped(P, action_mask=None):  # 1e300 where the hitting time is infinite
+        res = fast(P, action_mask=action_mask)
+        return min(res.value, 1e300), np.minimum(res.values, 1e300)
+
+    rep = op.verify(capped, "hitting_time", n=30, seed=0, shrink=0)
+    assert not rep.ok and rep.worst["x"].abs_err == np.inf
+    assert any("x" in f["kinds"] for f in rep.failures)
+
+
+def test_warnings_of_fn_are_counted_not_failures():
+    def noisy(p, v, d):
+        import warnings
+
+        warnings.warn("careful", RuntimeWarning, stacklevel=1)
+        return op.l1_ball_index(p, v, d).value
+
+    rep = op.verify(noisy, "l1_ball", n=8, seed=0)
+    assert rep.ok and rep.fn_warnings["RuntimeWarning: careful"] == 8
+    assert "fn warned on 8 instance(s): RuntimeWarning: careful" in str(rep)
+
+
 # -- the return convention and malformed answers --------------------------------------------
 
 
@@ -399,7 +423,6 @@ def test_cli_verify_fn(tmp_path, capsys, monkeypatch):
         main(["verify-fn", "user_kl:exact", "--problem", "kl_ball", "--n", "0"])
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the naive closed form overflows
 def test_cli_verify_fn_declared_problem():
     code = main(
         [

@@ -23,6 +23,7 @@ from ..problems import (
     ClippedOptimisticPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
+    HittingTimes,
     KLBallIndex,
     KLearningTemperature,
     KLInfRate,
@@ -182,7 +183,7 @@ def _plain(value):
 
 def _conic_x(target: BuiltinTarget, problem: Problem, conic: PlanResult):
     name = target.name
-    if name in ("discounted", "finite_horizon", "clipped_optimistic"):
+    if name in ("discounted", "finite_horizon", "clipped_optimistic", "hitting_time"):
         return conic.values
     if name == "average_reward":
         return conic.bias
@@ -244,6 +245,22 @@ def _compare_average(target, problem, answer, conic):
     return out
 
 
+def _compare_hitting(target, problem, answer, conic):
+    """The diameter and the finite hitting times; the infinite ones must coincide (as
+    :meth:`HittingTimes.compare`)."""
+    if np.isfinite(conic.value):
+        out = {"value": diff(answer.value, conic.value)}
+    else:
+        out = {"value": (0.0 if answer.value == conic.value else np.inf, 0.0)}
+    if answer.x is not None:
+        finite = np.isfinite(conic.values)
+        if not np.array_equal(np.isfinite(answer.x), finite):
+            out["x"] = (np.inf, 0.0)
+        else:
+            out["x"] = diff(answer.x[finite], conic.values[finite])
+    return out
+
+
 def _compare_values(target, problem, answer, conic):
     """Value and ``x`` (``V``; the bias, up to a constant, under average reward)."""
     out = {"value": diff(answer.value, conic.value)}
@@ -279,6 +296,18 @@ def _optimistic(inputs: dict, settings: dict) -> OptimisticPlanning:
         discount=inputs.get("discount"),
         action_mask=inputs.get("action_mask"),
     )
+
+
+def _hitting(inputs: dict, settings: dict) -> HittingTimes:
+    P = inputs["P"]
+    return HittingTimes(TabularMDP(P, np.zeros(P.shape[:2]), action_mask=inputs.get("action_mask")))
+
+
+def _draw_hitting(settings):
+    base = _strategies().mdps(
+        settings["max_states"], settings["max_actions"], discount=False, masks=settings["masks"]
+    )
+    return base.map(lambda d: {k: v for k, v in d.items() if k != "R"})
 
 
 def _draw_index(settings):
@@ -415,6 +444,20 @@ BUILTIN: dict[str, BuiltinTarget] = {
             masks=True,
         ),
         BuiltinTarget(
+            "hitting_time",
+            ("P",),
+            {
+                "value": "the diameter max_{s != t} T[t, s] (inf when some state cannot reach "
+                "another)",
+                "x": "T[t, s] (S, S), the least expected steps from s to t (inf: unreachable)",
+            },
+            _hitting,
+            _draw_hitting,
+            _compare_hitting,
+            options={"max_states": 15, "max_actions": 4},
+            masks=True,
+        ),
+        BuiltinTarget(
             "k_temperature",
             ("mean_rewards", "mean_transitions", "counts", "sigma"),
             {"value": "the objective of problem (11) at tau*", "x": "tau*"},
@@ -492,6 +535,7 @@ _CLASSES = {
     "discounted": DiscountedPlanning,
     "average_reward": AverageRewardPlanning,
     "finite_horizon": FiniteHorizonPlanning,
+    "hitting_time": HittingTimes,
     "k_temperature": KLearningTemperature,
     "ube": UncertaintyBellman,
     "moment_matching": MomentMatchingVariance,

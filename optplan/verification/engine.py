@@ -20,6 +20,7 @@ import math
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -179,13 +180,19 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
         return Outcome(inputs, "invalid", invalid=str(exc))
     start = time.perf_counter()
     exception, out = None, None
-    try:
-        out = target.call(fn, inputs)
-    except Exception as exc:  # the user's function: reported, never aborting the run
-        exception = _exception_text(exc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = target.call(fn, inputs)
+        except Exception as exc:  # the user's function: reported, never aborting the run
+            exception = _exception_text(exc)
+    fn_warnings = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     fn_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    conic = target.solve(prepared, solver, solver_options)
+    with warnings.catch_warnings():
+        # the reference's own numerical trouble is in its status (optimal_inaccurate ...)
+        warnings.simplefilter("ignore")
+        conic = target.solve(prepared, solver, solver_options)
     conic_seconds = time.perf_counter() - start
     base = dict(
         inputs=inputs,
@@ -193,6 +200,7 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
         conic=conic,
         output=out,
         exception=exception,
+        fn_warnings=fn_warnings,
         fn_seconds=fn_seconds,
         conic_seconds=conic_seconds,
     )
@@ -411,6 +419,8 @@ def verify(
         if outcome.invalid:
             report.invalid += 1
             return
+        for text in outcome.fn_warnings:
+            report.fn_warnings[text] += 1
         report.statuses[outcome.status] += 1
         if outcome.exception is not None:
             report.n_exceptions += 1

@@ -42,6 +42,7 @@ class Outcome:
     answer: Answer | None = None
     output: Any = None
     exception: str | None = None
+    fn_warnings: tuple = ()
     errors: dict = field(default_factory=dict)
     failed: tuple = ()
     reason: str = ""
@@ -108,6 +109,10 @@ def _float_list(obj) -> str:
 def literal(inputs: dict) -> str:
     """Python source that rebuilds ``inputs`` exactly (``repr`` of a float round-trips)."""
     return "\n".join(f"{k} = {_literal_value(v)}" for k, v in inputs.items())
+
+
+def _shorten(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _size(inputs: dict) -> int:
@@ -262,6 +267,10 @@ class VerifyReport:
         Failing instances (up to 100 listed): ``index``, ``kinds``, ``reason``.
     kinds : Counter
         Failures by kind (a quantity name, ``"bad output"``, ``"status"``, ``"raises T"``).
+    fn_warnings : Counter
+        Warnings ``fn`` emitted (``"RuntimeWarning: overflow ..."``), by the number of
+        instances; they are recorded, not failures (the conic path's own are silenced: its
+        status reports its trouble).
     worst : dict
         Per compared quantity, the :class:`Worst` error (largest ``abs_err / allowed``).
     counterexamples : list of Counterexample
@@ -290,6 +299,7 @@ class VerifyReport:
     exceptions: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     kinds: Counter = field(default_factory=Counter)
+    fn_warnings: Counter = field(default_factory=Counter)
     worst: dict = field(default_factory=dict)
     counterexamples: list = field(default_factory=list)
     seconds: float = 0.0
@@ -329,6 +339,8 @@ class VerifyReport:
                 f"  fn raised on {self.n_exceptions} instance(s) in all: "
                 + ", ".join(f"{k} x{v}" for k, v in shown.items())
             )
+        for text, count in self.fn_warnings.most_common(3):
+            lines.append(f"  fn warned on {count} instance(s): {_shorten(text)}")
         if self.kinds:
             lines.append(
                 "  failures by kind  " + ", ".join(f"{k} {v}" for k, v in self.kinds.most_common())
@@ -378,6 +390,7 @@ class VerifyReport:
             "exceptions": self.exceptions,
             "failures": self.failures,
             "kinds": dict(self.kinds),
+            "fn_warnings": dict(self.fn_warnings),
             "worst": {
                 k: {
                     "abs_err": _jsonable(w.abs_err),
