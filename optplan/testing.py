@@ -89,7 +89,9 @@ def assert_agrees(fn, problem, n: int = 200, seed: int = 0, **kwargs) -> VerifyR
     Runs :func:`optplan.verify` (same arguments: ``solver``, ``rtol``, ``atol``, ``options``
     ...) and raises ``AssertionError`` unless the report is ``ok``; the message is the report,
     with the shrunk counterexamples as literals to paste into a regression test. Returns the
-    report when it passes.
+    report when it passes. Call it from a plain test function: inside a hypothesis ``@given``
+    test it would nest two hypothesis runs, which hypothesis refuses unless the outer test
+    suppresses ``HealthCheck.nested_given``.
     """
     __tracebackhide__ = True  # pytest shows the assertion, not this frame
     report = verify(fn, problem, n=n, seed=seed, **kwargs)

@@ -494,3 +494,28 @@ def test_kl_ball_multiplier_at_radius_zero_is_a_range():
     below = chk.fast.replace(multiplier=0.5)  # below the range: flagged
     assert prob.compare(below, chk.conic)["multiplier_range"] == (0.5, 1.0)
     assert prob.compare(chk.fast.replace(multiplier=7.0), chk.conic)["multiplier_range"][0] == 0
+
+
+def test_instances_depend_on_the_seed_only_not_on_constants_in_local_modules(tmp_path):
+    """hypothesis mixes constants read from local source files into its draws; op.verify
+    turns that off, so a seed reproduces its instances whatever the project's files say."""
+    import hashlib
+
+    from optplan.verification.engine import _key, _run_hypothesis
+
+    def digest():
+        h = hashlib.sha256()
+        _run_hypothesis(
+            S.index_instances(50), lambda d: h.update(repr(_key(d)).encode()), 300, 7, False
+        )
+        return h.hexdigest()
+
+    before = digest()
+    floats = ", ".join(repr(float(x)) for x in np.linspace(0.001, 0.999, 400))
+    (tmp_path / "local_constants_mod.py").write_text(f"VALUES = [{floats}, 12345, -7, 2e-300]\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import local_constants_mod  # noqa: F401  (a local module full of constants)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert digest() == before

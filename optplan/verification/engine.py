@@ -16,6 +16,7 @@ Hypothesis is imported only here, inside the functions (``import optplan`` stays
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -287,6 +288,33 @@ class _Found(Exception):
         self.outcome = outcome
 
 
+@contextlib.contextmanager
+def _without_local_constants():
+    """Hypothesis (6.131+) mixes into its draws, with probability 0.05 each, constants it
+    reads from the source of every *local* module loaded (the project's files, the user's
+    module, the running script). Then the instances behind a seed change whenever any of
+    those files does, and a counterexample's seed would not reproduce it. During a
+    verification run the pool of local constants is empty (its global constants stay), so
+    ``seed`` and ``n`` alone fix the instances. A private hook of hypothesis: when it is
+    missing, nothing is changed."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        empty = providers.Constants()
+        original = providers._get_local_constants
+        cache = providers.CONSTANTS_CACHE.cache
+    except (ImportError, AttributeError, TypeError):  # another hypothesis version
+        yield
+        return
+    cache.clear()  # entries built from local constants before this run
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.clear()
+
+
 def _run_hypothesis(strategy, body, n: int, seed: int, shrink: bool) -> None:
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hypothesis_seed
@@ -309,7 +337,8 @@ def _run_hypothesis(strategy, body, n: int, seed: int, shrink: bool) -> None:
     def run(inputs):
         body(inputs)
 
-    run()
+    with _without_local_constants():
+        run()
 
 
 def verify(
