@@ -478,7 +478,9 @@ def test_kl_ucb_example_runs():
         timeout=1800,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "counterexample [value]" in out.stdout and "self-check" in out.stdout
+    assert "counterexample [value]" in out.stdout
+    assert "the loose Newton fails and the tight one passes: True" in out.stdout
+    assert "fast paths agree on every optimal instance" in out.stdout
 
 
 # -- what op.verify found in optplan itself --------------------------------------------------
@@ -519,3 +521,27 @@ def test_instances_depend_on_the_seed_only_not_on_constants_in_local_modules(tmp
     finally:
         sys.path.remove(str(tmp_path))
     assert digest() == before
+
+
+def test_a_failing_reference_is_reported_not_fatal_and_non_dcp_is_refused():
+    def fragile(v, tau):
+        if v.size == 2:
+            raise RuntimeError("the reference broke")
+        return entropic_max(v, tau)
+
+    declared = DeclaredProblem(
+        fragile, {"v": Box(("S",), -1.0, 1.0), "tau": Box((), 0.5, 2.0)}, dims={"S": (1, 3)}
+    )
+    rep = op.verify(soft_max, declared, n=20, seed=0)
+    assert rep.tried == 20 and rep.n_conic_exceptions > 0 and rep.compared > 0 and rep.ok
+    assert rep.statuses["solver_error"] == rep.n_conic_exceptions
+    assert "RuntimeError: the reference broke" in rep.conic_exceptions[0]["exception"]
+    assert "the conic path raised on" in str(rep)
+
+    def concave_min(v, tau):
+        q = cp.Variable(v.size, nonneg=True)
+        return cp.Problem(cp.Minimize(cp.sum(cp.entr(q))), [cp.sum(q) == 1])
+
+    not_dcp = DeclaredProblem(concave_min, {"v": Box((2,)), "tau": Box((), 1.0, 2.0)})
+    with pytest.raises(OptplanError, match="does not follow CVXPY's DCP rules"):
+        op.verify(soft_max, not_dcp, n=3)

@@ -298,6 +298,11 @@ class DeclaredProblem:
         self.settings = {}
         if self.parameters is not None:
             self._check_variable(formulation)
+            if not formulation.is_dcp():
+                raise OptplanError(
+                    "DeclaredProblem: the problem does not follow CVXPY's DCP rules, so no "
+                    "conic solver takes it"
+                )
 
     def __repr__(self) -> str:
         return f"DeclaredProblem({self.name!r}, parameters {list(self.domains)})"
@@ -362,6 +367,11 @@ class DeclaredProblem:
                 f"{type(problem).__name__}, not a cvxpy.Problem"
             )
         self._check_variable(problem)
+        if not problem.is_dcp():
+            raise OptplanError(
+                f"DeclaredProblem: the formulation {self.name!r} does not follow CVXPY's DCP "
+                "rules, so no conic solver takes it"
+            )
         return problem
 
     def solve(self, inputs: dict, solver: str, solver_options: dict | None) -> PlanResult:

@@ -29,7 +29,7 @@ import numpy as np
 from .._checks import MissingDependency, OptplanError, OptplanTypeError, check_int, check_positive
 from ..crosscheck import allowed_error, tolerances, within
 from ..problems.base import SOLVER_TOL, check_solver
-from ..result import OPTIMAL, SOLUTION_PRESENT
+from ..result import OPTIMAL, SOLUTION_PRESENT, SOLVER_ERROR, PlanResult
 from .builtin import builtin_target
 from .declared import DeclaredProblem
 from .report import MAX_LISTED, Answer, Counterexample, Outcome, VerifyReport, Worst
@@ -190,10 +190,23 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
     fn_warnings = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     fn_seconds = time.perf_counter() - start
     start = time.perf_counter()
+    conic_exception = None
     with warnings.catch_warnings():
         # the reference's own numerical trouble is in its status (optimal_inaccurate ...)
         warnings.simplefilter("ignore")
-        conic = target.solve(prepared, solver, solver_options)
+        try:
+            conic = target.solve(prepared, solver, solver_options)
+        except OptplanError:  # a declaration error (e.g. a formulation that is not DCP)
+            raise
+        except Exception as exc:  # the reference failed: this instance is not compared
+            conic_exception = _exception_text(exc)
+            conic = PlanResult(
+                np.nan,
+                status=SOLVER_ERROR,
+                message=f"the conic path raised {conic_exception}",
+                method="conic",
+                solver=solver,
+            )
     conic_seconds = time.perf_counter() - start
     base = dict(
         inputs=inputs,
@@ -202,6 +215,7 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
         output=out,
         exception=exception,
         fn_warnings=fn_warnings,
+        conic_exception=conic_exception,
         fn_seconds=fn_seconds,
         conic_seconds=conic_seconds,
     )
@@ -450,6 +464,12 @@ def verify(
             return
         for text in outcome.fn_warnings:
             report.fn_warnings[text] += 1
+        if outcome.conic_exception is not None:
+            report.n_conic_exceptions += 1
+            if len(report.conic_exceptions) < MAX_LISTED:
+                report.conic_exceptions.append(
+                    {"index": index, "exception": outcome.conic_exception}
+                )
         report.statuses[outcome.status] += 1
         if outcome.exception is not None:
             report.n_exceptions += 1

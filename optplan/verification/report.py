@@ -43,6 +43,7 @@ class Outcome:
     output: Any = None
     exception: str | None = None
     fn_warnings: tuple = ()
+    conic_exception: str | None = None
     errors: dict = field(default_factory=dict)
     failed: tuple = ()
     reason: str = ""
@@ -300,6 +301,8 @@ class VerifyReport:
     failures: list = field(default_factory=list)
     kinds: Counter = field(default_factory=Counter)
     fn_warnings: Counter = field(default_factory=Counter)
+    n_conic_exceptions: int = 0
+    conic_exceptions: list = field(default_factory=list)
     worst: dict = field(default_factory=dict)
     counterexamples: list = field(default_factory=list)
     seconds: float = 0.0
@@ -338,6 +341,12 @@ class VerifyReport:
             lines.append(
                 f"  fn raised on {self.n_exceptions} instance(s) in all: "
                 + ", ".join(f"{k} x{v}" for k, v in shown.items())
+            )
+        if self.n_conic_exceptions:
+            first = self.conic_exceptions[0]
+            lines.append(
+                f"  the conic path raised on {self.n_conic_exceptions} instance(s) (not "
+                f"compared), first at {first['index']}: {_shorten(first['exception'])}"
             )
         for text, count in self.fn_warnings.most_common(3):
             lines.append(f"  fn warned on {count} instance(s): {_shorten(text)}")
@@ -391,6 +400,8 @@ class VerifyReport:
             "failures": self.failures,
             "kinds": dict(self.kinds),
             "fn_warnings": dict(self.fn_warnings),
+            "n_conic_exceptions": self.n_conic_exceptions,
+            "conic_exceptions": self.conic_exceptions,
             "worst": {
                 k: {
                     "abs_err": _jsonable(w.abs_err),
