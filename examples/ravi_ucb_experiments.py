@@ -118,11 +118,21 @@ def estimate(times: dict) -> list[str]:
 
 
 def slope(t: np.ndarray, y: np.ndarray, lo: float = AT[0], hi: float = AT[-1]) -> float:
-    """Least-squares slope of ``log y`` on ``log t`` over ``lo <= t <= hi`` (``y > 0``)."""
-    keep = (t >= lo) & (t <= hi) & (y > 0)
-    if keep.sum() < 3:
+    """Least-squares slope of ``log y`` on ``log t`` over ``lo <= t <= hi``; ``NaN`` unless
+    ``y > 0`` on the whole range (a curve still at 0 at ``t = lo`` has no growth exponent)."""
+    keep = (t >= lo) & (t <= hi)
+    if keep.sum() < 3 or not np.all(y[keep] > 0):
         return float("nan")
     return float(np.polyfit(np.log(t[keep]), np.log(y[keep]), 1)[0])
+
+
+def exponent_cell(per_seed: np.ndarray) -> str:
+    """Mean ± 95% CI of the per-seed exponents, over the seeds that have one."""
+    ok = np.isfinite(per_seed)
+    if not ok.any():
+        return "-"
+    cell = fmt(*mean_ci(per_seed[ok]))
+    return cell if ok.all() else f"{cell} ({ok.sum()} of {ok.size} seeds)"
 
 
 def collect(names, out_root: Path) -> dict:
@@ -165,11 +175,12 @@ def regret_table(data: dict) -> list[str]:
                 vals = np.array([np.interp(T, t, y) for y in Y])
                 cells.append(fmt(*mean_ci(vals)))
             per_seed = np.array([slope(t, y) for y in Y])
+            k = slope(t, np.nanmean(Y, 0))
+            mean_slope = "-" if np.isnan(k) else f"{k:.2f}"
             lines.append(
                 f"| {env} | {agent} (n={len(Y)}) | "
                 + " | ".join(cells)
-                + f" | {fmt(*mean_ci(c['realized']))} | {slope(t, np.nanmean(Y, 0)):.2f} | "
-                + f"{fmt(*mean_ci(per_seed))} |"
+                + f" | {fmt(*mean_ci(c['realized']))} | {mean_slope} | {exponent_cell(per_seed)} |"
             )
     return lines
 
@@ -227,6 +238,18 @@ def best_shared(tables: dict) -> tuple[float, float] | None:
 # --- figures -----------------------------------------------------------------------------------
 
 
+#: One colour and line style per agent, shared by the figures (the paper's constants dashed).
+STYLE = {
+    "RAVI-UCB (paper)": ("C0", "--"),
+    "RAVI-UCB (tuned)": ("C1", "-"),
+    "RAVI-UCB-linear (paper)": ("C5", "--"),
+    "RAVI-UCB-linear (tuned)": ("C6", "-"),
+    "UCRL2 (discounted)": ("C2", "-"),
+    "PSRL": ("C3", "-"),
+    "eps-greedy": ("C4", "-."),
+}
+
+
 def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
     nrows = -(-len(envs) // ncols)
     fig, axes = new_figure(ncols, nrows, width=5.2, height=3.9)
@@ -236,23 +259,25 @@ def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
         for agent, c in data[env].items():
             t, Y = c["t"], c["Y"]
             m, h = mean_ci(Y, axis=0)
-            (line,) = ax.plot(t, m, label=agent, lw=1.4)
+            color, style = STYLE.get(agent, (None, "-"))
+            (line,) = ax.plot(t, m, style, color=color, label=agent, lw=1.5)
             ax.fill_between(
                 t, np.maximum(m - h, 1e-3), m + h, color=line.get_color(), alpha=0.2, lw=0
             )
             handles.setdefault(agent, line)
             t_max = max(t_max, t[-1])
-        # slope guides through the panel's largest curve at t = 10^3
-        top = max(np.interp(1e3, c["t"], np.nanmean(c["Y"], 0)) for c in data[env].values())
+        # slope guides from t = 10^3, a third below the panel's lowest curve there
+        low = min(np.interp(1e3, c["t"], np.nanmean(c["Y"], 0)) for c in data[env].values())
         tt = np.array([1e3, t_max])
         for power, style in ((0.5, ":"), (1.0, "--")):
-            (g,) = ax.plot(tt, top * (tt / 1e3) ** power, "k" + style, lw=0.9)
-            handles.setdefault(f"slope {power:g} (guide)", g)
+            y = max(low, 0.3) / 3 * (tt / 1e3) ** power
+            (g,) = ax.plot(tt, y, color="0.45", ls=style, lw=1)
+            handles.setdefault(f"slope {power:g} from t = 10^3 (guide)", g)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.1)
         ax.set_xlabel("step t")
-        ax.set_ylabel("R_t = sum <mu* - mu^pi_t, r>")
+        ax.set_ylabel("R_t = sum_u <mu* - mu^pi_u, r>")
         ax.set_title(env, fontsize=10)
         ax.grid(alpha=0.3, which="both", lw=0.4)
     for ax in axes[len(envs) :]:
@@ -266,12 +291,14 @@ def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
         fontsize=8,
         frameon=False,
     )
-    fig.tight_layout(rect=(0, 0.1 if len(handles) > 4 else 0.07, 1, 0.95))
+    rows = -(-len(handles) // 4)
+    fig.tight_layout(rect=(0, 0.045 * rows / nrows + 0.02, 1, 0.95))
     return fig
 
 
 def sensitivity_figure(tables: dict):
     from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
 
     panels = list(tables.items())
     fig, axes = new_figure(len(panels), 1, width=4.6, height=3.9)
@@ -283,6 +310,7 @@ def sensitivity_figure(tables: dict):
         ax.set_xlabel("eta_scale (x Theorem 4.1's eta)")
         ax.set_ylabel("beta_scale (x the paper's beta)")
         i, j = np.unravel_index(np.argmin(M), M.shape)
+        mid = np.sqrt(max(M.min(), 0.5) * M.max())  # dark cells (high regret) get white text
         for r in range(len(bs)):
             for c in range(len(es)):
                 ax.text(
@@ -292,13 +320,14 @@ def sensitivity_figure(tables: dict):
                     ha="center",
                     va="center",
                     fontsize=7,
-                    color="white" if M[r, c] < np.sqrt(M.min() * M.max()) else "black",
+                    color="white" if M[r, c] > mid else "black",
                     fontweight="bold" if (r, c) == (i, j) else "normal",
                 )
-        ax.set_title(f"{env}\n(mean of {n} seeds; bold = lowest)", fontsize=9)
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=1.5))
+        ax.set_title(f"{env}\n(mean of {n} seeds; red box = lowest)", fontsize=9)
     fig.suptitle(
-        "RAVI-UCB sensitivity: R_T at T = 10^4 over beta_scale x eta_scale (gamma = 0.9, "
-        "horizon T = 10^4; scale 1 = the paper's constants)",
+        "RAVI-UCB sensitivity: mean R_T at T = 10^4 (lower is better) over beta_scale x "
+        "eta_scale; gamma = 0.9, horizon T = 10^4; scale 1 = the paper's constants",
         fontsize=10,
     )
     return fig
