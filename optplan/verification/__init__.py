@@ -20,8 +20,8 @@ its answer means (``value``; ``x``; ``multiplier``, ``-`` where none is compared
   constant; the stationary state-action frequencies (S, A)
 - ``finite_horizon``: ``fn(P, R[, action_mask=])`` with ``P[l, s, a, s']``; ``mean(V[0])``;
   ``V`` (L, S); -
-- ``k_temperature``: ``fn(mean_rewards, mean_transitions, counts, sigma)``; the objective of
-  problem (11) at ``tau*``; ``tau*``; -
+- ``k_temperature``: ``fn(mean_rewards, mean_transitions, counts, sigma)`` (Eq. 6's bonus
+  numerators, the problem's default); the objective of problem (11) at ``tau*``; ``tau*``; -
 - ``ube``: ``fn(mean_transitions, policy, local, discount)``; ``sum(u)``; ``u`` (S, A); ``y``
   (S, A), the gamma^2-discounted pair occupancy
 - ``moment_matching``: ``fn(alpha, reward_mean, reward_var, policy, discount)``;
