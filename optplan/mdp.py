@@ -13,7 +13,7 @@ the offending value, so a model that exists is a valid model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ __all__ = [
     "TabularMDP",
     "FiniteHorizonMDP",
     "ROW_SUM_TOL",
+    "NORMALIZE_TOL",
     "CRITERIA",
     "CONTINUING",
     "MAX_MODEL_BYTES",
@@ -48,6 +49,10 @@ CONTINUING = ("average", "discounted")
 #: The largest transition array (bytes, float64) a generator or a model file may ask for:
 #: ``L * S * A * S * 8``. A model beyond it is refused before anything is allocated.
 MAX_MODEL_BYTES = 2 * 2**30
+#: With ``normalize=True`` a model rescales rows of ``P`` (and ``initial``) whose sums are
+#: within this of 1: float32 round-off (about 1e-7 per entry) or decimals rounded to a few
+#: places. A row further off is a wrong row, not a rounded one, and is refused either way.
+NORMALIZE_TOL = 1e-6
 
 
 def check_model_size(
@@ -81,7 +86,35 @@ def _check_distribution(name: str, arr: np.ndarray) -> None:
     check_distribution(name, arr)
 
 
-def _check_initial(initial, S: int) -> np.ndarray:
+def _check_normalize(normalize) -> bool:
+    if not isinstance(normalize, (bool, np.bool_)):
+        raise OptplanTypeError(f"normalize must be True or False, got {normalize!r}")
+    return bool(normalize)
+
+
+def _normalized(arr: np.ndarray) -> np.ndarray:
+    """``arr`` (float64) with each last-axis row whose sum is within :data:`NORMALIZE_TOL` of
+    1 divided by its sum; negative entries are left for the checks to refuse, other rows are
+    left as they are (a row off by more is refused by the checks that follow)."""
+    sums = arr.sum(axis=-1, keepdims=True)
+    near = (np.abs(sums - 1.0) <= NORMALIZE_TOL) & (arr >= 0).all(axis=-1, keepdims=True)
+    out = np.where(near, arr / np.where(near, sums, 1.0), arr)
+    out.setflags(write=False)
+    return out
+
+
+def _hint(off: float) -> str:
+    """What to add to a row-sum error: the ``normalize=True`` hint when the row is off by
+    round-off only."""
+    if off <= NORMALIZE_TOL:
+        return (
+            f"; every such row is off by at most {off:.3g}, within {NORMALIZE_TOL:g} (float32 "
+            "or rounded input?): pass normalize=True to rescale them to sum 1"
+        )
+    return ""
+
+
+def _check_initial(initial, S: int, normalize: bool = False) -> np.ndarray:
     """The start distribution: uniform if ``None``, else a validated read-only copy."""
     if initial is None:
         out = np.full(S, 1.0 / S)
@@ -90,7 +123,15 @@ def _check_initial(initial, S: int) -> np.ndarray:
     out = _as_float_array("initial", initial, 1)
     if out.shape != (S,):
         raise OptplanError(f"initial has shape {out.shape}, expected ({S},)")
-    _check_distribution("initial", out)
+    if normalize:
+        out = _normalized(out)
+    try:
+        _check_distribution("initial", out)
+    except OptplanError as exc:
+        off = abs(float(out.sum()) - 1.0)
+        if normalize or (out < 0).any() or not _hint(off):
+            raise
+        raise OptplanError(f"{exc}{_hint(off)}") from None
     return out
 
 
@@ -110,9 +151,10 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
     bad = (np.abs(sums - 1.0) > ROW_SUM_TOL) & mask
     if bad.any():
         idx = first_bad(bad)
+        off = float(np.abs(sums - 1.0)[bad].max())
         raise OptplanError(
             f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, "
-            f"not 1 (tolerance {ROW_SUM_TOL})"
+            f"not 1 (tolerance {ROW_SUM_TOL}){_hint(off)}"
         )
 
 
@@ -158,6 +200,12 @@ class TabularMDP:
         Admissible actions ``A(x)``; all admissible if omitted. Every state needs one.
     name : str, optional
         A label (model files set it); ``None`` means ``""``.
+    normalize : bool, default False
+        Rescale each row of ``P`` (and ``initial``) whose sum is within
+        :data:`NORMALIZE_TOL` (1e-6) of 1 to sum exactly 1, after casting to float64: for
+        ``P`` given in float32 or rounded to a few decimals. Negative entries and rows
+        further off are refused all the same. Without it rows must sum to 1 within
+        :data:`ROW_SUM_TOL` (1e-9), and the error for a row off by round-off suggests it.
     """
 
     P: np.ndarray
@@ -167,9 +215,11 @@ class TabularMDP:
     action_mask: np.ndarray | None = None
     name: str = ""
     criterion: str = field(init=False)
+    normalize: InitVar[bool] = False
 
-    def __post_init__(self):
+    def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
+        normalize = _check_normalize(normalize)
         P = _as_float_array("P", self.P, 3)
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
@@ -182,6 +232,8 @@ class TabularMDP:
                 f"the model needs at least one state and one action, got R {R.shape}"
             )
         mask = check_action_mask(self.action_mask, (S, A))
+        if normalize:
+            P = _normalized(P)
         _check_transitions(P, mask, "sa")
         discount = self.discount
         if discount is not None:
@@ -190,7 +242,7 @@ class TabularMDP:
             discount = float(discount)
             if not (0.0 <= discount < 1.0):
                 raise OptplanError(f"discount must lie in [0, 1), got {discount!r}")
-        initial = _check_initial(self.initial, S)
+        initial = _check_initial(self.initial, S, normalize)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
         object.__setattr__(self, "discount", discount)
@@ -255,6 +307,9 @@ class FiniteHorizonMDP:
         Admissible actions (a 2-D mask applies to every layer).
     name : str, optional
         A label; ``None`` means ``""``.
+    normalize : bool, default False
+        As for :class:`TabularMDP`: rescale rows of ``P`` (and ``initial``) within
+        :data:`NORMALIZE_TOL` of summing to 1 (float32 or rounded input).
     """
 
     P: np.ndarray
@@ -263,9 +318,11 @@ class FiniteHorizonMDP:
     action_mask: np.ndarray | None = None
     name: str = ""
     criterion: str = field(init=False, default="finite_horizon")
+    normalize: InitVar[bool] = False
 
-    def __post_init__(self):
+    def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
+        normalize = _check_normalize(normalize)
         P = _as_float_array("P", self.P, 4)
         R = _as_float_array("R", self.R, 3)
         L, S, A = R.shape
@@ -281,8 +338,10 @@ class FiniteHorizonMDP:
                 np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
             )
         mask = check_action_mask(mask, (L, S, A))
+        if normalize:
+            P = _normalized(P)
         _check_transitions(P, mask, "lsa")
-        initial = _check_initial(self.initial, S)
+        initial = _check_initial(self.initial, S, normalize)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
         object.__setattr__(self, "initial", initial)

@@ -27,6 +27,7 @@ __all__ = [
     "oracle_run",
     "check_agent_fits",
     "agent_shape",
+    "never_ends_episodes",
     "OPTIMAL_ACTION_RTOL",
 ]
 
@@ -251,7 +252,9 @@ def run(
         ``on_episode_end`` is not callable.
     RuntimeError
         If the true model cannot be solved (e.g. a multichain model has no scalar gain), or
-        ``episodes`` is given and no episode ends within ``10**7`` steps.
+        ``episodes`` is given and no episode ends within ``10**7`` steps (an environment
+        known never to end one, :func:`never_ends_episodes`, is refused before the loop with
+        a ``ValueError``).
 
     Notes
     -----
@@ -307,6 +310,13 @@ def run(
             f"on_episode_end must be callable, got {type(on_episode_end).__name__}"
         )
     mdp = true_model(env)
+    if episodes is not None and never_ends_episodes(env):
+        raise OptplanError(
+            f"episodes={episodes} needs an environment whose episodes end, but "
+            f"{type(env.unwrapped).__name__} over a continuing TabularMDP never ends one "
+            "(no horizon, no max_steps, no time limit); give steps= instead, or build the "
+            "environment with max_steps= (or DiscountedResets, or a FiniteHorizonMDP)"
+        )
     check_agent_fits(agent, mdp)
     oracle = solve_oracle(mdp, criterion)
     env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
@@ -320,6 +330,35 @@ def run(
     if oracle_env is not None:
         record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
     return score(mdp, oracle, record, seed)
+
+
+#: Gymnasium wrappers that never end an episode themselves (what ``gymnasium.make`` adds).
+_PASSTHROUGH_WRAPPERS = frozenset({"OrderEnforcing", "PassiveEnvChecker", "EnvChecker"})
+
+
+def never_ends_episodes(env) -> bool:
+    """Whether ``env`` is known never to end an episode: a :class:`~optplan.envs.TabularEnv`
+    (or a subclass that keeps its ``step``) over a continuing ``TabularMDP`` with
+    ``max_steps=None``, under no wrapper other than Gymnasium's pass-through checkers (a
+    ``TimeLimit`` with a limit, :class:`~optplan.envs.DiscountedResets` or any unknown
+    wrapper may end episodes, so ``False``). Environments it cannot vouch for give ``False``:
+    :func:`run` then relies on its step limit."""
+    from ..envs import TabularEnv
+    from ..mdp import TabularMDP
+
+    inner = env
+    while hasattr(inner, "env") and inner is not getattr(inner, "unwrapped", inner):
+        name = type(inner).__name__
+        limited = name == "TimeLimit" and getattr(inner, "_max_episode_steps", None) is not None
+        if limited or (name != "TimeLimit" and name not in _PASSTHROUGH_WRAPPERS):
+            return False
+        inner = inner.env
+    return (
+        isinstance(inner, TabularEnv)
+        and type(inner).step is TabularEnv.step
+        and inner.max_steps is None
+        and isinstance(inner.mdp, TabularMDP)
+    )
 
 
 def agent_shape(agent) -> tuple[int | None, int | None, int | None | str]:
