@@ -203,3 +203,52 @@ def test_missing_matplotlib_gives_install_hint(monkeypatch):
         new_figure()
     mean, _ = mean_ci([[1.0], [3.0]])  # needs no matplotlib
     np.testing.assert_allclose(mean, [2.0])
+
+
+# --- styles, figure legend, medians and partial solves (issue 20) ---------------------------
+
+
+def test_overlapping_curves_get_distinct_line_styles_and_markers():
+    t, curves = _regret_curves()
+    curves["copy"] = curves["ucrl"].copy()  # exactly on top of "ucrl"
+    _, (ax,) = new_figure()
+    plot_regret(ax, t, curves)
+    styles = {(line.get_linestyle(), line.get_marker()) for line in ax.lines}
+    assert len(styles) == 3
+
+
+def test_figure_legend_replaces_panel_legends():
+    from optplan.experiments.plots import figure_legend
+
+    t, curves = _regret_curves()
+    fig, axes = new_figure(ncols=2)
+    for ax in axes:
+        plot_regret(ax, t, curves, legend=False)
+    figure_legend(fig, axes)
+    assert all(ax.get_legend() is None for ax in axes)
+    assert len(fig.legends) == 1
+    assert [x.get_text() for x in fig.legends[0].get_texts()] == ["ucrl (n=4)", "psrl (n=3)"]
+
+
+def test_plot_scaling_median_iqr_and_partial_solves():
+    x = np.array([4.0, 6.0, 8.0])
+    y = np.array([[10.0, 50.0, np.nan], [20.0, 60.0, 300.0], [40.0, np.nan, np.nan]])
+    _, (ax,) = new_figure()
+    plot_scaling(ax, {"a": (x, y)}, ylabel="m", stat="median", partial=True)
+    line = _line_by_label(ax, "a")
+    np.testing.assert_array_equal(line.get_xdata(), x)
+    np.testing.assert_allclose(line.get_ydata(), [20.0, 55.0, 300.0])  # medians of finite seeds
+    (container,) = ax.containers
+    seg = container.lines[2][0].get_segments()[0]  # first size: quartiles 15 and 30
+    np.testing.assert_allclose([seg[0, 1], seg[1, 1]], [15.0, 30.0])
+    notes = sorted(a.get_text() for a in ax.texts)
+    assert notes == ["1/3", "2/3"]
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "white"]
+    assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [6.0, 8.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "6", "8"]  # data sizes only
+
+
+def test_plot_scaling_rejects_unknown_stat():
+    _, (ax,) = new_figure()
+    with pytest.raises(ValueError, match="stat"):
+        plot_scaling(ax, {"a": ([1.0], [[1.0]])}, ylabel="m", stat="mode")

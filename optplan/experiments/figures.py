@@ -97,9 +97,20 @@ def regret_figure(
                     Z[i, inside] = np.interp(t_ref[inside], t[ok], y[ok])
             aligned[agent] = Z
         plots.plot_regret(
-            ax, t_ref, aligned, ylabel=f"cumulative {ylabel}", logx=logx, logy=logy, title=env
+            ax,
+            t_ref,
+            aligned,
+            ylabel=f"cumulative {ylabel}",
+            logx=logx,
+            logy=logy,
+            title=env,
+            legend=False,
         )
-    fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} (mean, 95% CI over seeds)")
+    plots.figure_legend(fig, axes)
+    fig.suptitle(
+        f"{results.spec['sweep']['name']}: cumulative {ylabel} against steps "
+        f"(line: mean over seeds; band: 95% Student-t CI of the mean)"
+    )
     return fig
 
 
@@ -127,11 +138,16 @@ def scaling_figure(
     reference_label: str | None = None,
     agents=None,
     logy: bool = True,
+    stat: str | None = None,
+    partial: bool = True,
 ):
     """A summary scalar vs an environment size parameter; one panel per environment type.
 
-    Unsolved runs (``time_to_solve`` empty) and failed tasks are NaN, and a size with any NaN
-    seed is not drawn (k-learning Fig. 2's convention).
+    Unsolved runs (``time_to_solve`` empty) and failed tasks are NaN. With `partial` (the
+    default) a size that only some seeds solved is drawn hollow with ``"k/n"`` beside it;
+    without, it is not drawn (k-learning Fig. 2's convention). `stat` is ``"median"`` (with
+    the interquartile range) on a log y axis and ``"mean"`` (with a 95% CI) on a linear one
+    unless given; the axis label says which.
     """
     if metric not in SCALING_METRICS:
         raise OptplanError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
@@ -142,7 +158,10 @@ def scaling_figure(
     by_type: dict[str, list[dict]] = {}
     for r in rows:
         by_type.setdefault(env_names[r["env"]], []).append(r)
+    stat = stat or ("median" if logy else "mean")
+    spread = "median, IQR of the seeds" if stat == "median" else "mean, 95% CI"
     fig, axes = _grid(len(by_type))
+    some_nan = False
     for ax, (env_name, env_rows) in zip(axes, by_type.items(), strict=True):
         p = param or _varying_param(env_rows)
         key = f"env.{p}"
@@ -163,21 +182,35 @@ def scaling_figure(
             for j, x in enumerate(xs):
                 Y[: len(cells[x]), j] = cells[x]
             sizes[agent] = (np.asarray(xs, dtype=float), Y)
+            some_nan = some_nan or bool(np.isnan(Y).any())
         plots.plot_scaling(
             ax,
             sizes,
-            ylabel=metric.replace("_", " "),
+            ylabel=f"{metric.replace('_', ' ')} ({spread})",
             xlabel=p,
             reference=reference,
             reference_label=reference_label,
             logy=logy,
             title=env_name,
+            stat=stat,
+            partial=partial,
+            legend=False,
         )
-        if all(isinstance(x, int) for x in xs):
-            from matplotlib.ticker import MaxNLocator
-
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(f"{results.spec['sweep']['name']}: {metric.replace('_', ' ')} vs size")
+    plots.figure_legend(fig, axes)
+    spec = results.spec["sweep"]
+    horizon = (
+        f"{spec['steps']:,} steps" if spec.get("steps") else f"{spec.get('episodes', 0):,} episodes"
+    )
+    note = ""
+    if some_nan:
+        note = (
+            "; hollow marker: only k of n seeds finite (e.g. solved)"
+            if partial
+            else "; sizes with an unfinished seed not drawn"
+        )
+    fig.suptitle(
+        f"{spec['name']}: {metric.replace('_', ' ')} at the end of a run ({horizon}) vs size{note}"
+    )
     return fig
 
 
@@ -194,18 +227,31 @@ def heatmap_figure(results: Results, env: str | None = None, agents=None, log: b
         dict.fromkeys(a for a, e in groups if e == env), agents, "agent on that environment"
     )
     fig, axes = _grid(len(agent_labels), width=5.0, height=3.6)
+    flat = False
     for ax, agent in zip(axes, agent_labels, strict=True):
         visits = np.mean([results.arrays(r)["visits"] for r in groups[(agent, env)]], axis=0)
-        ylabel = "layer" if visits.ndim == 2 else ""
-        plots.plot_heatmap(
-            ax,
-            visits,
-            log=log,
-            title=agent,
-            ylabel=ylabel,
-            cbar_label="log10(1 + visits)" if log else "visits",
-        )
-    fig.suptitle(f"{env}: mean state visits over seeds")
+        if visits.ndim == 2:
+            plots.plot_heatmap(
+                ax,
+                visits,
+                log=log,
+                title=agent,
+                ylabel="layer",
+                cbar_label="log10(1 + visits)" if log else "visits",
+            )
+            continue
+        # A continuing environment has no layers: one bar per state, not a 1-row image.
+        flat = True
+        states = np.arange(visits.size)
+        ax.bar(states, visits, color="0.35")
+        if log and np.any(visits > 0):
+            ax.set_yscale("log")
+        ax.set_xticks(states if states.size <= 20 else states[:: max(1, states.size // 10)])
+        ax.set_xlabel("state")
+        ax.set_ylabel("mean visits" + (" (log)" if log else ""))
+        ax.set_title(agent)
+    what = "per state (continuing: no layers)" if flat else "per (layer, state)"
+    fig.suptitle(f"{env}: mean visits {what} over seeds")
     return fig
 
 

@@ -32,12 +32,35 @@ __all__ = [
     "plot_heatmap",
     "new_figure",
     "save_figure",
+    "figure_legend",
+    "style",
+    "STYLES",
 ]
 
 _INSTALL_HINT = "plotting needs matplotlib: pip install 'optplan[plot]'"
 
 #: Opacity of the confidence band drawn by :func:`plot_regret`.
 BAND_ALPHA = 0.25
+
+#: (line style, marker) of the i-th curve of a panel, so that curves that overlap (random and
+#: epsilon-greedy on a hard environment) stay distinguishable in print and for colour-blind
+#: readers; the colour still follows matplotlib's cycle.
+STYLES = (
+    ("-", "o"),
+    ("--", "s"),
+    ("-.", "^"),
+    (":", "D"),
+    ((0, (5, 1)), "v"),
+    ((0, (3, 1, 1, 1, 1, 1)), "P"),
+    ((0, (1, 1)), "X"),
+    ((0, (8, 2)), "*"),
+)
+
+
+def style(i: int) -> dict:
+    """Keyword arguments (``linestyle``, ``marker``) of the ``i``-th curve, see :data:`STYLES`."""
+    ls, marker = STYLES[i % len(STYLES)]
+    return {"linestyle": ls, "marker": marker}
 
 
 def _matplotlib() -> Any:
@@ -72,6 +95,8 @@ def plot_regret(
     logx: bool = False,
     logy: bool = False,
     title: str | None = None,
+    legend: bool = True,
+    markers: int = 8,
 ) -> Axes:
     """Plot mean curves over seeds with shaded confidence bands.
 
@@ -90,6 +115,12 @@ def plot_regret(
     logx, logy : bool, default False
         Log-scale axes.
     title : str, optional
+    legend : bool, default True
+        Draw the panel's legend; a figure of several panels draws one
+        :func:`figure_legend` instead.
+    markers : int, default 8
+        Markers per curve (the i-th curve gets ``STYLES[i]``'s line style and marker), spread
+        evenly over the points (in log space when `logx`); 0 for none.
 
     Returns
     -------
@@ -108,10 +139,21 @@ def plot_regret(
     tt = np.asarray(t, dtype=float)
     if tt.ndim != 1:
         raise OptplanError(f"t must be 1-D, got shape {tt.shape}")
-    for label, y in curves.items():
+    every = _markevery(tt, markers, logx)
+    for i, (label, y) in enumerate(curves.items()):
         runs = _runs(label, y, tt.size, "curves", tt.shape)
         mean, half = mean_ci(runs, axis=0, level=level)
-        (line,) = ax.plot(tt, mean, label=f"{label} (n={runs.shape[0]})")
+        kw = style(i)
+        if every is None:
+            kw["marker"] = None
+        (line,) = ax.plot(
+            tt,
+            mean,
+            label=f"{label} (n={runs.shape[0]})",
+            markevery=every,
+            markersize=4,
+            **kw,
+        )
         ax.fill_between(
             tt, mean - half, mean + half, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0
         )
@@ -123,9 +165,46 @@ def plot_regret(
         ax.set_yscale("log")
     if title is not None:
         ax.set_title(title)
-    if curves:
+    if curves and legend:
         ax.legend()
     return ax
+
+
+def _markevery(t: np.ndarray, n: int, logx: bool) -> list[int] | None:
+    """Indices of about ``n`` points spread evenly along ``t`` (log-spaced when ``logx``)."""
+    if n <= 0 or t.size == 0:
+        return None
+    if logx and np.all(t > 0):
+        targets = np.geomspace(t[0], t[-1], n)
+    else:
+        targets = np.linspace(t[0], t[-1], n)
+    idx = np.unique(np.clip(np.searchsorted(t, targets), 0, t.size - 1))
+    return [int(i) for i in idx]
+
+
+def figure_legend(fig: Figure, axes, *, ncols: int | None = None, fontsize: float = 9) -> None:
+    """One legend for the whole figure, below the panels: every distinct label of `axes`.
+
+    Uses matplotlib's constrained layout (``loc="outside lower center"``), so the legend never
+    covers data and :func:`save_figure` keeps it inside the image.
+    """
+    handles, labels = {}, []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in handles:
+                handles[lab] = h
+                labels.append(lab)
+    if not labels:
+        return
+    fig.set_layout_engine("constrained")
+    fig.legend(
+        [handles[lab] for lab in labels],
+        labels,
+        loc="outside lower center",
+        ncols=ncols or min(len(labels), 5),
+        fontsize=fontsize,
+        frameon=False,
+    )
 
 
 def _reference_values(reference: Callable[[Any], Any], xs: np.ndarray) -> np.ndarray:
@@ -150,6 +229,10 @@ def plot_scaling(
     logy: bool = True,
     level: float = 0.95,
     title: str | None = None,
+    stat: str = "mean",
+    partial: bool = False,
+    legend: bool = True,
+    ticks_at_data: bool = True,
 ) -> Axes:
     """Plot a metric against environment size, with confidence error bars.
 
@@ -174,13 +257,26 @@ def plot_scaling(
     level : float, default 0.95
         Confidence level of the error bars, see :func:`~optplan.experiments.stats.mean_ci`.
     title : str, optional
+    stat : {"mean", "median"}, default "mean"
+        ``"mean"``: the mean and a Student-t confidence interval; ``"median"``: the median and
+        the interquartile range (25th-75th percentile) of the seeds, which stays positive on
+        a log axis when the data do (a mean ± CI need not).
+    partial : bool, default False
+        Also draw sizes where only some seeds are finite: the statistic of the finite seeds,
+        with a hollow marker and the fraction ``"k/n"`` written beside it. Sizes where every
+        seed is finite have filled markers.
+    legend : bool, default True
+        Draw the panel's legend (a multi-panel figure may draw one :func:`figure_legend`).
+    ticks_at_data : bool, default True
+        Put the x ticks at the sizes present in the data only.
 
     Returns
     -------
     matplotlib.axes.Axes
-        `ax`. Each label gets a line with markers through the means and error bars of the
-        confidence half-width. A size where any seed is NaN (or infinite) is omitted: if an
-        agent fails to solve an instance within the cap, that point is not plotted.
+        `ax`. Each label gets a line with markers (the i-th label ``STYLES[i]``'s marker and
+        line style) through the statistic, and error bars (the confidence half-width, or the
+        quartiles). Unless `partial`, a size where any seed is NaN (or infinite) is omitted:
+        if an agent fails to solve an instance within the cap, that point is not plotted.
 
     Raises
     ------
@@ -190,26 +286,61 @@ def plot_scaling(
     """
     _matplotlib()
     level = check_level(level)
+    if stat not in ("mean", "median"):
+        raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
     all_x = []
-    for label, (x, y) in sizes.items():
+    for i, (label, (x, y)) in enumerate(sizes.items()):
         xx = np.asarray(x, dtype=float)
         if xx.ndim != 1:
             raise OptplanError(f"sizes[{label!r}]: x must be 1-D, got shape {xx.shape}")
         runs = _runs(label, y, xx.size, "sizes", xx.shape)
         all_x.append(xx)
-        keep = np.all(np.isfinite(runs), axis=0) if runs.shape[0] else np.zeros(xx.size, bool)
-        mean, half = mean_ci(runs[:, keep], axis=0, level=level)
-        # The mean line carries the label (so it is the legend entry and can be found in
-        # ``ax.lines``); the error bars are drawn separately in the same colour.
-        (line,) = ax.plot(xx[keep], mean, marker="o", markersize=4, label=str(label))
+        finite = np.isfinite(runs)
+        n_ok = finite.sum(axis=0)
+        full = n_ok == runs.shape[0] if runs.shape[0] else np.zeros(xx.size, bool)
+        keep = (n_ok > 0) if partial else full
+        centre, lo, hi = _centre_and_bars(runs[:, keep], stat, level)
+        kw = style(i)
+        # The line carries the label (so it is the legend entry and can be found in
+        # ``ax.lines``); error bars and hollow markers are drawn separately in its colour.
+        (line,) = ax.plot(
+            xx[keep],
+            centre,
+            marker=kw["marker"],
+            linestyle=kw["linestyle"],
+            markersize=5,
+            markevery=[j for j, f in enumerate(full[keep]) if f],
+            label=str(label),
+        )
+        colour = line.get_color()
         ax.errorbar(
             xx[keep],
-            mean,
-            yerr=np.nan_to_num(half, nan=0.0),
+            centre,
+            yerr=np.vstack([np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=0.0)]),
             fmt="none",
-            ecolor=line.get_color(),
+            ecolor=colour,
             capsize=3,
         )
+        some = ~full[keep]
+        if partial and some.any():
+            ax.plot(
+                xx[keep][some],
+                centre[some],
+                linestyle="none",
+                marker=kw["marker"],
+                markersize=6,
+                markerfacecolor="white",
+                markeredgecolor=colour,
+            )
+            for xv, yv, k in zip(xx[keep][some], centre[some], n_ok[keep][some], strict=True):
+                ax.annotate(
+                    f"{k}/{runs.shape[0]}",
+                    (xv, yv),
+                    xytext=(4, 3),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=colour,
+                )
     if reference is not None and all_x:
         xs = np.unique(np.concatenate(all_x))
         ax.plot(
@@ -224,11 +355,41 @@ def plot_scaling(
     ax.set_ylabel(ylabel)
     if logy:
         ax.set_yscale("log")
+    if ticks_at_data and all_x:
+        ticks = np.unique(np.concatenate(all_x))
+        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+        ax.xaxis.set_minor_locator(_null_locator())
     if title is not None:
         ax.set_title(title)
-    if sizes:
+    if sizes and legend:
         ax.legend()
     return ax
+
+
+def _null_locator():
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
+def _centre_and_bars(
+    runs: np.ndarray, stat: str, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of ``runs`` (NaN = no data): the centre and the lower / upper bar lengths."""
+    m = runs.shape[1]
+    if m == 0:
+        empty = np.zeros(0)
+        return empty, empty, empty
+    if stat == "mean":
+        if np.all(np.isfinite(runs)):
+            centre, half = mean_ci(runs, axis=0, level=level)
+        else:
+            pairs = [mean_ci(c[np.isfinite(c)], level=level) for c in runs.T]
+            centre = np.array([p[0] for p in pairs], dtype=float)
+            half = np.array([p[1] for p in pairs], dtype=float)
+        return centre, half, half
+    q25, centre, q75 = np.nanpercentile(runs, [25, 50, 75], axis=0)
+    return centre, centre - q25, q75 - centre
 
 
 def plot_heatmap(
