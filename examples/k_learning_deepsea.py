@@ -37,12 +37,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import NullLocator
 
 from optplan.agents import KLearning, SoftQ
 from optplan.envs import DeepSea
 from optplan.experiments import load_results, run
 from optplan.experiments.figures import reference_curve, scaling_figure
-from optplan.experiments.plots import new_figure, plot_heatmap, save_figure
+from optplan.experiments.plots import figure_legend, new_figure, plot_heatmap, save_figure
 
 FIGURES = Path(__file__).parent / "figures"
 SNAPSHOTS = (5, 50, 100, 300, 1000)
@@ -50,23 +51,41 @@ SNAPSHOTS = (5, 50, 100, 300, 1000)
 
 def fig2(results_dir: str, out: Path) -> None:
     results = load_results(results_dir)
+    # Medians and the interquartile range of the seeds that solved (the statistic of the
+    # printed table); a depth only some seeds solved is drawn hollow with "k/n" beside it.
     fig = scaling_figure(
         results,
         metric="time_to_solve",
         param="size",
         reference=reference_curve("2**(x-1)"),
         reference_label="2^(L-1)",
+        stat="median",
+        partial=True,
     )
-    cap = results.spec["sweep"]["episodes"]
+    spec = results.spec["sweep"]
+    cap = spec["episodes"]
+    seeds = spec["seeds"]
+    n_seeds = len(seeds) if isinstance(seeds, list) else int(seeds)
     ax = fig.axes[0]
     ax.axhline(cap, color="0.4", lw=0.8, ls=":", label=f"cap ({cap:g} episodes)")
     ax.set_ylim(1, 30 * cap)  # the 2^(L-1) line would otherwise stretch the axis to 1e14
-    ax.set_ylabel("episodes to solve (mean, 95% CI)")
-    ax.set_xlabel("depth L")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    ax.set_title("DeepSea (a depth is drawn when every seed solves it)", fontsize=10)
-    fig.set_size_inches(8.0, 4.2)
-    fig.suptitle(results.spec["sweep"].get("description", "k-learning Fig. 2"), fontsize=10)
+    ax.set_ylabel("episodes to solve\n(median and IQR of the seeds that solved)")
+    # log-log: polynomial growth (PSRL) is a straight line, 2^(L-1) bends upwards
+    ticks = ax.get_xticks()
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("depth L (log scale)")
+    ax.set_title(
+        f"{n_seeds} seeds per depth; filled: all solved, hollow: k/{n_seeds} solved, "
+        "absent: none",
+        fontsize=9,
+    )
+    for legend in list(fig.legends):
+        legend.remove()
+    figure_legend(fig, [ax], ncols=2, fontsize=8)
+    fig.set_size_inches(8.0, 5.0)
+    fig.suptitle(spec.get("description", "k-learning Fig. 2"), fontsize=10)
     save_figure(fig, out)
     cells: dict[str, dict[int, list]] = {}
     for r in results.rows:
