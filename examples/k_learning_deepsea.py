@@ -77,8 +77,7 @@ def fig2(results_dir: str, out: Path) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("depth L (log scale)")
     ax.set_title(
-        f"{n_seeds} seeds per depth; filled: all solved, hollow: k/{n_seeds} solved, "
-        "absent: none",
+        f"{n_seeds} seeds per depth; filled: all solved, hollow: k/{n_seeds} solved, absent: none",
         fontsize=9,
     )
     for legend in list(fig.legends):
