@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 
-from ..dp import greedy, masked, solve_system
-from ..result import MAX_ITER, OPTIMAL, PlanResult
+from ..dp import EvaluationError, greedy, masked, solve_system
+from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_tol_iter
 
 
@@ -16,7 +16,9 @@ def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.nda
     """A policy that, off ``goal``, takes an ``allowed`` action reaching a state strictly
     closer to ``goal`` (breadth-first distance in the graph of allowed actions) with positive
     probability: ``goal`` is then reached with probability 1 from every state at a finite
-    distance. ``-1`` where no allowed action exists."""
+    distance. ``-1`` where no allowed action exists. Of the actions that step closer, the one
+    with the most probability on closer states (a mass of 1e-300 is proper but its expected
+    time, 1e300, leaves nothing to improve in double precision)."""
     S = P.shape[0]
     edges = (P > 0) & allowed[:, :, None]
     dist = np.where(goal, 0, S + 1)
@@ -25,8 +27,23 @@ def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.nda
         if not step.any():
             break
         dist[step] = d
-    closer = (edges & (dist[None, None, :] < dist[:, None, None])).any(axis=2)
-    return np.where(closer.any(axis=1), closer.argmax(axis=1), -1)
+    nearer = dist[None, None, :] < dist[:, None, None]
+    mass = np.where(edges & nearer, P, 0.0).sum(axis=2)  # (S, A): mass on closer states
+    return np.where(mass.max(axis=1) > 0, mass.argmax(axis=1), -1)
+
+
+def escape_matrix(P_N: np.ndarray, P_out: np.ndarray, pol: np.ndarray) -> np.ndarray:
+    """``I - P_NN`` of policy ``pol`` with its diagonal computed as the mass that leaves each
+    state (to the other states of ``N`` and to the target), summed from the small entries:
+    ``1 - P(s, a, s)`` cancels to 0 when ``P(s, a, s) = 1 - 1e-300`` rounds to 1, and the
+    system turns singular although the policy is proper (Grassmann, Taksar and Heyman 1985
+    use the same complement for stationary distributions)."""
+    n = P_N.shape[0]
+    rows = np.arange(n)
+    M = -P_N[rows, pol]
+    M[rows, rows] = 0.0
+    M[rows, rows] = P_out[rows, pol] - M.sum(axis=1)
+    return M
 
 
 def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
@@ -55,21 +72,35 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         goal[t] = True
         pol = steps_toward(P, stays[t], goal)[idx]
         P_N = P[np.ix_(idx, np.arange(P.shape[1]), idx)]  # (n, A, n): mass to t drops out
+        P_out = P[idx, :, t]  # (n, A): mass to the target
         allowed = stays[t][idx]
-        rows = np.arange(idx.size)
         it = 0
-        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
-            times = solve_system(
-                np.eye(idx.size) - P_N[rows, pol], np.ones(idx.size), "a hitting time"
+        try:
+            for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
+                times = solve_system(
+                    escape_matrix(P_N, P_out, pol), np.ones(idx.size), "a hitting time"
+                )
+                q = 1.0 + P_N @ times
+                new = greedy(masked(-q, allowed), pol, tol=tol)
+                if np.array_equal(new, pol):
+                    break
+                pol = new
+            else:
+                status = MAX_ITER
+                message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
+        except EvaluationError as err:
+            times = np.full(idx.size, np.nan)
+            status, message = NUMERICAL_ERROR, f"target {t}: {err}"
+        if status == OPTIMAL and not (times >= 1.0 - 1e-9).all():
+            # each time from s != t is at least one step: less is rounding, not an answer
+            worst = int(idx[np.argmin(times)])
+            status = NUMERICAL_ERROR
+            message = (
+                f"target {t}: the policy evaluation gave a hitting time of "
+                f"{times.min():.3g} < 1 from state {worst}: the transition masses are too "
+                "small for double precision"
             )
-            q = 1.0 + P_N @ times
-            new = greedy(masked(-q, allowed), pol, tol=tol)
-            if np.array_equal(new, pol):
-                break
-            pol = new
-        else:
-            status = MAX_ITER
-            message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
+            times = np.full(idx.size, np.nan)
         iterations = max(iterations, it)
         T[t, idx] = times
         policy[t, idx] = pol

@@ -314,7 +314,11 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
         if trouble := _kernel_trouble(kstat, mask):
             return NUMERICAL_ERROR, note + trouble, fields, sweeps
         residual = float(np.max(Q.max(axis=1) - v - (g if average else 0.0)))
-        if residual <= 1e-12 * (scale if average else 1.0 + np.abs(v).max()):
+        # the fixed point to 1e-12 of the scale, or to the rounding of the values when they
+        # are that large: a state escaping with probability 1e-12 has a bias of -1e12, whose
+        # Bellman residual cannot go below its last digit, 1.2e-4 (found by op.verify)
+        rounding = 8 * np.finfo(float).eps * float(np.abs(v).max())
+        if residual <= 1e-12 * (scale if average else 1.0 + np.abs(v).max()) + rounding:
             fields["info"]["finish_steps"] = step_no
             message = note + "the exact finish reached the fixed point" if note else ""
             return OPTIMAL, message, fields, sweeps

@@ -170,6 +170,11 @@ class Problem(ABC):
     #: and the stationarity of (optimizer, multiplier), which with the tight ``value`` check
     #: prove the fast answer optimal.
     sqrt_tol_quantities: ClassVar[frozenset] = frozenset()
+    #: ``{quantity: (certificate, ...)}``: a quantity of ``compare`` that may differ from the
+    #: other path's because it is not unique or not well conditioned (``q*`` under near-ties,
+    #: a multiplier where the dual function is flat) passes when those certificates do
+    #: (:func:`optplan.crosscheck.judge`): it is then proved optimal, not copied.
+    certified_by: ClassVar[dict] = {}
     #: ``+inf`` is a defined answer (a hitting time from a state that cannot reach the
     #: target), not an overflow (:func:`optplan.result.overflow_checked`).
     plus_inf_ok: ClassVar[bool] = False

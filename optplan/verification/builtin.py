@@ -138,6 +138,18 @@ class BuiltinTarget:
         return self.make_class.sqrt_tol_quantities
 
     @property
+    def certified_by(self) -> dict:
+        """The problem's (:attr:`Problem.certified_by`); for the LPs the occupancy passes
+        when it is a feasible dual attaining the optimal value (with tiny rewards, 1e-6, the
+        optimal occupancy is unique but Clarabel fixes it only to its absolute tolerance)."""
+        out = dict(self.make_class.certified_by)
+        if self.name in ("discounted", "average_reward"):
+            out["multiplier"] = ("multiplier_feasibility", "multiplier_value")
+        if self.name == "optimistic" and (self.settings or {}).get("criterion") == "average":
+            out["x"] = ("x_alt",)
+        return out
+
+    @property
     def make_class(self) -> type[Problem]:
         return _CLASSES[self.name]
 
@@ -195,6 +207,21 @@ def _conic_x(target: BuiltinTarget, problem: Problem, conic: PlanResult):
 # -- comparisons of the MDP problems: value, x and (where listed) the occupancy ---------------
 
 
+def _floor(pair: tuple[float, float], floor: float) -> tuple[float, float]:
+    """``(err, max(scale, floor))``: an LP's answer is fixed only relative to its data (a
+    conic solver's stopping tolerances are relative to the data's size), so values, biases
+    and occupancy values are compared on the reward scale when the answer is smaller than it
+    (found by op.verify: a finite-horizon value 0 at rewards of +-1e6, Clarabel -4.95e-7)."""
+    return pair[0], max(pair[1], floor)
+
+
+def _reward_scale(R, mask=None) -> float:
+    R = np.asarray(R, dtype=float)
+    if mask is not None:
+        R = R[np.asarray(mask, dtype=bool)]
+    return float(np.abs(R).max(initial=0.0))
+
+
 def _occupancy(problem, answer, conic, source, discount, R, mask, scale) -> dict:
     occ = np.asarray(answer.multiplier, dtype=float)
     out = {}
@@ -208,16 +235,19 @@ def _occupancy(problem, answer, conic, source, discount, R, mask, scale) -> dict
     if discount == 1.0:
         residual += abs(float(occ.sum()) - 1.0)
     out["multiplier_feasibility"] = (residual, 1.0)
-    out["multiplier_value"] = diff(
-        scale * float(np.sum(occ * R)), scale * float(np.sum(conic.occupancy * R))
+    out["multiplier_value"] = _floor(
+        diff(scale * float(np.sum(occ * R)), scale * float(np.sum(conic.occupancy * R))),
+        scale * _reward_scale(R, mask),
     )
     return out
 
 
 def _compare_discounted(target, problem, answer, conic):
-    out = {"value": diff(answer.value, conic.value)}
+    mdp = problem.mdp
+    floor = _reward_scale(mdp.R, mdp.action_mask) / (1.0 - mdp.discount)
+    out = {"value": _floor(diff(answer.value, conic.value), floor)}
     if answer.x is not None:
-        out["x"] = diff(answer.x, conic.values)
+        out["x"] = _floor(diff(answer.x, conic.values), floor)
     if answer.multiplier is not None:
         mdp = problem.mdp
         gamma = mdp.discount
@@ -235,9 +265,10 @@ def _compare_discounted(target, problem, answer, conic):
 
 
 def _compare_average(target, problem, answer, conic):
-    out = {"value": diff(answer.value, conic.gain)}
+    floor = _reward_scale(problem.mdp.R, problem.mdp.action_mask)
+    out = {"value": _floor(diff(answer.value, conic.gain), floor)}
     if answer.x is not None:
-        out["x"] = diff_up_to_constant(answer.x, conic.bias)
+        out["x"] = _floor(diff_up_to_constant(answer.x, conic.bias), floor)
     if answer.multiplier is not None:
         mdp = problem.mdp
         zero = np.zeros(mdp.n_states)
@@ -262,15 +293,56 @@ def _compare_hitting(target, problem, answer, conic):
 
 
 def _compare_values(target, problem, answer, conic):
-    """Value and ``x`` (``V``; the bias, up to a constant, under average reward)."""
-    out = {"value": diff(answer.value, conic.value)}
+    """Value and ``x`` (``V``; the bias, up to a constant, under average reward); the
+    finite-horizon LP's on the reward scale ``L max |R|`` (:func:`_floor`)."""
+    floor = 0.0
+    if target.name == "finite_horizon":
+        mdp = problem.mdp
+        floor = mdp.horizon * _reward_scale(mdp.R, mdp.action_mask)
+    out = {"value": _floor(diff(answer.value, conic.value), floor)}
     if answer.x is not None:
         ref = _conic_x(target, problem, conic)
         average = target.name == "optimistic" and problem.criterion == "average"
-        out["x"] = diff_up_to_constant(answer.x, ref) if average else diff(answer.x, ref)
+        x = diff_up_to_constant(answer.x, ref) if average else diff(answer.x, ref)
+        out["x"] = _floor(x, floor)
+        if target.name == "k_temperature":
+            out |= _tau_gap(problem, answer, conic)
+        elif average:
+            out |= _bias_residual(problem, answer, conic)
     if answer.multiplier is not None and "multiplier" in target.quantities:
         out["multiplier"] = diff(answer.multiplier, conic.multiplier)
     return out
+
+
+def _tau_gap(problem, answer, conic) -> dict:
+    """``x_alt``: the objective at the user's ``tau`` against the optimum (``tau*`` is not
+    unique where the objective is flat; :attr:`KLearningTemperature.certified_by`)."""
+    tau = float(np.asarray(answer.x, dtype=float).reshape(-1)[0])
+    if not (np.isfinite(tau) and tau >= 0):
+        return {}
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        f = problem.objective(max(tau, np.finfo(float).tiny))  # 0 stands for 0+
+    return {"x_alt": (abs(f - conic.value) if np.isfinite(f) else np.inf, abs(conic.value))}
+
+
+def _bias_residual(problem, answer, conic) -> dict:
+    """``x_alt``: the residual of the user's bias ``h`` in the optimistic optimality equation
+    ``g + h(s) = max_a r(s, a) + beta(s, a) + max_{q in B(s, a)} q . h`` at the solver's
+    gain, on the scale of ``h``: with ``h`` unique up to a constant (a unichain optimistic
+    MDP), a small residual proves it right where the solver's bias is not (a state escaping
+    with probability 1e-12 has a bias of -1e12, and Clarabel's, reported optimal, was off by
+    2e11). The inner maximum is optplan's index kernel, itself verified against the conic
+    index problems."""
+    from ..dp import masked
+    from ..fast.optimistic import optimistic_backup
+
+    h = np.asarray(answer.x, dtype=float)
+    if h.shape != (problem.n_states,) or not np.isfinite(h).all():
+        return {}
+    sigma, _, _ = optimistic_backup(problem, h, statuses=False)
+    Q = masked(problem.r_hat + problem.reward_radius + sigma, problem.action_mask)
+    residual = float(np.abs(Q.max(axis=1) - h - conic.value).max())
+    return {"x_alt": (residual, float(np.abs(h).max()) + abs(conic.value))}
 
 
 # -- building the problem objects from drawn inputs -------------------------------------------

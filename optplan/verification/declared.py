@@ -289,6 +289,7 @@ class DeclaredProblem:
         self.x = x
         self.multiplier = None if multiplier is None else int(multiplier)
         self.sqrt_tol = frozenset(sqrt_tol)
+        self.certified_by = {}
         self.name = name or default_name
         self.quantities = {"value": "the optimal value"}
         if x is not None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._checks import MissingDependency, OptplanError, OptplanTypeError, check_int, check_positive
-from ..crosscheck import allowed_error, tolerances, within
+from ..crosscheck import judge
 from ..problems.base import SOLVER_TOL, check_solver
 from ..result import OPTIMAL, SOLUTION_PRESENT, SOLVER_ERROR, PlanResult
 from .builtin import builtin_target
@@ -243,14 +243,8 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
             answer.multiplier is None and name.startswith("multiplier")
         ):
             del compared[name]
-    errors, failed, bad = {}, [], []
-    for name, (err, scale) in compared.items():
-        allowed = allowed_error(name, scale, rtol, atol, target.sqrt_tol)
-        errors[name] = (float(err), float(scale), allowed)
-        if not within(err, allowed):
-            a, r = tolerances(name, rtol, atol, target.sqrt_tol)
-            failed.append(name)
-            bad.append(f"{name}: |fn - conic| = {err:.3g} > {a:g} + {r:g} * {scale:.3g}")
+    errors, failed, bad = judge(compared, rtol, atol, target.sqrt_tol, target.certified_by)
+    bad = [b.replace("|a - b|", "|fn - conic|") for b in bad]
     return Outcome(
         **base,
         answer=answer,

@@ -1,0 +1,213 @@
+"""What ``op.verify``'s self-check over optplan's own fast paths found at n = 2,000 (issue 22),
+each kept as a regression test with the shrunk counterexample it printed.
+
+Two were wrong answers of optplan's (the hitting-time fast path: negative times with status
+``optimal`` and an ``EvaluationError`` instead of an answer, at transition masses of 1e-300;
+the optimistic average-reward finish, which could not certify a bias of 1e12). The others
+were comparisons asking for more than is defined: a non-unique or ill-conditioned quantity
+(``q*`` under near-ties, a multiplier where the dual is flat, ``tau*`` where the objective is
+flat, an occupancy at rewards of 1e-6) is now proved optimal by a certificate
+(:func:`optplan.crosscheck.judge`, ``Problem.certified_by``), and LP answers are compared on
+their data's scale; one was Clarabel reporting ``optimal`` for a point off the simplex, which
+the conic L1 path now downgrades.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import optplan as op
+from optplan.crosscheck import judge
+from optplan.problems import HittingTimes
+from optplan.problems.kl_ball import kl_ball_dual
+
+pytest.importorskip("hypothesis")  # op.verify's engine imports it
+from optplan.verification import check_instance, optplan_fast  # noqa: E402
+
+THIRD = [1 / 3, 1 / 3, 1 / 3]
+
+#: (stem, options, inputs): the shrunk counterexamples of the n = 2,000 self-check.
+FOUND = {
+    "kl_ball multiplier, d = 1e-16": (
+        "kl_ball",
+        None,
+        dict(p=np.array([1.0]), v=np.array([1.0]), radius=1e-16),
+    ),
+    "kl_ball x, near-tie": (
+        "kl_ball",
+        None,
+        dict(
+            p=np.array([0.0, 1 / 3, 1 / 3, 1 / 3, 0.0]),
+            v=np.array([1.0, 0.0, 0.0, 0.0, 0.999999999999]),
+            radius=1.0,
+        ),
+    ),
+    "kl_ball stationarity, p = 5e-201": (
+        "kl_ball",
+        None,
+        dict(p=np.array([0.5, 0.5, 5e-201]), v=np.array([1e6, 1e6, 0.0]), radius=1e-12),
+    ),
+    "kl_inf x, near-tie": (
+        "kl_inf",
+        None,
+        dict(
+            p=np.array([0.25, 0.0, 0.0, 0.25, 0.25, 0.25]),
+            v=np.array([0.0, 1.0, 0.999999999999, 0.0, 0.0, 0.0]),
+            target=0.5,
+        ),
+    ),
+    "discounted occupancy, rewards 1e-6": (
+        "discounted",
+        None,
+        dict(
+            P=np.array([[[0.0, 1.0], [0.5, 0.5]], [[0.5, 0.5], [0.0, 1.0]]]),
+            R=np.array([[0.0, 1e-06], [0.0, -1e-06]]),
+            discount=0.9,
+        ),
+    ),
+    "average bias, rewards 1e6": (
+        "average_reward",
+        None,
+        dict(
+            P=np.array([[[0.5, 0.5], [0.5, 0.5]], [[0.5, 0.5], [1 / 3, 2 / 3]]]),
+            R=np.array([[0.0, 999999.999999], [1e6, 1e6]]),
+        ),
+    ),
+    "finite-horizon value 0, rewards 1e6": (
+        "finite_horizon",
+        None,
+        dict(
+            P=np.ones((3, 1, 2, 1)),
+            R=np.array([[[-1e6, 1e6]], [[1e6, 999999.999999]], [[1e6, 0.0]]]),
+            action_mask=np.array([[[True, False]], [[True, True]], [[False, True]]]),
+        ),
+    ),
+    "hitting time, masses 1e-96 and 1e-226": (
+        "hitting_time",
+        None,
+        dict(
+            P=np.array(
+                [
+                    [[1.0, 2.7109346410646233e-96], [0.0, 1.0]],
+                    [[1.0, 3.50205972082562e-226], [0.0, 1.0]],
+                ]
+            )
+        ),
+    ),
+    "hitting time, masses 1e-300": (
+        "hitting_time",
+        None,
+        dict(
+            P=np.array([[THIRD, THIRD], [THIRD, THIRD], [[1e-300, 1e-300, 1.0], [0.5, 0.0, 0.5]]])
+        ),
+    ),
+    "k_temperature, flat objective": (
+        "k_temperature",
+        None,
+        dict(
+            mean_rewards=np.array([[[1.0, 0.0]]]),
+            mean_transitions=np.ones((1, 1, 2, 1)),
+            counts=np.ones((1, 1, 2)),
+            sigma=0.0,
+        ),
+    ),
+    "optimistic L1 average, escape 1e-12": (
+        "optimistic",
+        {"ball": "l1", "criterion": "average"},
+        dict(
+            p_hat=np.array(
+                [
+                    [THIRD] * 3,
+                    [THIRD] * 3,
+                    [[0.0, 9.99999999999e-13, 0.9999999999989999], THIRD, THIRD],
+                ]
+            ),
+            r_hat=np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 1.0, 1.0]]),
+            radius=np.array([[0.1, 0.1, 0.1], [0.1, 0.1, 2.0], [0.0, 0.1, 0.1]]),
+            reward_radius=np.zeros((3, 3)),
+            action_mask=np.array(
+                [[True, False, False], [False, False, True], [True, False, False]]
+            ),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_self_check_counterexamples_now_agree(name):
+    stem, options, inputs = FOUND[name]
+    fn = optplan_fast(stem, **(options or {}))
+    out = check_instance(fn, stem, inputs, options=options)
+    assert out.status == "optimal", out.reason
+    assert out.agree, out.reason
+
+
+@pytest.mark.parametrize(
+    "name", ["hitting time, masses 1e-96 and 1e-226", "hitting time, masses 1e-300"]
+)
+def test_hitting_times_with_tiny_masses_are_right(name):
+    """Times of at least one step, equal to Clarabel's: before, -1e300 with status optimal,
+    or an EvaluationError (``1 - P(s, a, s)`` rounded to 0 for a proper policy)."""
+    P = FOUND[name][2]["P"]
+    problem = HittingTimes(op.TabularMDP(P, np.zeros(P.shape[:2])))
+    fast, conic = problem.solve(), problem.solve(method="conic")
+    assert fast.status == conic.status == "optimal", fast.message
+    off = ~np.eye(P.shape[0], dtype=bool)
+    assert (fast.values[off] >= 1.0).all()
+    np.testing.assert_allclose(fast.values, conic.values, rtol=1e-7, atol=1e-7)
+
+
+def test_hitting_time_of_a_1e300_escape_is_1e300_not_a_wrong_number():
+    """The only way out has probability 1e-300: the time is 1e300, finite and positive."""
+    P = np.array([[[1.0 - 1e-300, 1e-300]], [[0.0, 1.0]]])
+    P[0, 0] = [1.0, 1e-300]  # the row as a user would store it: 1 - 1e-300 rounds to 1
+    res = HittingTimes(op.TabularMDP(P, np.zeros((2, 1)))).solve()
+    assert res.status == "optimal"
+    assert res.values[1, 0] == pytest.approx(1e300, rel=1e-12)
+
+
+def test_l1_conic_point_off_the_simplex_is_not_called_optimal():
+    """d = 1e13: Clarabel's q summed to 1 - 1.3e-6 while it said optimal."""
+    res = op.L1BallIndex(np.array([1.0]), np.array([-0.8836948420374655]), 1e13).solve(
+        method="conic"
+    )
+    assert res.status == "optimal_inaccurate"
+    assert "distance from the simplex" in res.message
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kl_ball_dual_is_tight_at_the_fast_multiplier_and_above_elsewhere(seed):
+    rng = np.random.default_rng(seed)
+    S = int(rng.integers(1, 7))
+    p = rng.dirichlet(np.ones(S)) * (rng.random(S) < 0.7)
+    p[int(rng.integers(S))] += 1e-200 if seed % 3 == 0 else 0.5
+    p /= p.sum()
+    v = rng.normal(size=S) * 10.0 ** float(rng.integers(-3, 4))
+    d = 10.0 ** rng.uniform(-12, 1)
+    res = op.KLBallIndex(p, v, d).solve()
+    scale = 1.0 + abs(res.value)
+    assert abs(kl_ball_dual(p, v, d, res.multiplier) - res.value) <= 1e-12 * scale
+    for f in (0.8, 1.25):  # weak duality: every other multiplier gives a larger dual value
+        assert kl_ball_dual(p, v, d, res.multiplier * f) >= res.value - 1e-12 * scale
+
+
+def test_kl_ball_dual_at_radius_1e_300():
+    p, v = np.array([0.5, 0.5, 0.0]), np.array([1.0, 0.0, 0.0])
+    res = op.KLBallIndex(p, v, 1e-300).solve()
+    assert res.multiplier == pytest.approx(np.sqrt(0.125 / 1e-300), rel=1e-9)
+    assert kl_ball_dual(p, v, 1e-300, res.multiplier) == pytest.approx(0.5, abs=1e-15)
+    assert kl_ball_dual(p, v, 1e-300, 1.0) > 0.5 + 0.1  # a multiplier of 1 is far off
+
+
+def test_judge_certified_quantity_passes_only_with_its_certificate():
+    compared = {"value": (0.0, 1.0), "x": (0.3, 1.0), "x_certificate": (1e-12, 1.0)}
+    _, failed, _ = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
+    assert failed == []
+    compared["x_certificate"] = (1e-3, 1.0)
+    _, failed, _ = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
+    assert failed == ["x", "x_certificate"]
+    _, failed, _ = judge({"x": (0.3, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
+    assert failed == ["x"]  # no certificate listed: the alternative alone never fails
+    _, failed, _ = judge({"x": (0.0, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
+    assert failed == []
