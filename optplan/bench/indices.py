@@ -334,8 +334,8 @@ def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
 
 PATH_STYLES = {
     "fast": ("fast (single call)", "C0", "o", "-"),
-    "batch": ("fast (batch of N, per instance)", "C0", "s", "--"),
-    "bigbatch": ("fast (batch of B, per instance)", "C0", "^", ":"),
+    "batch": ("fast, the N instances in one batched call (time / N)", "C0", "s", "--"),
+    "bigbatch": ("fast, B fresh instances in one batched call (time / B)", "C0", "^", ":"),
     "CLARABEL": ("CLARABEL", "C1", "o", "-"),
     "ECOS": ("ECOS", "C2", "D", "-"),
     "SCS": ("SCS", "C3", "v", "-"),
@@ -371,15 +371,44 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
         series += [(s, f"{s}_s", f"{s}_q25", f"{s}_q75") for s in solvers]
         for key, med_key, lo_key, hi_key in series:
             label, color, marker, style = PATH_STYLES.get(key, (key, None, "o", "-"))
-            label = label.replace("N,", f"N={n},").replace("B,", f"B={sel[0]['bigbatch_n']},")
+            label = label.replace(" N ", f" {n} ").replace("/ N)", f"/ {n})")
+            big = sel[0].get("bigbatch_n")
+            if big:
+                label = label.replace(" B ", f" {big:,} ").replace("/ B)", f"/ {big:,})")
             y = np.array([np.nan if r[med_key] is None else r[med_key] for r in sel])
             if np.isnan(y).all():
                 continue
-            skipped = [r[f"{key}_skipped"] for r in sel if r.get(f"{key}_skipped")]
-            if skipped:
-                first = next(r for r in sel if r.get(f"{key}_skipped"))
-                label += f" (skipped after time cap from S={first['S']})"
-            ax.plot(S, y, linestyle=style, marker=marker, color=color, label=label)
+            # A size where the solver hit its time cap: drawn hollow, with "k/n" instances
+            # timed; larger sizes were not run (no point).
+            capped = [
+                i
+                for i, r in enumerate(sel)
+                if r.get(f"{key}_skipped") and r.get(f"{key}_timed") and np.isfinite(y[i])
+            ]
+            if capped:
+                first = sel[capped[0]]
+                label += f" (time cap hit at S={first['S']:g}; larger S not run)"
+            full = [i for i in range(len(sel)) if i not in capped]
+            ax.plot(S, y, linestyle=style, marker=marker, color=color, label=label, markevery=full)
+            for i in capped:
+                ax.plot(
+                    S[i],
+                    y[i],
+                    linestyle="none",
+                    marker=marker,
+                    markersize=8,
+                    markerfacecolor="white",
+                    markeredgecolor=color,
+                )
+                ax.annotate(
+                    f"{sel[i][f'{key}_timed']}/{n} timed",
+                    (S[i], y[i]),
+                    xytext=(-8, 6),
+                    textcoords="offset points",
+                    ha="right",
+                    fontsize=7,
+                    color=color,
+                )
             if lo_key is not None:
                 lo = np.array([np.nan if r[lo_key] is None else r[lo_key] for r in sel])
                 hi = np.array([np.nan if r[hi_key] is None else r[hi_key] for r in sel])
@@ -388,11 +417,25 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
         ax.set_yscale("log")
         ax.set_title(problem)
         ax.set_xlabel("|S|")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
-    axes[0].set_ylabel("wall seconds per instance (median, 25-75% band)")
+        ax.set_xticks(S, [f"{v:,.0f}" for v in S])
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].set_ylabel("wall seconds per instance\n(median; band: 25-75% of instances)")
+    handles = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=3,
+        fontsize=8,
+        frameon=False,
+    )
     fig.suptitle(
-        title or f"Index compute time vs |S| ({rows[0]['instances']} random instances per size)"
+        title
+        or f"Index compute time vs |S| ({rows[0]['instances']} random instances per size, "
+        "log-log); hollow: solver stopped at its time cap"
     )
     try:
         fig.savefig(path, dpi=120)
