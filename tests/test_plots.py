@@ -252,3 +252,15 @@ def test_plot_scaling_rejects_unknown_stat():
     _, (ax,) = new_figure()
     with pytest.raises(ValueError, match="stat"):
         plot_scaling(ax, {"a": ([1.0], [[1.0]])}, ylabel="m", stat="mode")
+
+
+def test_plot_regret_median_band_is_interquartile_and_positive():
+    t = np.arange(1, 11, dtype=float)
+    runs = np.array([t * 0.5, t, t * 2.0, t * 4.0])  # mean - CI would go below 0
+    _, (ax,) = new_figure()
+    plot_regret(ax, t, {"a": runs}, stat="median", logy=True)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), np.median(runs, axis=0))
+    (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() > 0
+    np.testing.assert_allclose(ys.min(), np.percentile(runs[:, 0], 25))

@@ -33,6 +33,13 @@ SCALING_METRICS = (
 )
 
 
+#: What the line and the band of a regret figure are, per statistic.
+STAT_NOTE = {
+    "mean": "line: mean over seeds; band: 95% Student-t CI of the mean",
+    "median": "line: median over seeds; band: 25-75% of the seeds",
+}
+
+
 def _grid(n: int, width: float = 5.0, height: float = 3.6):
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
@@ -65,8 +72,16 @@ def regret_figure(
     agents=None,
     logx: bool = False,
     logy: bool = False,
+    stat: str | None = None,
+    t_min: float | None = None,
 ):
-    """One panel per environment configuration; one mean line and 95% band per agent."""
+    """One panel per environment configuration; one line and band per agent.
+
+    `stat`: ``"mean"`` (band: 95% CI of the mean) or ``"median"`` (band: 25-75% of the seeds);
+    by default the median on a log y axis (where a mean ± CI band can reach below 0) and the
+    mean otherwise. `t_min`: leave out the stored points before this step (e.g. the first
+    point of a linear grid on a log x axis).
+    """
     if metric not in PLOT_CURVE_KEYS:
         raise OptplanError(
             f"metric must be one of {PLOT_CURVE_KEYS} for a regret plot, got {metric!r}"
@@ -74,6 +89,7 @@ def regret_figure(
     groups = _ok(results)
     env_labels = _select(dict.fromkeys(e for _, e in groups), envs, "environment")
     agent_labels = _select(dict.fromkeys(a for a, _ in groups), agents, "agent")
+    stat = stat or ("median" if logy else "mean")
     fig, axes = _grid(len(env_labels))
     ylabel = metric.replace("_", " ")
     for ax, env in zip(axes, env_labels, strict=True):
@@ -96,20 +112,21 @@ def regret_figure(
                 if ok.any():
                     Z[i, inside] = np.interp(t_ref[inside], t[ok], y[ok])
             aligned[agent] = Z
+        shown = np.ones(t_ref.size, bool) if t_min is None else t_ref >= t_min
         plots.plot_regret(
             ax,
-            t_ref,
-            aligned,
+            t_ref[shown],
+            {agent: Z[:, shown] for agent, Z in aligned.items()},
             ylabel=f"cumulative {ylabel}",
             logx=logx,
             logy=logy,
             title=env,
             legend=False,
+            stat=stat,
         )
     plots.figure_legend(fig, axes)
     fig.suptitle(
-        f"{results.spec['sweep']['name']}: cumulative {ylabel} against steps "
-        f"(line: mean over seeds; band: 95% Student-t CI of the mean)"
+        f"{results.spec['sweep']['name']}: cumulative {ylabel} against steps ({STAT_NOTE[stat]})"
     )
     return fig
 

@@ -97,6 +97,7 @@ def plot_regret(
     title: str | None = None,
     legend: bool = True,
     markers: int = 8,
+    stat: str = "mean",
 ) -> Axes:
     """Plot mean curves over seeds with shaded confidence bands.
 
@@ -121,6 +122,9 @@ def plot_regret(
     markers : int, default 8
         Markers per curve (the i-th curve gets ``STYLES[i]``'s line style and marker), spread
         evenly over the points (in log space when `logx`); 0 for none.
+    stat : {"mean", "median"}, default "mean"
+        ``"median"``: the median over seeds and a band from the 25th to the 75th percentile,
+        which stays positive on a log axis when the data do (a mean ± CI band need not).
 
     Returns
     -------
@@ -142,7 +146,14 @@ def plot_regret(
     every = _markevery(tt, markers, logx)
     for i, (label, y) in enumerate(curves.items()):
         runs = _runs(label, y, tt.size, "curves", tt.shape)
-        mean, half = mean_ci(runs, axis=0, level=level)
+        if stat == "median":
+            mean, lo, hi = _centre_and_bars(runs, "median", level)
+            band_lo, band_hi = mean - lo, mean + hi
+        elif stat == "mean":
+            mean, half = mean_ci(runs, axis=0, level=level)
+            band_lo, band_hi = mean - half, mean + half
+        else:
+            raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
         kw = style(i)
         if every is None:
             kw["marker"] = None
@@ -154,9 +165,7 @@ def plot_regret(
             markersize=4,
             **kw,
         )
-        ax.fill_between(
-            tt, mean - half, mean + half, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0
-        )
+        ax.fill_between(tt, band_lo, band_hi, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     if logx:
