@@ -4,12 +4,14 @@ outputs back to the caller's batch shape as a :class:`~optplan.result.BatchResul
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
 from ..problems._index import broadcast_to_batch, check_index_inputs
 from ..result import NUMERICAL_ERROR, OPTIMAL, BatchResult
+from . import _index_kernels
 
 
 def broadcast_index_inputs(p, v, param):
@@ -62,6 +64,54 @@ def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
         multiplier=multiplier.reshape(batch),
         status=status.reshape(batch),
         iterations=iterations.reshape(batch),
+        solve_time=time.perf_counter() - start,
+        method="fast",
+        solver=solver,
+    )
+
+
+def single_row(p, v, param, validate: bool):
+    """``(p, v, param)`` for a compiled kernel's one-row lane, or ``None`` when the inputs are
+    not one plain instance (``p``, ``v`` contiguous float64 arrays of shape ``(S,)``, ``param``
+    a real scalar) or, with ``validate``, when the compiled check cannot vouch for them: those
+    take the general path, whose checks raise the errors naming the field and value. No copy,
+    no ``asarray``: the lane exists for its per-call overhead."""
+    if type(p) is not np.ndarray or type(v) is not np.ndarray:
+        return None
+    if (
+        p.ndim != 1
+        or v.shape != p.shape
+        or p.dtype != np.float64
+        or v.dtype != np.float64
+        or not p.flags.c_contiguous
+        or not v.flags.c_contiguous
+    ):
+        return None
+    if type(param) is not float:
+        if isinstance(param, (bool, np.bool_)) or not isinstance(
+            param, (int, np.integer, np.floating)
+        ):
+            return None
+        try:
+            param = float(param)
+        except OverflowError:
+            return None
+    if validate and not _index_kernels.valid_one(p, v, param):
+        return None
+    return p, v, param
+
+
+def single_result(value, x, multiplier, iterations, start: float, solver: str, status=OPTIMAL):
+    """The :class:`~optplan.result.BatchResult` of one instance (batch shape ``()``), as
+    :func:`batch_result` makes it, from a compiled kernel's scalars."""
+    if status == OPTIMAL and not math.isfinite(value):
+        status = NUMERICAL_ERROR
+    return BatchResult(
+        value=np.array(value),
+        x=x,
+        multiplier=np.array(multiplier),
+        status=np.array(status, dtype="<U20"),
+        iterations=np.array(iterations),
         solve_time=time.perf_counter() - start,
         method="fast",
         solver=solver,

@@ -35,7 +35,7 @@ import numpy as np
 from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from . import _index_kernels
-from ._batch import batch_result, flat_batch
+from ._batch import batch_result, flat_batch, single_result, single_row
 from ._options import choose_kernel
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
@@ -76,7 +76,9 @@ def kl_ball_index(
     kernel : {"auto", "numpy", "numba"}
         ``"numba"``: the compiled row kernel of :mod:`optplan.fast._index_kernels` on the rows
         it handles, this module's numpy kernel (the reference) on the rest; ``"auto"`` (default)
-        picks numba when it is installed (``pip install "optplan[jit]"``).
+        picks numba when it is installed (``pip install "optplan[jit]"``). One instance given as
+        float64 arrays ``p``, ``v`` of shape ``(S,)`` and a scalar radius goes straight to the
+        compiled row (its inputs checked in the same compiled pass).
 
     Returns
     -------
@@ -86,8 +88,15 @@ def kl_ball_index(
     """
     check_int("max_iter", max_iter)
     start = time.perf_counter()
+    compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+    one = single_row(p, v, radius, validate) if compiled else None
+    if one is not None:  # one instance: the compiled row, no batch machinery
+        q = np.empty(one[0].shape[0])
+        value, lam, its, handled = _index_kernels.kl_ball_one(*one, max_iter, q)
+        if handled:
+            return single_result(value, q, lam, its, start, "halley")
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
-    if choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba":
+    if compiled:
         value, q, lam, status, iterations = outputs
         handled = _index_kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
         rest = np.flatnonzero(~handled)

@@ -35,13 +35,17 @@ import time
 import numpy as np
 
 from .._checks import check_int
-from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
-from ._batch import batch_result, flat_batch
+from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
+from . import _index_kernels
+from ._batch import batch_result, flat_batch, single_result, single_row
+from ._options import choose_kernel
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
 
-def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> BatchResult:
+def kl_inf_rate(
+    p, v, target, max_iter: int = 100, validate: bool = True, kernel: str = "auto"
+) -> BatchResult:
     """Batched KL-minimization rate ``D(p, v, target)``.
 
     Parameters
@@ -54,6 +58,11 @@ def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> Bat
     validate : bool
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
+    kernel : {"auto", "numpy", "numba"}
+        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._index_kernels` (the same
+        steps, one compiled loop per row; one instance of float64 ``(S,)`` arrays and a scalar
+        target goes straight to it), this module's numpy kernel (the reference) on the rows
+        it leaves (no convergence); ``"auto"`` (default) picks numba when it is installed.
 
     Returns
     -------
@@ -62,7 +71,33 @@ def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> Bat
     """
     check_int("max_iter", max_iter)
     start = time.perf_counter()
+    compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+    one = single_row(p, v, target, validate) if compiled else None
+    if one is not None:  # one instance: the compiled row, no batch machinery
+        q = np.empty(one[0].shape[0])
+        value, lam, its, code = _index_kernels.kl_inf_one(*one, max_iter, q)
+        if code != _index_kernels.LEFT:
+            status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
+            return single_result(value, q, lam, its, start, "newton", status)
     p, v, rho, batch, outputs = flat_batch(p, v, target, "target", validate)
+    if compiled:
+        value, q, lam, status, iterations = outputs
+        code = _index_kernels.kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations)
+        status[code == _index_kernels.INFEASIBLE_ROW] = INFEASIBLE
+        rest = np.flatnonzero(code == _index_kernels.LEFT)
+        if rest.size:  # the rows the compiled kernel leaves to the reference
+            sub = tuple(out[rest] for out in outputs)
+            _numpy_rows(p[rest], v[rest], rho[rest], max_iter, sub)
+            for out, part in zip(outputs, sub, strict=True):
+                out[rest] = part
+    else:
+        _numpy_rows(p, v, rho, max_iter, outputs)
+    return batch_result(batch, outputs, start, "newton")
+
+
+def _numpy_rows(p, v, rho, max_iter, outputs) -> None:
+    """The reference kernel on rows ``(B, S)``: fill ``outputs`` (from ``flat_batch``) in
+    place."""
     value, q, lam, status, iterations = outputs
 
     supp = p > 0
@@ -133,8 +168,6 @@ def kl_inf_rate(p, v, target, max_iter: int = 100, validate: bool = True) -> Bat
         lam[todo] = eps / (Vt - rt)
         iterations[todo] = iters
         status[todo[~ok]] = MAX_ITER
-
-    return batch_result(batch, outputs, start, "newton")
 
 
 def _terms(r: np.ndarray, c: np.ndarray) -> np.ndarray:

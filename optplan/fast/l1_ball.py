@@ -23,10 +23,12 @@ import numpy as np
 
 from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
-from ._batch import broadcast_index_inputs, flag_overflow
+from . import _index_kernels
+from ._batch import broadcast_index_inputs, flag_overflow, single_result, single_row
+from ._options import choose_kernel
 
 
-def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
+def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> BatchResult:
     """Batched L1-ball index ``B(p, v, radius)``.
 
     Parameters
@@ -41,6 +43,11 @@ def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
     validate : bool
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
+    kernel : {"auto", "numpy", "numba"}
+        ``"numba"``: the compiled closed form of :mod:`optplan.fast._index_kernels` (the same
+        drain order and formulas, one compiled loop per row; one instance of float64 ``(S,)``
+        arrays and a scalar radius goes straight to it); ``"numpy"``: this module's numpy code
+        (the reference); ``"auto"`` (default): numba when it is installed.
 
     Returns
     -------
@@ -49,6 +56,13 @@ def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
         kink), ``status`` per element. Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
+    compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+    one = single_row(p, v, radius, validate) if compiled else None
+    if one is not None:  # one instance: the compiled row, no batch machinery
+        q = np.empty(one[0].shape[0])
+        value, lam, code = _index_kernels.l1_one(*one, q)
+        status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
+        return single_result(value, q, lam, 0, start, "closed_form", status)
     if validate:
         p, v, d = check_index_inputs(p, v, radius, "radius")
     else:
@@ -58,6 +72,31 @@ def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
     p = np.ascontiguousarray(p.reshape(-1, S), dtype=float)
     d = d.reshape(-1).astype(float)
     n = d.size
+    if compiled:
+        v = v[(0,) * (v.ndim - 1)][None] if shared_v else v.reshape(-1, S)
+        value, q, lam = np.empty(n), np.empty((n, S)), np.empty(n)
+        code = _index_kernels.l1_rows(p, v, d, shared_v, value, q, lam)
+        status = np.full(n, OPTIMAL, dtype="<U20")
+        status[code == _index_kernels.INFEASIBLE_ROW] = INFEASIBLE
+    else:
+        value, q, lam, status = _numpy_rows(p, v, d, shared_v)
+    flag_overflow(value, status)
+    return BatchResult(
+        value=value.reshape(batch),
+        x=q.reshape(batch + (S,)),
+        multiplier=lam.reshape(batch),
+        status=status.reshape(batch),
+        iterations=np.zeros(batch, dtype=int),
+        solve_time=time.perf_counter() - start,
+        method="fast",
+        solver="closed_form",
+    )
+
+
+def _numpy_rows(p, v, d, shared_v):
+    """The reference: ``(value, q, lam, status)`` of the rows ``p`` ``(n, S)``, ``d`` ``(n,)``
+    (``v`` broadcast to ``p``; ``shared_v``: one ``v`` for all rows, sorted once)."""
+    n, S = p.shape
 
     # drain order: increasing v, the best state (first argmax) last
     v = np.ascontiguousarray(v[(0,) * (v.ndim - 1)][None] if shared_v else v.reshape(-1, S))
@@ -93,18 +132,7 @@ def l1_ball_index(p, v, radius, validate: bool = True) -> BatchResult:
     infeasible = d < 0
     value[infeasible], status[infeasible] = -np.inf, INFEASIBLE
     q[infeasible], lam[infeasible] = np.nan, np.nan
-    flag_overflow(value, status)
-
-    return BatchResult(
-        value=value.reshape(batch),
-        x=q.reshape(batch + (S,)),
-        multiplier=lam.reshape(batch),
-        status=status.reshape(batch),
-        iterations=np.zeros(batch, dtype=int),
-        solve_time=time.perf_counter() - start,
-        method="fast",
-        solver="closed_form",
-    )
+    return value, q, lam, status
 
 
 def solve(problem) -> PlanResult:
