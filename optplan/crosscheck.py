@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ._checks import OptplanTypeError, check_positive
@@ -32,12 +34,22 @@ def within(err: float, allowed: float) -> bool:
     return bool(np.isfinite(err) and err <= allowed)
 
 
+class Judgement(NamedTuple):
+    """:func:`judge`'s verdict: ``errors[q] = (abs_err, scale, allowed)``; the ``failed``
+    quantities with their ``reasons``; the ``certified`` ones (beyond tolerance of the other
+    path's, proved optimal by their certificates)."""
+
+    errors: dict
+    failed: list
+    reasons: list
+    certified: list
+
+
 def judge(
     compared: dict, rtol: float, atol: float, sqrt_quantities=frozenset(), certified_by=None
-) -> tuple[dict, list, list]:
+) -> Judgement:
     """The one rule of :func:`cross_check` and :func:`optplan.verify`: ``compared`` is
-    ``{quantity: (abs_err, scale)}`` (``Problem.compare``). Returns ``(errors, failed,
-    reasons)`` with ``errors[q] = (abs_err, scale, allowed)``.
+    ``{quantity: (abs_err, scale)}`` (``Problem.compare``); returns a :class:`Judgement`.
 
     A quantity fails when its error exceeds :func:`allowed_error`, unless every certificate
     ``certified_by[q]`` lists is within its own tolerance: a non-unique or ill-conditioned
@@ -50,17 +62,18 @@ def judge(
         allowed = allowed_error(name, scale, rtol, atol, sqrt_quantities)
         errors[name] = (float(err), float(scale), allowed)
     ok = {name: within(err, allowed) for name, (err, _, allowed) in errors.items()}
-    failed, reasons = [], []
+    failed, reasons, certified = [], [], []
     for name, (err, scale, _) in errors.items():
         if ok[name] or name.endswith("_alt"):
             continue
         certs = certified_by.get(name, ())
         if certs and all(ok.get(c, False) for c in certs):
+            certified.append(name)
             continue
         a, r = tolerances(name, rtol, atol, sqrt_quantities)
         failed.append(name)
         reasons.append(f"{name}: |a - b| = {err:.3g} > {a:g} + {r:g} * {scale:.3g}")
-    return errors, failed, reasons
+    return Judgement(errors, failed, reasons, certified)
 
 
 def cross_check(
@@ -111,7 +124,7 @@ def cross_check(
         agree = fast.status == conic.status
         message = f"fast: {fast.status} ({fast.message}); conic: {conic.status} ({conic.message})"
         return CrossCheck(agree, abs_err, rel_err, rtol, atol, fast, conic, message)
-    errors, _, bad = judge(
+    errors, _, bad, _ = judge(
         problem.compare(fast, conic),
         rtol,
         atol,

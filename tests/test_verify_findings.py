@@ -202,12 +202,12 @@ def test_kl_ball_dual_at_radius_1e_300():
 
 def test_judge_certified_quantity_passes_only_with_its_certificate():
     compared = {"value": (0.0, 1.0), "x": (0.3, 1.0), "x_certificate": (1e-12, 1.0)}
-    _, failed, _ = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
-    assert failed == []
+    verdict = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
+    assert verdict.failed == [] and verdict.certified == ["x"]
     compared["x_certificate"] = (1e-3, 1.0)
-    _, failed, _ = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
-    assert failed == ["x", "x_certificate"]
-    _, failed, _ = judge({"x": (0.3, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
-    assert failed == ["x"]  # no certificate listed: the alternative alone never fails
-    _, failed, _ = judge({"x": (0.0, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
-    assert failed == []
+    verdict = judge(compared, 1e-7, 1e-7, certified_by={"x": ("x_certificate",)})
+    assert verdict.failed == ["x", "x_certificate"] and verdict.certified == []
+    verdict = judge({"x": (0.3, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
+    assert verdict.failed == ["x"]  # no certificate listed for x
+    verdict = judge({"x": (0.0, 1.0), "x_alt": (1.0, 1.0)}, 1e-7, 1e-7)
+    assert verdict.failed == []  # an alternative alone never fails

@@ -243,13 +243,16 @@ def _evaluate(target, fn, inputs: dict, solver, solver_options, rtol, atol) -> O
             answer.multiplier is None and name.startswith("multiplier")
         ):
             del compared[name]
-    errors, failed, bad = judge(compared, rtol, atol, target.sqrt_tol, target.certified_by)
+    errors, failed, bad, certified = judge(
+        compared, rtol, atol, target.sqrt_tol, target.certified_by
+    )
     bad = [b.replace("|a - b|", "|fn - conic|") for b in bad]
     return Outcome(
         **base,
         answer=answer,
         errors=errors,
         failed=tuple(failed),
+        certified=tuple(certified),
         reason="; ".join(bad) if bad else "all quantities agree",
     )
 
@@ -484,7 +487,11 @@ def verify(
                 report.disagreed += 1
             else:
                 report.agreed += 1
+            for qname in outcome.certified:
+                report.certified[qname] += 1
             for qname, (err, scale, allowed) in outcome.errors.items():
+                if qname in outcome.certified or qname.endswith("_alt"):
+                    continue  # proved optimal / a certificate only: not a worst error
                 w = report.worst.get(qname)
                 cand = Worst(qname, err, scale, allowed, index)
                 if w is None or _worse(cand, w):

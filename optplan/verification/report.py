@@ -46,6 +46,7 @@ class Outcome:
     conic_exception: str | None = None
     errors: dict = field(default_factory=dict)
     failed: tuple = ()
+    certified: tuple = ()
     reason: str = ""
     invalid: str = ""
     fn_seconds: float = 0.0
@@ -268,6 +269,11 @@ class VerifyReport:
         Failing instances (up to 100 listed): ``index``, ``kinds``, ``reason``.
     kinds : Counter
         Failures by kind (a quantity name, ``"bad output"``, ``"status"``, ``"raises T"``).
+    certified : Counter
+        Per quantity, the agreeing instances where it differs from the solver's beyond
+        tolerance but its certificates prove it optimal (``Problem.certified_by``: ``q*``
+        under near-ties, a multiplier where the dual is flat); such errors are left out of
+        ``worst``.
     fn_warnings : Counter
         Warnings ``fn`` emitted (``"RuntimeWarning: overflow ..."``), by the number of
         instances; they are recorded, not failures (the conic path's own are silenced: its
@@ -300,6 +306,7 @@ class VerifyReport:
     exceptions: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     kinds: Counter = field(default_factory=Counter)
+    certified: Counter = field(default_factory=Counter)
     fn_warnings: Counter = field(default_factory=Counter)
     n_conic_exceptions: int = 0
     conic_exceptions: list = field(default_factory=list)
@@ -354,6 +361,11 @@ class VerifyReport:
             lines.append(
                 "  failures by kind  " + ", ".join(f"{k} {v}" for k, v in self.kinds.most_common())
             )
+        if self.certified:
+            lines.append(
+                "  proved optimal, not equal to the solver's (certified_by)  "
+                + ", ".join(f"{k} {v}" for k, v in self.certified.most_common())
+            )
         if self.worst:
             lines.append(
                 "  quantity                  worst |fn - conic|     allowed   ratio  (instance)"
@@ -399,6 +411,7 @@ class VerifyReport:
             "exceptions": self.exceptions,
             "failures": self.failures,
             "kinds": dict(self.kinds),
+            "certified": dict(self.certified),
             "fn_warnings": dict(self.fn_warnings),
             "n_conic_exceptions": self.n_conic_exceptions,
             "conic_exceptions": self.conic_exceptions,
