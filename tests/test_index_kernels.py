@@ -1,5 +1,6 @@
-"""The compiled KL-ball row kernel (optplan.fast._index_kernels) against the numpy reference
-(optplan.fast.kl_ball): statuses, values, q* and multipliers on random and edge-case rows."""
+"""The compiled index kernels (optplan.fast._index_kernels) against the numpy references
+(optplan.fast.kl_ball, kl_inf, l1_ball): statuses, values, q* and multipliers on random and
+edge-case rows; the one-instance lane against the batched kernel; the fast log."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,9 @@ from hypothesis import strategies as st
 
 from optplan.fast import _index_kernels, _roots, kl_ball
 from optplan.fast.kl_ball import kl_ball_index
-from optplan.result import OptplanError
+from optplan.fast.kl_inf import kl_inf_rate
+from optplan.fast.l1_ball import l1_ball_index
+from optplan.result import INFEASIBLE, OPTIMAL, OptplanError
 
 pytestmark = pytest.mark.skipif(
     not _index_kernels.AVAILABLE, reason="numba not installed (pip install 'optplan[jit]')"
@@ -118,3 +121,233 @@ def test_kernel_option_errors(monkeypatch):
     # auto without numba: the numpy reference
     res = kl_ball_index([0.5, 0.5], [0.0, 1.0], 0.1, kernel="auto")
     assert res.status == "optimal"
+
+
+# ---------------------------------------------------------------------------------------
+# The other two kernels, the one-instance lane, the fast log
+
+
+def tiny_rows(seed: int, B: int, S: int):
+    """Rows where the best supported state (or every state but one) holds 1e-300..1e-20 of
+    the mass, and ties in ``v``."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(S), size=B)
+    tiny = 10.0 ** rng.uniform(-300, -20, size=B)
+    cols = rng.integers(S, size=B)
+    p[np.arange(B), cols] = tiny
+    p /= p.sum(axis=1, keepdims=True)
+    v = np.round(rng.normal(size=(B, S)) * 2) / 2
+    return p, v
+
+
+def kl_inf_rows(seed, B, S, v_scale, ties, zeros):
+    """Random KL-inf rows: targets below, at and above ``p.v``, between it and ``max v``
+    (near both ends), at and above ``max v``; zeros in ``p`` (the best state among them)."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(S, 0.5), size=B)
+    p[rng.random((B, S)) < zeros] = 0.0
+    p[p.sum(axis=1) == 0, rng.integers(S)] = 1.0
+    p /= p.sum(axis=1, keepdims=True)
+    v = rng.normal(size=(B, S)) * v_scale
+    if ties:
+        v = np.round(v / v_scale) * v_scale
+    mu, V = (p * v).sum(axis=1), v.max(axis=1)
+    frac = rng.choice([-0.5, 0.0, 1e-12, 1e-6, 0.3, 0.9, 1.0 - 1e-9, 1.0, 1.5], size=B)
+    frac = np.where(rng.random(B) < 0.5, rng.random(B), frac)
+    return p, v, mu + frac * (V - mu)
+
+
+def assert_same_kl_inf(p, v, rho):
+    ref = kl_inf_rate(p, v, rho, kernel="numpy")
+    new = kl_inf_rate(p, v, rho, kernel="numba")
+    np.testing.assert_array_equal(new.status, ref.status)
+    np.testing.assert_array_equal(np.isfinite(new.value), np.isfinite(ref.value))
+    ok = np.isfinite(ref.value)
+    # D and its multiplier are conditioned like 1/(V - rho) as rho nears max v: the two kernels
+    # sum in different orders, and that round-off moves the root by eps / g'(r)
+    cond = 1.0 + np.abs(rho - (p * v).sum(axis=-1)) / np.maximum(
+        v.max(axis=-1) - rho, 1e-300
+    )
+    tol = 1e-12 * np.minimum(cond, 1e4)
+    err = np.abs(new.value[ok] - ref.value[ok])
+    assert (err <= tol[ok] * (1.0 + np.abs(ref.value[ok]))).all(), err.max()
+    np.testing.assert_allclose(new.x, ref.x, rtol=0, atol=1e-11, equal_nan=True)
+    # lam = dD/drho, in units of 1 / (the spread of v): at rho = p.v (to an ulp, which the two
+    # kernels' sums may put on either side) one says 0 and the other ulp(p.v) / Var(v)
+    finite = np.isfinite(ref.multiplier)
+    np.testing.assert_array_equal(np.isfinite(new.multiplier), finite)
+    unit = 1.0 / np.maximum(np.ptp(v, axis=-1), 1e-300)
+    scale = tol * (np.abs(ref.multiplier) + unit)
+    err = np.abs(new.multiplier - ref.multiplier)
+    assert (err[finite] <= scale[finite]).all(), (err[finite] / scale[finite]).max()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(1, 12),
+    v_scale=st.sampled_from([1e-6, 1.0, 1e6]),
+    ties=st.booleans(),
+    zeros=st.sampled_from([0.0, 0.3, 0.7]),
+)
+def test_kl_inf_compiled_equals_numpy(seed, S, v_scale, ties, zeros):
+    assert_same_kl_inf(*kl_inf_rows(seed, 40, S, v_scale, ties, zeros))
+
+
+@pytest.mark.parametrize(
+    "p, v, rho",
+    [
+        ([1.0], [0.3], 0.3),  # S = 1: rho = p.v
+        ([1.0], [0.3], 0.5),  # S = 1: above max v
+        ([0.5, 0.5, 0.0], [0.0, 1.0, 2.0], 1.5),  # best state with p = 0 (boundary possible)
+        ([0.5, 0.5, 0.0], [0.0, 1.0, 2.0], 1.999999),
+        ([0.2, 0.8], [0.0, 1.0], 1.0),  # rho = V: infeasible
+        ([1e-300, 1.0 - 1e-300], [1.0, 0.0], 0.5),  # tiny mass on the best state
+        ([0.3, 0.3, 0.4], [1.0, 1.0, 1.0], 1.0),  # constant v
+        ([0.3, 0.3, 0.4], [0.0, 1.0, 2.0], 1.1),  # rho = p.v
+    ],
+)
+def test_kl_inf_edge_cases(p, v, rho):
+    assert_same_kl_inf(np.array([p]), np.array([v]), np.array([rho]))
+
+
+def l1_rows(seed, B, S, ties, zeros):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(S, 0.5), size=B)
+    p[rng.random((B, S)) < zeros] = 0.0
+    p[p.sum(axis=1) == 0, rng.integers(S)] = 1.0
+    p /= p.sum(axis=1, keepdims=True)
+    v = rng.normal(size=(B, S))
+    if ties:  # many equal values, at the top and at the margin
+        v = np.round(v * 2) / 2
+    d = rng.choice([-0.1, 0.0, 1e-300, 1e-12, 0.5, 1.0, 2.0, 1e300], size=B)
+    d = np.where(rng.random(B) < 0.5, 2.2 * rng.random(B), d)
+    return p, v, d
+
+
+def assert_same_l1(p, v, d):
+    ref = l1_ball_index(p, v, d, kernel="numpy")
+    new = l1_ball_index(p, v, d, kernel="numba")
+    np.testing.assert_array_equal(new.status, ref.status)
+    scale = 1.0 + np.abs(v).max()
+    np.testing.assert_allclose(new.value, ref.value, rtol=0, atol=1e-13 * scale)
+    # the same drain order (ties included) gives the same q and margin bit for bit
+    np.testing.assert_array_equal(new.x, ref.x)
+    np.testing.assert_array_equal(new.multiplier, ref.multiplier)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(1, 15),
+    ties=st.booleans(),
+    zeros=st.sampled_from([0.0, 0.5]),
+    shared=st.booleans(),
+)
+def test_l1_compiled_equals_numpy(seed, S, ties, zeros, shared):
+    p, v, d = l1_rows(seed, 40, S, ties, zeros)
+    assert_same_l1(p, v[0] if shared else v, d)
+
+
+def test_l1_ties_keep_the_stable_order():
+    """Equal values drain in index order, whatever order the unstable sort leaves them in."""
+    rng = np.random.default_rng(3)
+    S = 200
+    v = rng.integers(0, 4, size=S).astype(float)  # long runs of ties
+    p = rng.dirichlet(np.ones(S))
+    for d in (0.1, 0.5, 1.0, 1.7):
+        assert_same_l1(p[None], v[None], np.array([d]))
+
+
+@pytest.mark.parametrize(
+    "fn, param",
+    [(kl_ball_index, [0.0, 1e-300, 0.05, 3.0, 1e300, -1.0]),
+     (l1_ball_index, [0.0, 1e-12, 0.3, 2.0, 1e300, -1.0]),
+     (kl_inf_rate, None)],
+)
+def test_one_instance_lane_equals_the_batch(fn, param):
+    """A single call (the compiled one-instance lane) gives the batched kernel's row exactly,
+    as a batch-shape-() BatchResult."""
+    rng = np.random.default_rng(7)
+    for S in (1, 2, 5, 70, 300):
+        p, v = tiny_rows(S, 3, S) if S > 1 else (np.ones((3, 1)), np.zeros((3, 1)))
+        p[1] = rng.dirichlet(np.ones(S))
+        for i in range(3):
+            params = param
+            if params is None:
+                mu, V = p[i] @ v[i], v[i].max()
+                params = [mu - 1.0, mu, mu + 0.5 * (V - mu), V]
+            batch = fn(np.repeat(p[i][None], len(params), 0),
+                       np.repeat(v[i][None], len(params), 0), np.array(params))
+            for j, r in enumerate(params):
+                one = fn(p[i], v[i], r)
+                assert one.shape == () and one.x.shape == (S,)
+                assert str(one.status) == str(batch.status[j])
+                np.testing.assert_array_equal(one.value, batch.value[j])
+                np.testing.assert_array_equal(one.x, batch.x[j])
+                np.testing.assert_array_equal(one.multiplier, batch.multiplier[j])
+                assert int(one.iterations) == int(batch.iterations[j])
+
+
+@pytest.mark.parametrize("fn, name", [(kl_ball_index, "radius"), (l1_ball_index, "radius"),
+                                      (kl_inf_rate, "target")])
+def test_one_instance_lane_keeps_the_checks(fn, name):
+    p, v = np.array([0.5, 0.5]), np.array([0.0, 1.0])
+    with pytest.raises(OptplanError, match="p must sum to 1"):
+        fn(np.array([0.5, 0.6]), v, 0.1)
+    with pytest.raises(OptplanError, match="p has a negative entry"):
+        fn(np.array([-0.5, 1.5]), v, 0.1)
+    with pytest.raises(OptplanError, match="v has a non-finite entry"):
+        fn(p, np.array([0.0, np.nan]), 0.1)
+    with pytest.raises(OptplanError, match=f"{name} has a non-finite entry"):
+        fn(p, v, np.inf)
+    # within the tolerance the lane's answer is the general path's
+    q = np.array([0.5, 0.5 + 4e-10])
+    assert fn(q, v, 0.3).value == fn(q, v, np.array(0.3)).value
+
+
+def test_fast_log_is_within_an_ulp():
+    k = _index_kernels._kernels()
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [10.0 ** rng.uniform(-300, 300, 20000), rng.random(20000), 1e-17 * rng.random(100),
+         [0.0, 1.0, 2.0**53, 1e300, np.nextafter(1.0, 2.0)]]
+    )
+    n = x.size
+    ell, w, u = np.empty(n), np.empty(n), np.empty(n)
+    assert not k["_fill"](x, n, 1.0, 1.0, ell, w, u)
+    ref = np.log1p(x)
+    np.testing.assert_allclose(ell, ref, rtol=2.3e-16, atol=0)
+    y = x[x >= np.finfo(float).tiny]
+    buf = np.empty(y.size)
+    got = k["_plogd"](np.ones(y.size), y, y.size, buf)
+    assert got == pytest.approx(np.log(y).sum(), rel=1e-14, abs=1e-12)
+    # beyond its range the fill says so, and the library log1p takes over
+    assert k["_fill"](np.array([1e301]), 1, 1.0, 1.0, ell, w, u)
+
+
+def test_large_rows_use_the_vector_loops():
+    """Rows with >= VECTOR_N supported states (the vectorized fill) against numpy, including
+    tiny masses on the best state and radii at both ends."""
+    S = 3 * _index_kernels.VECTOR_N
+    p, v = tiny_rows(11, 30, S)
+    d = 10.0 ** np.random.default_rng(1).uniform(-12, 3, 30)
+    assert_same(p, v, d)
+    p, v, rho = kl_inf_rows(12, 30, S, 1.0, True, 0.3)
+    assert_same_kl_inf(p, v, rho)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(1, 40),
+    kind=st.sampled_from(["kl_ball", "kl_inf", "l1"]),
+)
+def test_compiled_equals_numpy_many(seed, S, kind):
+    if kind == "kl_ball":
+        assert_same(*rows(seed, 40, S, 1.0, seed % 2 == 0, (-10, 3)))
+    elif kind == "kl_inf":
+        assert_same_kl_inf(*kl_inf_rows(seed, 40, S, 1.0, seed % 2 == 0, 0.3))
+    else:
+        assert_same_l1(*l1_rows(seed, 40, S, seed % 2 == 0, 0.3))

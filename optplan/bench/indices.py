@@ -38,6 +38,7 @@ from ._common import (
     timed,
 )
 from .cases import INDEX_PROBLEMS, random_index_instance
+from .peers import PEERS
 
 __all__ = [
     "INDEX_PATHS",
@@ -119,6 +120,7 @@ def bench_indices(
     zeros: float = 0.0,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    peers: bool = False,
 ) -> list[dict]:
     """Compute time of the index problems vs ``|S|``: fast path (single and batched) vs conic.
 
@@ -150,6 +152,13 @@ def bench_indices(
       (max ``|fast - conic| / (1 + |conic|)``), ``_skipped`` (``None`` or why);
     - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
 
+    With ``peers`` (needs numba), each instance is also solved, interleaved call by call
+    (:data:`PEER_RUNS` calls each, the median per instance), by optplan's public fast function
+    (``kl_ball_index(p, v, r)`` etc., inputs checked) and by the peer transcriptions of
+    :mod:`optplan.bench.peers` for that problem; the row gets ``optplan_s`` (median over the
+    instances) and ``peers``: ``{name: {"s", "ratio" (peer / optplan_s), "max_abs_diff"
+    (of the values)}}``.
+
     Every argument is checked before any timing: ``sizes`` and ``instances`` positive
     integers (``sizes >= 2`` with ``kl_inf``, whose target needs two states), ``batch >= 0``,
     ``zeros`` in ``[0, 1)``, ``max_conic_seconds >= 0``.
@@ -165,6 +174,8 @@ def bench_indices(
     max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
     zeros = check_real("zeros", zeros, 0.0, 1.0, high_open=True)
     seed = check_int("seed", seed, 0)
+    if peers:
+        check_peers()
     rows = []
     for k, problem in enumerate(problems):
         cls, batched = index_paths(problem)
@@ -172,6 +183,9 @@ def bench_indices(
         p, v, r = random_index_instance(np.random.default_rng(12345), 5, problem)
         cls(p, v, r).solve(method="fast")
         batched(p[None], v[None], np.array([r]))
+        contenders = _contenders(problem, batched) if peers else {}
+        for fn in contenders.values():
+            fn(p, v, r)
         for solver in solvers:
             _conic(cls(p, v, r), solver)
         tripped: dict[str, int] = {}  # solver -> the size at which it went over the cap
@@ -185,7 +199,11 @@ def bench_indices(
             rel_errs = dict.fromkeys(solvers, None)
             spent = dict.fromkeys(solvers, 0.0)
             fast_values, fast_fail = [], 0
+            peer_times = {name: [] for name in contenders}
+            peer_diff = dict.fromkeys(contenders, 0.0)
             for p, v, r in cases:
+                if contenders:
+                    _time_contenders(contenders, p, v, r, peer_times, peer_diff)
                 prob = cls(p, v, r)
                 fast, t = timed(lambda prob=prob: prob.solve(method="fast"))
                 times["fast"].append(t)
@@ -260,10 +278,56 @@ def bench_indices(
                     )
             ratios = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
             row["best_ratio"] = min(ratios) if ratios else None
+            if contenders:
+                mine = float(np.median(peer_times.pop("optplan")))
+                row["optplan_s"] = mine
+                row["peers"] = {
+                    name: {
+                        "s": float(np.median(t)),
+                        "ratio": float(np.median(t)) / mine,
+                        "max_abs_diff": peer_diff[name],
+                    }
+                    for name, t in peer_times.items()
+                }
             rows.append(row)
             if progress:
                 _index_progress(progress, row, solvers)
     return rows
+
+
+#: Calls of each contender per instance with ``peers`` (interleaved; the median is kept).
+PEER_RUNS = 7
+
+
+def check_peers() -> None:
+    """The peers are compiled with numba: refuse before any timing when it is missing."""
+    from . import peers as _peers
+
+    if not _peers.available():
+        raise MissingDependency('--peers needs numba: pip install "optplan[jit]"')
+
+
+def _contenders(problem: str, batched: Callable) -> dict[str, Callable]:
+    """``{"optplan": the public fast function on one instance, peer name: peer}``."""
+    out = {"optplan": lambda p, v, r: batched(p, v, r).value}
+    out.update(dict(PEERS.get(problem, ())))
+    return out
+
+
+def _time_contenders(contenders, p, v, r, times, diff) -> None:
+    """``PEER_RUNS`` rounds of one call of each contender (round-robin, so load drifts hit
+    all alike); per contender the median call, and the largest |value - optplan's|."""
+    runs = {name: [] for name in contenders}
+    values = {}
+    for _ in range(PEER_RUNS):
+        for name, fn in contenders.items():
+            value, t = timed(lambda fn=fn: fn(p, v, r))
+            runs[name].append(t)
+            values[name] = float(value)
+    for name in contenders:
+        times[name].append(float(np.median(runs[name])))
+        if name != "optplan":
+            diff[name] = max(diff[name], abs(values[name] - values["optplan"]))
 
 
 def _index_progress(progress: Callable[[str], None], row: dict, solvers: Sequence[str]) -> None:
@@ -329,7 +393,38 @@ def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
                 f"{_e(r[f'{s}_err'], 8, '.0e')}{_e(r[f'{s}_rel_err'], 8, '.0e')}"
             )
         lines.append(line)
-    return "\n".join(lines + notes)
+    return "\n".join(lines + notes + _peer_table(rows))
+
+
+def _peer_table(rows: list[dict]) -> list[str]:
+    """The ``--peers`` block: per (problem, S) optplan's public fast function (one call, and
+    per row of the large batch) and each peer, in microseconds, with peer / optplan."""
+    rows = [r for r in rows if "peers" in r]
+    if not rows:
+        return []
+    names = list(dict.fromkeys(n for r in rows for n in r["peers"]))
+    head = f"{'problem':<9}{'S':>7}{'optplan us':>12}{'batch/B us':>12}"
+    for n in names:
+        head += f"{n + ' us':>15}{'ratio':>8}{'|diff|':>9}"
+    lines = [
+        "",
+        "peers (same instances, calls interleaved; median us per call; ratio = peer / optplan's "
+        "public fast function):",
+        head,
+        "-" * len(head),
+    ]
+    for r in rows:
+        big = r["bigbatch_s"]
+        line = f"{r['problem']:<9}{r['S']:>7}{r['optplan_s'] * 1e6:>12.2f}"
+        line += f"{'-':>12}" if big is None else f"{big * 1e6:>12.3f}"
+        for n in names:
+            pr = r["peers"].get(n)
+            if pr is None:
+                line += f"{'':>32}"
+                continue
+            line += f"{pr['s'] * 1e6:>15.2f}{pr['ratio']:>7.1f}x{pr['max_abs_diff']:>9.0e}"
+        lines.append(line)
+    return lines
 
 
 PATH_STYLES = {
@@ -488,6 +583,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--zeros", type=fraction, default=0.0, help="fraction of zero-probability states in p"
     )
     parser.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also time peer implementations (rl-agents' KL Newton, Filippi et al.'s KL "
+        "bisection, UCRL2's sort-based L1 step; see optplan.bench.peers) against optplan's "
+        "public fast functions, on the same instances (needs numba)",
+    )
 
 
 def check(args: argparse.Namespace) -> None:
@@ -496,6 +598,8 @@ def check(args: argparse.Namespace) -> None:
     if args.plot:
         require_matplotlib()
         check_writable("--plot", args.plot)
+    if getattr(args, "peers", False):
+        check_peers()
     if "kl_inf" in args.problems and min(args.sizes) < 2:
         raise OptplanError(
             f"--sizes must be >= 2 for problem kl_inf (its target lies strictly between p.v "
@@ -524,4 +628,6 @@ def meta(args: argparse.Namespace) -> dict:
         "zeros": args.zeros,
         "seed": args.seed,
         "plot": args.plot,
+        "peers": getattr(args, "peers", False),
+        "peer_runs": PEER_RUNS,
     }

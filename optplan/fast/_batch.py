@@ -101,18 +101,38 @@ def single_row(p, v, param, validate: bool):
     return p, v, param
 
 
+#: One read-only 0-d status array per status the one-instance lane returns (shared).
+_STATUS_0D: dict = {}
+
+
+def _status_0d(status: str) -> np.ndarray:
+    arr = _STATUS_0D.get(status)
+    if arr is None:
+        arr = np.array(status, dtype="<U20")
+        arr.flags.writeable = False
+        _STATUS_0D[status] = arr
+    return arr
+
+
 def single_result(value, x, multiplier, iterations, start: float, solver: str, status=OPTIMAL):
     """The :class:`~optplan.result.BatchResult` of one instance (batch shape ``()``), as
-    :func:`batch_result` makes it, from a compiled kernel's scalars."""
+    :func:`batch_result` makes it, from a compiled kernel's scalars (``status``: a read-only
+    0-d array shared between results).
+
+    Built without the frozen dataclass's ``__init__`` (eight ``object.__setattr__`` calls,
+    ~3 us, as much as the compiled solve): the same fields in the instance ``__dict__``,
+    which is all that ``__init__`` does for ``BatchResult`` (no ``__post_init__``)."""
     if status == OPTIMAL and not math.isfinite(value):
         status = NUMERICAL_ERROR
-    return BatchResult(
+    res = object.__new__(BatchResult)
+    res.__dict__.update(
         value=np.array(value),
         x=x,
         multiplier=np.array(multiplier),
-        status=np.array(status, dtype="<U20"),
+        status=_status_0d(status),
         iterations=np.array(iterations),
         solve_time=time.perf_counter() - start,
         method="fast",
         solver=solver,
     )
+    return res
