@@ -28,6 +28,16 @@ The deterministic-prior configuration (issue 18)::
         --out examples/figures/k-learning-fig2-deterministic.png
     python examples/k_learning_deepsea.py noise   # tau* at L = 50, noise 0 / 0.05 / 0.1
     python examples/k_learning_deepsea.py tau     # tau* against episodes, both priors
+
+Quick reproduction of Fig. 2 (the same sweep file and code, depths 4-10, 3 seeds, cap 10^3
+episodes; results and figure under ``out/k-learning-quick/``, which git ignores)::
+
+    python examples/k_learning_deepsea.py quick
+
+DeepSea goal-rate learning curves (fraction of episodes so far that reached the goal, without
+stopping when solved; L = 10 and 20, 3 seeds, 2,000 episodes)::
+
+    python examples/k_learning_deepsea.py goal-rate
 """
 
 from __future__ import annotations
@@ -39,13 +49,24 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from optplan.agents import KLearning, SoftQ
+from optplan.agents import PSRL, EpsilonGreedyQ, KLearning, SoftQ
 from optplan.envs import DeepSea
-from optplan.experiments import load_results, run
+from optplan.experiments import load_results, run, run_sweep
 from optplan.experiments.figures import reference_curve, scaling_figure
-from optplan.experiments.plots import figure_legend, new_figure, plot_heatmap, save_figure
+from optplan.experiments.plots import (
+    figure_legend,
+    new_figure,
+    plot_heatmap,
+    save_figure,
+    style,
+)
+from optplan.experiments.sweep import sweep_from_dict
+from optplan.modelfile import tomllib
 
 FIGURES = Path(__file__).parent / "figures"
+ROOT = Path(__file__).resolve().parents[1]
+#: --quick: depths, seeds and episode cap of the Fig. 2 sweep.
+QUICK_SIZES, QUICK_SEEDS, QUICK_EPISODES = [4, 6, 8, 10], 3, 1000
 SNAPSHOTS = (5, 50, 100, 300, 1000)
 
 
@@ -308,6 +329,97 @@ def tau_curve(out: Path, L: int, episodes: int, seed: int) -> None:
     print(f"wrote {out}")
 
 
+def quick(out_dir: Path, jobs: int) -> None:
+    """models/sweeps/k-learning-fig2.toml at depths 4-10, 3 seeds, cap 10^3: the same agents,
+    environment, criterion and code as Fig. 2, then the same table and figure."""
+    path = ROOT / "models" / "sweeps" / "k-learning-fig2.toml"
+    data = tomllib.loads(path.read_text())
+    data.update(
+        name="quick-" + data["name"],
+        description=f"k-learning Fig. 2, quick: depths {QUICK_SIZES}, {QUICK_SEEDS} seeds, "
+        f"cap {QUICK_EPISODES} episodes",
+        seeds=QUICK_SEEDS,
+        episodes=QUICK_EPISODES,
+    )
+    for env in data["envs"]:
+        env["params"]["size"] = list(QUICK_SIZES)
+    sweep = sweep_from_dict(data, source=str(path))
+    t0 = time.perf_counter()
+    report = run_sweep(sweep, out_dir / "results", jobs=jobs, quiet=True)
+    print(f"{report} ({time.perf_counter() - t0:.1f} s)")
+    fig2(str(out_dir / "results"), out_dir / "k-learning-fig2.png")
+
+
+#: Agents of the goal-rate figure: label -> builder(L, env).
+def _goal_rate_agents(L: int, env):
+    initial = env.mdp.initial
+    return {
+        "PSRL (deterministic prior)": lambda: PSRL(
+            L, L, 2, sigma=0.1, initial=initial, transition_prior="deterministic"
+        ),
+        "K-learning tau* (deterministic prior, posterior bonus)": lambda: _k_agent(
+            L, initial, 0.1, "deterministic"
+        ),
+        "K-learning tau* (as printed)": lambda: _k_agent(L, initial, 0.1, "dirichlet"),
+        "soft-Q (0.05)": lambda: SoftQ(L, 2, temperature=0.05, n_layers=L),
+        "eps-greedy (0.1)": lambda: EpsilonGreedyQ(L, 2, 0.1, n_layers=L),
+    }
+
+
+def goal_rate(out: Path, sizes, seeds: int, episodes: int) -> None:
+    """Fraction of the episodes so far that reached the goal, against episodes, per agent and
+    depth (median over seeds, band: min to max); no early stop, so the curve goes on after the
+    run counts as solved."""
+    fig, axes = new_figure(ncols=len(sizes), width=5.0, height=3.8)
+    n = np.arange(1, episodes + 1)
+    for ax, L in zip(axes, sizes, strict=True):
+        env0 = DeepSea(L, mapping_seed=0, variant="k-learning", reward_noise=0.1)
+        for i, (label, _) in enumerate(_goal_rate_agents(L, env0).items()):
+            rates, t0 = [], time.perf_counter()
+            for seed in range(seeds):
+                env = DeepSea(L, mapping_seed=seed, variant="k-learning", reward_noise=0.1)
+                agent = _goal_rate_agents(L, env)[label]()
+                tr = run(agent, env, episodes=episodes, seed=seed)
+                rates.append(np.cumsum(tr.successes) / n)
+            R = np.array(rates)
+            med = np.median(R, axis=0)
+            kw = style(i)
+            (line,) = ax.plot(
+                n,
+                med,
+                label=label,
+                linestyle=kw["linestyle"],
+                marker=kw["marker"],
+                markevery=_log_marks(episodes),
+                markersize=4,
+            )
+            ax.fill_between(
+                n, R.min(axis=0), R.max(axis=0), color=line.get_color(), alpha=0.2, linewidth=0
+            )
+            print(
+                f"L = {L:>2} {label:<55} final goal rate {med[-1]:.3f} "
+                f"(seeds {', '.join(f'{r[-1]:.3f}' for r in R)}), {time.perf_counter() - t0:.1f} s"
+            )
+        ax.axhline(0.1, color="0.4", ls=":", lw=0.9, label="solve criterion (10%)")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("episode (log scale)")
+        ax.set_ylabel("fraction of episodes so far\nthat reached the goal")
+        ax.set_title(f"DeepSea L = {L}")
+    figure_legend(fig, axes, ncols=3, fontsize=8)
+    fig.suptitle(
+        f"DeepSea goal rate (reward noise 0.1): median over {seeds} seeds, band: min to max; "
+        f"{episodes:,} episodes, no early stop",
+        fontsize=10,
+    )
+    save_figure(fig, out)
+    print(f"wrote {out}")
+
+
+def _log_marks(episodes: int) -> list[int]:
+    return sorted({int(v) - 1 for v in np.geomspace(1, episodes, 8)})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -327,8 +439,20 @@ def main() -> None:
     tc.add_argument("--size", type=int, default=50)
     tc.add_argument("--episodes", type=int, default=3000)
     tc.add_argument("--seed", type=int, default=0)
+    qk = sub.add_parser("quick", help="Fig. 2 sweep at depths 4-10, 3 seeds, cap 10^3")
+    qk.add_argument("--out-dir", type=Path, default=ROOT / "out" / "k-learning-quick")
+    qk.add_argument("--jobs", type=int, default=2)
+    gr = sub.add_parser("goal-rate", help="goal-rate learning curves, L = 10 and 20")
+    gr.add_argument("--out", type=Path, default=FIGURES / "deepsea-goal-rate.png")
+    gr.add_argument("--sizes", type=int, nargs="+", default=[10, 20])
+    gr.add_argument("--seeds", type=int, default=3)
+    gr.add_argument("--episodes", type=int, default=2000)
     args = p.parse_args()
-    if args.what == "fig2":
+    if args.what == "quick":
+        quick(args.out_dir, args.jobs)
+    elif args.what == "goal-rate":
+        goal_rate(args.out, args.sizes, args.seeds, args.episodes)
+    elif args.what == "fig2":
         fig2(args.results, args.out)
     elif args.what == "noise":
         noise(args.seeds, args.size, args.cap)
