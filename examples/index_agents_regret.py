@@ -5,9 +5,13 @@ Run from the repository root:
 
     python examples/index_agents_regret.py          # all three sweeps (Fig. 3/4: 100 x 1e4 x 4)
     python examples/index_agents_regret.py --table  # only print the table from existing results
+    python examples/index_agents_regret.py --quick  # 2 runs per sweep, same code: about 2 minutes
 
 Results go to results/<sweep name> (resumable), figures to examples/figures/<sweep name>.png
-(gap regret) and <sweep name>-pseudo.png (regret). The table gives, per agent, the mean
+(gap regret) and <sweep name>-pseudo.png (pseudo-regret). ``--quick`` writes both under
+``out/index-agents-quick/`` (git ignores ``out/``), so it never replaces the committed figures;
+``--out DIR`` puts results in ``DIR/results`` and figures in ``DIR/figures``. The table gives,
+per agent, the mean
 regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measures:
 
 - ``gap_regret``: sum_t Delta(x_t, a_t) with Delta the average-reward action gaps of the true
@@ -17,6 +21,7 @@ regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measu
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -24,13 +29,28 @@ from optplan.experiments import load_results, load_sweep, run_sweep
 from optplan.experiments.figures import regret_figure
 from optplan.experiments.plots import save_figure
 from optplan.experiments.stats import mean_ci
+from optplan.experiments.sweep import sweep_from_dict
+from optplan.modelfile import tomllib
 
+ROOT = Path(__file__).resolve().parents[1]
 FIGS = {
     "cowan3-fig3": "Fig. 3 (plain start)",
     "cowan3-fig4": "Fig. 4 (rigged first 60 transitions)",
     "index-agents-beyond": "beyond the paper (20 runs)",
 }
-SHORT = {"cowan3-fig3": "Fig. 3", "cowan3-fig4": "Fig. 4 (rigged)", "index-agents-beyond": ""}
+#: What each figure shows, for its title.
+SETTING = {
+    "cowan3-fig3": "accelerating-ucb Fig. 3: cowan3 (3 states, 2 actions), plain start",
+    "cowan3-fig4": "accelerating-ucb Fig. 4: cowan3, first 60 transitions rigged",
+    "index-agents-beyond": "beyond the paper: RiverSwim-6 and a 10-state, 3-action Dirichlet MDP",
+}
+METRIC_TITLE = {
+    "gap_regret": "gap regret sum_t Delta(x_t, a_t)",
+    "regret": "pseudo-regret sum_t (g* - r(x_t, a_t)) (includes the bias noise of the "
+    "states visited, so it can be negative)",
+}
+#: Runs per sweep with --quick (the first seeds of the full sweep: same task seeds).
+QUICK_SEEDS = {"cowan3-fig3": 2, "cowan3-fig4": 2, "index-agents-beyond": 2}
 
 
 def table(results) -> list[str]:
@@ -48,27 +68,50 @@ def table(results) -> list[str]:
     return lines
 
 
+def _sweep(key: str, quick: bool):
+    path = ROOT / "models" / "sweeps" / f"{key}.toml"
+    if not quick:
+        return load_sweep(path)
+    data = tomllib.loads(path.read_text())
+    data["name"] = "quick-" + data["name"]
+    data["seeds"] = QUICK_SEEDS[key]
+    return sweep_from_dict(data, source=str(path))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true", help="only print from existing results")
+    ap.add_argument("--quick", action="store_true", help="2 runs per sweep instead of 100/100/20")
+    ap.add_argument("--out", type=Path, help="write results and figures under this directory")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    out = args.out or (ROOT / "out" / "index-agents-quick" if args.quick else None)
+    results_root = out / "results" if out else ROOT / "results"
+    figures = out / "figures" if out else ROOT / "examples" / "figures"
     print(
         "| agent | env | runs | gap regret T=1e3 | T=1e4 | ratio | regret T=1e3 | T=1e4 | ratio |\n"
         "|---|---|---|---|---|---|---|---|---|"
     )
     for key, title in FIGS.items():
-        out = f"results/{key}"
+        res_dir = results_root / key
         if not args.table:
-            report = run_sweep(load_sweep(f"models/sweeps/{key}.toml"), out, jobs=args.jobs)
+            report = run_sweep(_sweep(key, args.quick), res_dir, jobs=args.jobs)
             print(report, file=sys.stderr)
-        results = load_results(out)
-        print(f"| **{title}** | | | | | | | | |")
+        elif not (res_dir / "sweep.json").exists():
+            print(f"| **{title}**: no results in {res_dir} (run without --table first) |")
+            continue
+        results = load_results(res_dir)
+        runs = {len(r) for r in results.groups().values()}
+        print(f"| **{title.split(' (2')[0]}** | | | | | | | | |")
         print("\n".join(table(results)))
         for metric, suffix in (("gap_regret", ""), ("regret", "-pseudo")):
             fig = regret_figure(results, metric=metric)
-            fig.suptitle(f"{SHORT[key]} {metric.replace('_', ' ')}, mean ± 95%", fontsize=10)
-            save_figure(fig, f"examples/figures/{key}{suffix}.png")
+            fig.suptitle(
+                f"{SETTING[key]}\n{METRIC_TITLE[metric]}; mean and 95% CI over "
+                f"{'/'.join(str(n) for n in sorted(runs))} runs",
+                fontsize=9,
+            )
+            print(save_figure(fig, figures / f"{key}{suffix}.png"), file=sys.stderr)
     return 0
 
 
