@@ -46,8 +46,8 @@ SETTING = {
 }
 METRIC_TITLE = {
     "gap_regret": "gap regret sum_t Delta(x_t, a_t)",
-    "regret": "pseudo-regret sum_t (g* - r(x_t, a_t)) (includes the bias noise of the "
-    "states visited, so it can be negative)",
+    "regret": "pseudo-regret sum_t (g* - r(x_t, a_t)): it includes the bias noise of the\n"
+    "states visited, so it can be negative",
 }
 #: Runs per sweep with --quick (the first seeds of the full sweep: same task seeds).
 QUICK_SEEDS = {"cowan3-fig3": 2, "cowan3-fig4": 2, "index-agents-beyond": 2}
@@ -106,6 +106,11 @@ def main(argv=None) -> int:
         print("\n".join(table(results)))
         for metric, suffix in (("gap_regret", ""), ("regret", "-pseudo")):
             fig = regret_figure(results, metric=metric)
+            for ax in fig.axes:
+                if ax.get_visible():
+                    ax.set_ylabel(f"cumulative {'gap regret' if suffix == '' else 'pseudo-regret'}")
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(max(w, 8.0), h + 1.2)
             fig.suptitle(
                 f"{SETTING[key]}\n{METRIC_TITLE[metric]}; mean and 95% CI over "
                 f"{'/'.join(str(n) for n in sorted(runs))} runs",
