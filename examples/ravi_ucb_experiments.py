@@ -18,8 +18,9 @@ Prints the table of ``R_T`` at T = 10^3, 10^4, 10^5 (mean ± 95% Student-t half-
 seeds) with the realized discounted regret at 10^5 beside it and the growth exponent of
 ``R_T`` in T (least-squares slope of ``log R_t`` on ``log t`` over the stored points in
 [10^3, 10^5], per seed, mean ± 95% CI; Theorem 4.1's bound grows like ``sqrt(T)``, slope 1/2),
-and the sensitivity grids; writes ``examples/figures/ravi-regret-tabular.png``,
-``ravi-regret-linear.png`` and ``ravi-sensitivity.png``.
+and the sensitivity grids; writes ``ravi-regret-tabular.png``, ``ravi-regret-linear.png`` and
+``ravi-sensitivity.png`` into ``--out DIR`` (default ``results/figures/``, which git ignores;
+``--out examples/figures`` replaces the committed figures).
 
 Run from the repository root (one process; the sweeps are CPU-bound)::
 
@@ -52,7 +53,7 @@ from optplan.modelfile import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "models" / "sweeps"
 RESULTS = ROOT / "results"
-FIGURES = Path(__file__).parent / "figures"
+DEFAULT_OUT = RESULTS / "figures"  # untracked; --out examples/figures for the committed ones
 SENSITIVITY = ("ravi-sensitivity-tabular", "ravi-sensitivity-linear")
 MAIN = ("ravi-tabular-gamma09", "ravi-tabular-gamma099", "ravi-linear")
 AT = (1_000, 10_000, 100_000)
@@ -338,7 +339,15 @@ def main(argv=None) -> int:
     ap.add_argument("--table", action="store_true", help="only tables and figures from results/")
     ap.add_argument("--quick", action="store_true", help="3 seeds, T = 10^4: measure the cost")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="directory for the figures (default: results/figures/, untracked; "
+        "--out examples/figures replaces the committed ones)",
+    )
     args = ap.parse_args(argv)
+    figures = args.out
     root = RESULTS / "ravi-quick" if args.quick else RESULTS
     if not args.table:
         start = time.perf_counter()
@@ -361,7 +370,7 @@ def main(argv=None) -> int:
     print("\n".join(regret_table(data)))
     if args.quick:
         return 0
-    FIGURES.mkdir(exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
     tabular = [e for e in data if not e.startswith("linear")]
     linear = [e for e in data if e.startswith("linear")]
     n = {len(c["Y"]) for a in data.values() for c in a.values()}
@@ -374,7 +383,7 @@ def main(argv=None) -> int:
             f"RAVI-UCB vs baselines, tabular, discounted resets: R_T (log-log), mean and 95% CI "
             f"over {seeds} seeds",
         )
-        print(save_figure(fig, FIGURES / "ravi-regret-tabular.png"), file=sys.stderr)
+        print(save_figure(fig, figures / "ravi-regret-tabular.png"), file=sys.stderr)
     if linear:
         fig = regret_figure(
             data,
@@ -383,11 +392,11 @@ def main(argv=None) -> int:
             f"RAVI-UCB on linear mixtures (20 states, 2 actions, gamma = 0.9): R_T (log-log), "
             f"mean and 95% CI over {seeds} seeds",
         )
-        print(save_figure(fig, FIGURES / "ravi-regret-linear.png"), file=sys.stderr)
+        print(save_figure(fig, figures / "ravi-regret-linear.png"), file=sys.stderr)
     merged = {k: v for name in SENSITIVITY for k, v in tabs[name].items()}
     if merged:
         print(
-            save_figure(sensitivity_figure(merged), FIGURES / "ravi-sensitivity.png"),
+            save_figure(sensitivity_figure(merged), figures / "ravi-sensitivity.png"),
             file=sys.stderr,
         )
     return 0
