@@ -7,7 +7,8 @@ horizon T, the agents' ``update_every`` and UBE's ``Q_max`` differ per environme
 sweep, the results tables (the draft's normalized regret ``sum(r_oracle - r_agent) /
 sum(r_oracle)``, mean ± population sd over the 10 seeds as the draft reports it, and optplan's
 exact discounted pseudo-regret) and the draft's claims checked one by one, and writes into
-``examples/figures/``:
+``--out DIR`` (default ``results/figures/``, which git ignores; ``--out examples/figures``
+replaces the committed figures):
 
 - ``bayes-normalized-regret.png``: normalized regret per environment and agent, mean ± sd;
 - ``bayes-regret-curves.png``: exact pseudo-regret curves, mean and 95% band;
@@ -55,7 +56,7 @@ from optplan.uncertainty import dirichlet_variance_ratio_sum, local_draft
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "models" / "sweeps"
-FIGURES = Path(__file__).parent / "figures"
+DEFAULT_OUT = ROOT / "results" / "figures"
 #: Sweep files in table order.
 NAMES = (
     [f"bayes-deepsea-n{n}" for n in (4, 6, 8, 10, 12)]
@@ -494,6 +495,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-calibration", action="store_true")
     ap.add_argument("--calibration-only", action="store_true")
     ap.add_argument("--draws", type=int, default=2000, help="posterior draws K (calibration)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="directory for the figures (default: results/figures/, untracked; "
+        "--out examples/figures replaces the committed ones)",
+    )
     args = ap.parse_args(argv)
     if args.q_values:
         print_q_values()
@@ -509,7 +517,7 @@ def main(argv=None) -> int:
         print(f"calibration: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         (out_root / "bayes-calibration.json").parent.mkdir(parents=True, exist_ok=True)
         (out_root / f"bayes-calibration{suffix}.json").write_text(json.dumps(calib, indent=1))
-        draw_calibration(calib, FIGURES / f"bayes-calibration{suffix}.png")
+        draw_calibration(calib, args.out / f"bayes-calibration{suffix}.png")
         if args.calibration_only:
             return 0
     if not args.table:
@@ -553,8 +561,8 @@ def main(argv=None) -> int:
     n_seeds = "/".join(
         sorted({str(v["n"]) for r in data.values() for k, v in r.items() if not k.startswith("_")})
     )
-    draw_bars(data, FIGURES / f"bayes-normalized-regret{suffix}.png", n_seeds)
-    draw_curves(data, FIGURES / f"bayes-regret-curves{suffix}.png")
+    draw_bars(data, args.out / f"bayes-normalized-regret{suffix}.png", n_seeds)
+    draw_curves(data, args.out / f"bayes-regret-curves{suffix}.png")
     return 0
 
 
