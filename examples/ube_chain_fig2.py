@@ -6,7 +6,9 @@ zeta = 1, the count bonus ``Qhat + beta log(t) bonus`` for each swept beta) with
 all seeds of a configuration at once, checks that claim on the first seeds against
 :func:`optplan.experiments.run` itself, picks the best beta by mean regret at the last
 episode, prints the mean regret with 95% intervals at 10^2, 10^3 and 10^4 episodes, and writes
-``examples/figures/ube-fig2.png``::
+``ube-fig2.png`` (``ube-fig2-quick.png`` with ``--quick``) into ``--out DIR`` (default
+``results/figures/``, which git ignores; ``--out examples/figures`` replaces the committed
+figure)::
 
     python examples/ube_chain_fig2.py            # about 2 minutes on one core
     python examples/ube_chain_fig2.py --quick    # 50 seeds x 1000 episodes, seconds
@@ -33,7 +35,7 @@ from optplan.experiments.sweep import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "models" / "sweeps" / "ube-fig2.toml"
-FIGURES = Path(__file__).parent / "figures"
+DEFAULT_OUT = ROOT / "results" / "figures"  # untracked; --out examples/figures: the committed
 
 
 def run_sweep_batched(sweep, n_seeds: int, episodes: int):
@@ -148,14 +150,15 @@ def main() -> None:
     p.add_argument(
         "--out",
         type=Path,
-        default=None,
-        help="figure path (default examples/figures/ube-fig2.png; ube-fig2-quick.png with "
-        "--quick, so a quick run never replaces the committed figure)",
+        default=DEFAULT_OUT,
+        help="directory for ube-fig2.png (ube-fig2-quick.png with --quick); default "
+        "results/figures/, untracked; --out examples/figures replaces the committed figure "
+        "(a path ending in .png names the file itself)",
     )
     p.add_argument("--check-seeds", type=int, default=2, help="seeds re-run by the generic loop")
     args = p.parse_args()
-    if args.out is None:
-        args.out = FIGURES / ("ube-fig2-quick.png" if args.quick else "ube-fig2.png")
+    if args.out.suffix != ".png":
+        args.out = args.out / ("ube-fig2-quick.png" if args.quick else "ube-fig2.png")
     sweep = load_sweep(args.sweep)
     n_seeds = 50 if args.quick else len(sweep.seeds)
     episodes = 1000 if args.quick else sweep.episodes
