@@ -1,11 +1,15 @@
 """K-learning on DeepSea: the figures of k-learning-variational-bayesian-rl §4.
 
+Every subcommand writes its figures into ``--out DIR`` (default ``results/figures/``, which git
+ignores; ``--out examples/figures`` replaces the committed figures; a path ending in ``.png``
+names the file itself).
+
 Fig. 2 (episodes to solve vs depth, from a sweep's results)::
 
     optplan sweep models/sweeps/k-learning-fig2.toml --out results/k-learning-fig2 --jobs 2
     python examples/k_learning_deepsea.py fig2 results/k-learning-fig2
 
-writes ``examples/figures/k-learning-fig2.png`` and prints, per agent and depth, how many of
+writes ``k-learning-fig2.png`` and prints, per agent and depth, how many of
 the seeds solved and the median episodes to solve, then each agent's largest depth solved by
 every seed.
 
@@ -14,7 +18,7 @@ DeepSea L = 50, one seed, K-learning with tau* and soft Q-learning)::
 
     python examples/k_learning_deepsea.py fig34
 
-writes ``examples/figures/k-learning-fig3.png`` (K-learning as printed),
+writes ``k-learning-fig3.png`` (K-learning as printed),
 ``k-learning-fig3-deterministic.png`` (K-learning with the deterministic transition prior and
 the posterior bonus of issue 18) and ``k-learning-fig4.png`` (soft-Q), one colour scale per
 row, and prints the column reached in the last row and the goal visits at each snapshot.
@@ -63,11 +67,16 @@ from optplan.experiments.plots import (
 from optplan.experiments.sweep import sweep_from_dict
 from optplan.modelfile import tomllib
 
-FIGURES = Path(__file__).parent / "figures"
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "results" / "figures"  # untracked; --out examples/figures: the committed
 #: --quick: depths, seeds and episode cap of the Fig. 2 sweep.
 QUICK_SIZES, QUICK_SEEDS, QUICK_EPISODES = [4, 6, 8, 10], 3, 1000
 SNAPSHOTS = (5, 50, 100, 300, 1000)
+
+
+def _figure_path(out: Path, name: str) -> Path:
+    """``out`` itself when it names a ``.png`` file, else ``out / name``."""
+    return out if out.suffix == ".png" else out / name
 
 
 def fig2(results_dir: str, out: Path) -> None:
@@ -420,14 +429,20 @@ def _log_marks(episodes: int) -> list[int]:
     return sorted({int(v) - 1 for v in np.geomspace(1, episodes, 8)})
 
 
+OUT_HELP = (
+    "directory for the figure (default results/figures/, untracked; --out examples/figures "
+    "replaces the committed one; a path ending in .png names the file)"
+)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
     f2 = sub.add_parser("fig2", help="episodes to solve vs depth, from a sweep")
     f2.add_argument("results", help="result directory of models/sweeps/k-learning-fig2.toml")
-    f2.add_argument("--out", type=Path, default=FIGURES / "k-learning-fig2.png")
+    f2.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     f34 = sub.add_parser("fig34", help="value and visit heatmaps, L = 50")
-    f34.add_argument("--out-dir", type=Path, default=FIGURES)
+    f34.add_argument("--out", "--out-dir", dest="out_dir", type=Path, default=DEFAULT_OUT)
     f34.add_argument("--episodes", type=int, default=1000)
     f34.add_argument("--seed", type=int, default=0)
     nz = sub.add_parser("noise", help="tau* K-learning (deterministic prior) vs reward noise")
@@ -435,15 +450,17 @@ def main() -> None:
     nz.add_argument("--size", type=int, default=50)
     nz.add_argument("--cap", type=int, default=10_000)
     tc = sub.add_parser("tau", help="tau* against episodes, both priors")
-    tc.add_argument("--out", type=Path, default=FIGURES / "k-learning-tau.png")
+    tc.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     tc.add_argument("--size", type=int, default=50)
     tc.add_argument("--episodes", type=int, default=3000)
     tc.add_argument("--seed", type=int, default=0)
     qk = sub.add_parser("quick", help="Fig. 2 sweep at depths 4-10, 3 seeds, cap 10^3")
-    qk.add_argument("--out-dir", type=Path, default=ROOT / "out" / "k-learning-quick")
+    qk.add_argument(
+        "--out", "--out-dir", dest="out_dir", type=Path, default=ROOT / "out" / "k-learning-quick"
+    )
     qk.add_argument("--jobs", type=int, default=2)
     gr = sub.add_parser("goal-rate", help="goal-rate learning curves, L = 10 and 20")
-    gr.add_argument("--out", type=Path, default=FIGURES / "deepsea-goal-rate.png")
+    gr.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     gr.add_argument("--sizes", type=int, nargs="+", default=[10, 20])
     gr.add_argument("--seeds", type=int, default=3)
     gr.add_argument("--episodes", type=int, default=2000)
@@ -451,13 +468,15 @@ def main() -> None:
     if args.what == "quick":
         quick(args.out_dir, args.jobs)
     elif args.what == "goal-rate":
-        goal_rate(args.out, args.sizes, args.seeds, args.episodes)
+        goal_rate(
+            _figure_path(args.out, "deepsea-goal-rate.png"), args.sizes, args.seeds, args.episodes
+        )
     elif args.what == "fig2":
-        fig2(args.results, args.out)
+        fig2(args.results, _figure_path(args.out, "k-learning-fig2.png"))
     elif args.what == "noise":
         noise(args.seeds, args.size, args.cap)
     elif args.what == "tau":
-        tau_curve(args.out, args.size, args.episodes, args.seed)
+        tau_curve(_figure_path(args.out, "k-learning-tau.png"), args.size, args.episodes, args.seed)
     else:
         if args.episodes < max(SNAPSHOTS):
             p.error(f"--episodes must be at least {max(SNAPSHOTS)}")
