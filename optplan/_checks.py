@@ -9,6 +9,7 @@ one line) from a bug in optplan (a traceback).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from numbers import Integral, Real
@@ -36,6 +37,12 @@ __all__ = [
     "check_writable",
     "write_error",
 ]
+
+# Notices that are not errors (a conic solve replaced by the fast answer, an algorithm that
+# takes over from another) go to the "optplan.<module>" loggers. The package logger gets a
+# NullHandler only, so nothing prints unless the application configures logging, e.g.
+# ``logging.basicConfig(level="INFO")``. Warnings the user must act on stay ``warnings.warn``.
+logging.getLogger("optplan").addHandler(logging.NullHandler())
 
 #: Probability vectors (rows of ``P``, ``initial``, ``p``) must sum to 1 within this tolerance.
 ROW_SUM_TOL = 1e-9

@@ -118,3 +118,65 @@ def test_py_typed_marker_shipped():
     assert (pkg / "py.typed").is_file()
     pyproject = (pkg.parent / "pyproject.toml").read_text()
     assert 'optplan = ["py.typed"]' in pyproject  # package data: installed wheels carry it
+
+
+# --- logging ----------------------------------------------------------------------------
+
+
+def test_package_logger_has_a_null_handler_only():
+    import logging
+
+    handlers = logging.getLogger("optplan").handlers
+    assert any(isinstance(h, logging.NullHandler) for h in handlers)
+    assert all(isinstance(h, logging.NullHandler) for h in handlers)  # no config at import
+
+
+class _FailingProblem:
+    """A problem whose conic path always fails (what a solver error looks like to an agent)."""
+
+    def solve(self, method, solver=None):
+        from optplan.result import SOLVER_ERROR, PlanResult
+
+        return PlanResult(
+            float("nan"), status=SOLVER_ERROR, message="ECOS: numerical trouble", solver=solver
+        )
+
+
+def test_conic_fallback_logged_once_per_status_then_debug(caplog):
+    import logging
+
+    from optplan.agents.base import ConicFallback
+
+    agent = ConicFallback()
+    agent.init_fallback("conic", "ECOS")
+    with caplog.at_level(logging.DEBUG, logger="optplan"):
+        assert agent.solve_conic(_FailingProblem()) is None
+        assert agent.solve_conic(_FailingProblem()) is None
+    recs = [r for r in caplog.records if r.name == "optplan.agents.base"]
+    assert [r.levelno for r in recs] == [logging.WARNING, logging.DEBUG]
+    assert "conic _FailingProblem by ECOS ended 'solver_error'" in recs[0].getMessage()
+    assert "using the fast answer instead (fallback 1)" in recs[0].getMessage()
+    assert agent.fallbacks == 2
+    agent.reset_fallback()  # a new run warns again
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="optplan"):
+        agent.solve_conic(_FailingProblem())
+    assert len([r for r in caplog.records if r.name == "optplan.agents.base"]) == 1
+
+
+def test_policy_iteration_switch_to_rvi_logged(caplog):
+    import logging
+
+    from optplan.problems import solve_average_reward
+
+    P = np.zeros((2, 1, 2))
+    P[0, 0, 0] = P[1, 0, 1] = 1.0  # two absorbing states: a policy with 2 recurrent classes
+    mdp = TabularMDP(P, np.ones((2, 1)))
+    with caplog.at_level(logging.INFO, logger="optplan"):
+        res = solve_average_reward(mdp, method="fast")
+    assert res.status == "optimal" and res.gain == pytest.approx(1.0)
+    (rec,) = [r for r in caplog.records if r.name == "optplan.fast.average_reward"]
+    assert rec.levelno == logging.INFO
+    assert (
+        "2 recurrent classes" in rec.getMessage() and "relative value iteration" in rec.getMessage()
+    )

@@ -1,9 +1,11 @@
-"""Agents: the :class:`Agent` protocol and one module per algorithm family."""
+"""Agents: the :class:`Agent` protocol and one module per algorithm family; build any of them
+from an environment or a model with :func:`make_agent` (``make_agent("mdp-ucb", env)``)."""
 
 from .base import Agent, PolicyAgent
 from .baselines import OracleAgent, RandomAgent
 from .bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
 from .bql import BayesianQLearning
+from .factory import agent_names, make_agent
 from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import PSRL, KLearning, LayeredPosterior
 from .qlearning import EpsilonGreedyQ, SoftQ
@@ -36,4 +38,6 @@ __all__ = [
     "ContinuingPSRL",
     "ContinuingUBE",
     "MomentMatching",
+    "make_agent",
+    "agent_names",
 ]

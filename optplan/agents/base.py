@@ -9,6 +9,7 @@ An agent is usually a posterior (:mod:`optplan.posteriors`), a planning problem
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +18,8 @@ import numpy as np
 from .._checks import OptplanError, OptplanTypeError, check_int, first_bad, index_str
 from ..problems.base import check_method, check_solver
 from ..result import OPTIMAL, PlanResult
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Agent",
@@ -107,7 +110,18 @@ def greedy_policy(q: np.ndarray, mask: np.ndarray, epsilon: float = 0.0) -> np.n
 
 
 def check_count(name: str, value) -> int:
-    """A positive integer parameter (``n_states``, ``n_actions`` ...)."""
+    """A positive integer parameter (``n_states``, ``n_actions`` ...). An environment or a
+    model where a count belongs gets a pointer to :func:`~optplan.agents.make_agent`."""
+    if not isinstance(value, (bool, int, float, str, np.number)) and value is not None:
+        try:
+            return check_int(name, value, 1)
+        except OptplanTypeError:
+            raise OptplanTypeError(
+                f"{name} must be a positive integer (a count), got an object of type "
+                f"{type(value).__name__}. To build an agent from an environment or a model use "
+                "optplan.agents.make_agent(name, env, **params), e.g. "
+                "make_agent('random', env)"
+            ) from None
     return check_int(name, value, 1)
 
 
@@ -156,7 +170,9 @@ class ConicFallback:
 
     A conic solve that does not end ``optimal`` (or accepted by ``accept``) is replaced by the
     fast answer: :attr:`fallbacks` counts those, :attr:`statuses` every conic status, and
-    :meth:`stats` reports both to the experiment record.
+    :meth:`stats` reports both to the experiment record. Each fallback is also logged on the
+    ``optplan.agents.base`` logger: at ``WARNING`` the first time a status causes one since
+    the last reset, at ``DEBUG`` after that (a run may have thousands).
     """
 
     method: str
@@ -170,6 +186,7 @@ class ConicFallback:
     def reset_fallback(self) -> None:
         self.fallbacks = 0
         self.statuses: dict[str, int] = {}
+        self._logged: set[str] = set()
 
     def solve_conic(
         self, problem, accept: Callable[[PlanResult], bool] | None = None
@@ -180,6 +197,18 @@ class ConicFallback:
         if res.status == OPTIMAL or (accept is not None and accept(res)):
             return res
         self.fallbacks += 1
+        level = logging.DEBUG if res.status in self._logged else logging.WARNING
+        self._logged.add(res.status)
+        log.log(
+            level,
+            "%s: conic %s by %s ended %r (%s); using the fast answer instead (fallback %d)",
+            type(self).__name__,
+            type(problem).__name__,
+            getattr(res, "solver", None) or self.solver,
+            res.status,
+            getattr(res, "message", "") or "no message",
+            self.fallbacks,
+        )
         return None
 
     def stats(self) -> dict:

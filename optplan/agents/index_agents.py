@@ -128,12 +128,66 @@ class TransitionEstimator:
         self.policy, self.gain, self.v = out.policy, float(out.gain), out.values
 
 
+_INDEX_PARAMETERS = """
+    Parameters
+    ----------
+    rewards : array_like, shape (S, A)
+        The known mean-reward matrix ``R[s, a] = r_x(a)`` of the true model (the paper's
+        setting: rewards known, transitions learned). Not the number of states: ``S`` and
+        ``A`` are read from its shape. To build the agent from an environment or a model, use
+        ``make_agent("{name}", env)``, which passes the model's ``R``.
+    action_mask : array_like of bool, shape (S, A), optional
+        Admissible actions ``A(x)``; all admissible if omitted.
+    initial_counts : array_like, shape (S, A, S), optional
+        Pseudo-counts ``T[x, a, y] >= 0`` to start from (the paper's "rigged" start, §5.1);
+        they count as past steps.
+    method : {{"fast", "conic"}}, default "fast"
+        How each index is computed: closed form / root finding, or the CVXPY formulation of
+        the same problem (a conic failure falls back to the fast value, counted in
+        :attr:`fallbacks`).{method_note}
+    solver : {{"CLARABEL", "ECOS", "SCS"}}, optional
+        The conic solver (``method="conic"``).
+"""
+
+
+def _with_parameters(cls, method_note: str = ""):
+    """Append the shared numpydoc ``Parameters`` section to an index agent's docstring."""
+    cls.__doc__ = (
+        (cls.__doc__ or "").rstrip()
+        + "\n"
+        + _INDEX_PARAMETERS.format(name=cls.name, method_note=method_note)
+    )
+    return cls
+
+
+def _check_rewards(cls_name: str, agent_name: str, rewards) -> None:
+    """Refuse what is clearly not a reward matrix (a count, an environment, a model) with a
+    message saying what was expected and how to build from an environment."""
+    if isinstance(rewards, np.ndarray) or (
+        isinstance(rewards, (list, tuple)) and np.ndim(rewards) == 2
+    ):
+        if np.ndim(rewards) == 2:
+            return
+        got = f"an array of shape {np.shape(rewards)}"
+    elif isinstance(rewards, (bool, int, float, np.number)):
+        got = f"the {type(rewards).__name__} {rewards!r}"
+    elif isinstance(rewards, (list, tuple)):
+        got = f"a {type(rewards).__name__} of shape {np.shape(rewards)}"
+    else:
+        got = f"an object of type {type(rewards).__name__}"
+    raise OptplanError(
+        f"{cls_name}(rewards=...) expects the known mean-reward matrix R of shape (S, A); got "
+        f"{got}. To build from an environment or a model use make_agent({agent_name!r}, env)"
+    )
+
+
 class IndexAgent(ConicFallback, ABC):
     """Common machinery: estimator, method (fast/conic), fallbacks, action selection."""
 
     name = "index"
 
     def __init__(self, rewards, action_mask=None, initial_counts=None, method="fast", solver=None):
+        _check_rewards(type(self).__name__, self.name, rewards)
         self.init_fallback(method, solver)
         self.estimator = TransitionEstimator(rewards, action_mask, initial_counts)
         self.n_states, self.n_actions = self.estimator.S, self.estimator.A
@@ -208,6 +262,7 @@ class _BallIndexAgent(IndexAgent):
         return u
 
 
+@_with_parameters
 class MDPUCB(_BallIndexAgent):
     """MDP-UCB (Burnetas & Katehakis; accelerating-ucb-indices-mdp §3.1, Eq. 2): KL-ball
     index of radius ``ln t / T[x, a]``. See :mod:`optplan.agents.index_agents`."""
@@ -224,6 +279,7 @@ class MDPUCB(_BallIndexAgent):
         return KLBallIndex(p, v, radius)
 
 
+@_with_parameters
 class OLP(_BallIndexAgent):
     """Optimistic linear programming (Tewari & Bartlett; §3.3): L1-ball index of radius
     ``sqrt(2 ln t / T[x, a])``."""
@@ -240,6 +296,7 @@ class OLP(_BallIndexAgent):
         return L1BallIndex(p, v, radius)
 
 
+@_with_parameters
 class MDPDMED(IndexAgent):
     """MDP-DMED (§3.2): play the estimated best action unless some other action's
     discrepancy ``ln t / K(a) - T[x, a]`` is positive (Theorem 3 conventions)."""
@@ -285,9 +342,7 @@ class MDPDMED(IndexAgent):
 
 
 class MDPPS(IndexAgent):
-    """MDP-PS (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)``.
-
-    ``method`` is accepted for a uniform interface but there is no optimization problem."""
+    """MDP-PS (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)``."""
 
     name = "mdp-ps"
 
@@ -295,3 +350,6 @@ class MDPPS(IndexAgent):
         e = self.estimator
         Q = sample_dirichlet(e.T[state] + 1.0, self.rng)
         return masked(e.R[state] + Q @ e.v, e.mask[state])
+
+
+_with_parameters(MDPPS, " MDP-PS solves no optimization problem: accepted for a uniform interface.")

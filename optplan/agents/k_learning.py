@@ -42,7 +42,7 @@ from .._checks import OptplanError, as_numeric, check_choice, check_positive
 from ..dp import backward_induction
 from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
-from .base import ConicFallback, LayerClock, check_rng
+from .base import ConicFallback, LayerClock, check_count, check_rng
 
 __all__ = ["LayeredPosterior", "KLearning", "PSRL", "TEMPERATURES"]  # LayeredPosterior: re-export
 
@@ -62,6 +62,12 @@ class _Episodic(ABC):
         transition_prior=None,
         initial=None,
     ):
+        for name, value in (
+            ("n_layers", n_layers),
+            ("n_states", n_states),
+            ("n_actions", n_actions),
+        ):
+            check_count(name, value)  # an environment here: point to make_agent
         self.posterior = LayeredPosterior(
             n_layers, n_states, n_actions, sigma, prior_var, transition_prior
         )
@@ -220,9 +226,21 @@ class PSRL(_Episodic):
     main comparator): one model drawn from :class:`LayeredPosterior` per episode, then the
     greedy policy of that model by backward induction.
 
-    Parameters: ``n_layers, n_states, n_actions, sigma=1.0, prior_var=1.0,
-    transition_prior=None, initial=None`` (the posterior, :class:`LayeredPosterior`, and the
-    start distribution)."""
+    Parameters
+    ----------
+    n_layers, n_states, n_actions : int
+        ``L``, states per layer, actions (counts, not an environment: to build from one use
+        ``make_agent("psrl", env)``, which reads them and ``initial`` from its model).
+    sigma : float > 0, default 1.0
+        Known reward noise sd of the Gaussian reward posterior.
+    prior_var : float > 0, default 1.0
+        Prior variance of each mean reward (prior mean 0).
+    transition_prior : float > 0 or "deterministic", optional
+        Dirichlet pseudo-count per next state (default ``1 / S``); ``"deterministic"``: each
+        pair has one unknown next state (DeepSea). See :class:`LayeredPosterior`.
+    initial : array (S,), optional
+        Start distribution (uniform by default).
+    """
 
     def plan(self) -> None:
         R, P = self.posterior.sample(self.rng)

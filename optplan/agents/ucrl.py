@@ -230,3 +230,9 @@ class KLUCRL(_UCRL):
         C_r = math.sqrt(math.log(4.0 * S * A * log_t / self.delta) / 1.99)
         n = np.maximum(n, 1.0)
         return C_p / n, self.r_max * C_r / np.sqrt(n)
+
+
+# The subclasses take the shared constructor's parameters: show them in help(UCRL2) too.
+_PARAMETERS_DOC = _UCRL.__doc__[_UCRL.__doc__.index("    Parameters") :]
+for _cls in (UCRL2, KLUCRL):
+    _cls.__doc__ = _cls.__doc__.rstrip() + "\n\n" + _PARAMETERS_DOC

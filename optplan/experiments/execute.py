@@ -96,8 +96,8 @@ def execute_task(task: dict) -> tuple[dict, dict]:
         _prepare_worker(task)
         env_cfg, agent_cfg = task["env"], task["agent"]
         env = registry.get_env(env_cfg["name"]).build(task["seed_index"], **env_cfg["params"])
-        agent = registry.get_agent(agent_cfg["name"]).build(
-            env, task["criterion"], **agent_cfg["params"]
+        agent = registry.make_agent(
+            agent_cfg["name"], env, task["criterion"], **agent_cfg["params"]
         )
         trace = run(
             agent,

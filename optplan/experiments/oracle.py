@@ -3,13 +3,11 @@ once before the loop so that regret is exact (see :mod:`.run`)."""
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import OptplanTypeError
-from ..bridges import from_gymnasium, table_of
+from ..agents.factory import env_model
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
@@ -53,35 +51,13 @@ class Oracle:
     optimal_value: float
 
 
-#: Toy-text environments converted once (agents' builders and the oracle ask for the model).
-_CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def true_model(env) -> TabularMDP | FiniteHorizonMDP:
-    """The model an environment exposes as ``env.unwrapped.mdp`` (or ``env.mdp``).
-
-    An environment without one but with a toy-text transition table ``env.unwrapped.P``
-    (Gymnasium's FrozenLake, Taxi, CliffWalking, or a user environment of that form) is
-    converted by :func:`~optplan.bridges.from_gymnasium` with ``terminal="restart"``: the
-    continuing view of a run loop that resets the environment when an episode terminates.
+    """The model an environment exposes as ``env.unwrapped.mdp`` (or ``env.mdp``); a toy-text
+    environment's table converted by :func:`~optplan.bridges.from_gymnasium` with
+    ``terminal="restart"``; a model itself. The same as
+    :func:`optplan.agents.factory.env_model`, which agents' builders read.
     """
-    inner = getattr(env, "unwrapped", env)
-    mdp = getattr(inner, "mdp", None)
-    if mdp is None and table_of(env) is not None:
-        try:
-            mdp = _CONVERTED.get(inner)
-        except TypeError:  # not weakly referenceable: convert each time
-            return from_gymnasium(env, terminal="restart")
-        if mdp is None:
-            mdp = _CONVERTED[inner] = from_gymnasium(env, terminal="restart")
-        return mdp
-    if not isinstance(mdp, (TabularMDP, FiniteHorizonMDP)):
-        raise OptplanTypeError(
-            f"env must expose its true model as .mdp (an optplan environment) or a toy-text "
-            f"transition table as .unwrapped.P (dict P[s][a] = [(prob, next_state, reward, "
-            f"terminated), ...]); got {type(env).__name__} wrapping {type(inner).__name__}"
-        )
-    return mdp
+    return env_model(env)
 
 
 def solve_oracle(mdp, criterion: str | None = None) -> Oracle:

@@ -404,7 +404,7 @@ def _build_once(sweep: Sweep, where: str) -> None:
             )
         for agent_cfg in sweep.agents:
             try:
-                registry.get_agent(agent_cfg.name).build(env, criterion, **agent_cfg.params)
+                registry.make_agent(agent_cfg.name, env, criterion, **agent_cfg.params)
             except (TypeError, ValueError, RuntimeError) as exc:
                 raise SweepError(
                     f"{where}: agents {agent_cfg.label!r} on {env_cfg.label!r}: {exc}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -24,6 +25,8 @@ from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 
 ALGORITHMS = ("policy_iteration", "relative_value_iteration")
+
+log = logging.getLogger(__name__)
 
 
 def solve(
@@ -83,6 +86,7 @@ def solve(
         out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
         if out[0] in (MULTICHAIN, NUMERICAL_ERROR):
             note = out[1] + "; switched to relative value iteration. "
+            log.info("average reward: %s; switching to relative value iteration", out[1])
             out = relative_value_iteration(P, R, mask, rvi_tol, 100_000, aperiodicity)
             if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
                 out = (MULTICHAIN, *out[1:])
