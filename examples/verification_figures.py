@@ -14,7 +14,8 @@ largest error over the other compared quantities (solution, multipliers, policy 
 log axis, with the cross-check tolerance. Instances the solver does not end ``optimal`` are
 counted in the panel title, not drawn. ``planning`` draws the median wall time per instance
 against the number of states from ``optplan bench planning --json`` output. Figures go to
-``examples/figures/`` unless ``--out`` says otherwise.
+``--out DIR`` (default ``results/figures/``, which git ignores; ``--out examples/figures``
+replaces the committed figures; a path ending in ``.png`` names the file itself).
 """
 
 from __future__ import annotations
@@ -32,7 +33,18 @@ import optplan as op
 from optplan.bench.cases import deepsea_instance, planning_cases, random_index_instance
 from optplan.experiments.plots import figure_legend, new_figure, save_figure, style
 
-FIGURES = Path(__file__).parent / "figures"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "figures"  # untracked
+OUT_HELP = (
+    "directory for the figure (default results/figures/, untracked; --out examples/figures "
+    "replaces the committed one; a path ending in .png names the file)"
+)
+
+
+def _figure_path(out: Path, name: str) -> Path:
+    """``out`` itself when it names a ``.png`` file, else ``out / name``."""
+    return out if out.suffix == ".png" else out / name
+
+
 INDEX = {"kl_ball": op.KLBallIndex, "kl_inf": op.KLInfRate, "l1_ball": op.L1BallIndex}
 #: (problem, instances): the plan of examples/conic_status_rates.py.
 PLAN = [
@@ -166,16 +178,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
     cc = sub.add_parser("crosscheck", help="histogram of fast-vs-conic errors")
-    cc.add_argument("--out", type=Path, default=FIGURES / "crosscheck-errors.png")
+    cc.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     cc.add_argument("--solver", default="CLARABEL", choices=op.SOLVERS)
     pl = sub.add_parser("planning", help="plot of `optplan bench planning --json` output")
     pl.add_argument("json", type=Path)
-    pl.add_argument("--out", type=Path, default=FIGURES / "bench-planning.png")
+    pl.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     args = p.parse_args()
     if args.what == "crosscheck":
-        crosscheck(args.out, args.solver)
+        crosscheck(_figure_path(args.out, "crosscheck-errors.png"), args.solver)
     else:
-        planning(args.json, args.out)
+        planning(args.json, _figure_path(args.out, "bench-planning.png"))
 
 
 if __name__ == "__main__":
