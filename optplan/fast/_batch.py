@@ -11,7 +11,6 @@ import numpy as np
 
 from ..problems._index import broadcast_to_batch, check_index_inputs
 from ..result import NUMERICAL_ERROR, OPTIMAL, BatchResult
-from . import _index_kernels
 
 
 def broadcast_index_inputs(p, v, param):
@@ -70,12 +69,13 @@ def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
     )
 
 
-def single_row(p, v, param, validate: bool):
+def single_row(p, v, param):
     """``(p, v, param)`` for a compiled kernel's one-row lane, or ``None`` when the inputs are
     not one plain instance (``p``, ``v`` contiguous float64 arrays of shape ``(S,)``, ``param``
-    a real scalar) or, with ``validate``, when the compiled check cannot vouch for them: those
-    take the general path, whose checks raise the errors naming the field and value. No copy,
-    no ``asarray``: the lane exists for its per-call overhead."""
+    a real scalar): those take the general path. The lane's compiled call checks the values
+    (:func:`optplan.fast._index_kernels._valid_one`) and sends what it cannot vouch for to the
+    general path too, whose checks raise the errors naming the field and value. No copy, no
+    ``asarray``: the lane exists for its per-call overhead."""
     if type(p) is not np.ndarray or type(v) is not np.ndarray:
         return None
     if (
@@ -96,8 +96,6 @@ def single_row(p, v, param, validate: bool):
             param = float(param)
         except OverflowError:
             return None
-    if validate and not _index_kernels.valid_one(p, v, param):
-        return None
     return p, v, param
 
 

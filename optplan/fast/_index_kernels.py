@@ -38,7 +38,8 @@ eight passes were 1.3 ms. The direct form's sums are therefore computed in two l
 fills ``log1p(delta e^s)``, ``w`` and ``u`` per element with a branch-free ``log``
 (:func:`_log_pos`: fdlibm's ``__ieee754_log`` reduction and polynomial, error < 1 ulp; the
 ``log1p`` correction ``c / u`` of fdlibm's ``log1p``), which LLVM vectorizes; one sums them
-with reassociation allowed (the order of a sum, nothing else). Elements where
+in four interleaved partial sums (a fixed order: a row gives the same bits alone or in a
+batch). Elements where
 ``delta e^s > 1e300`` fall back to ``math.log1p``. ``tests/test_index_kernels.py`` compares
 every kernel with its numpy reference on random and edge-case rows (values, ``q``,
 multipliers, statuses) and the fast ``log`` with numpy's.
@@ -80,6 +81,10 @@ FAR_S = 16.0
 TINY = 2.2250738585072014e-308
 #: Rows with at least this many supported states use the vectorized loops (:func:`_fill`).
 VECTOR_N = 64
+#: Rows with at least this many supported states start from a sample's root
+#: (:func:`_sample_start`) of this many states.
+SUB_N = 4096
+SUB_M = 512
 #: optplan._checks.ROW_SUM_TOL
 ROW_SUM_TOL = 1e-9
 
@@ -339,6 +344,8 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
     P_top = 0.0
     mean_delta = 0.0
     sq = 0.0
+    small = S < VECTOR_N
+    sum_plogd = 0.0
     for x in range(S):
         px = p[x]
         if px > 0.0:
@@ -348,6 +355,8 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             n += 1
             if dx == 0.0:
                 P_top += px
+            elif small:
+                sum_plogd += px * math.log(dx)
             mean_delta += px * dx
             sq += px * dx * dx
     gap = V - V_I
@@ -357,7 +366,8 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             q[x] = keep * p[x]
         _leftover(p, v, q, S, V)
         return V - keep * gap, keep * gap, 0, True
-    sum_plogd = _plogd(ps, delta, n, ell)
+    if not small:
+        sum_plogd = _plogd(ps, delta, n, ell)
     var_delta = max(sq - mean_delta * mean_delta, 1e-300)
     log_mean_delta = math.log(mean_delta)
     lo = _log_expm1(d) - log_mean_delta
@@ -377,6 +387,8 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
         s = s_max
     else:
         s0 = math.log(math.sqrt(2.0 * d / var_delta))
+        if n >= SUB_N:  # a start from a strided sample of the row (see _sample_start)
+            s0 = _sample_start(s0, lo, hi, ps, delta, n, d, P_top, ell, w, u)
         s = min(max(s0, lo), hi)
         converged = False
         while it < max_iter:
@@ -421,10 +433,19 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             zq = math.exp(s) * math.exp(corr)
             s = s + corr
     if n < VECTOR_N:
-        _fill_lib(delta, n, z, zq, ell, w, u)
-    elif _fill(delta, n, z, zq, ell, w, u):
-        _fill_lib(delta, n, z, zq, ell, w, u)
-    a0, u_sum, L, _, _, _ = _sums(ps, ell, w, u, n)
+        a0 = 0.0
+        u_sum = 0.0
+        L = 0.0
+        for j in range(n):
+            L += ps[j] * math.log1p(delta[j] * z)
+            dq = delta[j] * zq
+            t = 1.0 / (1.0 + dq)
+            a0 += ps[j] * t
+            u_sum += ps[j] * (dq * t)
+    else:
+        if _fill(delta, n, z, zq, ell, w, u):
+            _fill_lib(delta, n, z, zq, ell, w, u)
+        a0, u_sum, L, _, _, _ = _sums(ps, ell, w, u, n)
     log_a0 = math.log(a0) if a0 < 0.5 else math.log1p(-u_sum)
     if boundary:
         lam = math.exp(L - s - d)
@@ -452,6 +473,55 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
     return V - val, lam, it, True
 
 
+def _sample_start(s0, lo, hi, ps, delta, n, d, P_top, ell, w, u):  # pragma: no cover - numba
+    """A start for the root search on a long row: Halley's iteration on ``SUB_M`` states taken
+    at a fixed stride (their mass scaled up to the row's mass off the top, ``1 - P_top``) plus
+    the top's mass ``P_top`` at ``delta = 0``, to a step of ``1e-3``. Only the start: the
+    iteration on the full row from there is the reference's, with its bracket ``[lo, hi]``, so
+    the root is the same; it needs two or three passes over the row instead of five or six
+    (each pass a ``log1p`` per state). Returns ``s0`` unchanged when the sample is unusable
+    (the large-s form, or a step that leaves the bracket)."""
+    stride = n // SUB_M
+    m = 0
+    mass = 0.0
+    for j in range(0, n, stride):  # the sample's delta > 0 entries, in the work arrays' tail
+        if delta[j] > 0.0 and m < SUB_M:
+            w[m] = ps[j]
+            u[m] = delta[j]
+            mass += ps[j]
+            m += 1
+    if m == 0 or mass <= 0.0:
+        return s0
+    k = m
+    w[k] = P_top
+    u[k] = 0.0
+    scale_w = (1.0 - P_top) / mass
+    for j in range(m):
+        w[j] *= scale_w
+    k += 1
+    sp = w[:k].copy()
+    sd = u[:k].copy()
+    mean_d = 0.0
+    for j in range(k):
+        mean_d += sp[j] * sd[j]
+    if not mean_d > 0.0:
+        return s0
+    lmd = math.log(mean_d)
+    s = min(max(s0, lo), hi)
+    for _ in range(20):
+        if s + lmd > LARGE_S:
+            return s0
+        g, dg, _, d2g = _g(s, sp, sd, k, d, lmd, P_top, mean_d, ell, w, u)
+        sn = s - 2.0 * g * dg / (2.0 * dg * dg - g * d2g)
+        if not (sn > lo and sn < hi):
+            return s0
+        step = abs(sn - s)
+        s = sn
+        if step <= 1e-3 * max(1.0, abs(s)):
+            return s
+    return s0
+
+
 def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pragma: no cover
     """Fill the outputs of the rows this kernel handles; ``handled[i]`` says which."""
     B, S = P.shape
@@ -465,10 +535,16 @@ def _kl_ball_rows(P, Vv, D, max_iter, value, q, lam, iterations, handled):  # pr
             iterations[i] = it
 
 
-def _kl_ball_one(p, v, d, max_iter, q):  # pragma: no cover - compiled by numba
+def _kl_ball_one(p, v, d, max_iter, validate):  # pragma: no cover - compiled by numba
+    """One instance in one call: the input check (``validate``), then the row; returns
+    ``(value, lam, iterations, handled, q)`` (not handled: the caller's general path)."""
     S = p.shape[0]
+    q = np.empty(S)
+    if validate and not _valid_one(p, v, d):
+        return math.nan, math.nan, 0, False, q
     ps, delta, ell, w, u = np.empty(S), np.empty(S), np.empty(S), np.empty(S), np.empty(S)
-    return _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u)
+    value, lam, it, ok = _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u)
+    return value, lam, it, ok, q
 
 
 # ---------------------------------------------------------------------------------------
@@ -625,8 +701,13 @@ def _kl_inf_rows(P, Vv, R, max_iter, value, q, lam, iterations, code):  # pragma
         iterations[i] = it
 
 
-def _kl_inf_one(p, v, rho, max_iter, q):  # pragma: no cover - compiled by numba
-    return _kl_inf_row(p, v, rho, max_iter, q, np.empty(p.shape[0]))
+def _kl_inf_one(p, v, rho, max_iter, validate):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_one`: ``(value, lam, iterations, code, q)``."""
+    q = np.empty(p.shape[0])
+    if validate and not _valid_one(p, v, rho):
+        return math.nan, math.nan, 0, LEFT, q
+    value, lam, it, code = _kl_inf_row(p, v, rho, max_iter, q, np.empty(p.shape[0]))
+    return value, lam, it, code, q
 
 
 # ---------------------------------------------------------------------------------------
@@ -713,10 +794,15 @@ def _l1_rows(P, Vv, D, shared, value, q, lam, code):  # pragma: no cover - compi
         code[i] = k
 
 
-def _l1_one(p, v, d, q):  # pragma: no cover - compiled by numba
+def _l1_one(p, v, d, validate):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_one`: ``(value, lam, code, q)``."""
+    q = np.empty(p.shape[0])
+    if validate and not _valid_one(p, v, d):
+        return math.nan, math.nan, LEFT, q
     order = np.empty(p.shape[0], dtype=np.int64)
     best = _drain_order(v, order)
-    return _l1_row(p, v, d, q, order, best)
+    value, lam, code = _l1_row(p, v, d, q, order, best)
+    return value, lam, code, q
 
 
 # ---------------------------------------------------------------------------------------
@@ -786,10 +872,12 @@ _HELPERS = (
     "_g",
     "_log_expm1",
     "_leftover",
+    "_sample_start",
     "_kl_row",
     "_kl_inf_row",
     "_drain_order",
     "_l1_row",
+    "_valid_one",
 )
 #: The entry points called from Python.
 _ENTRIES = (
@@ -801,7 +889,6 @@ _ENTRIES = (
     "_kl_inf_one",
     "_l1_rows",
     "_l1_one",
-    "_valid_one",
 )
 
 
@@ -842,13 +929,27 @@ def _kernels() -> dict:
             g["_f2i"], g["_i2f"] = _bitcasts(numba)
             opts = {"cache": True, "nogil": True, "error_model": "numpy"}  # IEEE: 1/0 = inf
             # sums only: reassociation (the order of a sum) lets LLVM vectorize them
-            g["_sums"] = numba.njit(**opts, fastmath={"reassoc", "nsz", "contract"})(g["_sums"])
-            inline = {"_log_pos", "_log1p_pos", "_fill", "_fill_lib", "_plogd", "_leftover"}
+            g["_sums"] = numba.njit(**opts, fastmath={"reassoc", "nsz"})(g["_sums"])
+            # inlined in numba's IR: no call boundary, no reference counting of the array
+            # arguments per call (it cost ~40% of a row at S = 10)
+            inline = {
+                "_log_pos",
+                "_log1p_pos",
+                "_fill",
+                "_fill_lib",
+                "_sums_direct",
+                "_plogd",
+                "_leftover",
+                "_kl_row",
+                "_kl_inf_row",
+                "_l1_row",
+                "_valid_one",
+            }
             for name in _HELPERS:
                 extra = {"inline": "always"} if name in inline else {}
                 g[name] = numba.njit(**opts, **extra)(g[name])
             compiled = {name: numba.njit(**opts)(g[name]) for name in _ENTRIES}
-            compiled.update({name: g[name] for name in _HELPERS + ("_sums",)})
+            compiled.update({name: g[name] for name in _HELPERS + ("_sums", "_sums_direct")})
             _COMPILED.update(compiled)
     return _COMPILED
 
@@ -868,10 +969,10 @@ def kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations) -> np.ndarray:
     return handled
 
 
-def kl_ball_one(p, v, d: float, max_iter: int, q):
-    """One row (``p``, ``v`` contiguous float ``(S,)``): fill ``q``; return
-    ``(value, lam, iterations, handled)``."""
-    return (_COMPILED or _kernels())["_kl_ball_one"](p, v, d, max_iter, q)
+def kl_ball_one(p, v, d: float, max_iter: int, validate: bool):
+    """One row (``p``, ``v`` contiguous float ``(S,)``), its inputs checked first with
+    ``validate``: ``(value, lam, iterations, handled, q)``."""
+    return (_COMPILED or _kernels())["_kl_ball_one"](p, v, d, max_iter, validate)
 
 
 def kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations) -> np.ndarray:
@@ -884,9 +985,9 @@ def kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations) -> np.ndarray:
     return code
 
 
-def kl_inf_one(p, v, rho: float, max_iter: int, q):
-    """One KL-inf row: fill ``q``; return ``(value, lam, iterations, code)``."""
-    return (_COMPILED or _kernels())["_kl_inf_one"](p, v, rho, max_iter, q)
+def kl_inf_one(p, v, rho: float, max_iter: int, validate: bool):
+    """One KL-inf row: ``(value, lam, iterations, code, q)`` (``LEFT``: the general path)."""
+    return (_COMPILED or _kernels())["_kl_inf_one"](p, v, rho, max_iter, validate)
 
 
 def l1_rows(p, v, d, shared: bool, value, q, lam) -> np.ndarray:
@@ -898,14 +999,14 @@ def l1_rows(p, v, d, shared: bool, value, q, lam) -> np.ndarray:
     return code
 
 
-def l1_one(p, v, d: float, q):
-    """One L1-ball row: fill ``q``; return ``(value, lam, code)``."""
-    return (_COMPILED or _kernels())["_l1_one"](p, v, d, q)
+def l1_one(p, v, d: float, validate: bool):
+    """One L1-ball row: ``(value, lam, code, q)`` (``LEFT``: the general path)."""
+    return (_COMPILED or _kernels())["_l1_one"](p, v, d, validate)
 
 
 def valid_one(p, v, param: float) -> bool:
     """See :func:`_valid_one`."""
-    return (_COMPILED or _kernels())["_valid_one"](p, v, param)
+    return _kernels()["_valid_one"](p, v, param)
 
 
 def kl_ball_gathered(pc, cols, zero, has_zero, v, d, max_iter, value, n_states=None):

@@ -86,13 +86,13 @@ def kl_ball_index(
         ``value`` (C), ``x`` (q*), ``multiplier`` (``dC/d radius``), ``status`` per element.
         Equal to a loop of scalar calls.
     """
-    check_int("max_iter", max_iter)
     start = time.perf_counter()
+    if type(max_iter) is not int or max_iter < 1:
+        check_int("max_iter", max_iter)
     compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
-    one = single_row(p, v, radius, validate) if compiled else None
-    if one is not None:  # one instance: the compiled row, no batch machinery
-        q = np.empty(one[0].shape[0])
-        value, lam, its, handled = _index_kernels.kl_ball_one(*one, max_iter, q)
+    one = single_row(p, v, radius) if compiled else None
+    if one is not None:  # one instance: checked and solved in one compiled call
+        value, lam, its, handled, q = _index_kernels.kl_ball_one(*one, max_iter, bool(validate))
         if handled:
             return single_result(value, q, lam, its, start, "halley")
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)

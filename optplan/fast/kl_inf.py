@@ -69,13 +69,13 @@ def kl_inf_rate(
     BatchResult
         ``value`` (D), ``x`` (q*), ``multiplier`` (``dD/d target``), ``status`` per element.
     """
-    check_int("max_iter", max_iter)
     start = time.perf_counter()
+    if type(max_iter) is not int or max_iter < 1:
+        check_int("max_iter", max_iter)
     compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
-    one = single_row(p, v, target, validate) if compiled else None
-    if one is not None:  # one instance: the compiled row, no batch machinery
-        q = np.empty(one[0].shape[0])
-        value, lam, its, code = _index_kernels.kl_inf_one(*one, max_iter, q)
+    one = single_row(p, v, target) if compiled else None
+    if one is not None:  # one instance: checked and solved in one compiled call
+        value, lam, its, code, q = _index_kernels.kl_inf_one(*one, max_iter, bool(validate))
         if code != _index_kernels.LEFT:
             status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, its, start, "newton", status)

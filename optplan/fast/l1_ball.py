@@ -57,12 +57,12 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
     """
     start = time.perf_counter()
     compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
-    one = single_row(p, v, radius, validate) if compiled else None
-    if one is not None:  # one instance: the compiled row, no batch machinery
-        q = np.empty(one[0].shape[0])
-        value, lam, code = _index_kernels.l1_one(*one, q)
-        status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
-        return single_result(value, q, lam, 0, start, "closed_form", status)
+    one = single_row(p, v, radius) if compiled else None
+    if one is not None:  # one instance: checked and solved in one compiled call
+        value, lam, code, q = _index_kernels.l1_one(*one, bool(validate))
+        if code != _index_kernels.LEFT:
+            status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
+            return single_result(value, q, lam, 0, start, "closed_form", status)
     if validate:
         p, v, d = check_index_inputs(p, v, radius, "radius")
     else:
