@@ -26,6 +26,60 @@ pytest.importorskip("hypothesis")  # op.verify's engine imports it
 from optplan.verification import check_instance, optplan_fast  # noqa: E402
 
 THIRD = [1 / 3, 1 / 3, 1 / 3]
+#: 5 states, 4 actions: each state can step towards state 2 only along masses of 1e-79 ..
+#: 1e-267 unless it goes through state 1 (a breadth-first start made I - P_NN singular).
+WIDEST = np.array(
+    [
+        [
+            [0.0, 0.0, 0.0, 0.0, 1.0],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+            [2.6283262281311557e-228, 4.3250483855287196e-175, 0.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0, 7.724207290253321e-136],
+        ],
+        [
+            [0.0, 0.0, 3.278089802633727e-79, 1.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0, 0.0],
+            [
+                4.407270307881146e-258,
+                0.24199026951552122,
+                0.31306198828475135,
+                0.22396775369639726,
+                0.22097998850333014,
+            ],
+            [0.0, 1.0, 0.0, 1.8948224287556088e-292, 0.0],
+        ],
+        [
+            [
+                4.4138476104274103e-243,
+                0.09647589246416037,
+                0.4805401149086935,
+                0.42298399262714603,
+                0.0,
+            ],
+            [0.0, 0.44234423707384973, 0.0, 0.5576557629261503, 0.0],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0, 0.0],
+        ],
+        [
+            [0.0, 1.0, 1.8330272460082102e-239, 0.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+            [
+                0.2301970983304163,
+                0.7698029016695838,
+                2.4167222456791317e-94,
+                0.0,
+                1.9431053052267996e-57,
+            ],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+        ],
+        [
+            [0.0, 2.3778220811381857e-194, 0.0, 1.0, 0.0],
+            [0.3730774775331564, 0.0, 0.0, 0.3716522942196912, 0.25527022824715245],
+            [0.0, 5.379598637758863e-269, 1.4823067187211388e-267, 1.0, 0.0],
+            [2.690704814997165e-11, 0.0, 5.8075464565851955e-117, 0.0, 0.999999999973093],
+        ],
+    ]
+)
 
 #: (stem, options, inputs): the shrunk counterexamples of the n = 2,000 self-check.
 FOUND = {
@@ -102,6 +156,11 @@ FOUND = {
             P=np.array([[THIRD, THIRD], [THIRD, THIRD], [[1e-300, 1e-300, 1.0], [0.5, 0.0, 0.5]]])
         ),
     ),
+    "hitting time, steps along masses of 1e-94": (
+        "hitting_time",
+        None,
+        dict(P=np.array(WIDEST)),
+    ),
     "k_temperature, flat objective": (
         "k_temperature",
         None,
@@ -165,6 +224,17 @@ def test_hitting_time_of_a_1e300_escape_is_1e300_not_a_wrong_number():
     res = HittingTimes(op.TabularMDP(P, np.zeros((2, 1)))).solve()
     assert res.status == "optimal"
     assert res.values[1, 0] == pytest.approx(1e300, rel=1e-12)
+
+
+def test_hitting_time_conic_is_not_optimal_when_its_residual_cannot_certify_it():
+    """T = 1 / 2e-12 = 5e11 + 1: Clarabel's 5.0001e11 passed a residual check on the scale
+    max T; on the scale 1 it is downgraded, and the fast path is exact."""
+    P = np.array([[[0.5, 0.5]], [[1.999999999996e-12, 0.999999999998]]])
+    problem = HittingTimes(op.TabularMDP(P, np.zeros((2, 1))))
+    fast, conic = problem.solve(), problem.solve(method="conic")
+    assert fast.status == "optimal"
+    assert fast.values[0, 1] == pytest.approx(1 / 1.999999999996e-12, rel=1e-12)
+    assert conic.status == "optimal_inaccurate" and "Bellman residual" in conic.message
 
 
 def test_l1_conic_point_off_the_simplex_is_not_called_optimal():

@@ -50,12 +50,17 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     T = np.where(reach, 0.0, np.inf)
     T[free] = prob.var_dict["times"].value
     finite = np.where(np.isfinite(T), T, 0.0)
-    q = 1.0 + np.einsum("saj,tj->tsa", mdp.P, finite)
-    q = -masked(-q, stays)
-    policy = np.where(free, q.argmin(axis=2), -1)
-    residual = float(np.abs(q.min(axis=2)[free] - T[free]).max(initial=0.0))
-    scale = 1.0 + float(np.abs(T[free]).max(initial=0.0))
-    result = result.checked(residual, scale, "Bellman residual")
+    # q - T = 1 - sum_j P(s, a, j) (T[t, s] - T[t, j]): the residual from differences, which
+    # keep their digits where 1 + P T - T rounds at the last digit of T (T = 5e11: 1e-4)
+    gaps = finite[:, :, None] - finite[:, None, :]  # (t, s, j)
+    slack = 1.0 - np.einsum("saj,tsj->tsa", mdp.P, gaps)
+    slack = -masked(-slack, stays)
+    policy = np.where(free, slack.argmin(axis=2), -1)
+    residual = float(np.abs(slack.min(axis=2)[free]).max(initial=0.0))
+    # a residual r moves T by up to max(T) * r ((I - P_NN)^{-1} has row sums T), so T is
+    # right to rtol relative only if r is within the tolerance on the scale 1; on the scale
+    # max(T), as before, Clarabel's T of 5.0001e11 for an exact 5e11 passed (op.verify)
+    result = result.checked(residual, 1.0, "Bellman residual (on the scale 1: max T amplifies it)")
     off = ~np.eye(S, dtype=bool)
     return conic_result(
         result,

@@ -13,23 +13,28 @@ from ._options import check_tol_iter
 
 
 def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.ndarray:
-    """A policy that, off ``goal``, takes an ``allowed`` action reaching a state strictly
-    closer to ``goal`` (breadth-first distance in the graph of allowed actions) with positive
-    probability: ``goal`` is then reached with probability 1 from every state at a finite
-    distance. ``-1`` where no allowed action exists. Of the actions that step closer, the one
-    with the most probability on closer states (a mass of 1e-300 is proper but its expected
-    time, 1e300, leaves nothing to improve in double precision)."""
+    """A proper policy towards ``goal``: states are settled in rounds, each taking the
+    ``allowed`` action with the most probability on the states settled before it (``goal``
+    first); every round settles the states whose best mass is at least half the round's
+    largest. Each settled state moves to earlier ones with positive probability, so ``goal``
+    is reached with probability 1 from every state that gets an action; ``-1`` where none
+    does. Preferring large masses (a widest-path tree) keeps the first evaluation well
+    conditioned: a breadth-first step along a mass of 1e-94 is proper too, but its system
+    ``I - P_NN`` is singular in double precision (found by op.verify)."""
     S = P.shape[0]
-    edges = (P > 0) & allowed[:, :, None]
-    dist = np.where(goal, 0, S + 1)
-    for d in range(1, S + 1):  # breadth-first layers (a loop over distances)
-        step = (edges & (dist < d)[None, None, :]).any(axis=(1, 2)) & (dist > d)
-        if not step.any():
+    edges = np.where(allowed[:, :, None], P, 0.0)
+    settled = goal.copy()
+    policy = np.full(S, -1)
+    for _ in range(S):  # rounds (each settles at least one state)
+        mass = edges[:, :, settled].sum(axis=2)  # (S, A): mass on the settled states
+        best = np.where(settled, 0.0, mass.max(axis=1))
+        top = best.max()
+        if not top > 0:
             break
-        dist[step] = d
-    nearer = dist[None, None, :] < dist[:, None, None]
-    mass = np.where(edges & nearer, P, 0.0).sum(axis=2)  # (S, A): mass on closer states
-    return np.where(mass.max(axis=1) > 0, mass.argmax(axis=1), -1)
+        pick = best >= 0.5 * top
+        policy[pick] = mass[pick].argmax(axis=1)
+        settled |= pick
+    return policy
 
 
 def escape_matrix(P_N: np.ndarray, P_out: np.ndarray, pol: np.ndarray) -> np.ndarray:
