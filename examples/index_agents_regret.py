@@ -7,10 +7,10 @@ Run from the repository root:
     python examples/index_agents_regret.py --table  # only print the table from existing results
     python examples/index_agents_regret.py --quick  # 2 runs per sweep, same code: about 2 minutes
 
-Results go to results/<sweep name> (resumable), figures to examples/figures/<sweep name>.png
-(gap regret) and <sweep name>-pseudo.png (pseudo-regret). ``--quick`` writes both under
-``out/index-agents-quick/`` (git ignores ``out/``), so it never replaces the committed figures;
-``--out DIR`` puts results in ``DIR/results`` and figures in ``DIR/figures``. The table gives,
+Results go to results/<sweep name> (resumable), figures <sweep name>.png (gap regret) and
+<sweep name>-pseudo.png (pseudo-regret) to ``--out DIR`` (default ``results/figures/``;
+``--quick`` writes both under ``out/index-agents-quick/``; git ignores both places, so only
+``--out examples/figures`` replaces the committed figures). The table gives,
 per agent, the mean
 regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measures:
 
@@ -82,12 +82,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true", help="only print from existing results")
     ap.add_argument("--quick", action="store_true", help="2 runs per sweep instead of 100/100/20")
-    ap.add_argument("--out", type=Path, help="write results and figures under this directory")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="directory for the figures (default results/figures/, untracked; --quick: "
+        "out/index-agents-quick/figures/; --out examples/figures replaces the committed ones)",
+    )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    out = args.out or (ROOT / "out" / "index-agents-quick" if args.quick else None)
-    results_root = out / "results" if out else ROOT / "results"
-    figures = out / "figures" if out else ROOT / "examples" / "figures"
+    root = ROOT / "out" / "index-agents-quick" if args.quick else None
+    results_root = root / "results" if root else ROOT / "results"
+    figures = args.out or (root / "figures" if root else ROOT / "results" / "figures")
     print(
         "| agent | env | runs | gap regret T=1e3 | T=1e4 | ratio | regret T=1e3 | T=1e4 | ratio |\n"
         "|---|---|---|---|---|---|---|---|---|"
