@@ -5,7 +5,7 @@ Run from the repository root:
 
     python examples/index_agents_regret.py          # all three sweeps (Fig. 3/4: 100 x 1e4 x 4)
     python examples/index_agents_regret.py --table  # only print the table from existing results
-    python examples/index_agents_regret.py --quick  # 2 runs per sweep, same code: about 2 minutes
+    python examples/index_agents_regret.py --quick  # 2 runs x 3,000 steps per sweep, same code
 
 Results go to results/<sweep name> (resumable), figures <sweep name>.png (gap regret) and
 <sweep name>-pseudo.png (pseudo-regret) to ``--out DIR`` (default ``results/figures/``;
@@ -51,18 +51,20 @@ METRIC_TITLE = {
 }
 #: Runs per sweep with --quick (the first seeds of the full sweep: same task seeds).
 QUICK_SEEDS = {"cowan3-fig3": 2, "cowan3-fig4": 2, "index-agents-beyond": 2}
+#: Steps with --quick (the table then reads T = 300 and 3,000).
+QUICK_STEPS = 3_000
 
 
-def table(results) -> list[str]:
+def table(results, at=(1000, 10000)) -> list[str]:
     lines = []
     for (agent, env), recs in results.groups().items():
         cells = []
         for metric in ("gap_regret", "regret"):
             t, Y = results.curve_matrix(recs, metric)
             # the stored grid is ~100 linear points; read T exactly by linear interpolation
-            at = {T: np.array([np.interp(T, t, y) for y in Y]) for T in (1000, 10000)}
-            m1, h1 = mean_ci(at[1000])
-            m2, h2 = mean_ci(at[10000])
+            vals = {T: np.array([np.interp(T, t, y) for y in Y]) for T in at}
+            m1, h1 = mean_ci(vals[at[0]])
+            m2, h2 = mean_ci(vals[at[1]])
             cells.append(f"{m1:6.2f} ± {h1:4.2f} | {m2:6.2f} ± {h2:4.2f} | {m2 / m1:4.2f}")
         lines.append(f"| {agent:<8} | {env} | {len(recs):>3} | " + " | ".join(cells) + " |")
     return lines
@@ -75,13 +77,18 @@ def _sweep(key: str, quick: bool):
     data = tomllib.loads(path.read_text())
     data["name"] = "quick-" + data["name"]
     data["seeds"] = QUICK_SEEDS[key]
+    data["steps"] = QUICK_STEPS
     return sweep_from_dict(data, source=str(path))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true", help="only print from existing results")
-    ap.add_argument("--quick", action="store_true", help="2 runs per sweep instead of 100/100/20")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 runs x 3,000 steps per sweep instead of 100/100/20 x 10^4",
+    )
     ap.add_argument(
         "--out",
         type=Path,
@@ -93,8 +100,10 @@ def main(argv=None) -> int:
     root = ROOT / "out" / "index-agents-quick" if args.quick else None
     results_root = root / "results" if root else ROOT / "results"
     figures = args.out or (root / "figures" if root else ROOT / "results" / "figures")
+    at = (QUICK_STEPS // 10, QUICK_STEPS) if args.quick else (1000, 10000)
     print(
-        "| agent | env | runs | gap regret T=1e3 | T=1e4 | ratio | regret T=1e3 | T=1e4 | ratio |\n"
+        f"| agent | env | runs | gap regret T={at[0]:,} | T={at[1]:,} | ratio | regret T={at[0]:,} "
+        f"| T={at[1]:,} | ratio |\n"
         "|---|---|---|---|---|---|---|---|---|"
     )
     for key, title in FIGS.items():
@@ -108,7 +117,7 @@ def main(argv=None) -> int:
         results = load_results(res_dir)
         runs = {len(r) for r in results.groups().values()}
         print(f"| **{title.split(' (2')[0]}** | | | | | | | | |")
-        print("\n".join(table(results)))
+        print("\n".join(table(results, at)))
         for metric, suffix in (("gap_regret", ""), ("regret", "-pseudo")):
             fig = regret_figure(results, metric=metric)
             for ax in fig.axes:
