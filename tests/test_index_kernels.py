@@ -351,3 +351,22 @@ def test_compiled_equals_numpy_many(seed, S, kind):
         assert_same_kl_inf(*kl_inf_rows(seed, 40, S, 1.0, seed % 2 == 0, 0.3))
     else:
         assert_same_l1(*l1_rows(seed, 40, S, seed % 2 == 0, 0.3))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_l1_selection_equals_the_full_sort(ties):
+    """Rows of >= L1_SELECT_N states drain by quickselect plus a sort of the drained part:
+    the same q and margin bit for bit as the numpy reference's full stable sort, for radii
+    from 0 to past full drain (where the full sort takes over)."""
+    rng = np.random.default_rng(5)
+    S = 3 * _index_kernels.L1_SELECT_N
+    p = rng.dirichlet(np.full(S, 0.5), size=12)
+    p[rng.random(p.shape) < 0.3] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    v = rng.normal(size=(12, S))
+    if ties:
+        v = np.round(v * 2) / 2
+    for d in (0.0, 1e-300, 1e-12, 0.01, 0.3, 1.0, 1.9, 2.0, 5.0, -1.0):
+        assert_same_l1(p, v, np.full(12, d))
+        for i in range(3):  # and the one-instance lane
+            assert_same_l1(p[i][None], v[i][None], np.array([d]))

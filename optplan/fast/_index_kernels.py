@@ -85,6 +85,8 @@ VECTOR_N = 64
 #: (:func:`_sample_start`) of this many states.
 SUB_N = 4096
 SUB_M = 512
+#: L1 rows with at least this many states (and their own v) drain by selection, not a sort.
+L1_SELECT_N = 128
 #: optplan._checks.ROW_SUM_TOL
 ROW_SUM_TOL = 1e-9
 
@@ -780,14 +782,139 @@ def _l1_row(p, v, d, q, order, best):  # pragma: no cover - compiled by numba
     return V - acc, lam, DONE
 
 
+def _key_less(v, a, b):  # pragma: no cover - compiled by numba
+    """State ``a`` drains before state ``b``: smaller value, or equal value and smaller index."""
+    return v[a] < v[b] or (v[a] == v[b] and a < b)
+
+
+def _l1_select(p, v, d, q, idx, tmp, keys):  # pragma: no cover - compiled by numba
+    """One L1-ball row without sorting all states: a weighted quickselect (keys ``(v, index)``,
+    all distinct) finds the fewest lowest states whose mass exceeds ``eps = d / 2`` by a
+    margin (``1e-9`` relative, far above the round-off of its sums), only those are sorted
+    (:func:`_drain_order`'s order on them), and the drain runs over them with the reference's
+    formulas and its sequential cumulative sums: the same ``q`` and margin, bit for bit, as
+    the full sort. ``O(S)`` expected plus a sort of the drained part. Returns
+    ``(value, lam, code)``; ``LEFT`` when the ball drains (nearly) every state off the best
+    one, which the full sort handles. ``idx``, ``tmp``: int work arrays; ``keys``: float."""
+    S = p.shape[0]
+    best = 0
+    for x in range(S):
+        if v[x] > v[best]:
+            best = x
+    V = v[best]
+    eps = 0.5 * d
+    m = 0
+    R = 0.0
+    for x in range(S):
+        if x != best:
+            idx[m] = x
+            m += 1
+            R += p[x]
+    target = eps * (1.0 + 1e-9) + 1e-15
+    if not (d >= 0.0 and target < R * (1.0 - 1e-9)):
+        return math.nan, math.nan, LEFT
+    lo = 0
+    hi = m
+    acc = 0.0
+    while hi - lo > 16:
+        a = idx[lo]
+        b = idx[(lo + hi) // 2]
+        c = idx[hi - 1]
+        if _key_less(v, a, b):
+            piv = b if _key_less(v, b, c) else (c if _key_less(v, a, c) else a)
+        else:
+            piv = a if _key_less(v, a, c) else (c if _key_less(v, b, c) else b)
+        i = lo
+        j = hi - 1
+        mass_left = 0.0
+        for t in range(lo, hi):
+            x = idx[t]
+            if x == piv:
+                continue
+            if _key_less(v, x, piv):
+                tmp[i] = x
+                i += 1
+                mass_left += p[x]
+            else:
+                tmp[j] = x
+                j -= 1
+        tmp[i] = piv
+        for t in range(lo, hi):
+            idx[t] = tmp[t]
+        if acc + mass_left > target:
+            hi = i
+        elif acc + mass_left + p[piv] > target:
+            hi = i + 1
+            break
+        else:
+            acc += mass_left + p[piv]
+            lo = i + 1
+    k = hi
+    # the drained part in the reference's order: by value, ties by index
+    for t in range(k):
+        keys[t] = v[idx[t]]
+    srt = np.argsort(keys[:k])
+    for t in range(k):
+        tmp[t] = idx[srt[t]]
+    t = 0
+    while t < k - 1:
+        if keys[srt[t + 1]] == keys[srt[t]]:  # a run of ties: indices ascending
+            e = t + 1
+            while e + 1 < k and keys[srt[e + 1]] == keys[srt[t]]:
+                e += 1
+            for a_ in range(t + 1, e + 1):
+                x = tmp[a_]
+                b_ = a_ - 1
+                while b_ >= t and tmp[b_] > x:
+                    tmp[b_ + 1] = tmp[b_]
+                    b_ -= 1
+                tmp[b_ + 1] = x
+            t = e + 1
+        else:
+            t += 1
+    for x in range(S):
+        q[x] = p[x]
+    cum = 0.0
+    lam = 0.0
+    found = False
+    for t in range(k):
+        x = tmp[t]
+        px = p[x]
+        before = cum
+        cum += px
+        q[x] = px - min(px, max(0.0, eps - before))
+        if not found and not cum <= eps:
+            lam = 0.5 * (V - v[x])
+            found = True
+    if not found:
+        return math.nan, math.nan, LEFT
+    q[best] = p[best] + eps
+    acc = 0.0
+    for x in range(S):
+        if x != best:
+            acc += q[x] * (V - v[x])
+    return V - acc, lam, DONE
+
+
 def _l1_rows(P, Vv, D, shared, value, q, lam, code):  # pragma: no cover - compiled by numba
     B, S = P.shape
     order = np.empty(S, dtype=np.int64)
+    idx, tmp, keys = np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64), np.empty(S)
     best = 0
+    sorted_ = False
     for i in range(B):
         vi = Vv[0] if shared else Vv[i]
-        if i == 0 or not shared:
+        if not shared and S >= L1_SELECT_N:
+            val, lm, k = _l1_select(P[i], vi, D[i], q[i], idx, tmp, keys)
+            if k != LEFT:
+                value[i] = val
+                lam[i] = lm
+                code[i] = k
+                continue
+            sorted_ = False
+        if not (shared and sorted_):
             best = _drain_order(vi, order)
+            sorted_ = True
         val, lm, k = _l1_row(P[i], vi, D[i], q[i], order, best)
         value[i] = val
         lam[i] = lm
@@ -799,7 +926,12 @@ def _l1_one(p, v, d, validate):  # pragma: no cover - compiled by numba
     q = np.empty(p.shape[0])
     if validate and not _valid_one(p, v, d):
         return math.nan, math.nan, LEFT, q
-    order = np.empty(p.shape[0], dtype=np.int64)
+    S = p.shape[0]
+    order = np.empty(S, dtype=np.int64)
+    if S >= L1_SELECT_N:
+        value, lam, code = _l1_select(p, v, d, q, order, np.empty(S, dtype=np.int64), np.empty(S))
+        if code != LEFT:
+            return value, lam, code, q
     best = _drain_order(v, order)
     value, lam, code = _l1_row(p, v, d, q, order, best)
     return value, lam, code, q
@@ -876,6 +1008,8 @@ _HELPERS = (
     "_kl_row",
     "_kl_inf_row",
     "_drain_order",
+    "_key_less",
+    "_l1_select",
     "_l1_row",
     "_valid_one",
 )
@@ -943,6 +1077,7 @@ def _kernels() -> dict:
                 "_kl_row",
                 "_kl_inf_row",
                 "_l1_row",
+                "_key_less",
                 "_valid_one",
             }
             for name in _HELPERS:
