@@ -7,94 +7,105 @@ Public API (re-exports only)::
     res = op.solve_discounted(mdp, method="fast")   # or method="conic", solver="CLARABEL"
     chk = op.cross_check(op.AverageRewardPlanning(mdp))
     rep = op.verify(my_kl_index, "kl_ball", n=2000)  # a user's closed form vs CVXPY
+
+Every name is loaded on first use (PEP 562 ``__getattr__``): ``import optplan`` itself imports
+nothing heavy (no scipy, cvxpy, numba, gymnasium, matplotlib, ray or hypothesis;
+``tests/test_startup.py`` checks it), so ``optplan --help`` and scripts start at once.
 """
 
-from . import agents, envs, experiments, uncertainty, verification
-from .bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
-from .crosscheck import SOLVER_TOL, cross_check
-from .describe import Description, describe
-from .fast.kl_ball import kl_ball_index
-from .fast.kl_inf import kl_inf_rate
-from .fast.l1_ball import l1_ball_index
-from .mdp import FiniteHorizonMDP, TabularMDP
-from .modelfile import load_model, save_model
-from .problems import (
-    METHODS,
-    SOLVERS,
-    AverageRewardPlanning,
-    ClippedOptimisticPlanning,
-    DiscountedPlanning,
-    FiniteHorizonPlanning,
-    HittingTimes,
-    KLBallIndex,
-    KLearningTemperature,
-    KLInfRate,
-    L1BallIndex,
-    MomentMatchingVariance,
-    OptimisticPlanning,
-    UncertaintyBellman,
-    solve_average_reward,
-    solve_discounted,
-    solve_finite_horizon,
-)
-from .problems.k_temperature import (
-    boltzmann_policy,
-    k_values,
-    soft_values,
-    temperature_schedule,
-)
-from .result import BatchResult, CrossCheck, PlanResult
-from .soft import ravi_step
-from .verification import DeclaredProblem, VerifyReport, verify
+from __future__ import annotations
+
+import importlib
+import sys
+import types
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "TabularMDP",
-    "from_gymnasium",
-    "from_mdptoolbox",
-    "to_mdptoolbox",
-    "load_model",
-    "save_model",
-    "agents",
-    "envs",
-    "experiments",
-    "FiniteHorizonMDP",
-    "PlanResult",
-    "BatchResult",
-    "CrossCheck",
-    "cross_check",
-    "describe",
-    "Description",
-    "SOLVER_TOL",
-    "METHODS",
-    "SOLVERS",
-    "DiscountedPlanning",
-    "AverageRewardPlanning",
-    "FiniteHorizonPlanning",
-    "HittingTimes",
-    "KLBallIndex",
-    "kl_ball_index",
-    "KLInfRate",
-    "kl_inf_rate",
-    "L1BallIndex",
-    "l1_ball_index",
-    "KLearningTemperature",
-    "UncertaintyBellman",
-    "MomentMatchingVariance",
-    "OptimisticPlanning",
-    "ClippedOptimisticPlanning",
-    "ravi_step",
-    "uncertainty",
-    "k_values",
-    "boltzmann_policy",
-    "soft_values",
-    "temperature_schedule",
-    "solve_discounted",
-    "solve_average_reward",
-    "solve_finite_horizon",
-    "verify",
-    "verification",
-    "VerifyReport",
-    "DeclaredProblem",
-]
+#: Public name -> the module (relative to this package) that defines it.
+_LAZY = {
+    # subpackages
+    "agents": None,
+    "envs": None,
+    "experiments": None,
+    "uncertainty": None,
+    "verification": None,
+    # models, results, files, bridges
+    "TabularMDP": ".mdp",
+    "FiniteHorizonMDP": ".mdp",
+    "PlanResult": ".result",
+    "BatchResult": ".result",
+    "CrossCheck": ".result",
+    "load_model": ".modelfile",
+    "save_model": ".modelfile",
+    "from_gymnasium": ".bridges",
+    "from_mdptoolbox": ".bridges",
+    "to_mdptoolbox": ".bridges",
+    "describe": ".describe",
+    "Description": ".describe",
+    "cross_check": ".crosscheck",
+    "SOLVER_TOL": ".crosscheck",
+    # problems
+    "METHODS": ".problems",
+    "SOLVERS": ".problems",
+    "AverageRewardPlanning": ".problems",
+    "ClippedOptimisticPlanning": ".problems",
+    "DiscountedPlanning": ".problems",
+    "FiniteHorizonPlanning": ".problems",
+    "HittingTimes": ".problems",
+    "KLBallIndex": ".problems",
+    "KLearningTemperature": ".problems",
+    "KLInfRate": ".problems",
+    "L1BallIndex": ".problems",
+    "MomentMatchingVariance": ".problems",
+    "OptimisticPlanning": ".problems",
+    "UncertaintyBellman": ".problems",
+    "solve_average_reward": ".problems",
+    "solve_discounted": ".problems",
+    "solve_finite_horizon": ".problems",
+    "boltzmann_policy": ".problems.k_temperature",
+    "k_values": ".problems.k_temperature",
+    "soft_values": ".problems.k_temperature",
+    "temperature_schedule": ".problems.k_temperature",
+    # vectorized fast paths, soft Bellman pieces
+    "kl_ball_index": ".fast.kl_ball",
+    "kl_inf_rate": ".fast.kl_inf",
+    "l1_ball_index": ".fast.l1_ball",
+    "ravi_step": ".soft",
+    # verification
+    "verify": ".verification",
+    "VerifyReport": ".verification",
+    "DeclaredProblem": ".verification",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Load a public name from its module on first use (then it is an ordinary attribute)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'optplan' has no attribute {name!r}")
+    where = _LAZY[name]
+    if where is None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """The package module: loading the submodule :mod:`optplan.describe` must not rebind
+    ``optplan.describe``, the function (the import system sets a parent's attribute to each
+    submodule it loads; the eager imports used to overwrite it back)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) is not None:
+            return  # a submodule that shares a public name other than its own
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -15,8 +15,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL
 
@@ -68,6 +66,10 @@ def closed_classes(P_pi: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     S = P_pi.shape[0]
     if S <= DENSE_CLASSES_MAX_STATES:
         return _closed_classes_dense(P_pi > 0)
+    # scipy.sparse here, not at the top: it is most of the cost of importing optplan.dp
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     rows, cols = np.nonzero(P_pi > 0)
     graph = csr_matrix((np.ones(rows.size), (rows, cols)), shape=P_pi.shape)
     n, labels = connected_components(graph, directed=True, connection="strong")

@@ -39,8 +39,14 @@ LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 SIBLINGS_APART = {frozenset({"conic", "fast"})}
 #: The places that load modules by name: ``Problem.solve`` dispatching on the stem,
 #: ``optplan verify-fn MODULE:FUNCTION`` loading the user's module (its purpose), and the
-#: experiment registry loading a sweep's user modules and ``module:factory`` paths.
-DYNAMIC_IMPORTS = {"problems/base.py", "cli/verify_fn.py", "experiments/registry.py"}
+#: experiment registry loading a sweep's user modules and ``module:factory`` paths; and the
+#: package's own ``__getattr__`` loading ``op.X`` on first use (the top layer: nothing above it).
+DYNAMIC_IMPORTS = {
+    "problems/base.py",
+    "cli/verify_fn.py",
+    "experiments/registry.py",
+    "__init__.py",
+}
 
 
 def _unit(module: str) -> str:

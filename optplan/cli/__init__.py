@@ -9,6 +9,12 @@ One module per group of commands: :mod:`.solve` (``solve``, ``verify``, ``demo``
 Exit status 2 with a one-line ``optplan: error: ...`` is for the user's input only: an
 :class:`~optplan._checks.OptplanError` (every input check of the package raises one) or a path
 that cannot be read. Anything else is a bug in optplan and propagates with its traceback.
+Ctrl-C is one line and exit status 130 (a sweep says how many of its tasks finished and where
+they are kept).
+
+Start-up: ``optplan`` builds the parser of the command it runs only; the other commands are
+listed from :data:`COMMANDS` without importing their modules (so ``optplan --help`` imports
+no solver, plotting or environment library).
 """
 
 from __future__ import annotations
@@ -17,12 +23,9 @@ import argparse
 import sys
 
 from .._checks import OptplanError
-from . import bench, experiments, info, solve, verify_fn
-from .solve import CLIError
 
-__all__ = ["main", "build_parser", "CLIError", "USER_ERRORS"]
+__all__ = ["main", "build_parser", "CLIError", "COMMANDS", "USER_ERRORS", "HelpFormatter"]
 
-#: The exceptions reported as a user's error (exit status 2, no traceback).
 USER_ERRORS = (
     OptplanError,
     FileNotFoundError,
@@ -31,24 +34,105 @@ USER_ERRORS = (
     PermissionError,
 )
 
+#: Every command, in the order ``optplan --help`` lists them: ``(group module, one-line help)``.
+#: The group module's parser uses the same help (``tests/test_cli_help.py`` checks it).
+COMMANDS = {
+    "solve": ("solve", "solve a model file (fast, conic or both)"),
+    "verify": ("solve", "cross-check fast vs conic; exit 1 on disagreement"),
+    "demo": ("solve", "solve the shipped models both ways (seconds)"),
+    "verify-fn": (
+        "verify_fn",
+        "check your own function against a problem's CVXPY formulation (hypothesis)",
+    ),
+    "info": ("info", "hardness report: class, diameter, gains, gaps, mixing"),
+    "bench": ("bench", "fast-vs-conic benchmarks"),
+    "run": ("experiments", "run one agent on one environment over seeds"),
+    "sweep": ("experiments", "run a sweep file into a resumable result directory"),
+    "plot": ("experiments", "plot a sweep's results"),
+    "results": ("experiments", "summarize a sweep's result directory"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``optplan`` argument parser; each command sets ``func(args) -> exit status``."""
-    parser = argparse.ArgumentParser(prog="optplan", description=__doc__.splitlines()[0])
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: ...)`` after an option's help, unless the default is ``None``,
+    ``False`` (a flag) or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser of the command shows defaults (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _add_group(sub, group: str) -> None:
+    """The full parsers of one group of commands (imports its module)."""
+    if group == "solve":
+        from . import solve
+
+        solve.add_parsers(sub)
+    elif group == "verify_fn":
+        from . import verify_fn
+
+        verify_fn.add_parser(sub)
+    elif group == "info":
+        from . import info
+
+        info.add_parser(sub)
+    elif group == "bench":
+        from . import bench
+
+        bench.add_parser(sub)
+    else:
+        from . import experiments
+
+        experiments.add_parsers(sub)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``optplan`` parser: every command in full (``command=None``), or ``command``'s
+    group in full and the others as their one-line help only (``""``: all of them so)."""
+    parser = _Parser(prog="optplan", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    solve.add_parsers(sub)
-    verify_fn.add_parser(sub)
-    info.add_parser(sub)
-    bench.add_parser(sub)
-    experiments.add_parsers(sub)
+    built = set()
+    for name, (group, help_line) in COMMANDS.items():
+        if command is None or COMMANDS.get(command, ("",))[0] == group:
+            if group not in built:
+                _add_group(sub, group)
+                built.add(group)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command named on the command line: the first word that is not an option."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``optplan`` command; its exit status (2: the user's input was refused)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv) or "").parse_args(argv)
     try:
         return args.func(args)
     except USER_ERRORS as exc:
         print(f"optplan: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # one line, no traceback; the sweep says what it kept
+        print(f"optplan: {str(exc) or 'interrupted'}", file=sys.stderr)
+        return 130
+
+
+def __getattr__(name: str):
+    if name == "CLIError":  # defined with the solve commands, loaded with them
+        from .solve import CLIError
+
+        return CLIError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

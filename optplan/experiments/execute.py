@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -41,7 +42,14 @@ from .run import run
 from .store import DAMAGED_DIR, ResultStore
 from .sweep import Sweep
 
-__all__ = ["execute_task", "run_sweep", "worker_payloads", "SweepReport", "BACKENDS"]
+__all__ = [
+    "execute_task",
+    "run_sweep",
+    "worker_payloads",
+    "SweepReport",
+    "SweepInterrupted",
+    "BACKENDS",
+]
 
 BACKENDS = ("local", "ray")
 #: How often a local worker checks that the driver is still alive.
@@ -50,6 +58,20 @@ PARENT_POLL_SECONDS = 0.2
 ORPHAN_EXIT_CODE = 3
 
 _watching: int | None = None
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_sweep`: the finished tasks are kept (their records and the
+    summary files are on disk) and the message says how many and where. A
+    :class:`KeyboardInterrupt`, so code that stops on Ctrl-C still stops."""
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Local worker initializer: leave Ctrl-C to the driver (a terminal's SIGINT reaches
+    every process of the foreground group; the driver stops the workers itself, without a
+    traceback from each), and exit with the driver (:func:`_exit_with_parent`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(parent_pid)
 
 
 def _exit_with_parent(parent_pid: int, interval: float = PARENT_POLL_SECONDS) -> None:
@@ -274,7 +296,7 @@ def _local(payloads: list[dict], jobs: int):
         backend="loky",
         return_as="generator_unordered",
         batch_size=1,
-        initializer=_exit_with_parent,
+        initializer=_worker_init,
         initargs=(os.getpid(),),
     )
     # On an exception or an interrupt in the loop of the caller, closing this generator
@@ -294,7 +316,13 @@ def _ray(payloads: list[dict], jobs: int | None, address: str | None):
             # Ship this package to the cluster's workers (its dependencies must be there).
             package = Path(__file__).resolve().parents[1]
             kwargs["runtime_env"] = {"py_modules": [str(package)]}
-            ray.init(address=address, **kwargs)
+            try:
+                ray.init(address=address, **kwargs)
+            except ConnectionError as exc:  # no cluster there: say so, not Ray's traceback
+                raise OptplanError(
+                    f"no Ray cluster found at address {address!r} ({exc}); start one with "
+                    "`ray start --head`, or drop --address to run on a local Ray instance"
+                ) from None
         else:
             ray.init(num_cpus=jobs or os.cpu_count(), **kwargs)
         started = True
@@ -417,6 +445,15 @@ def _run_pending(store, sweep, backend, jobs, address, quiet, retry_failed, dama
             failed += record["status"] != "ok"
             bar.update(1)
             bar.set_postfix(done=bar.n, failed=failed, refresh=False)
+    except KeyboardInterrupt:
+        results.close()  # stop the workers before writing anything else
+        bar.close()
+        store.write_summary()  # the finished tasks, readable by optplan results / plot
+        finished = len(store.records(warn=False))
+        raise SweepInterrupted(
+            f"interrupted: {finished} of {len(tasks)} tasks finished, results kept in "
+            f"{out} (run the same command again to resume)"
+        ) from None
     finally:
         results.close()  # on an error or interrupt: stops the workers now, not at gc
         bar.close()

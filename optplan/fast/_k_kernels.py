@@ -14,18 +14,17 @@ for arrays of a few hundred entries (DeepSea, L = 20: 0.35 ms a pass, 13 to 17 p
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 
 import numpy as np
 
-try:  # optional dependency: pip install "optplan[jit]"
-    import numba
-except ImportError:  # pragma: no cover - exercised only without numba installed
-    numba = None
-
 __all__ = ["AVAILABLE", "terms"]
 
-AVAILABLE = numba is not None
+#: numba is installed (optional dependency: pip install "optplan[jit]"); it is imported, and
+#: the kernel compiled (or loaded from numba's cache), on the first call, not with optplan.
+AVAILABLE = importlib.util.find_spec("numba") is not None
 
 
 def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by numba
@@ -96,8 +95,11 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
     return f, M, A, B
 
 
-if AVAILABLE:
-    _terms_jit = numba.njit(cache=True, nogil=True)(_terms)
+@functools.cache
+def _terms_jit():
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(_terms)
 
 
 def terms(tau: float, R, P, c, rho, out=None):
@@ -112,5 +114,5 @@ def terms(tau: float, R, P, c, rho, out=None):
     if out is None:
         out = (np.empty((L, S, A)), np.empty((L, S)), np.empty((L, S, A)), np.empty((L, S, A)))
     K, V, pi, lam = out
-    f, M, Aterm, B = _terms_jit(float(tau), R, P, c, rho, K, V, pi, lam)
+    f, M, Aterm, B = _terms_jit()(float(tau), R, P, c, rho, K, V, pi, lam)
     return f, M, Aterm, B, K, V, pi, lam

@@ -1,0 +1,81 @@
+"""Start-up weight: ``import optplan`` and ``optplan --help`` load no heavy library.
+
+Each check runs a fresh interpreter (this test process has imported everything already) and
+reads ``sys.modules`` there, so it fails as soon as some module imports, say, scipy.optimize
+or gymnasium at its top. Times are not asserted (``optplan bench`` measures, tests do not);
+the README quotes ``time optplan --help``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+import optplan as op
+
+#: What ``import optplan`` and ``optplan --help`` must leave unloaded (each costs 0.2-3 s).
+HEAVY = (
+    "cvxpy",
+    "scipy.optimize",
+    "scipy.sparse",
+    "scipy.stats",
+    "matplotlib",
+    "gymnasium",
+    "ray",
+    "numba",
+    "hypothesis",
+    "joblib",
+)
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_optplan_loads_no_heavy_library():
+    assert _loaded_after("import optplan") == []
+
+
+def test_optplan_help_loads_no_heavy_library():
+    code = (
+        "from optplan.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
+    assert _loaded_after(code) == []
+
+
+def test_the_probe_can_fail():
+    """The check sees a heavy import: building a problem's CVXPY formulation loads cvxpy."""
+    code = (
+        "import numpy as np, optplan as op\n"
+        "op.KLBallIndex(np.array([0.5, 0.5]), np.array([0.0, 1.0]), 0.1).formulate()"
+    )
+    assert "cvxpy" in _loaded_after(code)
+
+
+def test_every_public_name_resolves_and_is_listed():
+    for name in op.__all__:
+        assert getattr(op, name) is not None, name
+    assert set(op.__all__) <= set(dir(op))
+    assert isinstance(op.agents, types.ModuleType) and op.agents.PSRL is not None
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        op.not_a_name  # noqa: B018
+
+
+def test_a_submodule_does_not_shadow_the_function_of_the_same_name():
+    """``optplan.describe`` is a module and ``op.describe`` the function, whichever loads
+    first (the import system binds each loaded submodule on its package)."""
+    code = (
+        "import optplan.describe, optplan as op\n"
+        "assert callable(op.describe) and op.describe.__name__ == 'describe', op.describe\n"
+        "import optplan.mdp\n"
+        "assert op.mdp.TabularMDP is op.TabularMDP"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

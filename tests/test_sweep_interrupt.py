@@ -1,0 +1,80 @@
+"""Ctrl-C in ``optplan sweep``: one line, the finished tasks kept, exit status 130.
+
+The sweep runs in its own session and gets SIGINT on its whole process group, as a terminal's
+Ctrl-C does (workers included), once at least two task records are on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from optplan.experiments import load_results
+
+SWEEP = """
+name = "interrupt-me"
+seed = 1
+seeds = 40
+steps = 3000
+
+[[agents]]
+name = "epsilon-greedy"
+params = { epsilon = 0.1 }
+
+[[envs]]
+name = "riverswim"
+params = { n_states = 6 }
+"""
+
+
+def _interrupt(tmp_path: Path, jobs: int) -> tuple[subprocess.CompletedProcess, Path]:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(SWEEP)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "optplan.cli", "sweep", str(sweep), "--out", str(out)]
+    proc = subprocess.Popen(
+        [*cmd, "--jobs", str(jobs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("tasks/*.json"))) < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline, "no task finished in 120 s"
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out
+
+
+def _check(result: subprocess.CompletedProcess, out: Path) -> None:
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "leaked" not in result.stderr, result.stderr
+    finished = len(list(out.glob("tasks/*.json")))
+    assert 2 <= finished < 40
+    last = result.stderr.strip().replace("\r", "\n").splitlines()[-1]
+    assert last == (
+        f"optplan: interrupted: {finished} of 40 tasks finished, results kept in {out} "
+        "(run the same command again to resume)"
+    )
+    kept = load_results(out, warn=False)
+    assert len(kept.rows) == finished and all(r["status"] == "ok" for r in kept.rows)
+    assert (out / "summary.csv").read_text().count("\n") == finished + 1
+
+
+def test_ctrl_c_keeps_finished_tasks_in_process(tmp_path):
+    _check(*_interrupt(tmp_path, jobs=1))
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_tasks_with_worker_processes(tmp_path):
+    _check(*_interrupt(tmp_path, jobs=2))
