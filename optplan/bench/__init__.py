@@ -51,6 +51,9 @@ class Suite:
     finish: Callable[[list[dict], argparse.Namespace], str | None] | None = None
     #: ``meta(args) -> dict``: the run's settings, ahead of the rows in ``--json`` output.
     meta: Callable[[argparse.Namespace], dict] | None = None
+    #: ``total(args) -> int``: how many progress lines ``bench`` will report (one per row),
+    #: for the progress bar's ETA; without it the bar counts and times, with no ETA.
+    total: Callable[[argparse.Namespace], int] | None = None
 
 
 SUITES: dict[str, Suite] = {
@@ -61,6 +64,7 @@ SUITES: dict[str, Suite] = {
         header=planning.header,
         add_arguments=planning.add_arguments,
         stems=planning.STEMS,
+        total=lambda args: len(args.criteria) * len(args.sizes),
     ),
     "indices": Suite(
         help="index problems (KL ball, KL-inf, L1 ball): compute time vs |S| (paper Figs. 1-2)",

@@ -18,10 +18,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     if suite.check is not None:  # before minutes of timing, not after
         suite.check(args)
-    progress = None if (args.json or args.quiet) else (lambda m: print(m, file=sys.stderr))
     keywords = inspect.signature(suite.bench).parameters
     options = {k: v for k, v in vars(args).items() if k in keywords and k != "progress"}
-    rows = suite.bench(**options, progress=progress)
+    if args.json or args.quiet:
+        rows = suite.bench(**options, progress=None)
+    else:
+        with _Progress(args.suite, suite.total(args) if suite.total else None) as progress:
+            rows = suite.bench(**options, progress=progress)
     note = suite.finish(rows, args) if suite.finish is not None else None
     if args.json:
         meta = suite.meta(args) if suite.meta is not None else {}
@@ -32,6 +35,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if note:
             print(note)
     return 0
+
+
+class _Progress:
+    """The suite's progress lines printed above a tqdm bar on stderr (rows done, elapsed,
+    rate, and the ETA when the suite says how many rows it times)."""
+
+    def __init__(self, name: str, total: int | None) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(
+            total=total, desc=name, unit="row", file=sys.stderr, dynamic_ncols=True, smoothing=0
+        )
+
+    def __call__(self, line: str) -> None:
+        self.bar.write(line, file=sys.stderr)
+        self.bar.update(1)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
 
 
 def add_parser(sub) -> None:

@@ -168,7 +168,17 @@ def cmd_run(args) -> int:
         if not args.json:
             print(report)
     else:
-        rows = [summary_row(execute_task(t.to_dict())[0]) for t in sweep.tasks()]
+        from tqdm.auto import tqdm
+
+        tasks = tqdm(
+            sweep.tasks(),
+            desc=f"{args.agent} on {args.env}",
+            unit="seed",
+            disable=args.quiet or args.json,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+        rows = [summary_row(execute_task(t.to_dict())[0]) for t in tasks]
     groups = aggregate(rows)
     if args.json:
         print(json.dumps({"tasks": rows, "groups": groups}, indent=2, default=str))
@@ -301,8 +311,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--stop-when-solved", action="store_true")
     p.add_argument("--out", help="also keep the results in this directory (resumable)")
     p.add_argument("--jobs", type=int, default=1, help="parallel workers (with --out)")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="machine-readable output (no bar)")
     p.add_argument("--list", action="store_true", help="list agents, environments, parameters")
     p.set_defaults(func=cmd_run)
 

@@ -9,6 +9,7 @@ carries no reward noise.
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,6 +205,7 @@ def run(
     criterion: str | None = None,
     stop_when_solved: bool = False,
     on_episode_end: Callable[[int, Agent], None] | None = None,
+    progress: bool = False,
 ) -> Trace:
     r"""Run ``agent`` in ``env`` and score it against the true model.
 
@@ -235,6 +237,9 @@ def run(
         Called as ``on_episode_end(n, agent)`` after the ``n``-th episode ended (``n`` from 1)
         and the agent received its ``done=True`` update, i.e. once it has planned episode
         ``n + 1``: the hook for snapshots of an agent's values over time (k-learning Fig. 3).
+    progress : bool
+        A progress bar with ETA on stderr (tqdm), over the steps or the episodes. Off by
+        default (library calls print nothing); sweeps show one bar over their tasks instead.
 
     Returns
     -------
@@ -324,9 +329,25 @@ def run(
     agent_rng = np.random.default_rng(agent_ss)
     oracle_env = _copy(env)
     track = oracle.criterion == "discounted" and isinstance(agent, PolicyAgent)
-    record = _loop(
-        agent, env, env_seed, agent_rng, steps, episodes, stop_when_solved, on_episode_end, track
-    )
+    if not isinstance(progress, bool):
+        raise OptplanTypeError(f"progress must be True or False, got {progress!r}")
+    bar = _bar(steps, episodes) if progress else None
+    try:
+        record = _loop(
+            agent,
+            env,
+            env_seed,
+            agent_rng,
+            steps,
+            episodes,
+            stop_when_solved,
+            on_episode_end,
+            track,
+            bar,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     if oracle_env is not None:
         record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
     return score(mdp, oracle, record, seed)
@@ -483,6 +504,17 @@ class _Record:
     policy_index: list = field(default_factory=list)
 
 
+#: Steps between two updates of a progress bar over steps (its cost stays off the step).
+BAR_STRIDE = 1024
+
+
+def _bar(steps: int | None, episodes: int | None):
+    from tqdm.auto import tqdm
+
+    total, unit = (steps, "step") if steps is not None else (episodes, "episode")
+    return tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
 def _loop(
     agent,
     env,
@@ -493,6 +525,7 @@ def _loop(
     stop_when_solved,
     on_episode_end,
     track=False,
+    bar=None,
 ) -> _Record:
     """Drive the agent; the layer of a step is the environment's ``info["layer"]`` where it
     reports one, else the step's index within its episode. ``track``: record the agent's
@@ -524,6 +557,8 @@ def _loop(
         rec.rewards.append(reward)
         rec.layers.append(layer)
         t += 1
+        if bar is not None and steps is not None and t % BAR_STRIDE == 0:
+            bar.update(BAR_STRIDE)
         if "goal_reached" in info:
             rec.goal_seen = True
             reached = reached or bool(info["goal_reached"])
@@ -533,6 +568,8 @@ def _loop(
             solved_count += reached
             reached = False
             n_done = len(rec.episode_ends)
+            if bar is not None and episodes is not None:
+                bar.update(1)
             if on_episode_end is not None:
                 on_episode_end(n_done, agent)
             if episodes is not None and n_done >= episodes:
@@ -556,6 +593,8 @@ def _loop(
                 f"{max_steps} steps"
             )
     rec.wall_time = time.perf_counter() - start
+    if bar is not None and steps is not None:
+        bar.update(t - bar.n)
     return rec
 
 
