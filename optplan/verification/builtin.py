@@ -235,9 +235,11 @@ def _occupancy(problem, answer, conic, source, discount, R, mask, scale) -> dict
     if discount == 1.0:
         residual += abs(float(occ.sum()) - 1.0)
     out["multiplier_feasibility"] = (residual, 1.0)
+    # strong duality: the occupancy's value is the optimal value, which the solver fixes more
+    # accurately than its own occupancy (rewards of 1e6: Clarabel's occupancy value was 4.95
+    # off its value, the fast one's 1e-10)
     out["multiplier_value"] = _floor(
-        diff(scale * float(np.sum(occ * R)), scale * float(np.sum(conic.occupancy * R))),
-        scale * _reward_scale(R, mask),
+        diff(scale * float(np.sum(occ * R)), conic.value), scale * _reward_scale(R, mask)
     )
     return out
 
