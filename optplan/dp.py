@@ -99,7 +99,10 @@ def _closed_classes_dense(edges: np.ndarray) -> tuple[int, np.ndarray, np.ndarra
 
 
 def n_recurrent_classes(P_pi: np.ndarray) -> int:
-    """Number of recurrent classes; O(S^2) shortcut when some state is entered from every state."""
+    """Number of recurrent classes; O(S^2) shortcut when some state is entered from every state
+    (on large chains first tried in O(S) on the state state 0 enters most likely)."""
+    if P_pi.shape[0] > DENSE_CLASSES_MAX_STATES and (P_pi[:, P_pi[0].argmax()] > 0).all():
+        return 1
     if (P_pi > 0).all(axis=0).any():
         return 1
     return closed_classes(P_pi)[0]
@@ -174,14 +177,216 @@ def solve_system(M: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
         except np.linalg.LinAlgError:
             x = None
     if x is None or not np.isfinite(x).all():
-        off = M[M != 0]
-        smallest = float(np.abs(off).min()) if off.size else 0.0
-        raise EvaluationError(
-            f"{what} cannot be computed in double precision: the linear system is singular or "
-            f"its solution overflows (its smallest nonzero coefficient is {smallest:.3g}; "
-            "transitions that small make the chain numerically multichain)"
-        )
+        raise _singular(M, what)
     return x
+
+
+def _singular(M: np.ndarray, what: str) -> EvaluationError:
+    off = M[M != 0]
+    smallest = float(np.abs(off).min()) if off.size else 0.0
+    return EvaluationError(
+        f"{what} cannot be computed in double precision: the linear system is singular or "
+        f"its solution overflows (its smallest nonzero coefficient is {smallest:.3g}; "
+        "transitions that small make the chain numerically multichain)"
+    )
+
+
+#: From this many states on, :func:`evaluate_unichain` first tries iteration (a matrix-vector
+#: product per step, ``O(S^2)``) before the ``O(S^3)`` factorization: a random dense chain
+#: mixes in a handful of steps. Below, the factorization costs less than the attempt.
+ITERATIVE_MIN_STATES = 200
+#: The iteration may take at most this many steps: one step costs 1/60 to 1/170 of a
+#: factorization from 200 to 2000 states (measured). A chain that is periodic, mixes slowly
+#: or stalls at round-off is handed to the factorization as soon as its contraction rate says
+#: it will not make it.
+ITERATIVE_BUDGET = 48
+#: The iteration stops when its a-posteriori error bound is below this, relative to the
+#: larger of ``max |r|`` and ``max |h|``: a few units in the last place of an ``O(S)``-term
+#: dot product, as close as the factorization comes.
+ITERATIVE_TOL = 1e-13
+#: Policy iteration's evaluations on large chains are this accurate (relative) until the
+#: policy repeats; that policy is then evaluated again to :data:`ITERATIVE_TOL`, so the
+#: returned policy is greedy in its own exact values.
+LOOSE_TOL = 1e-7
+
+
+class UnichainEvaluation:
+    """Gain and bias of a unichain policy (``g + h = r_pi + P_pi h``) from
+    :func:`evaluate_unichain`, and its stationary distribution on request
+    (:meth:`stationary`), from the same factorization or the same kind of iteration.
+
+    ``bias`` has ``h[0] = 0``, or ``pi @ h = 0`` once :meth:`normalize` ran (``normalized``).
+    ``method`` is ``"lu"`` (one LU factorization of the bordered system) or ``"iteration"``
+    (relative value iteration of the fixed policy, ``iterations`` steps, to the relative
+    accuracy ``tol``).
+    """
+
+    __slots__ = ("gain", "bias", "method", "iterations", "tol", "normalized", "_P_pi", "_lu", "_pi")
+
+    def __init__(self, gain, bias, method, iterations, tol, P_pi, lu):
+        self.gain, self.bias, self.method, self.iterations = gain, bias, method, iterations
+        self.tol, self.normalized = tol, False
+        self._P_pi, self._lu, self._pi = P_pi, lu, None
+
+    @property
+    def exact(self) -> bool:
+        """Factorized, or iterated to :data:`ITERATIVE_TOL`."""
+        return self.method == "lu" or self.tol <= ITERATIVE_TOL
+
+    def stationary(self) -> np.ndarray:
+        """``pi`` with ``pi P_pi = pi``, ``sum pi = 1``: the transposed bordered system solved
+        with the factorization of the evaluation (``M^T z = e_S`` gives ``z = (pi, 0)``, since
+        ``(I - P_pi) 1 = 0``), or power iteration when the evaluation iterated (the same
+        contraction), the factorization if that does not converge in the budget. Computed
+        once."""
+        if self._pi is not None:
+            return self._pi
+        pi = None
+        if self._lu is None:
+            pi = _iterate_stationary(self._P_pi)
+        if pi is None:
+            if self._lu is None:
+                self._lu = _bordered_lu(self._P_pi)
+            S = self._P_pi.shape[0]
+            e = np.zeros(S + 1)
+            e[S] = 1.0
+            pi = _lu_solve(self._lu, e, 1, "the stationary distribution")[:S]
+        pi = np.clip(pi, 0.0, None)
+        self._pi = pi / pi.sum()
+        return self._pi
+
+    def normalize(self) -> None:
+        """Shift ``bias`` so that ``pi @ bias = 0`` (the bias of the policy, Puterman §8.2)."""
+        if not self.normalized:
+            self.bias = self.bias - self.stationary() @ self.bias
+            self.normalized = True
+
+
+def _bordered(P_pi: np.ndarray) -> np.ndarray:
+    """``M = [[I - P_pi, 1], [e_0^T, 0]]``: :func:`evaluate_average`'s system."""
+    S = P_pi.shape[0]
+    M = np.zeros((S + 1, S + 1))
+    M[:S, :S] = generator(P_pi)
+    M[:S, S] = 1.0
+    M[S, 0] = 1.0
+    return M
+
+
+def _bordered_lu(P_pi: np.ndarray):
+    """``(lu, piv, P_pi)``: LAPACK ``getrf`` factors of :func:`_bordered`, or
+    :class:`EvaluationError` when a pivot is exactly zero."""
+    from scipy.linalg.lapack import dgetrf  # lazy: scipy.linalg is a heavy import
+
+    lu, piv, info = dgetrf(_bordered(P_pi), overwrite_a=True)
+    if info != 0 or not np.isfinite(lu).all():
+        raise _singular(_bordered(P_pi), "the policy's gain and bias")
+    return lu, piv, P_pi
+
+
+def _lu_solve(lu, b: np.ndarray, trans: int, what: str) -> np.ndarray:
+    """``M^{-1} b`` (``trans=0``) or ``M^{-T} b`` (``trans=1``) from :func:`_bordered_lu`'s
+    factors; :class:`EvaluationError` as :func:`solve_system`."""
+    from scipy.linalg.lapack import dgetrs
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x, info = dgetrs(lu[0], lu[1], b, trans=trans)
+    if info != 0 or not np.isfinite(x).all():
+        raise _singular(_bordered(lu[2]), what)
+    return x
+
+
+def _converged(step: float, rate: float, tol: float) -> bool:
+    """A geometric tail ``step * rate / (1 - rate)`` (at least ``step``) below ``tol``."""
+    return rate < 1.0 and step * max(1.0, rate / (1.0 - rate)) <= tol
+
+
+def _hopeless(it: int, step: float, rate: float, tol: float, budget: int) -> bool:
+    """No contraction, or too slow to reach ``tol`` within ``budget`` steps."""
+    if it < 3:
+        return False
+    if not rate < 1.0:
+        return True
+    return rate > 0.0 and it + np.log(tol / step) / np.log(rate) > budget
+
+
+def _iterate_average(P_pi: np.ndarray, r_pi: np.ndarray, budget: int, h=None, tol=ITERATIVE_TOL):
+    """``(gain, h, steps)`` by relative value iteration of the fixed policy, ``h_{k+1} = T h_k
+    - (T h_k)[0]`` with ``T h = r + P_pi h`` from ``h`` (default 0), or ``None`` when it would
+    not converge within ``budget`` steps. ``min (T h - h) <= g <= max (T h - h)`` (Puterman
+    Thm 8.5.5), so the gain is the midpoint; the bias error is bounded by the geometric tail
+    of the steps' spans, with the contraction rate read off the last two ratios."""
+    S = r_pi.shape[0]
+    scale = float(np.abs(r_pi).max())
+    if scale == 0.0:
+        return 0.0, np.zeros(S), 0
+    h = np.zeros(S) if h is None else h
+    spans = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for it in range(1, budget + 1):
+            Th = r_pi + P_pi @ h
+            d = Th - h
+            lo, hi = float(d.min()), float(d.max())
+            span = hi - lo
+            if not np.isfinite(span):
+                return None
+            spans.append(span)
+            h = Th - Th[0]
+            rate = max(spans[-1] / spans[-2], spans[-2] / spans[-3]) if it >= 3 else 1.0
+            bound = tol * max(scale, float(np.abs(h).max()))
+            if span == 0.0 or _converged(span, rate, bound):
+                return 0.5 * (lo + hi), h, it
+            if _hopeless(it, span, rate, bound, budget):
+                return None
+    return None
+
+
+def _iterate_stationary(P_pi: np.ndarray):
+    """``pi`` by power iteration from the uniform distribution, or ``None`` (as
+    :func:`_iterate_average`); the steps are ``||x_{k+1} - x_k||_1``."""
+    S = P_pi.shape[0]
+    x = np.full(S, 1.0 / S)
+    steps = []
+    budget = ITERATIVE_BUDGET
+    for it in range(1, budget + 1):
+        y = x @ P_pi
+        steps.append(float(np.abs(y - x).sum()))
+        x = y
+        rate = max(steps[-1] / steps[-2], steps[-2] / steps[-3]) if it >= 3 else 1.0
+        if steps[-1] == 0.0 or _converged(steps[-1], rate, ITERATIVE_TOL):
+            return x
+        if _hopeless(it, steps[-1], rate, ITERATIVE_TOL, budget):
+            return None
+    return None
+
+
+def evaluate_unichain(
+    P_pi: np.ndarray,
+    r_pi: np.ndarray,
+    guess: np.ndarray | None = None,
+    tol: float = ITERATIVE_TOL,
+) -> UnichainEvaluation:
+    """Gain and bias (``h[0] = 0``) of a unichain policy, as :func:`evaluate_average`, with
+    the stationary distribution available from the same work (:class:`UnichainEvaluation`).
+
+    From :data:`ITERATIVE_MIN_STATES` states on, relative value iteration of the fixed policy
+    is tried first (``O(S^2)`` per step; stopped by an a-posteriori bound at
+    :data:`ITERATIVE_TOL`, relative); a periodic or slowly mixing chain, or one that stalls,
+    goes to one LU factorization of the bordered system (LAPACK ``getrf``; the same
+    factorization then gives the stationary distribution); ``guess`` (a bias, e.g. the
+    previous policy's in policy iteration) starts the iteration and ``tol`` (default
+    :data:`ITERATIVE_TOL`) is its accuracy: policy iteration evaluates loosely until the
+    policy repeats. :class:`EvaluationError` as :func:`evaluate_average`. The caller must have
+    checked that the chain is unichain.
+    """
+    S = r_pi.shape[0]
+    if S >= ITERATIVE_MIN_STATES:
+        out = _iterate_average(P_pi, r_pi, ITERATIVE_BUDGET, guess, tol)
+        if out is not None:
+            gain, h, steps = out
+            return UnichainEvaluation(gain, h, "iteration", steps, tol, P_pi, None)
+    lu = _bordered_lu(P_pi)
+    sol = _lu_solve(lu, np.append(r_pi, 0.0), 0, "the policy's gain and bias")
+    return UnichainEvaluation(float(sol[S]), sol[:S], "lu", 0, 0.0, P_pi, lu)
 
 
 def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
@@ -230,20 +435,47 @@ def policy_iteration(
     ----------
     P, R, mask : arrays (S, A, S), (S, A), (S, A)
     discount : float in [0, 1), optional
-        ``None`` for the average-reward criterion: each policy is evaluated by the bordered
-        unichain system, and a policy with several recurrent classes stops the iteration with
+        ``None`` for the average-reward criterion: each policy is evaluated by
+        :func:`evaluate_unichain` (the bordered unichain system, or iteration on large fast
+        mixing chains), and a policy with several recurrent classes stops the iteration with
         status ``multichain``.
     policy : array (S,) of int, optional
         Warm start; ignored (greedy in ``R`` instead) when it takes an inadmissible action.
     max_iter : int
     """
-    rows = np.arange(R.shape[0])
+    return _policy_iteration(P, R, mask, discount, policy, max_iter)[0]
+
+
+def average_policy_iteration(
+    P: np.ndarray,
+    R: np.ndarray,
+    mask: np.ndarray,
+    policy: np.ndarray | None = None,
+    max_iter: int = 1_000,
+) -> tuple[PolicyIteration, UnichainEvaluation | None]:
+    """:func:`policy_iteration` for the average-reward criterion, with the
+    :class:`UnichainEvaluation` of the returned policy when the status is ``optimal``
+    (``None`` otherwise): its gain and bias are the result's, and its
+    :meth:`~UnichainEvaluation.stationary` reuses the evaluation's factorization."""
+    return _policy_iteration(P, R, mask, None, policy, max_iter)
+
+
+def _policy_iteration(P, R, mask, discount, policy, max_iter):
+    S = R.shape[0]
+    rows = np.arange(S)
     if policy is None or not mask[rows, policy].all():
         policy = greedy(masked(R, mask))
-    values = q = None
+    values = q = ev = P_pi = None
     gain = float("nan")
+    # On large chains the average-reward evaluations iterate (evaluate_unichain): loosely
+    # (LOOSE_TOL) while the policy changes, then once more to ITERATIVE_TOL for the policy
+    # that repeated, normalized by its stationary distribution so that its q is the final
+    # one; from then on every evaluation is tight.
+    large = discount is None and S >= ITERATIVE_MIN_STATES
+    tol = LOOSE_TOL if large else ITERATIVE_TOL
     for it in range(1, max_iter + 1):
-        P_pi, r_pi = policy_model(P, R, policy)
+        if P_pi is None or not large:
+            P_pi, r_pi = policy_model(P, R, policy)
         if discount is None:
             n_classes = n_recurrent_classes(P_pi)
             if n_classes > 1:
@@ -251,22 +483,34 @@ def policy_iteration(
                     f"policy iteration met a policy with {n_classes} recurrent classes at "
                     f"iteration {it}"
                 )
-                return PolicyIteration(MULTICHAIN, message, policy, values, q, gain, it)
+                return PolicyIteration(MULTICHAIN, message, policy, values, q, gain, it), None
             try:
-                gain, values = evaluate_average(P_pi, r_pi)
+                ev = evaluate_unichain(P_pi, r_pi, values, tol)
+                if large and ev.exact:
+                    ev.normalize()
             except EvaluationError as exc:
                 message = f"policy iteration, iteration {it}: {exc}"
-                return PolicyIteration(NUMERICAL_ERROR, message, policy, None, None, gain, it)
+                out = PolicyIteration(NUMERICAL_ERROR, message, policy, None, None, gain, it)
+                return out, None
+            gain, values = ev.gain, ev.bias
             q = backup(P, R, values)
         else:
             values = evaluate_discounted(P_pi, r_pi, discount)
             q = backup(P, R, values, discount)
         new = greedy(masked(q, mask), policy, tol=1e-12)
         if np.array_equal(new, policy):
-            return PolicyIteration(OPTIMAL, "", policy, values, q, gain, it)
+            if ev is None or ev.exact:
+                return PolicyIteration(OPTIMAL, "", policy, values, q, gain, it), ev
+            tol = ITERATIVE_TOL  # the same policy again, evaluated to the last digits
+            continue
+        if large:  # only the rows of the states whose action changed
+            changed = np.flatnonzero(new != policy)
+            P_pi[changed] = P[changed, new[changed]]
+            r_pi[changed] = R[changed, new[changed]]
         policy = new
     message = f"policy iteration did not stop in {max_iter} iterations"
-    return PolicyIteration(MAX_ITER, message, policy, values, q, gain, max_iter)
+    # values and q belong to the policy before the last improvement
+    return PolicyIteration(MAX_ITER, message, policy, values, q, gain, max_iter), None
 
 
 def value_iteration(
@@ -296,35 +540,54 @@ def value_iteration(
 #: STALL_WINDOW iterations.
 STALL_WINDOW = 1_000
 STALL_DECREASE = 1e-3
+#: Relative value iteration switches the aperiodicity transform on when span(T h - h) has
+#: shrunk by less than the factor APERIODIC_SHRINK over APERIODIC_WINDOW iterations (a
+#: periodic chain does not shrink it at all; a rate of 0.995 per step is left alone).
+APERIODIC_WINDOW = 20
+APERIODIC_SHRINK = 0.9
 
 
 def relative_value_iteration(
     P: np.ndarray, R: np.ndarray, mask: np.ndarray, tol: float, max_iter: int, tau: float
 ) -> tuple[str, str, np.ndarray, int]:
-    """Relative value iteration (Puterman §8.5.5) on the aperiodic transform
-    ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``); stops when
-    ``span(T h - h) < tol``. Returns ``(status, message, greedy policy, iterations)``."""
+    """Relative value iteration (Puterman §8.5.5), with the aperiodic transform
+    ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``) switched on only when
+    the plain iteration stalls; stops when ``span(T h - h) < tol``. Returns ``(status,
+    message, greedy policy, iterations)``.
+
+    On an aperiodic model the plain iteration converges at the chains' own rate; the
+    transform would slow that to at best ``tau`` per step (about three times the iterations
+    at ``tau = 1/2`` on random dense models). On a periodic optimal chain the plain span
+    stops shrinking: after :data:`APERIODIC_WINDOW` iterations whose span shrank by less than
+    the factor :data:`APERIODIC_SHRINK`, the transform is switched on from the current ``h``
+    (rescaled by ``1/(1-tau)``), and it converges (Puterman Thm 8.5.4)."""
     S = R.shape[0]
     h = np.zeros(S)
     checkpoint = np.inf
+    t, since, spans = 0.0, 0, []
     for it in range(1, max_iter + 1):
-        # aperiodic transform: T~h = tau h + (1 - tau) (max_a r + P h) with r unscaled keeps the
-        # gain and scales the bias by 1 / (1 - tau)
-        Th = masked(backup(P, R, (1.0 - tau) * h), mask).max(axis=1) + tau * h
+        # aperiodic transform: T~h = t h + (1 - t) (max_a r + P h) with r unscaled keeps the
+        # gain and scales the bias by 1 / (1 - t)
+        Th = masked(backup(P, R, (1.0 - t) * h), mask).max(axis=1) + t * h
         delta = Th - h
         span = delta.max() - delta.min()
         h = Th - Th[0]
         if span < tol:
-            policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+            policy = greedy(masked(backup(P, R, (1.0 - t) * h), mask))
             return OPTIMAL, "", policy, it
-        if it % STALL_WINDOW == 0:
+        spans.append(span)
+        window = spans[-1 - APERIODIC_WINDOW] if it > APERIODIC_WINDOW else np.inf
+        if t == 0.0 and span > APERIODIC_SHRINK * window:
+            t, since, h = tau, it, h / (1.0 - tau)
+            continue
+        if (it - since) % STALL_WINDOW == 0:
             # converging spans shrink geometrically; a span that stops shrinking is the
             # difference between recurrent-class gains of a multichain model
             if span > (1.0 - STALL_DECREASE) * checkpoint:
                 max_iter = it
                 break
             checkpoint = span
-    policy = greedy(masked(backup(P, R, (1.0 - tau) * h), mask))
+    policy = greedy(masked(backup(P, R, (1.0 - t) * h), mask))
     return (
         MAX_ITER,
         f"relative value iteration stopped after {max_iter} iterations with "

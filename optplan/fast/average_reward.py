@@ -10,15 +10,14 @@ import numpy as np
 from .._checks import OptplanError
 from ..dp import (
     EvaluationError,
+    average_policy_iteration,
     backup,
-    evaluate_average,
+    evaluate_unichain,
     masked,
     multichain_policy_iteration,
     n_recurrent_classes,
-    policy_iteration,
     policy_model,
     relative_value_iteration,
-    stationary,
 )
 from ..problems.average_reward import settle_multichain
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
@@ -41,12 +40,17 @@ def solve(
     Parameters
     ----------
     algorithm : {"policy_iteration", "relative_value_iteration"}
-        Howard's policy iteration for unichain models (Puterman §8.6): evaluate the policy by
-        the bordered linear system, improve greedily keeping the incumbent on ties. If an
-        iterate is multichain, relative value iteration takes over (it also solves weakly
-        communicating models). Relative value iteration (Puterman §8.5.5) runs on the
-        aperiodic transform ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``)
-        and stops when ``span(T h - h) < tol * max(1, max |R|)``.
+        Howard's policy iteration for unichain models (Puterman §8.6): evaluate the policy
+        (:func:`optplan.dp.evaluate_unichain`: the bordered linear system, or from 200 states
+        on relative value iteration of the fixed policy when the chain mixes fast enough to
+        reach 1e-13 for less than a factorization costs), improve greedily keeping the
+        incumbent on ties. If an iterate is multichain, relative value iteration takes over
+        (it also solves weakly communicating models). Relative value iteration (Puterman
+        §8.5.5) stops when ``span(T h - h) < tol * max(1, max |R|)``; it runs on the
+        aperiodic transform ``tau I + (1 - tau) P`` (same gain, bias scaled by
+        ``1/(1-tau)``) only once the plain iteration stalls (a periodic chain). Either way
+        the gain, bias and stationary distribution returned are the returned policy's exact
+        ones, from one evaluation (one factorization serves all three).
     tol : float
         Relative value iteration stops when the span of ``T h - h`` is below ``tol`` times the
         reward scale ``max(1, max |R|)``: with rewards near 1e6 the span cannot fall below
@@ -54,7 +58,7 @@ def solve(
     max_iter : int, optional
         Default 1,000 (policy iteration) and 100,000 (relative value iteration).
     aperiodicity : float in (0, 1)
-        ``tau`` of the aperiodicity transform.
+        ``tau`` of the aperiodicity transform (relative value iteration, once stalled).
 
     Returns
     -------
@@ -81,8 +85,9 @@ def solve(
     start = time.perf_counter()
     note = ""
     rvi_tol = tol * max(1.0, float(np.abs(R[mask]).max()))
+    ev = q = None  # the returned policy's evaluation, when policy iteration ended on it
     if algorithm == "policy_iteration":
-        pi_out = policy_iteration(P, R, mask, None, None, max_iter or 1_000)
+        pi_out, ev = average_policy_iteration(P, R, mask, None, max_iter or 1_000)
         out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
         if out[0] in (MULTICHAIN, NUMERICAL_ERROR):
             note = out[1] + "; switched to relative value iteration. "
@@ -94,8 +99,11 @@ def solve(
         out = relative_value_iteration(P, R, mask, rvi_tol, max_iter or 100_000, aperiodicity)
     status, message, policy, iterations = out
     message = (note + message if status != OPTIMAL else note).strip("; ")
-    P_pi, r_pi = policy_model(P, R, policy)
-    n_classes = n_recurrent_classes(P_pi)
+    if ev is None:
+        P_pi, r_pi = policy_model(P, R, policy)
+        n_classes = n_recurrent_classes(P_pi)
+    else:  # policy iteration checked the returned policy's chain and evaluated it
+        n_classes = 1
     if status == OPTIMAL and n_classes > 1:
         status, message = (
             MULTICHAIN,
@@ -104,9 +112,13 @@ def solve(
     try:
         if n_classes > 1:
             raise EvaluationError("")
-        gain, h = evaluate_average(P_pi, r_pi)
-        pi = stationary(P_pi)
-        h = h - pi @ h
+        if ev is None:
+            ev = evaluate_unichain(P_pi, r_pi)
+        elif ev.normalized:  # policy iteration's last backup used the final bias
+            q = masked(pi_out.q, mask)
+        pi = ev.stationary()  # the same factorization (or iteration) as gain and bias
+        ev.normalize()
+        gain, h = ev.gain, ev.bias
     except EvaluationError as exc:
         if n_classes == 1:  # unichain, but not computable in double precision
             status, message = NUMERICAL_ERROR, (note + str(exc)).strip("; ")
@@ -124,7 +136,7 @@ def solve(
         iterations=iterations,
         solve_time=time.perf_counter() - start,
         values=h,
-        q=masked(backup(P, R, h), mask),
+        q=masked(backup(P, R, h), mask) if q is None else q,
         policy=policy,
         gain=gain,
         bias=h,

@@ -44,8 +44,9 @@ class AverageRewardPlanning(Problem):
     (``phi`` fixed, ``min sum v`` subject to the same inequalities and ``pi @ v = 0``) returns
     the solution of the optimality equations.
 
-    Fast path: Howard policy iteration (default) or relative value iteration with the
-    aperiodicity transform.
+    Fast path: Howard policy iteration (default) or relative value iteration (with the
+    aperiodicity transform once the plain iteration stalls on a periodic chain); the returned
+    policy's gain, bias and stationary distribution from one evaluation.
 
     Results: ``value = gain``; ``x = bias`` normalized by ``pi @ bias = 0`` with ``pi`` the
     stationary distribution of the returned policy (so both paths agree exactly when the
