@@ -76,16 +76,12 @@ def single_row(p, v, param):
     (:func:`optplan.fast._index_kernels._valid_one`) and sends what it cannot vouch for to the
     general path too, whose checks raise the errors naming the field and value. No copy, no
     ``asarray``: the lane exists for its per-call overhead."""
-    if type(p) is not np.ndarray or type(v) is not np.ndarray:
+    # cheapest tests first (dtype identity: numpy's float64 dtype is a singleton)
+    if type(p) is not np.ndarray or type(v) is not np.ndarray or p.ndim != 1 or v.ndim != 1:
         return None
-    if (
-        p.ndim != 1
-        or v.shape != p.shape
-        or p.dtype != np.float64
-        or v.dtype != np.float64
-        or not p.flags.c_contiguous
-        or not v.flags.c_contiguous
-    ):
+    if p.dtype is not _F64 or v.dtype is not _F64 or v.size != p.size:
+        return None
+    if not (p.flags.c_contiguous and v.flags.c_contiguous):
         return None
     if type(param) is not float:
         if isinstance(param, (bool, np.bool_)) or not isinstance(
@@ -98,6 +94,8 @@ def single_row(p, v, param):
             return None
     return p, v, param
 
+
+_F64 = np.dtype(np.float64)
 
 #: One read-only 0-d status array per status the one-instance lane returns (shared).
 _STATUS_0D: dict = {}

@@ -89,7 +89,10 @@ def kl_ball_index(
     start = time.perf_counter()
     if type(max_iter) is not int or max_iter < 1:
         check_int("max_iter", max_iter)
-    compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+    if kernel == "auto":
+        compiled = _index_kernels.AVAILABLE
+    else:
+        compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         value, lam, its, handled, q = _index_kernels.kl_ball_one(*one, max_iter, bool(validate))

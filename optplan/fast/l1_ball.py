@@ -56,7 +56,10 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
         kink), ``status`` per element. Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
-    compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+    if kernel == "auto":
+        compiled = _index_kernels.AVAILABLE
+    else:
+        compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         value, lam, code, q = _index_kernels.l1_one(*one, bool(validate))
