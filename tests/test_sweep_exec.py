@@ -271,6 +271,13 @@ def test_cli_run_sweep_results_and_plots(tmp_path, capsys):
         png = tmp_path / f"{kind}.png"
         assert main(["plot", str(res_dir), "--kind", kind, "--out", str(png), *extra]) == 0
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a continuing environment has no layers: bars per state, not a one-row image
+    from optplan.experiments import figures, load_results
+
+    fig = figures.heatmap_figure(load_results(res_dir), env="riverswim(n_states=4)")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert shown and all(ax.containers for ax in shown)
+    assert not any(ax.images for ax in fig.axes)
     assert (
         main(
             [
