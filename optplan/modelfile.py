@@ -209,6 +209,44 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
         raise OptplanError(f"{path}: generator {gen_name!r}: {exc}") from None
 
 
+def file_kind(data: dict[str, Any]) -> str:
+    """What an optplan TOML file holds, told by its keys (the files declare no kind):
+    ``"sweep"`` (``agents`` / ``envs`` tables, :mod:`optplan.experiments.sweep`),
+    ``"counts"`` (pseudo-counts ``T`` without ``P`` or ``generator``, :func:`load_counts`) or
+    ``"model"`` (everything else, :func:`load_model`)."""
+    if "agents" in data or "envs" in data:
+        return "sweep"
+    if "T" in data and "P" not in data and "generator" not in data:
+        return "counts"
+    return "model"
+
+
+def wrong_kind(path: Path, data: dict[str, Any], want: str) -> OptplanError | None:
+    """The error for a file of another kind than ``want`` (``"model"``, ``"counts"`` or
+    ``"sweep"``): what the file is and which command takes it; ``None`` if it is a ``want``."""
+    kind = file_kind(data)
+    if kind == want:
+        return None
+    use = {
+        "model": f"solve it with `optplan solve {path}` (or run agents on it: --env model "
+        f"--param path={path})",
+        "counts": (
+            "it is an index agent's initial_counts, e.g. `optplan run --agent mdp-ucb --env "
+            f"model --param path=MODEL --param initial_counts={path} --steps N`"
+        ),
+        "sweep": f"run it with `optplan sweep {path} --out DIR`",
+    }[kind]
+    what = {
+        "model": "a model file",
+        "counts": "a counts file (pseudo-counts T[x][a][y]"
+        + (f" for the model {data['model']!r}" if isinstance(data.get("model"), str) else "")
+        + ")",
+        "sweep": "a sweep file",
+    }[kind]
+    wanted = {"model": "a model", "counts": "a counts file", "sweep": "a sweep"}[want]
+    return OptplanError(f"{path}: is {what}, not {wanted}: {use}")
+
+
 def load_model(path: str | os.PathLike) -> Model:
     """Load a model file (explicit arrays or a generator call; see the module docstring).
 
@@ -245,6 +283,9 @@ def load_model(path: str | os.PathLike) -> Model:
             data = tomllib.load(fh)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise OptplanError(f"{path}: not valid TOML: {exc}") from None
+    error = wrong_kind(path, data, "model")
+    if error is not None:
+        raise error
     name = _string(path, data, "name")
     _string(path, data, "description")
     if name is None:
@@ -324,7 +365,9 @@ def load_counts(path, n_states: int, n_actions: int) -> np.ndarray:
     except tomllib.TOMLDecodeError as exc:
         raise OptplanError(f"initial_counts: {path} is not valid TOML: {exc}") from None
     if "T" not in data:
-        raise OptplanError(f"initial_counts: {path} has no key 'T' (counts T[x][a][y])")
+        error = wrong_kind(path, data, "counts")
+        hint = f" ({error})" if error is not None else ""
+        raise OptplanError(f"initial_counts: {path} has no key 'T' (counts T[x][a][y]){hint}")
     try:
         T = np.asarray(data["T"], dtype=float)
     except (TypeError, ValueError):

@@ -52,7 +52,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..mdp import CONTINUING
-from ..modelfile import tomllib
+from ..modelfile import file_kind, tomllib, wrong_kind
 from . import registry
 
 __all__ = ["Sweep", "Config", "Task", "SweepError", "load_sweep", "sweep_from_dict"]
@@ -422,6 +422,9 @@ def load_sweep(path, validate: bool = True) -> Sweep:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SweepError(f"{path.name}: not valid TOML: {exc}") from None
+    kind = file_kind(data)
+    if kind == "counts" or (kind == "model" and ("P" in data or "generator" in data)):
+        raise SweepError(str(wrong_kind(path, data, "sweep")))  # say what it is instead
     return sweep_from_dict(data, source=str(path), validate=validate)
 
 
