@@ -370,3 +370,13 @@ def test_l1_selection_equals_the_full_sort(ties):
         assert_same_l1(p, v, np.full(12, d))
         for i in range(3):  # and the one-instance lane
             assert_same_l1(p[i][None], v[i][None], np.array([d]))
+
+
+def test_long_rows_sample_start_and_loose_bracket():
+    """Rows of >= SUB_N states (a sample's root as the start, the bracket's upper end from
+    min delta) against numpy: the same root."""
+    S = _index_kernels.SUB_N + 500
+    p, v = tiny_rows(13, 6, S)
+    p[0] = np.random.default_rng(2).dirichlet(np.ones(S))
+    d = np.array([1e-9, 1e-3, 0.05, 0.7, 5.0, 200.0])
+    assert_same(p, v, d)

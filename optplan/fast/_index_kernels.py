@@ -10,7 +10,9 @@ the rows inside the compiled code with ``O(S)`` work arrays (no ``B x S`` tempor
 **KL ball** (:func:`_kl_row`):
 
 - the same setup (``V``, ``V_I``, ``delta``, ``P_top``, the explicit bracket, the boundary
-  test at ``s_max``, the start ``s0``);
+  test at ``s_max``, the start ``s0``), except on rows of ``>= SUB_N`` supported states: the
+  bracket's upper end from ``min delta`` instead of ``sum p log delta`` (looser, still an
+  upper end: one pass of logs fewer) and the start from a sample's root (:func:`_sample_start`);
 - the same stationarity equation in ``s``, in its direct form or, where the numpy kernel
   switches (``s + log(mean delta) > 20``), its large-s form, with Halley's (Newton's) step and
   the stopping rule of :func:`optplan.fast._roots.newton_bracketed`;
@@ -348,6 +350,7 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
     sq = 0.0
     small = S < VECTOR_N
     sum_plogd = 0.0
+    d_min = math.inf
     for x in range(S):
         px = p[x]
         if px > 0.0:
@@ -357,8 +360,10 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             n += 1
             if dx == 0.0:
                 P_top += px
-            elif small:
-                sum_plogd += px * math.log(dx)
+            else:
+                d_min = min(d_min, dx)
+                if small:
+                    sum_plogd += px * math.log(dx)
             mean_delta += px * dx
             sq += px * dx * dx
     gap = V - V_I
@@ -368,7 +373,9 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             q[x] = keep * p[x]
         _leftover(p, v, q, S, V)
         return V - keep * gap, keep * gap, 0, True
-    if not small:
+    if n >= SUB_N:  # a looser upper end, one pass of logs fewer: sum p log delta >= m log d_min
+        sum_plogd = (1.0 - P_top) * math.log(d_min)
+    elif not small:
         sum_plogd = _plogd(ps, delta, n, ell)
     var_delta = max(sq - mean_delta * mean_delta, 1e-300)
     log_mean_delta = math.log(mean_delta)
