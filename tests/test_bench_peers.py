@@ -54,3 +54,12 @@ def test_bench_rows_and_table_with_peers():
             assert entry["max_abs_diff"] < 1e-10
     table = format_index_table(rows, ["CLARABEL"])
     assert "rl-agents us" in table and "colosseum us" in table
+
+
+def test_peers_without_numba_refused_before_timing(monkeypatch):
+    from optplan._checks import MissingDependency
+    from optplan.fast import _index_kernels
+
+    monkeypatch.setattr(_index_kernels, "AVAILABLE", False)
+    with pytest.raises(MissingDependency, match="--peers needs numba"):
+        bench_indices(sizes=[5], instances=1, solvers=["CLARABEL"], peers=True)
