@@ -495,9 +495,6 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
                 for i, r in enumerate(sel)
                 if r.get(f"{key}_skipped") and r.get(f"{key}_timed") and np.isfinite(y[i])
             ]
-            if capped:
-                first = sel[capped[0]]
-                label += f" (time cap hit at S={first['S']:g}; larger S not run)"
             full = [i for i in range(len(sel)) if i not in capped]
             ax.plot(S, y, linestyle=style, marker=marker, color=color, label=label, markevery=full)
             for i in capped:
@@ -511,7 +508,7 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
                     markeredgecolor=color,
                 )
                 ax.annotate(
-                    f"{sel[i][f'{key}_timed']}/{n} timed",
+                    f"{sel[i][f'{key}_timed']}/{n} timed; larger S not run",
                     (S[i], y[i]),
                     xytext=(-8, 6),
                     textcoords="offset points",
@@ -571,14 +568,30 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` but ``plot`` is a keyword of :func:`bench_indices`."""
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 100, 1000, 10000])
+    parser.add_argument(
+        "--sizes",
+        type=positive_int,
+        nargs="+",
+        default=[10, 100, 1000, 10000],
+        help="numbers of states |S|",
+    )
     parser.add_argument(
         "--instances", type=positive_int, default=15, help="random instances per size"
     )
     parser.add_argument(
-        "--problems", nargs="+", choices=INDEX_PROBLEMS, default=list(INDEX_PROBLEMS)
+        "--problems",
+        nargs="+",
+        choices=INDEX_PROBLEMS,
+        default=list(INDEX_PROBLEMS),
+        help="index problems to time",
     )
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="+",
+        default=list(SOLVERS),
+        help="conic solvers to time",
+    )
     parser.add_argument(
         "--batch",
         type=nonneg_int,
