@@ -207,7 +207,7 @@ ITERATIVE_TOL = 1e-13
 #: Policy iteration's evaluations on large chains are this accurate (relative) until the
 #: policy repeats; that policy is then evaluated again to :data:`ITERATIVE_TOL`, so the
 #: returned policy is greedy in its own exact values.
-LOOSE_TOL = 1e-7
+LOOSE_TOL = 1e-4
 
 
 class UnichainEvaluation:

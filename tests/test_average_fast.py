@@ -108,3 +108,27 @@ def test_large_policy_iteration_matches_exact_evaluation(S, density):
     np.testing.assert_allclose(res.q, q, atol=1e-12)
     np.testing.assert_allclose(res.occupancy.sum(axis=1), pi, atol=1e-14)
     assert (q.max(axis=1) - q[np.arange(S), res.policy] <= 1e-12).all()
+
+
+def test_models_share_immutable_arrays_and_copy_writable_ones():
+    """No defensive copy of another model's arrays (issue 19 item 4); a caller's writable
+    array, or a read-only view of one, is still copied: writing into it later cannot change
+    a validated model."""
+    rng = np.random.default_rng(0)
+    P, R = rng.dirichlet(np.ones(4), size=(4, 2)), rng.random((4, 2))
+    mdp = op.TabularMDP(P, R)
+    assert not np.shares_memory(mdp.P, P) and not np.shares_memory(mdp.R, R)
+    P[0, 0] = [1.0, 0.0, 0.0, 0.0]
+    assert mdp.P[0, 0, 1] > 0  # unchanged by the caller's write
+    other = mdp.with_discount(0.9)
+    assert other.P is mdp.P and other.R is mdp.R
+    view = P.view()
+    view.flags.writeable = False
+    assert not np.shares_memory(op.TabularMDP(view, R).P, P)
+    horizon = op.FiniteHorizonMDP.from_stationary(mdp, 3)
+    assert not np.shares_memory(horizon.P, mdp.P)  # a broadcast view is copied, as before
+    bad = np.array(mdp.P)
+    bad[0, 0, 0] = np.nan
+    bad.flags.writeable = False
+    with pytest.raises(ValueError, match="P has a non-finite entry"):
+        op.TabularMDP(bad, R)

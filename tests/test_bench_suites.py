@@ -75,6 +75,7 @@ def test_the_cli_has_one_subcommand_per_suite():
             "func",
             "json",
             "quiet",
+            "blas_threads",
             "plot",
         }
     funcs = {build_parser().parse_args(["bench", name]).func for name in SUITES}

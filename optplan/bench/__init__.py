@@ -65,6 +65,7 @@ SUITES: dict[str, Suite] = {
         add_arguments=planning.add_arguments,
         stems=planning.STEMS,
         total=lambda args: len(args.criteria) * len(args.sizes),
+        meta=planning.meta,
     ),
     "indices": Suite(
         help="index problems (KL ball, KL-inf, L1 ball): compute time vs |S| (paper Figs. 1-2)",

@@ -39,6 +39,7 @@ __all__ = [
     "bench_planning",
     "format_table",
     "header",
+    "meta",
     "add_arguments",
 ]
 
@@ -68,6 +69,7 @@ def bench_planning(
     solvers: Sequence[str] = SOLVERS,
     criteria: Sequence[str] = DEFAULT_CRITERIA,
     seed: int = 0,
+    peers: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Median wall time of the fast path and of each conic solver on random dense MDPs.
@@ -75,7 +77,12 @@ def bench_planning(
     Returns one row per (criterion, S) with ``fast_s``, ``<SOLVER>_s``, ``<SOLVER>_ratio``
     (conic time / fast time), ``<SOLVER>_fail`` (instances without a solution, counted, not
     dropped), ``<SOLVER>_err`` (max |value_fast - value_conic| over solved instances) and
-    ``best_ratio`` (fastest conic solver's median / fast median).
+    ``best_ratio`` (fastest conic solver's median / fast median; ``None`` without solvers).
+
+    ``peers``: also pymdptoolbox on the same instances (:mod:`.peers_planning`: relative
+    value iteration for ``average``, policy iteration for ``discounted``), giving
+    ``peer_<NAME>_s``, ``peer_<NAME>_ratio`` (peer median / fast median: >= 1 means optplan
+    is faster) and ``peer_<NAME>_err`` (max disagreement of gain or values).
 
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`).
@@ -88,18 +95,31 @@ def bench_planning(
     seed = check_int("seed", seed, 0)
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
     check_model_size(max(sizes), n_actions, layers)
+    if peers:
+        from .peers_planning import PEERS, require, run_peer
+
+        require()  # before any timing
     rows = []
     for criterion in criteria:
         cls, model = PLANNING_PROBLEMS[criterion]
+        if peers:  # untimed: the first calls import (SciPy's LAPACK, pymdptoolbox's modules)
+            warm = cls(model(random_mdp(np.random.default_rng(seed), 8, n_actions)))
+            for name in PEERS.get(criterion, ()):
+                run_peer(name, warm.mdp, warm.solve(method="fast"))
         for S in sizes:
             rng = np.random.default_rng([seed, S])
-            times = {"fast": []} | {s: [] for s in solvers}
+            names = PEERS.get(criterion, ()) if peers else ()
+            times = {"fast": []} | {s: [] for s in solvers} | {f"peer_{n}": [] for n in names}
             fails = dict.fromkeys(solvers, 0)
-            errs = dict.fromkeys(solvers, 0.0)
+            errs = dict.fromkeys(solvers, 0.0) | dict.fromkeys(names, 0.0)
             for _ in range(repeats):
                 problem = cls(model(random_mdp(rng, S, n_actions)))
                 fast, t = timed(lambda p=problem: p.solve(method="fast"))
                 times["fast"].append(t)
+                for name in names:
+                    t, err = run_peer(name, problem.mdp, fast)
+                    times[f"peer_{name}"].append(t)
+                    errs[name] = max(errs[name], err)
                 for solver in solvers:
                     res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
                     times[solver].append(t)
@@ -120,23 +140,31 @@ def bench_planning(
                 row[f"{solver}_ratio"] = med / row["fast_s"]
                 row[f"{solver}_fail"] = fails[solver]
                 row[f"{solver}_err"] = errs[solver]
-            row["best_ratio"] = min(row[f"{s}_ratio"] for s in solvers)
+            row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
+            for name in names:
+                med = float(np.median(times[f"peer_{name}"]))
+                row[f"peer_{name}_s"] = med
+                row[f"peer_{name}_ratio"] = med / row["fast_s"]
+                row[f"peer_{name}_err"] = errs[name]
             rows.append(row)
             if progress:
-                progress(
-                    f"{criterion} S={S}: fast {row['fast_s']:.2e}s, "
-                    f"best ratio {row['best_ratio']:.0f}x"
-                )
+                ratios = [f"best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
+                ratios += [f"{n} ratio {row[f'peer_{n}_ratio']:.2f}" for n in names]
+                progress(f"{criterion} S={S}: fast {row['fast_s']:.2e}s, " + ", ".join(ratios))
     return rows
 
 
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per (criterion, S): the fast median, then per solver its median, the ratio to
-    the fast median, failures and the max value difference."""
+    the fast median, failures and the max value difference; then per pymdptoolbox peer (when
+    timed, ``-`` on rows without that peer) its median, ratio and max disagreement."""
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
+    peers = [n for n in ("RVI", "PI") if any(f"peer_{n}_s" in r for r in rows)]
     head = f"{'criterion':<{width}}{'S':>5}{'fast s':>10}"
     for s in solvers:
         head += f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}"
+    for n in peers:
+        head += f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         line = f"{r['criterion']:<{width}}{r['S']:>5}{r['fast_s']:>10.2e}"
@@ -145,6 +173,14 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
                 f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x{r[f'{s}_fail']:>5}"
                 f"{r[f'{s}_err']:>10.1e}"
             )
+        for n in peers:
+            if f"peer_{n}_s" in r:
+                line += (
+                    f"{r[f'peer_{n}_s']:>15.2e}{r[f'peer_{n}_ratio']:>7.2f}x"
+                    f"{r[f'peer_{n}_err']:>10.1e}"
+                )
+            else:
+                line += f"{'-':>15}{'-':>8}{'-':>10}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -156,23 +192,70 @@ def header(args: argparse.Namespace) -> str:
         if "finite_horizon" in args.criteria
         else ""
     )
-    return (
+    text = (
         f"planning benchmark: random dense MDPs, A={args.n_actions}{horizon}, {args.repeats} "
         "instances per size, median wall seconds; ratio = conic median / fast median (same run)"
     )
+    if getattr(args, "peers", False):
+        from .peers_planning import RVI_EPSILON
+
+        text += (
+            "\npeers: pymdptoolbox RelativeValueIteration (epsilon="
+            f"{RVI_EPSILON:g}) on average rows, PolicyIteration on discounted rows, run() "
+            "timed on the same instances; ratio = peer median / fast median (>= 1: optplan "
+            "faster); agree = max |gain or V difference|"
+        )
+    return text
+
+
+def meta(args: argparse.Namespace) -> dict:
+    """The ``--json`` settings: the peers and their stopping tolerance, when timed."""
+    if not getattr(args, "peers", False):
+        return {}
+    from .peers_planning import PEERS, RVI_EPSILON
+
+    return {
+        "peers": {
+            "package": "pymdptoolbox",
+            "by_criterion": {c: list(n) for c, n in PEERS.items()},
+            "RVI_epsilon": RVI_EPSILON,
+            "timed": "run() only",
+        }
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_planning`."""
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 100, 500])
     parser.add_argument(
-        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+        "--sizes", type=positive_int, nargs="+", default=[10, 100, 500], help="numbers of states"
     )
-    parser.add_argument("--repeats", type=positive_int, default=5)
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument(
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=4,
+        help="actions per state",
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=5, help="random MDPs per size (medians)"
+    )
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="*",
+        default=list(SOLVERS),
+        help="conic solvers to time (none: --solvers with no name)",
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help='also time pymdptoolbox (RVI, PI) on the same instances ("optplan[bench]")',
+    )
     parser.add_argument(
         "--criteria",
         nargs="+",
         choices=tuple(PLANNING_PROBLEMS),
         default=list(DEFAULT_CRITERIA),
+        help="planning criteria to time",
     )

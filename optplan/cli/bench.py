@@ -9,6 +9,7 @@ import sys
 
 from ..bench import SUITES
 from ..bench._common import nonneg_int
+from ..experiments.threads import blas_threads, describe
 
 __all__ = ["add_parser", "cmd_bench"]
 
@@ -20,17 +21,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         suite.check(args)
     keywords = inspect.signature(suite.bench).parameters
     options = {k: v for k, v in vars(args).items() if k in keywords and k != "progress"}
-    if args.json or args.quiet:
-        rows = suite.bench(**options, progress=None)
-    else:
-        with _Progress(args.suite, suite.total(args) if suite.total else None) as progress:
-            rows = suite.bench(**options, progress=progress)
+    limit = args.blas_threads or None
+    with blas_threads(limit):
+        threads = describe(limit)
+        if args.json or args.quiet:
+            rows = suite.bench(**options, progress=None)
+        else:
+            with _Progress(args.suite, suite.total(args) if suite.total else None) as progress:
+                rows = suite.bench(**options, progress=progress)
     note = suite.finish(rows, args) if suite.finish is not None else None
     if args.json:
         meta = suite.meta(args) if suite.meta is not None else {}
-        print(json.dumps({"benchmark": args.suite} | meta | {"rows": rows}, indent=2))
+        out = {"benchmark": args.suite, "blas_threads": threads} | meta | {"rows": rows}
+        print(json.dumps(out, indent=2))
     else:
-        print(suite.header(args))
+        # on the header's first line: the line count stays what scripts expect
+        first, sep, rest = suite.header(args).partition("\n")
+        print(f"{first}; blas threads: {threads['threads']} ({threads['by']}){sep}{rest}")
         print(suite.table(rows, args))
         if note:
             print(note)
@@ -66,7 +73,14 @@ def add_parser(sub) -> None:
     for name, suite in SUITES.items():
         b = suites.add_parser(name, help=suite.help)
         suite.add_arguments(b)
-        b.add_argument("--seed", type=nonneg_int, default=0)
+        b.add_argument("--seed", type=nonneg_int, default=0, help="root seed of the instances")
         b.add_argument("--json", action="store_true", help="machine-readable output")
         b.add_argument("--quiet", action="store_true", help="no progress lines")
+        b.add_argument(
+            "--blas-threads",
+            type=nonneg_int,
+            default=1,
+            help="BLAS threads while timing, set by threadpoolctl (0: the library default; "
+            "default: %(default)s)",
+        )
         b.set_defaults(func=cmd_bench)

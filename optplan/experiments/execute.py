@@ -72,6 +72,17 @@ def _worker_init(parent_pid: int) -> None:
     traceback from each), and exit with the driver (:func:`_exit_with_parent`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent_pid)
+    _one_blas_thread_per_worker()
+
+
+def _one_blas_thread_per_worker() -> None:
+    """One BLAS thread for the rest of this worker process (``jobs`` workers each starting a
+    BLAS thread per core oversubscribe the machine; :mod:`.threads`); ``run`` sets the same
+    limit around each agent run, in Ray workers too."""
+    import scipy.linalg  # noqa: F401 - loaded before the limit, so that it is limited too
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def _exit_with_parent(parent_pid: int, interval: float = PARENT_POLL_SECONDS) -> None:

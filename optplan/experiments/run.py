@@ -20,6 +20,7 @@ from .._checks import OptplanError, OptplanTypeError, check_int
 from ..agents.base import Agent, PolicyAgent
 from . import metrics
 from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
+from .threads import one_blas_thread
 
 __all__ = [
     "Trace",
@@ -195,6 +196,7 @@ def _last(curve: np.ndarray | None) -> float | None:
     return None if curve is None else float(curve[-1])
 
 
+@one_blas_thread  # tabular products gain nothing from BLAS threads; sweeps oversubscribe
 def run(
     agent: Agent,
     env,
