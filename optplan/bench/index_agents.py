@@ -123,9 +123,20 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_index_agents`."""
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[3, 30, 300])
     parser.add_argument(
-        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+        "--sizes", type=positive_int, nargs="+", default=[3, 30, 300], help="numbers of states"
     )
-    parser.add_argument("--fast-steps", type=positive_int, default=2000)
-    parser.add_argument("--conic-steps", type=positive_int, default=20)
+    parser.add_argument(
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=4,
+        help="actions per state",
+    )
+    parser.add_argument(
+        "--fast-steps", type=positive_int, default=2000, help="agent steps timed, fast path"
+    )
+    parser.add_argument(
+        "--conic-steps", type=positive_int, default=20, help="agent steps timed, conic path"
+    )

@@ -161,9 +161,28 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_k_temperature`."""
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[5, 10, 20, 30, 50])
+    parser.add_argument(
+        "--sizes",
+        type=positive_int,
+        nargs="+",
+        default=[5, 10, 20, 30, 50],
+        help="DeepSea depths L",
+    )
     parser.add_argument(
         "--instances", type=positive_int, default=5, help="random instances per depth"
     )
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
-    parser.add_argument("--max-conic-seconds", type=nonneg_seconds, default=120.0, metavar="T")
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="+",
+        default=list(SOLVERS),
+        help="conic solvers to time",
+    )
+    parser.add_argument(
+        "--max-conic-seconds",
+        type=nonneg_seconds,
+        default=120.0,
+        metavar="T",
+        help="stop timing a conic solver once it has spent T s on one depth (and skip it on "
+        "larger depths)",
+    )

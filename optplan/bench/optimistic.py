@@ -171,13 +171,34 @@ def header(args: argparse.Namespace) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 50, 200])
     parser.add_argument(
-        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+        "--sizes", type=positive_int, nargs="+", default=[10, 50, 200], help="numbers of states"
     )
-    parser.add_argument("--repeats", type=positive_int, default=3)
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=4,
+        help="actions per state",
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="random instances per size (medians)"
+    )
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="+",
+        default=list(SOLVERS),
+        help="conic solvers to time",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=list(VARIANTS),
+        help="confidence set (l1, kl) x criterion",
+    )
     parser.add_argument(
         "--max-conic-seconds",
         dest="max_conic_seconds",

@@ -376,14 +376,35 @@ def _eta(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[10, 50, 200])
     parser.add_argument(
-        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=4
+        "--sizes",
+        type=positive_int,
+        nargs="+",
+        default=[10, 50, 200],
+        help="numbers of states (planning part)",
     )
-    parser.add_argument("--repeats", type=positive_int, default=3)
-    parser.add_argument("--discount", type=_discount, default=0.95)
+    parser.add_argument(
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=4,
+        help="actions per state",
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="random instances per size (medians)"
+    )
+    parser.add_argument(
+        "--discount", type=_discount, default=0.95, help="discount gamma (planning part)"
+    )
     parser.add_argument("--eta", type=_eta, default=10.0, help="RAVI's learning rate")
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="+",
+        default=list(SOLVERS),
+        help="conic solvers to time",
+    )
     parser.add_argument(
         "--max-conic-seconds",
         dest="max_conic_seconds",
@@ -395,11 +416,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"
     )
     parser.add_argument(
-        "--agent-sizes", dest="agent_sizes", type=positive_int, nargs="+", default=[6, 20, 100]
+        "--agent-sizes",
+        dest="agent_sizes",
+        type=positive_int,
+        nargs="+",
+        default=[6, 20, 100],
+        help="numbers of states (agents part)",
     )
     parser.add_argument(
         "--dims", type=positive_int, nargs="+", default=[2, 8, 32], help="ravi-ucb-linear's d"
     )
-    parser.add_argument("--agent-steps", dest="agent_steps", type=positive_int, default=3000)
-    parser.add_argument("--agent-repeats", dest="agent_repeats", type=positive_int, default=3)
-    parser.add_argument("--agent-discount", dest="agent_discount", type=_discount, default=0.9)
+    parser.add_argument(
+        "--agent-steps",
+        dest="agent_steps",
+        type=positive_int,
+        default=3000,
+        help="agent steps per timed run",
+    )
+    parser.add_argument(
+        "--agent-repeats",
+        dest="agent_repeats",
+        type=positive_int,
+        default=3,
+        help="timed runs per agent and size (medians)",
+    )
+    parser.add_argument(
+        "--agent-discount",
+        dest="agent_discount",
+        type=_discount,
+        default=0.9,
+        help="discount gamma (agents part)",
+    )

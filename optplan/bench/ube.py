@@ -376,16 +376,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="numbers of state-action pairs |S||A| (multiples of --actions)",
     )
     parser.add_argument(
-        "--actions", dest="n_actions", metavar="ACTIONS", type=positive_int, default=5
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=5,
+        help="actions per state",
     )
     parser.add_argument(
         "--next-states", type=positive_int, default=3, help="next states per pair (Garnet)"
     )
-    parser.add_argument("--discount", type=fraction, default=0.9)
+    parser.add_argument("--discount", type=fraction, default=0.9, help="discount gamma")
     parser.add_argument(
         "--instances", type=positive_int, default=5, help="random instances per size"
     )
-    parser.add_argument("--solvers", type=solver_name, nargs="+", default=list(SOLVERS))
+    parser.add_argument(
+        "--solvers",
+        type=solver_name,
+        nargs="+",
+        default=list(SOLVERS),
+        help="conic solvers to time",
+    )
     parser.add_argument(
         "--max-conic-seconds",
         type=nonneg_seconds,
@@ -402,7 +413,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="|S||A| of the moment-matching row (0: no such row)",
     )
     parser.add_argument(
-        "--mm-solvers", type=solver_name, nargs="+", default=["CLARABEL"], metavar="SOLVER"
+        "--mm-solvers",
+        type=solver_name,
+        nargs="+",
+        default=["CLARABEL"],
+        metavar="SOLVER",
+        help="conic solvers of the moment-matching row",
     )
 
 

@@ -59,7 +59,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+        unset = action.default is None or action.default is False
+        if unset or action.default is argparse.SUPPRESS or "default" in text:
             return text
         return super()._get_help_string(action)
 

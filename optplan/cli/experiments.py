@@ -304,11 +304,13 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     horizon = p.add_mutually_exclusive_group()
-    horizon.add_argument("--steps", type=int)
-    horizon.add_argument("--episodes", type=int)
+    horizon.add_argument("--steps", type=int, help="steps per seed (or --episodes)")
+    horizon.add_argument("--episodes", type=int, help="episodes per seed (episodic envs)")
     p.add_argument("--criterion", choices=["average", "discounted"], help="continuing regret")
     p.add_argument("--seed", type=int, default=0, help="root seed")
-    p.add_argument("--stop-when-solved", action="store_true")
+    p.add_argument(
+        "--stop-when-solved", action="store_true", help="stop a seed once its goal is solved"
+    )
     p.add_argument("--out", help="also keep the results in this directory (resumable)")
     p.add_argument("--jobs", type=int, default=1, help="parallel workers (with --out)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -319,7 +321,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("sweep", help="run a sweep file into a resumable result directory")
     p.add_argument("file", help="sweep file, e.g. models/sweeps/smoke.toml")
     p.add_argument("--out", required=True, help="result directory (re-run to resume)")
-    p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument(
+        "--backend", choices=BACKENDS, default="local", help="joblib processes or Ray tasks"
+    )
     p.add_argument("--jobs", type=int, default=1, help="worker processes / local Ray CPUs")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--retry-failed", action="store_true", help="re-run tasks that raised")
@@ -328,7 +332,7 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("plot", help="plot a sweep's results")
     p.add_argument("dir", help="result directory of optplan sweep")
-    p.add_argument("--kind", choices=KINDS, default="regret")
+    p.add_argument("--kind", choices=KINDS, default="regret", help="which figure")
     p.add_argument("--out", required=True, help="PNG (or any matplotlib format) to write")
     p.add_argument(
         "--metric",
@@ -345,7 +349,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("results", help="summarize a sweep's result directory")
-    p.add_argument("dir")
+    p.add_argument("dir", help="result directory of optplan sweep")
     p.add_argument("--json", action="store_true", help="every task row and the group table")
     p.add_argument("--compare", metavar="DIR", help="exit 1 unless DIR has equal rows")
     p.set_defaults(func=cmd_results)

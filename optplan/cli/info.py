@@ -79,7 +79,7 @@ def add_parser(sub) -> None:
         default="both",
         help="both (default): cross-check gain, bias and diameter against a conic solver",
     )
-    p.add_argument("--solver", type=solver_name, default="CLARABEL")
+    p.add_argument("--solver", type=solver_name, default="CLARABEL", help="conic solver")
     p.add_argument(
         "--terminal",
         choices=("absorbing", "restart"),

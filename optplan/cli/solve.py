@@ -172,18 +172,34 @@ def find_models_dir(given: str | None) -> Path:
     )
 
 
+def _check_json(chk) -> dict:
+    """One cross-check as JSON: values, the fast policy (or tau*), the largest difference,
+    the solve times, agreement."""
+    worst = max(chk.abs_err.values()) if chk.abs_err else None
+    return {
+        "value_fast": float(chk.fast.value),
+        "value_conic": float(chk.conic.value),
+        "max_abs_err": None if worst is None else float(worst),
+        "fast_ms": chk.fast.solve_time * 1e3,
+        "conic_ms": chk.conic.solve_time * 1e3,
+        "agree": bool(chk.agree),
+    }
+
+
 def cmd_demo(args) -> int:
     start = time.perf_counter()
     directory = find_models_dir(args.models)
-    print("optplan demo: each shipped model solved by the fast path (policy iteration) and by its")
-    print("LP in CVXPY (CLARABEL), then cross-checked (gain, bias, policy value, occupancies).\n")
+    report: dict = {"models": [], "indices": [], "k_learning": None}
+    say = (lambda *a, **k: None) if args.json else print
+    say("optplan demo: each shipped model solved by the fast path (policy iteration) and by its")
+    say("LP in CVXPY (CLARABEL), then cross-checked (gain, bias, policy value, occupancies).\n")
     ok = True
     header = (
         f"{'model':<18}{'criterion':<12}{'value (fast)':>16}{'value (conic)':>16}"
         f"{'max |diff|':>11}{'fast ms':>9}{'conic ms':>10}  policy"
     )
-    print(header)
-    print("-" * len(header))
+    say(header)
+    say("-" * len(header))
     for fname in DEMO_MODELS:
         model = load_model(directory / fname)
         for problem in (
@@ -200,7 +216,11 @@ def cmd_demo(args) -> int:
                 "finite_horizon": "horizon 10",
             }[problem.stem]
             policy = chk.fast.policy if chk.fast.policy.ndim == 1 else chk.fast.policy[0]
-            print(
+            report["models"].append(
+                {"model": model.name, "criterion": label, "policy": policy.tolist()}
+                | _check_json(chk)
+            )
+            say(
                 f"{model.name:<18}{label:<12}{chk.fast.value:>16.10f}{chk.conic.value:>16.10f}"
                 f"{worst:>11.1e}{chk.fast.solve_time * 1e3:>9.2f}"
                 f"{chk.conic.solve_time * 1e3:>10.2f}"
@@ -209,16 +229,22 @@ def cmd_demo(args) -> int:
     cowan = load_model(directory / "cowan3.toml")
     sol = AverageRewardPlanning(cowan).solve()
     paper = "matches" if sol.policy.tolist() == [0, 1, 0] else "DOES NOT match"
-    print(f"\ncowan3 optimal policy {sol.policy.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
-    ok &= _demo_indices(cowan.P[0, 1], sol.bias)
-    ok &= _demo_k_learning()
-    print(f"all cross-checks agree: {ok}; total {time.perf_counter() - start:.1f} s")
+    say(f"\ncowan3 optimal policy {sol.policy.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
+    report["cowan3_policy"] = sol.policy.tolist()
+    report["cowan3_matches_paper"] = sol.policy.tolist() == [0, 1, 0]
+    ok &= _demo_indices(cowan.P[0, 1], sol.bias, say, report)
+    ok &= _demo_k_learning(say, report)
+    total = time.perf_counter() - start
+    say(f"all cross-checks agree: {ok}; total {total:.1f} s")
+    if args.json:
+        report |= {"all_cross_checks_agree": bool(ok), "total_s": total}
+        print(json.dumps(report, indent=2))
     return 0 if ok else 1
 
 
-def _demo_indices(p: np.ndarray, v: np.ndarray) -> bool:
+def _demo_indices(p: np.ndarray, v: np.ndarray, say=print, report=None) -> bool:
     """The three index problems of accelerating-ucb-indices-mdp §4 on cowan3's (x1, a2) row."""
-    print(f"\nindices for p = P[x1, a2] = {p.tolist()}, v = the bias above:")
+    say(f"\nindices for p = P[x1, a2] = {p.tolist()}, v = the bias above:")
     target = float(p @ v + 0.5 * (v.max() - p @ v))
     ok = True
     for problem, label in (
@@ -228,20 +254,34 @@ def _demo_indices(p: np.ndarray, v: np.ndarray) -> bool:
     ):
         chk = cross_check(problem, solver="CLARABEL")
         ok &= chk.agree
-        print(
+        if report is not None:
+            report["indices"].append(
+                {"problem": problem.stem, "label": label.split("  ")[0].strip()}
+                | {"p": p.tolist(), "v": v.tolist(), "multiplier": float(chk.fast.multiplier)}
+                | _check_json(chk)
+            )
+        say(
             f"  {label:<36} fast {chk.fast.value:.12f}  conic {chk.conic.value:.12f}  "
             f"multiplier {chk.fast.multiplier:.6f}  {'agree' if chk.agree else 'DISAGREE'}"
         )
     return ok
 
 
-def _demo_k_learning() -> bool:
+def _demo_k_learning(say=print, report=None) -> bool:
     """K-learning's optimal temperature (problem 11) on a DeepSea-shaped posterior, L = 6."""
     problem = deepsea_instance(6, np.random.default_rng(0))
     # Load (or compile) the numba kernel first, so the time shown is the solve's own.
     deepsea_instance(2, np.random.default_rng(0)).solve("fast")
     chk = cross_check(problem, solver="CLARABEL")
-    print(
+    if report is not None:
+        report["k_learning"] = {
+            "layers": 6,
+            "tau_fast": float(chk.fast.x),
+            "tau_conic": float(chk.conic.x),
+            "kernel": chk.fast.info["kernel"],
+            "gap": float(chk.fast.info["gap"]),
+        } | _check_json(chk)
+    say(
         "\nK-learning temperature tau* (problem 11), DeepSea-shaped posterior, L = 6:\n"
         f"  fast tau* {chk.fast.x:.9f} ({chk.fast.info['kernel']} kernel, "
         f"{chk.fast.solve_time * 1e3:.2f} ms)  conic tau* {chk.conic.x:.9f} "
@@ -263,8 +303,13 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("solve", help="solve a model file (fast, conic or both)")
     model_args(p)
-    p.add_argument("--method", choices=("fast", "conic", "both"), default="fast")
-    p.add_argument("--solver", type=solver_name, default="CLARABEL")
+    p.add_argument(
+        "--method",
+        choices=("fast", "conic", "both"),
+        default="fast",
+        help="fast path, conic (CVXPY) path, or both and compare",
+    )
+    p.add_argument("--solver", type=solver_name, default="CLARABEL", help="conic solver")
     p.add_argument("--algorithm", help="fast-path algorithm, e.g. value_iteration")
     p.set_defaults(func=cmd_solve)
 
@@ -283,4 +328,10 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("demo", help="solve the shipped models both ways (seconds)")
     p.add_argument("--models", help="directory holding the shipped model files")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable: per criterion values, policies, max error, times; the "
+        "indices; tau*; all_cross_checks_agree",
+    )
     p.set_defaults(func=cmd_demo)

@@ -123,7 +123,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--n", type=positive_int, default=1000, help="instances (default 1000)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="hypothesis seed (default 0)")
-    p.add_argument("--solver", type=solver_name, default="CLARABEL")
+    p.add_argument(
+        "--solver", type=solver_name, default="CLARABEL", help="solver of the CVXPY formulation"
+    )
     p.add_argument("--rtol", type=nonneg_float, help="override the solver's tolerance")
     p.add_argument("--atol", type=nonneg_float, help="override the solver's tolerance")
     p.add_argument(
