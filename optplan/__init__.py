@@ -109,3 +109,11 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+
+if "gymnasium" in sys.modules:
+    # Gymnasium is loaded already (``gymnasium.make("optplan:optplan/DeepSea-v0")`` imports this
+    # package, or the user imported gymnasium first): register the ``optplan/`` ids now, as
+    # ``import optplan.envs`` does; otherwise they are registered when ``op.envs`` loads.
+    from .envs.gym_ids import register_gymnasium
+
+    register_gymnasium()

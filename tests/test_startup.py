@@ -79,3 +79,17 @@ def test_a_submodule_does_not_shadow_the_function_of_the_same_name():
         "assert op.mdp.TabularMDP is op.TabularMDP"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import gymnasium as gym\ngym.make('optplan:optplan/DeepSea-v0')",
+        "import gymnasium as gym\nimport optplan\ngym.make('optplan/RiverSwim-v0')",
+        "import optplan as op\nimport gymnasium as gym\nop.envs\ngym.make('optplan/RiverSwim-v0')",
+    ],
+    ids=["module-prefix", "gymnasium-first", "op.envs"],
+)
+def test_gymnasium_ids_are_registered_without_eager_imports(code):
+    """The ``optplan/`` ids exist whenever Gymnasium is there to use them."""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)

@@ -1,6 +1,7 @@
 """optplan's environments registered with Gymnasium under the ``optplan/`` namespace.
 
-After ``import optplan`` (or ``import optplan.envs``)::
+After ``import optplan.envs`` (or ``import gymnasium`` then ``import optplan``; a bare
+``import optplan`` does not load Gymnasium, so it registers nothing)::
 
     env = gymnasium.make("optplan/DeepSea-v0", size=12)
     env = gymnasium.make("optplan/RiverSwim-v0", n_states=8)
