@@ -40,8 +40,12 @@ def test_peers_at_the_boundary_and_with_ties():
 
 def test_bench_rows_and_table_with_peers():
     rows = bench_indices(
-        sizes=[5], instances=2, problems=["kl_ball", "l1_ball", "kl_inf"], solvers=["CLARABEL"],
-        batch=20, peers=True,
+        sizes=[5],
+        instances=2,
+        problems=["kl_ball", "l1_ball", "kl_inf"],
+        solvers=["CLARABEL"],
+        batch=20,
+        peers=True,
     )
     by = {r["problem"]: r for r in rows}
     assert set(by["kl_ball"]["peers"]) == {"rl-agents", "filippi"}

@@ -11,7 +11,7 @@ from optplan.fast import _index_kernels, _roots, kl_ball
 from optplan.fast.kl_ball import kl_ball_index
 from optplan.fast.kl_inf import kl_inf_rate
 from optplan.fast.l1_ball import l1_ball_index
-from optplan.result import INFEASIBLE, OPTIMAL, OptplanError
+from optplan.result import OptplanError
 
 pytestmark = pytest.mark.skipif(
     not _index_kernels.AVAILABLE, reason="numba not installed (pip install 'optplan[jit]')"
@@ -165,9 +165,7 @@ def assert_same_kl_inf(p, v, rho):
     ok = np.isfinite(ref.value)
     # D and its multiplier are conditioned like 1/(V - rho) as rho nears max v: the two kernels
     # sum in different orders, and that round-off moves the root by eps / g'(r)
-    cond = 1.0 + np.abs(rho - (p * v).sum(axis=-1)) / np.maximum(
-        v.max(axis=-1) - rho, 1e-300
-    )
+    cond = 1.0 + np.abs(rho - (p * v).sum(axis=-1)) / np.maximum(v.max(axis=-1) - rho, 1e-300)
     tol = 1e-12 * np.minimum(cond, 1e4)
     err = np.abs(new.value[ok] - ref.value[ok])
     assert (err <= tol[ok] * (1.0 + np.abs(ref.value[ok]))).all(), err.max()
@@ -261,9 +259,11 @@ def test_l1_ties_keep_the_stable_order():
 
 @pytest.mark.parametrize(
     "fn, param",
-    [(kl_ball_index, [0.0, 1e-300, 0.05, 3.0, 1e300, -1.0]),
-     (l1_ball_index, [0.0, 1e-12, 0.3, 2.0, 1e300, -1.0]),
-     (kl_inf_rate, None)],
+    [
+        (kl_ball_index, [0.0, 1e-300, 0.05, 3.0, 1e300, -1.0]),
+        (l1_ball_index, [0.0, 1e-12, 0.3, 2.0, 1e300, -1.0]),
+        (kl_inf_rate, None),
+    ],
 )
 def test_one_instance_lane_equals_the_batch(fn, param):
     """A single call (the compiled one-instance lane) gives the batched kernel's row exactly,
@@ -277,8 +277,11 @@ def test_one_instance_lane_equals_the_batch(fn, param):
             if params is None:
                 mu, V = p[i] @ v[i], v[i].max()
                 params = [mu - 1.0, mu, mu + 0.5 * (V - mu), V]
-            batch = fn(np.repeat(p[i][None], len(params), 0),
-                       np.repeat(v[i][None], len(params), 0), np.array(params))
+            batch = fn(
+                np.repeat(p[i][None], len(params), 0),
+                np.repeat(v[i][None], len(params), 0),
+                np.array(params),
+            )
             for j, r in enumerate(params):
                 one = fn(p[i], v[i], r)
                 assert one.shape == () and one.x.shape == (S,)
@@ -289,8 +292,9 @@ def test_one_instance_lane_equals_the_batch(fn, param):
                 assert int(one.iterations) == int(batch.iterations[j])
 
 
-@pytest.mark.parametrize("fn, name", [(kl_ball_index, "radius"), (l1_ball_index, "radius"),
-                                      (kl_inf_rate, "target")])
+@pytest.mark.parametrize(
+    "fn, name", [(kl_ball_index, "radius"), (l1_ball_index, "radius"), (kl_inf_rate, "target")]
+)
 def test_one_instance_lane_keeps_the_checks(fn, name):
     p, v = np.array([0.5, 0.5]), np.array([0.0, 1.0])
     with pytest.raises(OptplanError, match="p must sum to 1"):
@@ -310,8 +314,12 @@ def test_fast_log_is_within_an_ulp():
     k = _index_kernels._kernels()
     rng = np.random.default_rng(0)
     x = np.concatenate(
-        [10.0 ** rng.uniform(-300, 300, 20000), rng.random(20000), 1e-17 * rng.random(100),
-         [0.0, 1.0, 2.0**53, 1e300, np.nextafter(1.0, 2.0)]]
+        [
+            10.0 ** rng.uniform(-300, 300, 20000),
+            rng.random(20000),
+            1e-17 * rng.random(100),
+            [0.0, 1.0, 2.0**53, 1e300, np.nextafter(1.0, 2.0)],
+        ]
     )
     n = x.size
     ell, w, u = np.empty(n), np.empty(n), np.empty(n)

@@ -44,10 +44,7 @@ def test_import_optplan_loads_no_heavy_library():
 
 
 def test_optplan_help_loads_no_heavy_library():
-    code = (
-        "from optplan.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
-    )
+    code = "from optplan.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
     assert _loaded_after(code) == []
 
 

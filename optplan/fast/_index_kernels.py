@@ -116,9 +116,9 @@ def _log_pos(x):  # pragma: no cover - compiled by numba
     """``log x`` for a positive normal finite ``x``, branch-free (fdlibm's ``__ieee754_log``:
     ``x = 2^k m`` with ``m`` in ``(sqrt(2)/2, sqrt(2)]``, ``f = m - 1`` exact, the degree-14
     polynomial in ``s = f / (2 + f)``; error < 1 ulp)."""
-    bits = _f2i(x)
+    bits = _f2i(x)  # noqa: F821 (bound at compile time: _bitcasts, below)
     k = ((bits >> 52) & 0x7FF) - 1023
-    m = _i2f((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
+    m = _i2f((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)  # noqa: F821
     big = m > _SQRT2
     m = 0.5 * m if big else m
     k = k + 1 if big else k
@@ -1122,8 +1122,9 @@ def kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations) -> np.ndarray:
     ``INFEASIBLE_ROW``, ``LEFT``)."""
     k = _kernels()
     code = np.empty(rho.shape[0], dtype=np.int64)
-    k["_kl_inf_rows"](_floats(p), _floats(v), _floats(rho), int(max_iter), value, q, lam,
-                      iterations, code)
+    k["_kl_inf_rows"](
+        _floats(p), _floats(v), _floats(rho), int(max_iter), value, q, lam, iterations, code
+    )
     return code
 
 
