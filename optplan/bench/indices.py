@@ -155,9 +155,9 @@ def bench_indices(
     With ``peers`` (needs numba), each instance is also solved, in round-robin loops of calls
     (:func:`_time_contenders`: the median of :data:`PEER_RUNS` rounds), by optplan's public
     fast function (``kl_ball_index(p, v, r)`` etc., inputs checked) and by the peer
-    transcriptions of :mod:`optplan.bench.peers` for that problem; the row gets ``optplan_s`` (median over the
-    instances) and ``peers``: ``{name: {"s", "ratio" (peer / optplan_s), "max_abs_diff"
-    (of the values)}}``.
+    transcriptions of :mod:`optplan.bench.peers` for that problem; the row gets
+    ``optplan_s`` (median over the instances) and ``peers``: ``{name: {"s", "ratio" (peer /
+    optplan_s), "max_abs_diff" (of the values)}}``.
 
     Every argument is checked before any timing: ``sizes`` and ``instances`` positive
     integers (``sizes >= 2`` with ``kl_inf``, whose target needs two states), ``batch >= 0``,
