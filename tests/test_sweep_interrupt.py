@@ -33,6 +33,10 @@ params = { n_states = 6 }
 """
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(tmp_path: Path, jobs: int) -> tuple[subprocess.CompletedProcess, Path]:
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(SWEEP)
@@ -44,6 +48,10 @@ def _interrupt(tmp_path: Path, jobs: int) -> tuple[subprocess.CompletedProcess, 
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # a terminal's Ctrl-C reaches a foreground program; a test run started in the
+        # background by a shell without job control (`.ci/run &`) inherits SIGINT ignored,
+        # and Python keeps an ignored SIGINT ignored (the sweep then ran to its end in CI)
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 120
     while len(list(out.glob("tasks/*.json"))) < 2 and proc.poll() is None:
