@@ -34,7 +34,10 @@ params = { n_states = 6 }
 
 
 def _default_sigint() -> None:
+    """SIGINT as in a terminal's foreground program: default disposition, not blocked (both
+    are inherited across exec, from whatever the test process was given or set)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _interrupt(tmp_path: Path, jobs: int) -> tuple[subprocess.CompletedProcess, Path]:
@@ -49,8 +52,9 @@ def _interrupt(tmp_path: Path, jobs: int) -> tuple[subprocess.CompletedProcess, 
         text=True,
         start_new_session=True,
         # a terminal's Ctrl-C reaches a foreground program; a test run started in the
-        # background by a shell without job control (`.ci/run &`) inherits SIGINT ignored,
-        # and Python keeps an ignored SIGINT ignored (the sweep then ran to its end in CI)
+        # background by a shell without job control inherits SIGINT ignored (SigIgn 0x7),
+        # and Python keeps an ignored SIGINT ignored: in CI=true .ci/run the sweep ran to
+        # its end, exit 0
         preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 120
