@@ -36,7 +36,7 @@ def _saves_figures(source: str) -> bool:
 def test_figure_scripts_take_out_and_default_outside_examples(path):
     source = path.read_text()
     if not _saves_figures(source):
-        pytest.skip(f"{path.name} writes no figure")
+        pytest.skip(reason=f"{path.name} writes no figure, so it has no --out to check")
     code = _code_without_docstrings(ast.parse(source))
     if "'--out'" not in code:
         pytest.fail(f"{path.name}: no --out option")

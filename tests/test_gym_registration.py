@@ -36,9 +36,7 @@ def test_every_environment_is_registered():
     [
         pytest.param(
             i,
-            marks=pytest.mark.skip(
-                reason="WideNarrow has an action mask; check_env steps with unmasked actions"
-            ),
+            marks=pytest.mark.skip(reason="WideNarrow has an action mask that check_env ignores"),
         )
         if i in MASKED
         else i
