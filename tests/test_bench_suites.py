@@ -270,3 +270,28 @@ def test_bench_ravi_agents_tiny_run(capsys):
         bench_ravi(parts=["agents"], dims=[0])
     with pytest.raises(OptplanError, match="agent_discount must lie in"):
         bench_ravi(parts=["agents"], agent_discount=1.0)
+
+
+_TINY = {
+    "planning": ["--sizes", "3", "--criteria", "discounted", "--solvers", "CLARABEL"],
+    "k-learning": ["--sizes", "3", "4", "--instances", "1", "--solvers", "CLARABEL"],
+    "ube": ["--sizes", "10", "--instances", "1", "--mm-pairs", "10", "--solvers", "CLARABEL"],
+    "optimistic": ["--sizes", "3", "4", "--repeats", "1", "--solvers", "CLARABEL"],
+    "ravi": [
+        *("--sizes", "3", "--repeats", "1", "--solvers", "CLARABEL", "--agent-sizes", "3"),
+        *("--dims", "2", "3", "--agent-steps", "20", "--agent-repeats", "1"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TINY))
+def test_suite_total_counts_its_progress_lines(name):
+    """The bar's ETA comes from ``Suite.total``: it must equal the progress lines the suite
+    reports, or the bar ends early or never fills."""
+    suite = SUITES[name]
+    assert suite.total is not None
+    args = build_parser().parse_args(["bench", name, *_TINY[name]])
+    keywords = inspect.signature(suite.bench).parameters
+    lines: list[str] = []
+    suite.bench(**{k: v for k, v in vars(args).items() if k in keywords}, progress=lines.append)
+    assert len(lines) == suite.total(args) > 0

@@ -85,6 +85,7 @@ SUITES: dict[str, Suite] = {
         header=k_temperature.header,
         add_arguments=k_temperature.add_arguments,
         stems=k_temperature.STEMS,
+        total=lambda args: len(args.sizes),
     ),
     "index-agents": Suite(
         help="MDP-UCB / OLP / MDP-DMED / MDP-PS steps per second, fast vs conic",
@@ -102,6 +103,7 @@ SUITES: dict[str, Suite] = {
         add_arguments=ube.add_arguments,
         stems=ube.STEMS,
         meta=ube.meta,
+        total=ube.total,
     ),
     "optimistic": Suite(
         help="optimistic planning over L1/KL confidence sets: EVI vs the convex program",
@@ -110,6 +112,7 @@ SUITES: dict[str, Suite] = {
         header=optimistic.header,
         add_arguments=optimistic.add_arguments,
         stems=optimistic.STEMS,
+        total=lambda args: len(args.variants) * len(args.sizes),
     ),
     "ravi": Suite(
         help="RAVI-UCB's clipped optimistic fixed point: exact DP and RAVI's iteration vs LPs",
@@ -118,6 +121,7 @@ SUITES: dict[str, Suite] = {
         header=ravi.header,
         add_arguments=ravi.add_arguments,
         stems=ravi.STEMS,
+        total=ravi.total,
     ),
 }
 

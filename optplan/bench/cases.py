@@ -273,7 +273,9 @@ def random_optimistic(
     ``sqrt(1 / n)`` (UCRL2's and KL-UCRL's shapes with the logarithms dropped)."""
     P = garnet_transitions(rng, (S, A), S)
     n = rng.integers(1, 501, size=(S, A))
-    p_hat = rng.multinomial(n, P) / n[..., None]
+    # A row whose next states all merged into one can sum to 1 + 2e-16, which multinomial
+    # refuses as a probability above 1 (S = 3 or 4 draws it): clip, bit-identical otherwise.
+    p_hat = rng.multinomial(n, np.minimum(P, 1.0)) / n[..., None]
     r_hat = np.clip(rng.random((S, A)) + rng.normal(0, 1, (S, A)) / np.sqrt(n), 0.0, 1.0)
     radius = np.sqrt(2.0 * S / n) if ball == "l1" else S / n
     return OptimisticPlanning(

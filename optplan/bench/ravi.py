@@ -39,6 +39,7 @@ from ._common import (
 from .cases import random_clipped_optimistic
 
 __all__ = [
+    "total",
     "STEMS",
     "PARTS",
     "bench_ravi",
@@ -332,6 +333,15 @@ def format_planning_table(rows: list[dict], solvers: Sequence[str]) -> str:
             )
         lines.append(line)
     return "\n".join(lines)
+
+
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_ravi` reports (for the bar's ETA): one per planning
+    size, one per agent case (the tabular agent and one linear agent per ``d``, per size)."""
+    n = len(args.sizes) if "planning" in args.parts else 0
+    if "agents" in args.parts:
+        n += len(args.agent_sizes) * (1 + len(args.dims))
+    return n
 
 
 def header(args: argparse.Namespace) -> str:

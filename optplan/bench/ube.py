@@ -50,6 +50,7 @@ from ._common import (
 from .cases import random_moment_matching, random_ube
 
 __all__ = [
+    "total",
     "UBE_PROBLEMS",
     "FAST_ALGORITHMS",
     "STEMS",
@@ -420,6 +421,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SOLVER",
         help="conic solvers of the moment-matching row",
     )
+
+
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_ube` reports (for the bar's ETA): per row (one per
+    size and fast algorithm, plus the moment-matching row) one line for the fast path and one
+    per solver."""
+    rows = len(args.sizes) * len(FAST_ALGORITHMS) + (1 if args.mm_pairs else 0)
+    return rows * (1 + len(args.solvers))
 
 
 def meta(args: argparse.Namespace) -> dict:
