@@ -59,11 +59,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 100")
     parser.add_argument("--n", type=int, help="instances (default 500)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     args = parser.parse_args(argv)
     n = args.n or (100 if args.quick else 500)
-    good = op.verify(soft_max, PROBLEM, n=n, seed=0)
+    good = op.verify(soft_max, PROBLEM, n=n, seed=0, progress=not args.quiet)
     print(good, end="\n\n")
-    bad = op.verify(soft_max_naive, PROBLEM, n=n, seed=0)  # its overflow warnings are counted
+    bad = op.verify(
+        soft_max_naive, PROBLEM, n=n, seed=0, progress=not args.quiet
+    )  # its overflow warnings are counted
     print(bad)
     expected = good.ok and not bad.ok and bool(bad.counterexamples)
     print(f"\nthe shifted closed form passes and the naive one fails: {expected}")

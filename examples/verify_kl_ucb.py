@@ -93,7 +93,7 @@ def kl_ucb_loose(p, v, d):
     return kl_ucb(p, v, d, tol=1e-3)
 
 
-def self_check(n: int, seed: int, done=lambda reports: None) -> list:
+def self_check(n: int, seed: int, done=lambda reports: None, progress: bool = False) -> list:
     """``op.verify`` on optplan's own fast path of every problem (and optimistic variants);
     ``done(reports)`` after each. ``certified``: agreeing instances where some quantity
     differs from Clarabel's beyond tolerance but is proved optimal (``Problem.certified_by``);
@@ -110,7 +110,12 @@ def self_check(n: int, seed: int, done=lambda reports: None) -> list:
     print(head + " certified  worst ratio (quantity)   time")
     for name, options in runs:
         rep = op.verify(
-            optplan_fast(name, **(options or {})), name, n=n, seed=seed, options=options
+            optplan_fast(name, **(options or {})),
+            name,
+            n=n,
+            seed=seed,
+            options=options,
+            progress=progress,
         )
         reports.append(rep)
         done(reports)
@@ -135,15 +140,17 @@ def main(argv=None) -> int:
     parser.add_argument("--self-check-n", type=int, help="instances per problem (default 200)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write every report's to_dict() here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     args = parser.parse_args(argv)
+    bar = not args.quiet
     n = args.n or (200 if args.quick else 2000)
     n_self = args.self_check_n or (20 if args.quick else 200)
     start = time.perf_counter()
     print(f"1. the user's KL-UCB, Newton stopped at |KL - d| < 1e-3, n = {n}:\n")
-    loose = op.verify(kl_ucb_loose, "kl_ball", n=n, seed=args.seed)
+    loose = op.verify(kl_ucb_loose, "kl_ball", n=n, seed=args.seed, progress=bar)
     print(loose)
     print(f"\n2. the same code stopped at |KL - d| < 1e-12, n = {n}:\n")
-    fixed = op.verify(kl_ucb, "kl_ball", n=n, seed=args.seed)
+    fixed = op.verify(kl_ucb, "kl_ball", n=n, seed=args.seed, progress=bar)
     print(fixed)
 
     def save(reports):  # after every report: a long run keeps what it has
@@ -156,7 +163,7 @@ def main(argv=None) -> int:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(out, indent=1))
 
-    reports = self_check(n_self, args.seed, save)
+    reports = self_check(n_self, args.seed, save, progress=bar)
     agree = sum(r.ok for r in reports)
     print(f"\nself-check: {agree} of {len(reports)} fast paths agree on every optimal instance")
     print(f"the loose Newton fails and the tight one passes: {not loose.ok and fixed.ok}")

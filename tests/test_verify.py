@@ -73,6 +73,15 @@ def test_optplan_fast_path_agrees_and_instances_are_valid():
     assert json.loads(json.dumps(rep.to_dict()))["ok"] is True
 
 
+def test_progress_bar_counts_every_instance(capsys):
+    quiet = op.verify(optplan_fast("l1_ball"), "l1_ball", n=12, seed=4)
+    assert capsys.readouterr().err == ""  # no bar unless asked
+    rep = op.verify(optplan_fast("l1_ball"), "l1_ball", n=12, seed=4, progress=True)
+    err = capsys.readouterr().err
+    assert "verify l1_ball" in err and f"{rep.tried}/12" in err
+    assert rep.tried == quiet.tried and rep.compared == quiet.compared
+
+
 @pytest.mark.parametrize(
     "name, options",
     [(name, None) for name in PROBLEMS if name != "optimistic"]

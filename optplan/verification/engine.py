@@ -404,7 +404,8 @@ def verify(
         Failure kinds to shrink (one counterexample each, in order of first appearance);
         later kinds are reported by their first, unshrunk instance.
     progress : bool
-        Print a line to stderr every tenth of ``n``.
+        A progress bar with ETA on stderr (tqdm): instances tried of ``n``, with the counts
+        compared and failing.
 
     Returns
     -------
@@ -448,7 +449,22 @@ def verify(
             cache[key] = _evaluate(target, fn, inputs, solver, solver_options, rtol, atol)
         return cache[key]
 
+    bar = _progress_bar(name, n) if progress else None
+
     def record(inputs):
+        try:
+            _record(inputs)
+        finally:
+            if bar is not None:
+                bar.update(1)
+                if report.tried % step == 0:
+                    bar.set_postfix(
+                        compared=report.compared,
+                        failing=report.disagreed + report.raised,
+                        refresh=False,
+                    )
+
+    def _record(inputs):
         index = report.tried
         report.tried += 1
         fresh = _key(inputs) not in cache
@@ -504,16 +520,13 @@ def verify(
                     {"index": index, "kinds": list(outcome.failed), "reason": outcome.reason}
                 )
             firsts[outcome.failed[0]] = firsts.get(outcome.failed[0], outcome)
-        if progress and report.tried % step == 0:
-            print(
-                f"verify {name}: {report.tried}/{n} instances, {report.compared} compared, "
-                f"{report.disagreed + report.raised} failing ({time.perf_counter() - start:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
 
     firsts: dict[str, Outcome] = {}
-    _run_hypothesis(strategy, record, n, seed, shrink=False)
+    try:
+        _run_hypothesis(strategy, record, n, seed, shrink=False)
+    finally:
+        if bar is not None:
+            bar.close()
     report.distinct = len(cache)
     shown = set(target.quantities) | set(report.worst)
     report.sqrt_tol = tuple(sorted(q for q in target.sqrt_tol if q in shown))
@@ -576,3 +589,17 @@ def _shrink(strategy, evaluate, kind, n, seed, cache):
     except Exception as exc:  # e.g. hypothesis's Flaky: fn answers differently on a replay
         return None, False, 0, f"shrinking failed: {type(exc).__name__}: {_short(exc)}"
     return None, False, 0, "the replay did not meet the kind again"
+
+
+def _progress_bar(name: str, n: int):
+    """A tqdm bar over the ``n`` instances of one verification, on stderr."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=n,
+        desc=f"verify {name}",
+        unit="instance",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
