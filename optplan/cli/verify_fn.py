@@ -137,6 +137,6 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--shrink", type=nonneg_int, default=3, help="failure kinds to shrink (default 3)"
     )
-    p.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    p.add_argument("--progress", action="store_true", help="a progress bar with ETA on stderr")
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.set_defaults(func=cmd_verify_fn)
