@@ -90,3 +90,36 @@ def test_ctrl_c_keeps_finished_tasks_in_process(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_keeps_finished_tasks_with_worker_processes(tmp_path):
     _check(*_interrupt(tmp_path, jobs=2))
+
+
+def test_second_ctrl_c_while_writing_the_summary_still_reports_what_was_kept(tmp_path, monkeypatch):
+    """A second Ctrl-C during the interrupted sweep's summary: the same one-line report (the
+    task files are kept; the summary is rewritten when the sweep resumes)."""
+    from optplan.experiments import execute, load_sweep, run_sweep
+    from optplan.experiments.store import ResultStore
+
+    real = execute.execute_task
+    calls = []
+
+    def interrupted_after_two(payload):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(payload)
+        return real(payload)
+
+    def ctrl_c_again(self):
+        raise KeyboardInterrupt
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(SWEEP.replace("seeds = 40", "seeds = 4").replace("3000", "50"))
+    monkeypatch.setattr(execute, "execute_task", interrupted_after_two)
+    monkeypatch.setattr(ResultStore, "write_summary", ctrl_c_again)
+    out = tmp_path / "out"
+    with pytest.raises(execute.SweepInterrupted) as info:
+        run_sweep(load_sweep(path), out, jobs=1, quiet=True)
+    assert str(info.value) == (
+        f"interrupted: 2 of 4 tasks finished, results kept in {out} (run the same command "
+        "again to resume; interrupted again while writing the summary, which the resumed run "
+        "rewrites)"
+    )
+    assert len(list(out.glob("tasks/*.json"))) == 2

@@ -459,11 +459,14 @@ def _run_pending(store, sweep, backend, jobs, address, quiet, retry_failed, dama
     except KeyboardInterrupt:
         results.close()  # stop the workers before writing anything else
         bar.close()
-        store.write_summary()  # the finished tasks, readable by optplan results / plot
-        finished = len(store.records(warn=False))
+        finished, note = len(store.records(warn=False)), ""
+        try:
+            store.write_summary()  # the finished tasks, readable by optplan results / plot
+        except KeyboardInterrupt:  # a second Ctrl-C: the task files are kept all the same
+            note = "; interrupted again while writing the summary, which the resumed run rewrites"
         raise SweepInterrupted(
             f"interrupted: {finished} of {len(tasks)} tasks finished, results kept in "
-            f"{out} (run the same command again to resume)"
+            f"{out} (run the same command again to resume{note})"
         ) from None
     finally:
         results.close()  # on an error or interrupt: stops the workers now, not at gc
