@@ -16,8 +16,9 @@ import pytest
 
 import optplan as op
 
-#: What ``import optplan`` and ``optplan --help`` must leave unloaded (each costs 0.2-3 s).
+#: What ``import optplan`` and ``optplan --help`` must leave unloaded (each costs 0.1-3 s).
 HEAVY = (
+    "numpy",
     "cvxpy",
     "scipy.optimize",
     "scipy.sparse",

@@ -22,17 +22,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._checks import OptplanError
-
 __all__ = ["main", "build_parser", "CLIError", "COMMANDS", "USER_ERRORS", "HelpFormatter"]
 
-USER_ERRORS = (
-    OptplanError,
-    FileNotFoundError,
-    IsADirectoryError,
-    NotADirectoryError,
-    PermissionError,
-)
+#: The errors of a user's input, printed as one line with exit status 2 (``OptplanError``, from
+#: :mod:`optplan._checks`, joins them when a command runs: ``--help`` does not import numpy).
+_OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from .._checks import OptplanError
+
+    return (OptplanError, *_OS_ERRORS)
+
 
 #: Every command, in the order ``optplan --help`` lists them: ``(group module, one-line help)``.
 #: The group module's parser uses the same help (``tests/test_cli_help.py`` checks it).
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(_command(argv) or "").parse_args(argv)
     try:
         return args.func(args)
-    except USER_ERRORS as exc:
+    except _user_errors() as exc:
         print(f"optplan: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # one line, no traceback; the sweep says what it kept
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def __getattr__(name: str):
+    if name == "USER_ERRORS":
+        return _user_errors()
     if name == "CLIError":  # defined with the solve commands, loaded with them
         from .solve import CLIError
 
