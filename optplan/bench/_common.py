@@ -29,6 +29,11 @@ __all__ = [
     "check_solvers",
     "check_seconds",
     "check_choices",
+    "add_sizes",
+    "add_actions",
+    "add_count",
+    "add_solvers",
+    "add_conic_cap",
 ]
 
 
@@ -196,3 +201,49 @@ def conic_capped(problem, warmup, solver: str, seconds: float):
     if isinstance(out, BaseException):
         raise out
     return out
+
+
+# The options most suites share: one definition each, so every suite's --help reads alike.
+def add_sizes(parser: argparse.ArgumentParser, default: list[int], help: str) -> None:
+    """``--sizes N [N ...]``: the problem sizes timed."""
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=default, help=help)
+
+
+def add_actions(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--actions A`` (``dest="n_actions"``): actions per state."""
+    parser.add_argument(
+        "--actions",
+        dest="n_actions",
+        metavar="ACTIONS",
+        type=positive_int,
+        default=default,
+        help="actions per state",
+    )
+
+
+def add_count(parser: argparse.ArgumentParser, flag: str, default: int, help: str) -> None:
+    """A positive count such as ``--repeats`` or ``--instances``."""
+    parser.add_argument(flag, type=positive_int, default=default, help=help)
+
+
+def add_solvers(
+    parser: argparse.ArgumentParser, nargs: str = "+", help: str = "conic solvers to time"
+) -> None:
+    """``--solvers NAME [NAME ...]`` (case-insensitive), all of them by default."""
+    parser.add_argument(
+        "--solvers", type=solver_name, nargs=nargs, default=list(SOLVERS), help=help
+    )
+
+
+def add_conic_cap(
+    parser: argparse.ArgumentParser, default: float, help: str, metavar: str | None = None
+) -> None:
+    """``--max-conic-seconds T``: the suite's time cap on a conic solver."""
+    parser.add_argument(
+        "--max-conic-seconds",
+        dest="max_conic_seconds",
+        type=nonneg_seconds,
+        default=default,
+        metavar=metavar,
+        help=help,
+    )

@@ -21,12 +21,13 @@ from .._checks import check_int
 from ..mdp import check_model_size
 from ..problems import SOLVERS, KLearningTemperature
 from ._common import (
+    add_conic_cap,
+    add_count,
+    add_sizes,
+    add_solvers,
     check_seconds,
     check_sizes,
     check_solvers,
-    nonneg_seconds,
-    positive_int,
-    solver_name,
 )
 from .cases import deepsea_instance
 
@@ -161,28 +162,13 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_k_temperature`."""
-    parser.add_argument(
-        "--sizes",
-        type=positive_int,
-        nargs="+",
-        default=[5, 10, 20, 30, 50],
-        help="DeepSea depths L",
-    )
-    parser.add_argument(
-        "--instances", type=positive_int, default=5, help="random instances per depth"
-    )
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="+",
-        default=list(SOLVERS),
-        help="conic solvers to time",
-    )
-    parser.add_argument(
-        "--max-conic-seconds",
-        type=nonneg_seconds,
-        default=120.0,
+    add_sizes(parser, [5, 10, 20, 30, 50], "DeepSea depths L")
+    add_count(parser, "--instances", 5, "random instances per depth")
+    add_solvers(parser)
+    add_conic_cap(
+        parser,
+        120.0,
+        "stop timing a conic solver once it has spent T s on one depth (and skip it on larger "
+        "depths)",
         metavar="T",
-        help="stop timing a conic solver once it has spent T s on one depth (and skip it on "
-        "larger depths)",
     )

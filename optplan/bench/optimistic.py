@@ -22,14 +22,16 @@ from ..problems import SOLVERS, OptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
     FAST_RUNS,
+    add_actions,
+    add_conic_cap,
+    add_count,
+    add_sizes,
+    add_solvers,
     check_choices,
     check_seconds,
     check_sizes,
     check_solvers,
     conic_capped,
-    nonneg_seconds,
-    positive_int,
-    solver_name,
     timed_median,
 )
 from .cases import random_optimistic
@@ -171,27 +173,10 @@ def header(args: argparse.Namespace) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sizes", type=positive_int, nargs="+", default=[10, 50, 200], help="numbers of states"
-    )
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=4,
-        help="actions per state",
-    )
-    parser.add_argument(
-        "--repeats", type=positive_int, default=3, help="random instances per size (medians)"
-    )
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="+",
-        default=list(SOLVERS),
-        help="conic solvers to time",
-    )
+    add_sizes(parser, [10, 50, 200], "numbers of states")
+    add_actions(parser, 4)
+    add_count(parser, "--repeats", 3, "random instances per size (medians)")
+    add_solvers(parser)
     parser.add_argument(
         "--variants",
         nargs="+",
@@ -199,10 +184,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(VARIANTS),
         help="confidence set (l1, kl) x criterion",
     )
-    parser.add_argument(
-        "--max-conic-seconds",
-        dest="max_conic_seconds",
-        type=nonneg_seconds,
-        default=60.0,
-        help="each conic solve is killed after this long; that solver is skipped at larger sizes",
+    add_conic_cap(
+        parser,
+        60.0,
+        "each conic solve is killed after this long; that solver is skipped at larger sizes",
     )

@@ -23,11 +23,13 @@ from ..problems import (
 )
 from ..result import SOLUTION_PRESENT
 from ._common import (
+    add_actions,
+    add_count,
+    add_sizes,
+    add_solvers,
     check_choices,
     check_sizes,
     check_solvers,
-    positive_int,
-    solver_name,
     timed,
 )
 from .cases import random_mdp
@@ -226,27 +228,10 @@ def meta(args: argparse.Namespace) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_planning`."""
-    parser.add_argument(
-        "--sizes", type=positive_int, nargs="+", default=[10, 100, 500], help="numbers of states"
-    )
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=4,
-        help="actions per state",
-    )
-    parser.add_argument(
-        "--repeats", type=positive_int, default=5, help="random MDPs per size (medians)"
-    )
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="*",
-        default=list(SOLVERS),
-        help="conic solvers to time (none: --solvers with no name)",
-    )
+    add_sizes(parser, [10, 100, 500], "numbers of states")
+    add_actions(parser, 4)
+    add_count(parser, "--repeats", 5, "random MDPs per size (medians)")
+    add_solvers(parser, "*", "conic solvers to time (none: --solvers with no name)")
     parser.add_argument(
         "--peers",
         action="store_true",

@@ -26,14 +26,17 @@ from ..mdp import check_model_size
 from ..problems import SOLVERS, ClippedOptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
+    add_actions,
+    add_conic_cap,
+    add_count,
+    add_sizes,
+    add_solvers,
     check_choices,
     check_seconds,
     check_sizes,
     check_solvers,
     conic_capped,
-    nonneg_seconds,
     positive_int,
-    solver_name,
     timed,
 )
 from .cases import random_clipped_optimistic
@@ -386,41 +389,18 @@ def _eta(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sizes",
-        type=positive_int,
-        nargs="+",
-        default=[10, 50, 200],
-        help="numbers of states (planning part)",
-    )
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=4,
-        help="actions per state",
-    )
-    parser.add_argument(
-        "--repeats", type=positive_int, default=3, help="random instances per size (medians)"
-    )
+    add_sizes(parser, [10, 50, 200], "numbers of states (planning part)")
+    add_actions(parser, 4)
+    add_count(parser, "--repeats", 3, "random instances per size (medians)")
     parser.add_argument(
         "--discount", type=_discount, default=0.95, help="discount gamma (planning part)"
     )
     parser.add_argument("--eta", type=_eta, default=10.0, help="RAVI's learning rate")
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="+",
-        default=list(SOLVERS),
-        help="conic solvers to time",
-    )
-    parser.add_argument(
-        "--max-conic-seconds",
-        dest="max_conic_seconds",
-        type=nonneg_seconds,
-        default=60.0,
-        help="each conic solve is killed after this long; that solver is skipped at larger sizes",
+    add_solvers(parser)
+    add_conic_cap(
+        parser,
+        60.0,
+        "each conic solve is killed after this long; that solver is skipped at larger sizes",
     )
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"

@@ -34,6 +34,11 @@ from ..problems import SOLVERS, MomentMatchingVariance, UncertaintyBellman
 from ..problems.base import SOLVER_TOL
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
+    add_actions,
+    add_conic_cap,
+    add_count,
+    add_sizes,
+    add_solvers,
     check_seconds,
     check_sizes,
     check_solvers,
@@ -42,7 +47,6 @@ from ._common import (
     forkable,
     fraction,
     nonneg_int,
-    nonneg_seconds,
     positive_int,
     solver_name,
     timed,
@@ -369,42 +373,22 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_ube`."""
-    parser.add_argument(
-        "--sizes",
-        type=positive_int,
-        nargs="+",
-        default=[100, 1000, 10000],
-        help="numbers of state-action pairs |S||A| (multiples of --actions)",
+    add_sizes(
+        parser, [100, 1000, 10000], "numbers of state-action pairs |S||A| (multiples of --actions)"
     )
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=5,
-        help="actions per state",
-    )
+    add_actions(parser, 5)
     parser.add_argument(
         "--next-states", type=positive_int, default=3, help="next states per pair (Garnet)"
     )
     parser.add_argument("--discount", type=fraction, default=0.9, help="discount gamma")
-    parser.add_argument(
-        "--instances", type=positive_int, default=5, help="random instances per size"
-    )
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="+",
-        default=list(SOLVERS),
-        help="conic solvers to time",
-    )
-    parser.add_argument(
-        "--max-conic-seconds",
-        type=nonneg_seconds,
-        default=120.0,
+    add_count(parser, "--instances", 5, "random instances per size")
+    add_solvers(parser)
+    add_conic_cap(
+        parser,
+        120.0,
+        "stop a conic solver once it has spent T s on one size, killing a solve in progress "
+        "(and skip it on larger sizes); reported as skipped",
         metavar="T",
-        help="stop a conic solver once it has spent T s on one size, killing a solve in "
-        "progress (and skip it on larger sizes); reported as skipped",
     )
     parser.add_argument(
         "--mm-pairs",
