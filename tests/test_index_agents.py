@@ -258,13 +258,32 @@ def test_bench_index_agents_json(capsys):
 
     rc = main(
         ["bench", "index-agents", "--sizes", "3", "--fast-steps", "50", "--conic-steps", "3"]
-        + ["--json"]
+        + ["--compiled-steps", "200", "--json"]
     )
     assert rc == 0
     import json
 
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert [r["agent"] for r in rows] == ["mdp-ucb", "olp", "mdp-dmed", "mdp-ps"]
+    # the paper's 3-state example first (the default --models), then the random sizes
+    assert [(r["case"], r["n_states"]) for r in rows[::4]] == [("cowan3", 3), ("dirichlet-3", 3)]
+    assert [r["agent"] for r in rows] == ["mdp-ucb", "olp", "mdp-dmed", "mdp-ps"] * 2
     for r in rows:
         assert r["fast_steps_per_s"] > 0 and r["conic_steps_per_s"] > 0
         assert r["ratio"] == pytest.approx(r["fast_steps_per_s"] / r["conic_steps_per_s"])
+        assert r["compiled_note"] is None and r["compiled_steps_per_s"] > 0
+        assert r["compiled_ratio"] == pytest.approx(
+            r["compiled_steps_per_s"] / r["fast_steps_per_s"]
+        )
+        assert r["compiled_us_per_step"] == pytest.approx(1e6 / r["compiled_steps_per_s"])
+
+
+def test_bench_index_agents_marks_sizes_the_compiled_loop_does_not_cover():
+    from optplan.bench.index_agents import bench_index_agents, format_index_agents_table
+
+    rows = bench_index_agents(
+        sizes=(200,), n_actions=2, fast_steps=2, conic_steps=1, compiled_steps=5, models=()
+    )
+    assert [r["case"] for r in rows] == ["dirichlet-200"] * 4
+    for r in rows:
+        assert r["compiled_steps_per_s"] is None and "200 states" in r["compiled_note"]
+    assert "dirichlet-200  200 mdp-ucb             -        -" in format_index_agents_table(rows)

@@ -33,6 +33,13 @@ recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its st
 :attr:`~IndexAgent.statuses`. ``initial_counts`` starts the counts from given pseudo-counts
 (the paper's "rigged" start, §5.1); they count as past steps for ``t``, ``T[x]`` and
 ``T[x, a]``.
+
+This module is the reference implementation, one Python step at a time (some 0.6 to 1.6 ms a
+step on the 3-state example). :func:`optplan.experiments.run` runs an agent of exactly these
+four classes with ``method="fast"`` on a plain :class:`~optplan.envs.TabularEnv` (fewer than
+200 states, no reward noise) in one compiled loop instead
+(:mod:`optplan.experiments.index_compiled`, numba), with the same results bit for bit and
+some 25 to 50 us a step; ``run(..., engine="python")`` keeps this loop.
 """
 
 from __future__ import annotations

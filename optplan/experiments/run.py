@@ -208,6 +208,7 @@ def run(
     stop_when_solved: bool = False,
     on_episode_end: Callable[[int, Agent], None] | None = None,
     progress: bool = False,
+    engine: str = "auto",
 ) -> Trace:
     r"""Run ``agent`` in ``env`` and score it against the true model.
 
@@ -242,6 +243,13 @@ def run(
     progress : bool
         A progress bar with ETA on stderr (tqdm), over the steps or the episodes. Off by
         default (library calls print nothing); sweeps show one bar over their tasks instead.
+    engine : {"auto", "python", "compiled"}, default "auto"
+        ``"python"``: the generic loop below. ``"compiled"``: the whole run of an index agent
+        (MDP-UCB, OLP, MDP-DMED, MDP-PS, ``method="fast"``) on a plain
+        :class:`~optplan.envs.TabularEnv` in one numba call
+        (:mod:`optplan.experiments.index_compiled`), with exactly the generic loop's results;
+        a ``ValueError`` says why when the run is not one it covers. ``"auto"``: compiled
+        when it covers the run, the generic loop otherwise.
 
     Returns
     -------
@@ -333,26 +341,55 @@ def run(
     track = oracle.criterion == "discounted" and isinstance(agent, PolicyAgent)
     if not isinstance(progress, bool):
         raise OptplanTypeError(f"progress must be True or False, got {progress!r}")
+    compiled = _compiled_engine(engine, agent, env, episodes, track)
     bar = _bar(steps, episodes) if progress else None
     try:
-        record = _loop(
-            agent,
-            env,
-            env_seed,
-            agent_rng,
-            steps,
-            episodes,
-            stop_when_solved,
-            on_episode_end,
-            track,
-            bar,
-        )
+        if compiled is not None:
+            record = compiled.compiled_loop(agent, env, env_seed, agent_rng, steps, _Record(), bar)
+        else:
+            record = _loop(
+                agent,
+                env,
+                env_seed,
+                agent_rng,
+                steps,
+                episodes,
+                stop_when_solved,
+                on_episode_end,
+                track,
+                bar,
+            )
     finally:
         if bar is not None:
             bar.close()
     if oracle_env is not None:
-        record.oracle_rewards = oracle_run(oracle_env, oracle, env_seed, len(record.states))
+        n = len(record.states)
+        fast = (
+            None
+            if compiled is None
+            else compiled.compiled_oracle_run(oracle_env, oracle, env_seed, n)
+        )
+        record.oracle_rewards = (
+            oracle_run(oracle_env, oracle, env_seed, n) if fast is None else fast
+        )
     return score(mdp, oracle, record, seed)
+
+
+def _compiled_engine(engine, agent, env, episodes, track):
+    """The module :mod:`.index_compiled` when ``engine`` selects the compiled loop for this run
+    (``"auto"``: when it covers it), else ``None``."""
+    if engine == "python":
+        return None
+    if engine not in ("auto", "compiled"):
+        raise OptplanError(f'engine must be "auto", "python" or "compiled", got {engine!r}')
+    from . import index_compiled
+
+    reason = index_compiled.compiled_reason(agent, env, episodes, track)
+    if reason is None:
+        return index_compiled
+    if engine == "compiled":
+        raise OptplanError(f'engine="compiled" does not cover this run: {reason}')
+    return None
 
 
 #: Gymnasium wrappers that never end an episode themselves (what ``gymnasium.make`` adds).

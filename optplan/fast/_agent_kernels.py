@@ -1,0 +1,599 @@
+r"""Whole runs of the index agents in one compiled loop (optional: needs ``numba``).
+
+:class:`~optplan.agents.index_agents.IndexAgent` with ``method="fast"`` spends ~100 to 750 us
+a step in Python: the estimator update, a warm-started Howard policy iteration
+(:func:`optplan.dp.policy_iteration`), the indices of the current state and the environment
+step, each a few dozen numpy calls on arrays of a handful of entries. :func:`run_index_loop`
+does all the steps of a run in one compiled call and gives **the same bits** as that Python
+loop (the Python code stays the reference; ``tests/test_index_agents_compiled.py`` compares
+the two), because every floating-point result the decisions depend on is computed by the same
+code or the same operations in the same order:
+
+- the indices: the compiled row kernels of :mod:`optplan.fast._index_kernels`
+  (``_kl_ball_rows``, ``_l1_rows``, ``_kl_inf_rows``), the very functions the reference's
+  batched calls run; a row they leave to numpy (``LEFT``, e.g. a radius of 0) sends the whole
+  batch to the reference function (:func:`~optplan.fast.kl_ball.kl_ball_index`,
+  :func:`~optplan.fast.kl_inf.kl_inf_rate`) through ``numba.objmode``;
+- the gain and bias: the bordered unichain system of :func:`optplan.dp.evaluate_unichain`
+  (below :data:`~optplan.dp.ITERATIVE_MIN_STATES` states, where it factorizes) solved by
+  ``np.linalg.solve``, i.e. LAPACK ``dgesv`` of SciPy's library (``dgetrf`` + ``dgetrs``, what
+  the reference calls); the generator's diagonal as numpy's pairwise row sum (:func:`_pw_sum`);
+- products ``(m, n) @ (n,)``: ``np.dot``, which numba sends to BLAS ``dgemv`` (``ddot`` for
+  one row), as numpy does;
+- ``ln T[x]`` of the good-action test: ``math.log`` (libm), which may differ from numpy's
+  SIMD ``np.log`` in the last bit, so a comparison within ``1e-9`` (relative) of a tie is
+  redone with ``np.log`` in object mode;
+- Dirichlet draws (MDP-PS): ``Generator.standard_gamma`` on the agent's own generator, which
+  numba implements with NumPy's algorithms on the same bit generator (same stream, same
+  state after the run); the environment's transitions: ``Generator.random`` on the
+  environment's generator and the binary search of ``searchsorted(cdf, u, side="right")``.
+
+:func:`self_check` compares the BLAS/LAPACK routes with numpy's on random inputs once per
+process (numpy and SciPy each ship their own OpenBLAS); the compiled path is used only when
+they agree bit for bit.
+
+Compiled on first use and cached by numba, with the cache keyed on this module's source and on
+:mod:`optplan.fast._index_kernels`' (whose kernels the loop inlines; numba's own key would
+not see a change there): a first compile takes about 30 s, loading from the cache well under
+a second.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from . import _index_kernels
+
+__all__ = ["AVAILABLE", "run_index_loop", "oracle_loop", "self_check", "UCB", "OLP", "DMED", "PS"]
+
+#: numba is installed (the ``jit`` extra).
+AVAILABLE = _index_kernels.AVAILABLE
+
+#: Agent kinds of :func:`run_index_loop`.
+UCB, OLP, DMED, PS = 0, 1, 2, 3
+#: Loop outcomes: all steps done; the agent chose an action the environment does not admit
+#: (the environment raises); policy iteration did not stop in ``max_iter`` iterations.
+DONE, INADMISSIBLE, PI_MAX_ITER = 0, 1, 2
+#: Good-action tests this close to a tie (relative) are redone with numpy's ``log``.
+TIE_RTOL = 1e-9
+#: :func:`optplan.dp.greedy`'s tie tolerance in policy iteration.
+GREEDY_TOL = 1e-12
+#: numpy's pairwise summation block (``PW_BLOCKSIZE``).
+_PW_BLOCK = 128
+
+
+# ---------------------------------------------------------------------------------------
+# Python helpers called from object mode (rare: the reference does the work)
+
+
+def _py_kl_ball(p, v, d):
+    from .kl_ball import kl_ball_index
+
+    return np.ascontiguousarray(kl_ball_index(p, v, d, validate=False).value, dtype=float)
+
+
+def _py_kl_inf(p, v, rho):
+    from .kl_inf import kl_inf_rate
+
+    return np.ascontiguousarray(kl_inf_rate(p, v, rho, validate=False).value, dtype=float)
+
+
+def _py_threshold(Tx, x):
+    with np.errstate(divide="ignore"):
+        thresh = np.log(Tx) ** 2
+    return float(np.where(Tx > 0, thresh, 0.0)[x])
+
+
+# ---------------------------------------------------------------------------------------
+# Compiled helpers (numba binds them on first use; see _compiled)
+
+
+def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
+    """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (``pairwise_sum`` in
+    ``loops_utils.h``: sequential below 8 terms, else eight interleaved partial sums)."""
+    if n < 8:
+        res = -0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    stop = n - (n % 8)
+    while i < stop:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+def _pw_sum(a, lo, n):  # pragma: no cover - compiled by numba
+    """numpy's pairwise sum of ``a[lo:lo + n]``, ``n <= 2 * 128`` (one split in halves whose
+    first has a multiple of 8 terms; not recursive: numba's cache mishandles recursion)."""
+    if n <= _PW_BLOCK:
+        return _pw_block(a, lo, n)
+    if n > 2 * _PW_BLOCK:
+        raise ValueError("_pw_sum: more than 256 terms")
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw_block(a, lo, n2) + _pw_block(a, lo + n2, n - n2)
+
+
+def _row_sum(a):  # pragma: no cover - compiled by numba
+    """``a.sum()`` of a 1-d contiguous array, as numpy's ``add.reduce``."""
+    return 0.0 + _pw_sum(a, 0, a.shape[0])
+
+
+def _matvec(M, v, out):  # pragma: no cover - compiled by numba
+    """``out = M @ v`` as numpy computes it (BLAS ``dgemv``; ``ddot`` for one row)."""
+    if M.shape[0] == 1:
+        out[0] = np.dot(M[0], v)
+    else:
+        out[:] = np.dot(M, v)
+
+
+def _argmax(u):  # pragma: no cover - compiled by numba
+    """``np.argmax``: the first maximum, the first NaN if any."""
+    best = 0
+    for i in range(u.shape[0]):
+        if math.isnan(u[i]):
+            return i
+        if u[i] > u[best]:
+            best = i
+    return best
+
+
+def _evaluate(p_hat, R, policy, M, b, row):  # pragma: no cover - compiled by numba
+    """Gain and bias (``h[0] = 0``) of ``policy`` on ``p_hat``: the bordered system of
+    :func:`optplan.dp.evaluate_average` with :func:`optplan.dp.generator`'s diagonal."""
+    S = R.shape[0]
+    for i in range(S + 1):
+        for j in range(S + 1):
+            M[i, j] = 0.0
+    for i in range(S):
+        a = policy[i]
+        for j in range(S):
+            row[j] = -p_hat[i, a, j]
+            M[i, j] = row[j]
+        row[i] = 0.0
+        M[i, i] = -_row_sum(row)
+        M[i, S] = 1.0
+        b[i] = R[i, a]
+    M[S, 0] = 1.0
+    b[S] = 0.0
+    return np.linalg.solve(M, b)
+
+
+def _policy_iteration(p_hat, R, good, policy, q, M, b, row, max_iter):  # pragma: no cover
+    """:func:`optplan.dp.policy_iteration` (average reward, ``S <`` ITERATIVE_MIN_STATES, every
+    policy unichain since ``p_hat > 0``) warm-started from ``policy`` (updated in place).
+    Returns ``(gain, bias, iterations)``; ``iterations = -1``: no stop in ``max_iter``."""
+    S, A = R.shape
+    restart = False
+    for s in range(S):
+        if not good[s, policy[s]]:
+            restart = True
+    if restart:
+        for s in range(S):
+            best = -1
+            for a in range(A):
+                if good[s, a] and (best < 0 or R[s, a] > R[s, best]):
+                    best = a
+            policy[s] = best if best >= 0 else 0
+    flat = p_hat.reshape(S * A, S)
+    qv = q.reshape(S * A)
+    new = np.empty(S, dtype=np.int64)
+    sol = np.empty(S + 1)
+    for it in range(1, max_iter + 1):
+        sol = _evaluate(p_hat, R, policy, M, b, row)
+        _matvec(flat, sol[:S], qv)
+        changed = False
+        for s in range(S):
+            best = -1
+            top = -math.inf
+            for a in range(A):
+                qa = R[s, a] + q[s, a]
+                if good[s, a] and (best < 0 or qa > top):
+                    best, top = a, qa
+            if best < 0:  # no good action (cannot happen: good rows are never empty)
+                best, top = 0, -math.inf
+            incumbent = R[s, policy[s]] + q[s, policy[s]] if good[s, policy[s]] else -math.inf
+            if incumbent >= top - GREEDY_TOL * (1.0 + abs(top)):
+                new[s] = policy[s]
+            else:
+                new[s] = best
+                changed = True
+        if not changed:
+            return sol[S], sol[:S].copy(), it
+        policy[:] = new
+    return sol[S], sol[:S].copy(), -1
+
+
+def _good_row(x, Tx, Txa, mask, good):  # pragma: no cover - compiled by numba
+    """Row ``x`` of :meth:`TransitionEstimator.good_actions`."""
+    A = mask.shape[1]
+    tx = Tx[x]
+    thr = 0.0
+    if tx > 0:
+        ell = math.log(tx)
+        thr = ell * ell
+        near = False
+        for a in range(A):
+            if mask[x, a] and abs(Txa[x, a] - thr) <= TIE_RTOL * max(thr, 1.0):
+                near = True
+        if near:  # math.log and numpy's SIMD log may differ in the last bit: numpy's
+            Txc = Tx.copy()
+            with objmode(thr="float64"):  # noqa: F821 (bound at compile time)
+                thr = _py_threshold(Txc, x)
+    anyg = False
+    for a in range(A):
+        g = mask[x, a] and Txa[x, a] >= thr
+        good[x, a] = g
+        anyg = anyg or g
+    if not anyg:
+        for a in range(A):
+            good[x, a] = mask[x, a]
+
+
+def _ball_indices(
+    kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+):  # noqa: E501  # pragma: no cover
+    """``_BallIndexAgent.indices(x)`` into ``u``."""
+    S, A = R.shape
+    vmax = v[0]
+    for j in range(1, S):
+        if v[j] > vmax:
+            vmax = v[j]
+    B = 0
+    for a in range(A):
+        u[a] = -math.inf
+        if not mask[x, a]:
+            continue
+        T = Txa[x, a]
+        if T > 0:
+            Pr[B, :] = p_hat[x, a]
+            Vr[B, :] = v
+            D[B] = log_t / T if kind == UCB else math.sqrt(2.0 * log_t / T)
+            acts[B] = a
+            B += 1
+        else:
+            u[a] = R[x, a] + vmax
+    if B == 0:
+        return
+    if kind == UCB:
+        _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])  # noqa: F821
+        left = False
+        for i in range(B):
+            if not flag[i]:
+                left = True
+        if left:  # rows the compiled kernel leaves to numpy: the reference call
+            Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
+            with objmode(out="float64[:]"):  # noqa: F821
+                out = _py_kl_ball(Pc, vc, Dc)
+            val[:B] = out
+    else:
+        _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])  # noqa: F821
+    for i in range(B):
+        u[acts[i]] = R[x, acts[i]] + val[i]
+
+
+def _dmed_indices(
+    x, log_t, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its, code, acts
+):  # noqa: E501  # pragma: no cover
+    """``MDPDMED.indices(x)`` into ``u`` (and ``rates``); returns the estimated best action."""
+    S, A = R.shape
+    _matvec(p_hat[x], v, Lv)
+    for a in range(A):
+        Lv[a] = R[x, a] + Lv[a] if mask[x, a] else -math.inf
+    best = _argmax(Lv)
+    B = 0
+    for a in range(A):
+        u[a] = -math.inf
+        rates[a] = math.nan
+        if mask[x, a] and a != best:
+            Pr[B, :] = p_hat[x, a]
+            Vr[B, :] = v
+            D[B] = Lv[best] - R[x, a]
+            acts[B] = a
+            B += 1
+    u[best] = 0.0
+    if B == 0:
+        return best
+    _kl_inf_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], code[:B])  # noqa: F821
+    left = False
+    for i in range(B):
+        if code[i] == -1:  # LEFT
+            left = True
+    if left:
+        Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
+        with objmode(out="float64[:]"):  # noqa: F821
+            out = _py_kl_inf(Pc, vc, Dc)
+        val[:B] = out
+    for i in range(B):
+        a = acts[i]
+        K = val[i]
+        rates[a] = K
+        T = Txa[x, a]
+        if K <= 0:
+            u[a] = math.inf
+        elif math.isinf(K):
+            u[a] = -T
+        else:
+            u[a] = log_t / K - T
+    return best
+
+
+def _ps_indices(x, rng, R, mask, T, v, u, G, Q, W):  # pragma: no cover - compiled by numba
+    """``MDPPS.indices(x)`` into ``u``: ``sample_dirichlet(T[x] + 1, rng)`` row by row."""
+    S, A = R.shape
+    for a in range(A):
+        for j in range(S):
+            G[a, j] = rng.standard_gamma(T[x, a, j] + 1.0)
+    for a in range(A):
+        total = _row_sum(G[a])
+        for j in range(S):
+            Q[a, j] = G[a, j] / total if total > 0 else 1.0 / S
+    _matvec(Q, v, W)
+    for a in range(A):
+        u[a] = R[x, a] + W[a] if mask[x, a] else -math.inf
+
+
+def _search_right(cdf, u):  # pragma: no cover - compiled by numba
+    """``np.searchsorted(cdf, u, side="right")``."""
+    lo, hi = 0, cdf.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cdf[mid] <= u:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _run(
+    kind,
+    steps,
+    state,
+    t,
+    R,
+    mask,
+    good,
+    T,
+    Txa,
+    Tx,
+    p_hat,
+    policy,
+    v,
+    cdf,
+    true_mask,
+    env_rng,
+    agent_rng,
+    states,
+    actions,
+    u,
+    rates,
+):  # noqa: E501  # pragma: no cover
+    """The loop of :func:`optplan.experiments.run` with the agent's select/update inlined.
+    Returns ``(status, steps done, t, gain, v, last best action, action, state)``."""
+    S, A = R.shape
+    Pr, Vr, qw = np.empty((A, S)), np.empty((A, S)), np.empty((A, S))
+    D, val, lam, Lv = np.empty(A), np.empty(A), np.empty(A), np.empty(A)
+    its, code, acts = np.empty(A, np.int64), np.empty(A, np.int64), np.empty(A, np.int64)
+    flag = np.empty(A, np.bool_)
+    G, Q = np.empty((A, S)), np.empty((A, S))
+    q = np.empty((S, A))
+    M, b, row = np.empty((S + 1, S + 1)), np.empty(S + 1), np.empty(S)
+    gain = math.nan
+    best = 0
+    for k in range(steps):
+        x = state
+        log_t = math.log(t)
+        if kind == UCB or kind == OLP:
+            _ball_indices(
+                kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+            )  # noqa: E501
+            a = _argmax(u)
+        elif kind == DMED:
+            best = _dmed_indices(
+                x,
+                log_t,
+                R,
+                mask,
+                Txa,
+                p_hat,
+                v,
+                u,
+                rates,
+                Lv,
+                Pr,
+                Vr,
+                D,
+                val,
+                qw,
+                lam,
+                its,
+                code,
+                acts,
+            )  # noqa: E501
+            ub = u[best]
+            u[best] = -math.inf
+            j = _argmax(u)
+            a = j if u[j] > 0 else best
+            u[best] = ub
+        else:
+            _ps_indices(x, agent_rng, R, mask, T, v, u, G, Q, Lv)
+            a = _argmax(u)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, k, t, gain, v, best, a, state
+        y = _search_right(cdf[x, a], env_rng.random())
+        states[k] = x
+        actions[k] = a
+        # TransitionEstimator.update
+        T[x, a, y] += 1
+        Txa[x, a] += 1
+        Tx[x] += 1
+        t += 1
+        den = Txa[x, a] + S
+        for j in range(S):
+            p_hat[x, a, j] = (T[x, a, j] + 1.0) / den
+        _good_row(x, Tx, Txa, mask, good)
+        gain, v, it = _policy_iteration(p_hat, R, good, policy, q, M, b, row, 100)
+        if it < 0:
+            return PI_MAX_ITER, k + 1, t, gain, v, best, a, y
+        state = y
+    return DONE, steps, t, gain, v, best, -1, state
+
+
+def _oracle(steps, state, policy, R, cdf, rng, rewards):  # pragma: no cover - compiled by numba
+    """:func:`optplan.experiments.run.oracle_run` on a continuing noiseless environment."""
+    for k in range(steps):
+        a = policy[state]
+        rewards[k] = R[state, a]
+        state = _search_right(cdf[state, a], rng.random())
+    return state
+
+
+def _kernel_stamp() -> str:
+    """A hash of :mod:`optplan.fast._index_kernels`' source, whose kernels the loop inlines."""
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha256(Path(_index_kernels.__file__).read_bytes()).hexdigest()
+
+
+def _stamped(dispatcher, stamp: str):
+    """``dispatcher`` with numba's cache keyed on this file's source (numba's own stamp) and
+    on ``stamp``: a change of the index kernels invalidates the cached loop (numba's cache
+    alone would not see it). Without the internals this relies on, no cache at all."""
+    try:
+        cache_file = dispatcher._cache._cache_file
+        cache_file._source_stamp = (cache_file._source_stamp, stamp)
+    except AttributeError:  # pragma: no cover - another numba version's internals
+        from numba.core.caching import NullCache
+
+        dispatcher._cache = NullCache()
+    return dispatcher
+
+
+_COMPILED: dict = {}
+_LOCK = threading.Lock()
+_HELPERS = (
+    "_pw_block",
+    "_pw_sum",
+    "_row_sum",
+    "_matvec",
+    "_argmax",
+    "_evaluate",
+    "_policy_iteration",
+    "_good_row",
+    "_ball_indices",
+    "_dmed_indices",
+    "_ps_indices",
+    "_search_right",
+)
+
+
+def _compiled() -> dict:
+    """The jitted loop and helpers, made on first use (after the index kernels)."""
+    if _COMPILED:
+        return _COMPILED
+    if not AVAILABLE:
+        raise RuntimeError('the compiled agent loop needs numba: pip install "optplan[jit]"')
+    with _LOCK:
+        if not _COMPILED:
+            import numba
+
+            k = _index_kernels._kernels()
+            g = globals()
+            g["objmode"] = numba.objmode
+            for name in ("_kl_ball_rows", "_l1_rows", "_kl_inf_rows"):
+                g[name] = k[name]
+            opts = {"cache": True, "error_model": "numpy"}
+            stamp = _kernel_stamp()
+            for name in _HELPERS:
+                g[name] = _stamped(numba.njit(**opts)(g[name]), stamp)
+            out = {name: g[name] for name in _HELPERS}
+            out["_run"] = _stamped(numba.njit(**opts)(_run), stamp)
+            out["_oracle"] = _stamped(numba.njit(**opts)(_oracle), stamp)
+            _COMPILED.update(out)
+    return _COMPILED
+
+
+_CHECK: list = []
+
+
+def self_check(cases: int = 200, seed: int = 0) -> bool:
+    """Whether the compiled products, row sums and bordered solves equal numpy's and
+    :func:`optplan.dp.evaluate_unichain`'s bit for bit on ``cases`` random inputs (sizes 1 to
+    40; computed once per process). ``False`` when numba is missing."""
+    if _CHECK:
+        return _CHECK[0]
+    ok = AVAILABLE
+    if ok:
+        from ..dp import evaluate_unichain
+
+        c = _compiled()
+        rng = np.random.default_rng(seed)
+        for _ in range(cases):
+            S = int(rng.integers(1, 41))
+            m = int(rng.integers(1, 9))
+            Mx, x = rng.random((m, S)), rng.standard_normal(S) * 10.0
+            out = np.empty(m)
+            c["_matvec"](Mx, x, out)
+            ok &= np.array_equal(out, Mx @ x)
+            ok &= bool(c["_row_sum"](x) == x.sum())
+            P = rng.dirichlet(np.full(S, 0.5) + rng.random(S), size=(S, 1))
+            r = rng.random((S, 1))
+            ev = evaluate_unichain(P[:, 0], r[:, 0])
+            sol = c["_evaluate"](
+                P,
+                r,
+                np.zeros(S, np.int64),
+                np.empty((S + 1, S + 1)),
+                np.empty(S + 1),
+                np.empty(S),
+            )
+            ok &= bool(sol[S] == ev.gain) and np.array_equal(sol[:S], ev.bias)
+            if not ok:
+                break
+    _CHECK.append(bool(ok))
+    return _CHECK[0]
+
+
+def run_index_loop(kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf,
+                   true_mask, env_rng, agent_rng):  # fmt: skip
+    """Run ``steps`` steps; the estimator arrays (``good, T, Txa, Tx, p_hat, policy``) are
+    updated in place. Returns ``(status, n, t, gain, v, best, action, states, actions, u,
+    rates)``: ``n`` steps recorded in ``states[:n]``, ``actions[:n]``; ``u`` the last scores;
+    ``action`` the refused action when ``status`` is ``INADMISSIBLE``."""
+    c = _compiled()
+    S, A = R.shape
+    states = np.empty(steps, dtype=np.int64)
+    actions = np.empty(steps, dtype=np.int64)
+    u = np.full(A, -np.inf)
+    rates = np.full(A, np.nan)
+    status, n, t, gain, v, best, action, state = c["_run"](
+        kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+        env_rng, agent_rng, states, actions, u, rates,
+    )  # fmt: skip
+    return status, n, t, gain, v, best, action, state, states, actions, u, rates
+
+
+def oracle_loop(steps: int, state: int, policy, R, cdf, rng) -> np.ndarray:
+    """Rewards of ``policy`` for ``steps`` steps from ``state`` (see :func:`_oracle`)."""
+    rewards = np.empty(steps)
+    _compiled()["_oracle"](steps, int(state), policy, R, cdf, rng, rewards)
+    return rewards
