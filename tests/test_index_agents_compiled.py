@@ -100,7 +100,15 @@ def masked_model(S, A, seed):
 @pytest.mark.parametrize("cls", AGENTS, ids=lambda c: c.name)
 @pytest.mark.parametrize(
     "S, A, seed, counts",
-    [(2, 2, 1, None), (5, 3, 2, "int"), (9, 4, 3, "frac"), (4, 1, 4, None), (12, 3, 5, "int")],
+    [
+        (2, 2, 1, None),
+        (5, 3, 2, "int"),
+        (9, 4, 3, "frac"),
+        (4, 1, 4, None),
+        (12, 3, 5, "int"),
+        # rows of > 128 terms (numpy's pairwise sums split them); ~20 ms a Python step
+        pytest.param(140, 2, 6, "int", marks=pytest.mark.slow),
+    ],
 )
 def test_random_models_equal_python_loop(cls, S, A, seed, counts):
     mdp, mask = masked_model(S, A, seed)
@@ -112,7 +120,7 @@ def test_random_models_equal_python_loop(cls, S, A, seed, counts):
             init = init * 0.37 + rng.random((S, A, S)) * 0.1
         init[~mask] = 0.0
         kw["initial_counts"] = init
-    assert_same(*both(cls, mdp, 250, seed, **kw))
+    assert_same(*both(cls, mdp, 250 if S < 100 else 60, seed, **kw))
 
 
 @pytest.mark.parametrize("cls", AGENTS, ids=lambda c: c.name)
@@ -241,3 +249,22 @@ def test_good_actions_at_a_tie_use_numpys_log():
     assert e.Tx[0] == 9170.0 and e.Txa[0, 0] == thr
     np.testing.assert_array_equal(good[0], e.good_actions()[0])
     assert good[0, 0]
+
+
+@pytest.mark.parametrize("S", [30, 77, 150, 199])
+def test_bordered_solve_matches_the_reference_up_to_199_states(S):
+    """The gain and bias of the compiled loop's evaluation (numba's LAPACK dgesv) equal
+    optplan.dp.evaluate_unichain's (SciPy's dgetrf + dgetrs) bit for bit, up to the last size
+    the compiled loop covers (the self-check stops at 40 states)."""
+    from optplan.dp import evaluate_unichain
+
+    k = _agent_kernels._compiled()
+    rng = np.random.default_rng(S)
+    for _ in range(3):
+        P = rng.dirichlet(np.full(S, 0.3) + rng.random(S), size=(S, 1))
+        r = rng.random((S, 1))
+        ev = evaluate_unichain(P[:, 0], r[:, 0])
+        work = (np.empty((S + 1, S + 1)), np.empty(S + 1), np.empty(S))
+        sol = k["_evaluate"](P, r, np.zeros(S, np.int64), *work)
+        assert sol[S] == ev.gain
+        np.testing.assert_array_equal(sol[:S], ev.bias)
