@@ -91,6 +91,7 @@ def fig2(results_dir: str, out: Path) -> None:
         reference_label="2^(L-1)",
         stat="median",
         partial=True,
+        dodge=0.025,  # equal medians at L = 4 side by side
     )
     spec = results.spec["sweep"]
     cap = spec["episodes"]

@@ -248,6 +248,20 @@ def test_plot_scaling_median_iqr_and_partial_solves():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "6", "8"]  # data sizes only
 
 
+def test_plot_scaling_dodge_shifts_labels_apart_and_keeps_ticks():
+    x = np.array([4.0, 8.0])
+    y = np.array([[10.0, 20.0]])
+    _, (ax,) = new_figure()
+    plot_scaling(ax, {"a": (x, y), "b": (x, y), "c": (x, y)}, ylabel="m", dodge=0.1)
+    np.testing.assert_allclose(_line_by_label(ax, "a").get_xdata(), x * 0.9)
+    np.testing.assert_allclose(_line_by_label(ax, "b").get_xdata(), x)
+    np.testing.assert_allclose(_line_by_label(ax, "c").get_xdata(), x * 1.1)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8"]
+    for bad in (-0.1, 0.5, float("nan")):  # 0.5 moves the first label's points to x * 0
+        with pytest.raises(ValueError, match="dodge"):
+            plot_scaling(ax, {"a": (x, y), "b": (x, y), "c": (x, y)}, ylabel="m", dodge=bad)
+
+
 def test_plot_scaling_rejects_unknown_stat():
     _, (ax,) = new_figure()
     with pytest.raises(ValueError, match="stat"):

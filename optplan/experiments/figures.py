@@ -157,6 +157,7 @@ def scaling_figure(
     logy: bool = True,
     stat: str | None = None,
     partial: bool = True,
+    dodge: float = 0.0,
 ):
     """A summary scalar vs an environment size parameter; one panel per environment type.
 
@@ -164,7 +165,8 @@ def scaling_figure(
     default) a size that only some seeds solved is drawn hollow with ``"k/n"`` beside it;
     without, it is not drawn (k-learning Fig. 2's convention). `stat` is ``"median"`` (with
     the interquartile range) on a log y axis and ``"mean"`` (with a 95% CI) on a linear one
-    unless given; the axis label says which.
+    unless given; the axis label says which. `dodge` shifts each agent's points apart
+    (:func:`~optplan.experiments.plots.plot_scaling`).
     """
     if metric not in SCALING_METRICS:
         raise OptplanError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
@@ -212,6 +214,7 @@ def scaling_figure(
             stat=stat,
             partial=partial,
             legend=False,
+            dodge=dodge,
         )
     plots.figure_legend(fig, axes)
     spec = results.spec["sweep"]

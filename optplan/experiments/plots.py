@@ -13,6 +13,7 @@ within the step cap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,6 +243,7 @@ def plot_scaling(
     partial: bool = False,
     legend: bool = True,
     ticks_at_data: bool = True,
+    dodge: float = 0.0,
 ) -> Axes:
     """Plot a metric against environment size, with confidence error bars.
 
@@ -256,7 +258,7 @@ def plot_scaling(
     ylabel : str
     xlabel : str, default "size"
     reference : callable, optional
-        ``f(x) -> y``, drawn as a grey dashed line over the union of all ``x`` (e.g.
+        ``f(x) -> y``, drawn as a thin black dashed line over the union of all ``x`` (e.g.
         ``lambda n: 2.0 ** (n - 1)``). Called on the array of sizes, or on each size if that
         fails.
     reference_label : str, optional
@@ -278,6 +280,10 @@ def plot_scaling(
         Draw the panel's legend (a multi-panel figure may draw one :func:`figure_legend`).
     ticks_at_data : bool, default True
         Put the x ticks at the sizes present in the data only.
+    dodge : float, default 0
+        Shift the i-th of ``n`` labels' points to ``x * (1 + dodge * (i - (n - 1) / 2))`` so
+        that equal values at one size stay visible side by side (a relative shift, as suits a
+        log x axis); ticks stay at the sizes.
 
     Returns
     -------
@@ -297,6 +303,8 @@ def plot_scaling(
     level = check_level(level)
     if stat not in ("mean", "median"):
         raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
+    if not (math.isfinite(dodge) and 0.0 <= dodge * max(len(sizes) - 1, 0) < 1.0):
+        raise OptplanError(f"dodge must be >= 0 and shift every x by less than 100%, got {dodge!r}")
     all_x = []
     for i, (label, (x, y)) in enumerate(sizes.items()):
         xx = np.asarray(x, dtype=float)
@@ -304,6 +312,7 @@ def plot_scaling(
             raise OptplanError(f"sizes[{label!r}]: x must be 1-D, got shape {xx.shape}")
         runs = _runs(label, y, xx.size, "sizes", xx.shape)
         all_x.append(xx)
+        xx = xx * (1.0 + dodge * (i - (len(sizes) - 1) / 2.0))
         finite = np.isfinite(runs)
         n_ok = finite.sum(axis=0)
         full = n_ok == runs.shape[0] if runs.shape[0] else np.zeros(xx.size, bool)
@@ -355,8 +364,9 @@ def plot_scaling(
         ax.plot(
             xs,
             _reference_values(reference, xs),
-            color="grey",
-            linestyle="--",
+            color="black",
+            linewidth=1.0,
+            linestyle=(0, (5, 3)),
             zorder=1,
             label=reference_label if reference_label is not None else "reference",
         )
