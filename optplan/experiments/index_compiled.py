@@ -101,10 +101,13 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     good = np.ascontiguousarray(e.good_actions())
     policy = np.array(e.policy, dtype=np.int64)
     mdp = env.mdp
+    # fresh writable copies of the read-only inputs: one set of argument types for numba
+    # (a read-only array is another type, and another ~20 s compile)
+    R, mask, true_mask = (np.array(x, copy=True, order="C") for x in (e.R, e.mask, mdp.action_mask))
     out = K.run_index_loop(
-        _KINDS[type(agent)], steps, int(state), int(e.t), e.R, e.mask, good, e.T, e.Txa, e.Tx,
-        e.p_hat, policy, np.ascontiguousarray(e.v, dtype=float), env._cdf, mdp.action_mask,
-        env.np_random, agent.rng,
+        _KINDS[type(agent)], steps, int(state), int(e.t), R.astype(float), mask.astype(bool),
+        good, e.T, e.Txa, e.Tx, e.p_hat, policy, np.array(e.v, dtype=float), env._cdf,
+        true_mask.astype(bool), env.np_random, agent.rng,
     )  # fmt: skip
     status, n, t, gain, v, best, action, state, states, actions, u, rates = out
     # leave the agent and the environment as the generic loop leaves them
