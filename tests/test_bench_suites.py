@@ -275,6 +275,9 @@ def test_bench_ravi_agents_tiny_run(capsys):
 _TINY = {
     "planning": ["--sizes", "3", "--criteria", "discounted", "--solvers", "CLARABEL"],
     "k-learning": ["--sizes", "3", "4", "--instances", "1", "--solvers", "CLARABEL"],
+    "index-agents": [
+        *("--sizes", "3", "--fast-steps", "5", "--conic-steps", "2", "--compiled-steps", "5"),
+    ],
     "ube": ["--sizes", "10", "--instances", "1", "--mm-pairs", "10", "--solvers", "CLARABEL"],
     "optimistic": ["--sizes", "3", "4", "--repeats", "1", "--solvers", "CLARABEL"],
     "ravi": [

@@ -94,6 +94,7 @@ SUITES: dict[str, Suite] = {
         header=index_agents.header,
         add_arguments=index_agents.add_arguments,
         stems=index_agents.STEMS,
+        total=index_agents.total,
     ),
     "ube": Suite(
         help="uncertainty Bellman equation and moment matching: fast vs LP solvers",

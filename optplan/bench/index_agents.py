@@ -38,7 +38,7 @@ from ..experiments.index_compiled import compiled_reason
 from ..generators import random_dirichlet
 from ..mdp import check_model_size
 from ..modelfile import load_model
-from ._common import check_sizes, positive_int
+from ._common import add_actions, add_sizes, check_sizes, positive_int
 
 __all__ = [
     "AGENT_CLASSES",
@@ -47,6 +47,7 @@ __all__ = [
     "bench_index_agents",
     "format_index_agents_table",
     "header",
+    "total",
     "add_arguments",
 ]
 
@@ -192,19 +193,16 @@ def header(args: argparse.Namespace) -> str:
     )
 
 
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_index_agents` reports (for the bar's ETA): one per
+    case (each model file, then each size) and agent."""
+    return (len(args.models) + len(args.sizes)) * len(AGENT_CLASSES)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_index_agents`."""
-    parser.add_argument(
-        "--sizes", type=positive_int, nargs="+", default=[3, 30, 300], help="numbers of states"
-    )
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=4,
-        help="actions per state",
-    )
+    add_sizes(parser, [3, 30, 300], "numbers of states")
+    add_actions(parser, 4)
     parser.add_argument(
         "--fast-steps",
         type=positive_int,
