@@ -289,6 +289,19 @@ class BatchResult:
     method: str = "fast"
     solver: str = ""
 
+    def __getattr__(self, name: str):
+        # Called only for an attribute missing from the instance dict: the 0-d ``value``,
+        # ``multiplier`` and ``iterations`` of a one-instance result from a compiled lane
+        # (optplan.fast._batch.single_result), which stores the three scalars and makes each
+        # 0-d array on first access (once: it is then an ordinary attribute).
+        scalars = self.__dict__.get("_scalars")
+        index = _LAZY_FIELDS.get(name)
+        if scalars is None or index is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        arr = np.array(scalars[index])
+        self.__dict__[name] = arr
+        return arr
+
     @property
     def success(self) -> np.ndarray:
         """Boolean array: a solution is present."""
@@ -314,6 +327,10 @@ class BatchResult:
             solve_time=self.solve_time,
         )
 
+
+#: The fields a one-instance ``BatchResult`` may hold as scalars until first accessed, and
+#: their place in its ``_scalars``.
+_LAZY_FIELDS = {"value": 0, "multiplier": 1, "iterations": 2}
 
 _EDGE_MESSAGES = {
     NUMERICAL_ERROR: "the value is not finite: the inputs' scale overflows double precision",

@@ -52,12 +52,32 @@ def test_bench_rows_and_table_with_peers():
     assert set(by["l1_ball"]["peers"]) == {"colosseum"}
     assert by["kl_inf"]["peers"] == {}
     for r in rows:
-        assert r["optplan_s"] > 0
+        assert r["optplan_s"] > 0 and r["kernel_s"] > 0
+        # the kernel lane computes the public function's value
+        assert r["kernel_max_abs_diff"] == 0.0
         for entry in r["peers"].values():
             assert entry["ratio"] == pytest.approx(entry["s"] / r["optplan_s"])
+            assert entry["ratio_kernel"] == pytest.approx(entry["s"] / r["kernel_s"])
             assert entry["max_abs_diff"] < 1e-10
     table = format_index_table(rows, ["CLARABEL"])
     assert "rl-agents us" in table and "colosseum us" in table
+    assert "public us" in table and "kernel us" in table and "/kernel" in table
+
+
+def test_kernel_lanes_give_the_public_values():
+    """The bench's kernel column times the public functions' compiled lane without the input
+    check and the result object: the same value, bit for bit."""
+    from optplan.bench.indices import INDEX_PATHS, kernel_lanes
+
+    lanes = kernel_lanes()
+    rng = np.random.default_rng(4)
+    for problem, (_, fn) in INDEX_PATHS.items():
+        for S in (2, 10, 200):
+            for _ in range(5):
+                p, v, r = random_index_instance(
+                    rng, S, problem, 0.0 if problem == "kl_inf" else 0.3
+                )
+                assert lanes[problem](p, v, r) == float(fn(p, v, r).value), problem
 
 
 def test_peers_without_numba_refused_before_timing(monkeypatch):

@@ -388,3 +388,71 @@ def test_long_rows_sample_start_and_loose_bracket():
     p[0] = np.random.default_rng(2).dirichlet(np.ones(S))
     d = np.array([1e-9, 1e-3, 0.05, 0.7, 5.0, 200.0])
     assert_same(p, v, d)
+
+
+def _same_bits(a, b):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(1, 140),
+    ties=st.booleans(),
+    validate=st.booleans(),
+)
+def test_into_lanes_equal_the_one_lanes(seed, S, ties, validate):
+    """The ``_*_into`` entry points (``q`` given by the caller, scalars returned: the public
+    one-instance lane) give the ``_*_one`` kernels' outcome bit for bit: values, ``q``,
+    multipliers, iterations and codes, on random and edge-case rows (radii 0, negative, tiny,
+    huge; targets at and past the ends; ties; zeros; long rows that drain by selection)."""
+    k = _index_kernels._kernels()
+    p, v, d = rows(seed, 6, S, 1.0, ties, (-10, 3))
+    pi, vi, rho = kl_inf_rows(seed, 6, S, 1.0, ties, 0.3)
+    pl, vl, dl = l1_rows(seed, 6, S, ties, 0.3)
+    for i in range(6):
+        one = k["_kl_ball_one"](p[i], v[i], d[i], 100, validate)
+        q = np.full(S, 7.0)
+        into = k["_kl_ball_into"](p[i], v[i], d[i], 100, validate, q)
+        assert into[2:] == one[2:4]
+        if one[3]:  # handled: the outputs are defined
+            _same_bits(into[:2], one[:2])
+            _same_bits(q, one[4])
+        one = k["_kl_inf_one"](pi[i], vi[i], rho[i], 100, validate)
+        q = np.full(S, 7.0)
+        into = k["_kl_inf_into"](pi[i], vi[i], rho[i], 100, validate, q)
+        assert into[2:] == one[2:4]
+        if one[3] != _index_kernels.LEFT:
+            _same_bits(into[:2], one[:2])
+            _same_bits(q, one[4])
+        one = k["_l1_one"](pl[i], vl[i], dl[i], validate)
+        q = np.full(S, 7.0)
+        into = k["_l1_into"](pl[i], vl[i], dl[i], validate, q)
+        assert into[2] == one[2]
+        if one[2] != _index_kernels.LEFT:
+            _same_bits(into[:2], one[:2])
+            _same_bits(q, one[3])
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), S=st.integers(1, 40), ties=st.booleans())
+def test_public_single_call_equals_its_batch_row(seed, S, ties):
+    """One instance through the public functions (the compiled one-instance lane) returns the
+    batched call's row bit for bit, as a batch-shape-() BatchResult with the same fields, on
+    rows whose radii and targets cover the edge cases (0, negative, past max v)."""
+    cases = (
+        (kl_ball_index, rows(seed, 8, S, 1.0, ties, (-10, 3))),
+        (kl_inf_rate, kl_inf_rows(seed, 8, S, 1.0, ties, 0.3)),
+        (l1_ball_index, l1_rows(seed, 8, S, ties, 0.3)),
+    )
+    for fn, (p, v, d) in cases:
+        batch = fn(p, v, d)
+        for i in range(p.shape[0]):
+            one = fn(p[i], v[i], float(d[i]))
+            assert type(one) is type(batch)
+            assert one.shape == () and one.x.shape == (S,)
+            assert (one.method, one.solver) == (batch.method, batch.solver)
+            for name in ("value", "x", "multiplier", "status", "iterations"):
+                got, want = getattr(one, name), getattr(batch, name)[i]
+                assert isinstance(got, np.ndarray) and got.dtype == getattr(batch, name).dtype
+                _same_bits(got, want)

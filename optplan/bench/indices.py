@@ -154,10 +154,14 @@ def bench_indices(
 
     With ``peers`` (needs numba), each instance is also solved, in round-robin loops of calls
     (:func:`_time_contenders`: the median of :data:`PEER_RUNS` rounds), by optplan's public
-    fast function (``kl_ball_index(p, v, r)`` etc., inputs checked) and by the peer
-    transcriptions of :mod:`optplan.bench.peers` for that problem; the row gets
-    ``optplan_s`` (median over the instances) and ``peers``: ``{name: {"s", "ratio" (peer /
-    optplan_s), "max_abs_diff" (of the values)}}``.
+    fast function (``kl_ball_index(p, v, r)`` etc., inputs checked, a ``BatchResult``), by
+    optplan's compiled kernel lane alone (:func:`kernel_lanes`: the row kernel on the same
+    already-valid float64 arrays, no checks, the value only: the work a peer does) and by the
+    peer transcriptions of :mod:`optplan.bench.peers` for that problem; the row gets
+    ``optplan_s`` and ``kernel_s`` (medians over the instances), ``kernel_max_abs_diff``
+    (kernel value vs public value) and ``peers``: ``{name: {"s", "ratio" (peer /
+    optplan_s), "ratio_kernel" (peer / kernel_s), "max_abs_diff" (of the values, vs the
+    public function's)}}``.
 
     Every argument is checked before any timing: ``sizes`` and ``instances`` positive
     integers (``sizes >= 2`` with ``kl_inf``, whose target needs two states), ``batch >= 0``,
@@ -281,11 +285,15 @@ def bench_indices(
             row["best_ratio"] = min(ratios) if ratios else None
             if contenders:
                 mine = float(np.median(peer_times.pop("optplan")))
+                kern = float(np.median(peer_times.pop(KERNEL)))
                 row["optplan_s"] = mine
+                row["kernel_s"] = kern
+                row["kernel_max_abs_diff"] = peer_diff[KERNEL]
                 row["peers"] = {
                     name: {
                         "s": float(np.median(t)),
                         "ratio": float(np.median(t)) / mine,
+                        "ratio_kernel": float(np.median(t)) / kern,
                         "max_abs_diff": peer_diff[name],
                     }
                     for name, t in peer_times.items()
@@ -312,9 +320,32 @@ def check_peers() -> None:
 
 def _contenders(problem: str, batched: Callable) -> dict[str, Callable]:
     """``{"optplan": the public fast function on one instance, peer name: peer}``."""
-    out = {"optplan": lambda p, v, r: batched(p, v, r).value}
+    out = {"optplan": lambda p, v, r: batched(p, v, r).value, KERNEL: kernel_lanes()[problem]}
     out.update(dict(PEERS.get(problem, ())))
     return out
+
+
+#: The contender name of optplan's compiled kernel lane in :func:`_time_contenders`.
+KERNEL = "optplan-kernel"
+
+
+def kernel_lanes() -> dict[str, Callable]:
+    """``stem -> f(p, v, param)``: optplan's compiled row kernel for one instance, called as
+    the public functions call it (:mod:`optplan.fast._index_kernels`, ``_*_into``: ``q``
+    written into a fresh array) but with the input check off, returning the value only. The
+    work a peer of :mod:`optplan.bench.peers` does (a compiled function on already-valid
+    float64 arrays), to compare kernels with kernels; the public functions add the checks
+    and the result object. Needs numba."""
+    from ..fast import _index_kernels
+
+    k = _index_kernels._kernels()
+    kl, inf, l1 = k["_kl_ball_into"], k["_kl_inf_into"], k["_l1_into"]
+    empty = np.empty
+    return {
+        "kl_ball": lambda p, v, r: kl(p, v, r, 100, False, empty(p.shape[0]))[0],
+        "kl_inf": lambda p, v, r: inf(p, v, r, 100, False, empty(p.shape[0]))[0],
+        "l1_ball": lambda p, v, r: l1(p, v, r, False, empty(p.shape[0]))[0],
+    }
 
 
 def _time_contenders(contenders, p, v, r, times, diff) -> None:
@@ -412,32 +443,42 @@ def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
 
 def _peer_table(rows: list[dict]) -> list[str]:
     """The ``--peers`` block: per (problem, S) optplan's public fast function (one call, and
-    per row of the large batch) and each peer, in microseconds, with peer / optplan."""
+    per row of the large batch), optplan's kernel lane alone and each peer, in microseconds,
+    with both ratios: peer / public call and peer / kernel lane."""
     rows = [r for r in rows if "peers" in r]
     if not rows:
         return []
     names = list(dict.fromkeys(n for r in rows for n in r["peers"]))
-    head = f"{'problem':<9}{'S':>7}{'optplan us':>12}{'batch/B us':>12}"
+    head = f"{'problem':<9}{'S':>7}{'public us':>11}{'kernel us':>11}{'batch/B us':>12}"
     for n in names:
-        head += f"{n + ' us':>15}{'ratio':>8}{'|diff|':>9}"
+        head += f"{n + ' us':>15}{'/public':>9}{'/kernel':>9}{'|diff|':>9}"
     lines = [
         "",
         "peers (same instances; per instance the median of 5 round-robin rounds of ~0.2 ms "
-        "call loops, then the median over instances; us per call; ratio = peer / optplan's "
-        "public fast function; |diff| = max |peer value - optplan value|):",
+        "call loops, then the median over instances; us per call):",
+        "  public = optplan's public function (kl_ball_index(p, v, r) etc.): inputs checked, "
+        "a BatchResult (value, q*, multiplier, status);",
+        "  kernel = optplan's compiled row kernel alone on the same already-valid float64 "
+        "arrays, no checks, value only: the work a peer does;",
+        "  /public, /kernel = peer us / public us, peer us / kernel us (> 1: optplan is "
+        "faster); |diff| = max |peer value - public value|.",
         head,
         "-" * len(head),
     ]
     for r in rows:
         big = r["bigbatch_s"]
-        line = f"{r['problem']:<9}{r['S']:>7}{r['optplan_s'] * 1e6:>12.2f}"
+        line = f"{r['problem']:<9}{r['S']:>7}{r['optplan_s'] * 1e6:>11.2f}"
+        line += f"{r['kernel_s'] * 1e6:>11.2f}"
         line += f"{'-':>12}" if big is None else f"{big * 1e6:>12.3f}"
         for n in names:
             pr = r["peers"].get(n)
             if pr is None:
-                line += f"{'':>32}"
+                line += f"{'':>42}"
                 continue
-            line += f"{pr['s'] * 1e6:>15.2f}{pr['ratio']:>7.1f}x{pr['max_abs_diff']:>9.0e}"
+            line += (
+                f"{pr['s'] * 1e6:>15.2f}{pr['ratio']:>8.2f}x{pr['ratio_kernel']:>8.2f}x"
+                f"{pr['max_abs_diff']:>9.0e}"
+            )
         lines.append(line)
     return lines
 

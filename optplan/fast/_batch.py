@@ -116,19 +116,28 @@ def single_result(value, x, multiplier, iterations, start: float, solver: str, s
     0-d array shared between results).
 
     Built without the frozen dataclass's ``__init__`` (eight ``object.__setattr__`` calls,
-    ~3 us, as much as the compiled solve): the same fields in the instance ``__dict__``,
-    which is all that ``__init__`` does for ``BatchResult`` (no ``__post_init__``)."""
+    as much as the compiled solve) and without making the 0-d arrays of ``value``,
+    ``multiplier`` and ``iterations`` up front: the instance dict gets the other fields and
+    the three scalars, and :meth:`BatchResult.__getattr__` makes each 0-d array (the same
+    dtype and value as :func:`batch_result`'s) on its first access."""
     if status == OPTIMAL and not math.isfinite(value):
         status = NUMERICAL_ERROR
-    res = object.__new__(BatchResult)
-    res.__dict__.update(
-        value=np.array(value),
-        x=x,
-        multiplier=np.array(multiplier),
-        status=_status_0d(status),
-        iterations=np.array(iterations),
-        solve_time=time.perf_counter() - start,
-        method="fast",
-        solver=solver,
+    res = _new(BatchResult)
+    _set(
+        res,
+        "__dict__",
+        {
+            "x": x,
+            "status": _STATUS_0D.get(status) or _status_0d(status),
+            "solve_time": _clock() - start,
+            "method": "fast",
+            "solver": solver,
+            "_scalars": (value, multiplier, iterations),
+        },
     )
     return res
+
+
+_new = object.__new__
+_set = object.__setattr__
+_clock = time.perf_counter

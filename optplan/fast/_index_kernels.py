@@ -42,7 +42,11 @@ fills ``log1p(delta e^s)``, ``w`` and ``u`` per element with a branch-free ``log
 ``log1p`` correction ``c / u`` of fdlibm's ``log1p``), which LLVM vectorizes; one sums them
 in four interleaved partial sums (a fixed order: a row gives the same bits alone or in a
 batch). Elements where
-``delta e^s > 1e300`` fall back to ``math.log1p``. ``tests/test_index_kernels.py`` compares
+``delta e^s > 1e300`` fall back to ``math.log1p``. Short rows (one scalar loop,
+:func:`_sums_direct`) use the same fast ``log1p``. One instance from Python goes through the
+``_*_into`` entries: ``q`` comes from the caller and only scalars are returned (boxing a
+returned array, or five work allocations, cost as much as a row at ``S = 10``).
+``tests/test_index_kernels.py`` compares
 every kernel with its numpy reference on random and edge-case rows (values, ``q``,
 multipliers, statuses) and the fast ``log`` with numpy's.
 """
@@ -89,6 +93,9 @@ SUB_N = 4096
 SUB_M = 512
 #: L1 rows with at least this many states (and their own v) drain by selection, not a sort.
 L1_SELECT_N = 128
+#: Rows of at most this many states get their drain order by an insertion sort (no
+#: allocation, no tie fix-up: it is stable by construction).
+SORT_SMALL_N = 16
 #: optplan._checks.ROW_SUM_TOL
 ROW_SUM_TOL = 1e-9
 
@@ -187,8 +194,9 @@ def _sums(p, ell, w, u, n):  # pragma: no cover - compiled by numba (fastmath: r
 
 
 def _sums_direct(ps, delta, n, z):  # pragma: no cover - compiled by numba
-    """:func:`_sums` of :func:`_fill` in one scalar loop with ``math.log1p``: faster for
-    short rows (``n < VECTOR_N``), where the vector loops do not pay."""
+    """:func:`_sums` of :func:`_fill` in one scalar loop (the fast ``log1p`` of
+    :func:`_log1p_pos`, ``math.log1p`` beyond its range): faster for short rows
+    (``n < VECTOR_N``), where the vector loops do not pay."""
     a0 = 0.0
     us = 0.0
     L = 0.0
@@ -204,7 +212,7 @@ def _sums_direct(ps, delta, n, z):  # pragma: no cover - compiled by numba
         pwu = pw * u
         a0 += pw
         us += pj * u
-        L += pj * math.log1p(dz)
+        L += pj * (_log1p_pos(dz) if dz <= 1e300 else math.log1p(dz))
         a2 += pw * w
         b1 += pwu
         b2 += pwu * w
@@ -363,7 +371,7 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             else:
                 d_min = min(d_min, dx)
                 if small:
-                    sum_plogd += px * math.log(dx)
+                    sum_plogd += px * (_log_pos(dx) if TINY <= dx <= 1.7e308 else math.log(dx))
             mean_delta += px * dx
             sq += px * dx * dx
     gap = V - V_I
@@ -446,7 +454,8 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
         u_sum = 0.0
         L = 0.0
         for j in range(n):
-            L += ps[j] * math.log1p(delta[j] * z)
+            dz = delta[j] * z
+            L += ps[j] * (_log1p_pos(dz) if dz <= 1e300 else math.log1p(dz))
             dq = delta[j] * zq
             t = 1.0 / (1.0 + dq)
             a0 += ps[j] * t
@@ -471,14 +480,29 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             mass += qx
         else:
             q[x] = 0.0
-    if not boundary:
-        for x in range(S):
-            q[x] /= mass
+    # one pass: normalize (interior), the value, and the total for the leftover mass (the
+    # sums in _leftover's and the value loop's order: the same bits as separate passes)
     val = 0.0
-    for x in range(S):
-        if p[x] > 0.0:
-            val += q[x] * (V - v[x])
-    _leftover(p, v, q, S, V)
+    total = 0.0
+    if boundary:
+        for x in range(S):
+            qx = q[x]
+            total += qx
+            if p[x] > 0.0:
+                val += qx * (V - v[x])
+    else:
+        for x in range(S):
+            qx = q[x] / mass
+            q[x] = qx
+            total += qx
+            if p[x] > 0.0:
+                val += qx * (V - v[x])
+    left = max(1.0 - total, 0.0)
+    if left > 0.0:  # onto the first zero-probability state at V (_leftover)
+        for x in range(S):
+            if p[x] == 0.0 and v[x] == V:
+                q[x] += left
+                break
     return V - val, lam, it, True
 
 
@@ -554,6 +578,18 @@ def _kl_ball_one(p, v, d, max_iter, validate):  # pragma: no cover - compiled by
     ps, delta, ell, w, u = np.empty(S), np.empty(S), np.empty(S), np.empty(S), np.empty(S)
     value, lam, it, ok = _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u)
     return value, lam, it, ok, q
+
+
+def _kl_ball_into(p, v, d, max_iter, validate, q):  # pragma: no cover - compiled by numba
+    """:func:`_kl_ball_one` with ``q`` given (filled in place) and one work allocation:
+    returns ``(value, lam, iterations, handled)``, scalars only (boxing a returned array
+    costs more than the caller's ``np.empty``)."""
+    if validate and not _valid_one(p, v, d):
+        return math.nan, math.nan, 0, False
+    S = p.shape[0]
+    work = np.empty(5 * S)
+    ps, delta, ell = work[:S], work[S : 2 * S], work[2 * S : 3 * S]
+    return _kl_row(p, v, d, max_iter, q, ps, delta, ell, work[3 * S : 4 * S], work[4 * S :])
 
 
 # ---------------------------------------------------------------------------------------
@@ -719,6 +755,13 @@ def _kl_inf_one(p, v, rho, max_iter, validate):  # pragma: no cover - compiled b
     return value, lam, it, code, q
 
 
+def _kl_inf_into(p, v, rho, max_iter, validate, q):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_into`: ``(value, lam, iterations, code)``, ``q`` filled in place."""
+    if validate and not _valid_one(p, v, rho):
+        return math.nan, math.nan, 0, LEFT
+    return _kl_inf_row(p, v, rho, max_iter, q, np.empty(p.shape[0]))
+
+
 # ---------------------------------------------------------------------------------------
 # L1 ball
 
@@ -733,6 +776,19 @@ def _drain_order(v, order):  # pragma: no cover - compiled by numba
     for x in range(S):
         if v[x] > v[best]:
             best = x
+    if S <= SORT_SMALL_N:  # short rows: an insertion sort, stable by construction
+        m = 0
+        for x in range(S):
+            if x != best:
+                vx = v[x]
+                b = m - 1
+                while b >= 0 and v[order[b]] > vx:
+                    order[b + 1] = order[b]
+                    b -= 1
+                order[b + 1] = x
+                m += 1
+        order[S - 1] = best
+        return best
     key = v.copy()
     key[best] = math.inf
     srt = np.argsort(key)
@@ -944,6 +1000,21 @@ def _l1_one(p, v, d, validate):  # pragma: no cover - compiled by numba
     return value, lam, code, q
 
 
+def _l1_into(p, v, d, validate, q):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_into`: ``(value, lam, code)``, ``q`` filled in place (the same
+    steps as :func:`_l1_one`)."""
+    if validate and not _valid_one(p, v, d):
+        return math.nan, math.nan, LEFT
+    S = p.shape[0]
+    order = np.empty(S, dtype=np.int64)
+    if S >= L1_SELECT_N:
+        value, lam, code = _l1_select(p, v, d, q, order, np.empty(S, dtype=np.int64), np.empty(S))
+        if code != LEFT:
+            return value, lam, code
+    best = _drain_order(v, order)
+    return _l1_row(p, v, d, q, order, best)
+
+
 # ---------------------------------------------------------------------------------------
 # Input check of one instance
 
@@ -954,13 +1025,32 @@ def _valid_one(p, v, param):  # pragma: no cover - compiled by numba
     caller to the Python checks, which raise the error naming the field and value."""
     if not math.isfinite(param):
         return False
-    total = 0.0
-    for x in range(p.shape[0]):
+    # branch-free, four partial sums (no serial chain of additions: long rows vectorize)
+    S = p.shape[0]
+    ok = True
+    t0 = 0.0
+    t1 = 0.0
+    t2 = 0.0
+    t3 = 0.0
+    x = 0
+    while x + 4 <= S:
+        p0, p1, p2, p3 = p[x], p[x + 1], p[x + 2], p[x + 3]
+        ok &= (p0 >= 0.0) & (p0 <= 1.0 + ROW_SUM_TOL) & (v[x] - v[x] == 0.0)
+        ok &= (p1 >= 0.0) & (p1 <= 1.0 + ROW_SUM_TOL) & (v[x + 1] - v[x + 1] == 0.0)
+        ok &= (p2 >= 0.0) & (p2 <= 1.0 + ROW_SUM_TOL) & (v[x + 2] - v[x + 2] == 0.0)
+        ok &= (p3 >= 0.0) & (p3 <= 1.0 + ROW_SUM_TOL) & (v[x + 3] - v[x + 3] == 0.0)
+        t0 += p0
+        t1 += p1
+        t2 += p2
+        t3 += p3
+        x += 4
+    while x < S:
         px = p[x]
-        if not (px >= 0.0 and px <= 1.0 + ROW_SUM_TOL) or not math.isfinite(v[x]):
-            return False
-        total += px
-    return abs(total - 1.0) <= 0.5 * ROW_SUM_TOL
+        ok &= (px >= 0.0) & (px <= 1.0 + ROW_SUM_TOL) & (v[x] - v[x] == 0.0)
+        t0 += px
+        x += 1
+    # (a NaN in p fails its comparisons; v[x] - v[x] is NaN for an infinite or NaN v[x])
+    return ok and abs((t0 + t1) + (t2 + t3) - 1.0) <= 0.5 * ROW_SUM_TOL
 
 
 # ---------------------------------------------------------------------------------------
@@ -1030,6 +1120,9 @@ _ENTRIES = (
     "_kl_inf_one",
     "_l1_rows",
     "_l1_one",
+    "_kl_ball_into",
+    "_kl_inf_into",
+    "_l1_into",
 )
 
 
@@ -1074,6 +1167,7 @@ def _kernels() -> dict:
             # inlined in numba's IR: no call boundary, no reference counting of the array
             # arguments per call (it cost ~40% of a row at S = 10)
             inline = {
+                "_g",
                 "_log_pos",
                 "_log1p_pos",
                 "_fill",

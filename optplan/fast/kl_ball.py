@@ -95,7 +95,10 @@ def kl_ball_index(
         compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
-        value, lam, its, handled, q = _index_kernels.kl_ball_one(*one, max_iter, bool(validate))
+        q = np.empty(one[0].shape[0])
+        value, lam, its, handled = (_index_kernels._COMPILED or _index_kernels._kernels())[
+            "_kl_ball_into"
+        ](*one, max_iter, validate is True or bool(validate), q)
         if handled:
             return single_result(value, q, lam, its, start, "halley")
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)

@@ -78,7 +78,10 @@ def kl_inf_rate(
         compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
     one = single_row(p, v, target) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
-        value, lam, its, code, q = _index_kernels.kl_inf_one(*one, max_iter, bool(validate))
+        q = np.empty(one[0].shape[0])
+        value, lam, its, code = (_index_kernels._COMPILED or _index_kernels._kernels())[
+            "_kl_inf_into"
+        ](*one, max_iter, validate is True or bool(validate), q)
         if code != _index_kernels.LEFT:
             status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, its, start, "newton", status)

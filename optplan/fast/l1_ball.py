@@ -62,7 +62,10 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
         compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
-        value, lam, code, q = _index_kernels.l1_one(*one, bool(validate))
+        q = np.empty(one[0].shape[0])
+        value, lam, code = (_index_kernels._COMPILED or _index_kernels._kernels())["_l1_into"](
+            *one, validate is True or bool(validate), q
+        )
         if code != _index_kernels.LEFT:
             status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, 0, start, "closed_form", status)
