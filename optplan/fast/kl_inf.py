@@ -136,8 +136,10 @@ def _numpy_rows(p, v, rho, max_iter, outputs) -> None:
         boundary = k0 <= 0
         hi = np.zeros(todo.size)
         var = np.maximum((pt * vt**2).sum(axis=1) - mu[todo] ** 2, 1e-300)
-        # start: lam ~ (rho - mu) / Var near the mean; near V, k ~ P_V / omega + k_rest
-        eps0 = np.clip((rt - mu[todo]) / var * (Vt - rt), 1e-300, 1.0 - 1e-16)
+        # start: lam ~ (rho - mu) / Var near the mean; near V, k ~ P_V / omega + k_rest (a
+        # variance at its 1e-300 floor overflows the ratio: the start saturates at 1 - 1e-16)
+        with np.errstate(over="ignore"):
+            eps0 = np.clip((rt - mu[todo]) / var * (Vt - rt), 1e-300, 1.0 - 1e-16)
         with np.errstate(divide="ignore", invalid="ignore"):
             k_rest = np.where(st & (c > 0), pt * one_c / c, 0.0).sum(axis=1)
             omega_v = np.where((P_V > 0) & (k_rest < 0), P_V / -k_rest, np.nan)
