@@ -289,11 +289,12 @@ def test_read_only_out_is_refused_before_any_task(tmp_path, no_task_may_run):
     ro.chmod(0o555)
     try:
         if os.access(ro, os.W_OK):
-            pytest.skip(  # reason: root ignores directory permissions
-                reason="running as root: directory permissions are not enforced, so a read-only "
+            why = (
+                "running as root: directory permissions are not enforced, so a read-only "
                 "directory is writable; test_unwritable_out_is_refused_before_any_task "
                 "covers the refusal with an emulated EACCES"
             )
+            pytest.skip(reason=why)
         for out in (ro, ro / "new"):
             with pytest.raises(OptplanError, match="is not writable: Permission denied"):
                 run_sweep(small_sweep(), out, quiet=True)

@@ -347,18 +347,8 @@ def run(
         if compiled is not None:
             record = compiled.compiled_loop(agent, env, env_seed, agent_rng, steps, _Record(), bar)
         else:
-            record = _loop(
-                agent,
-                env,
-                env_seed,
-                agent_rng,
-                steps,
-                episodes,
-                stop_when_solved,
-                on_episode_end,
-                track,
-                bar,
-            )
+            stops = (stop_when_solved, on_episode_end)
+            record = _loop(agent, env, env_seed, agent_rng, steps, episodes, *stops, track, bar)
     finally:
         if bar is not None:
             bar.close()
