@@ -289,19 +289,6 @@ class BatchResult:
     method: str = "fast"
     solver: str = ""
 
-    def __getattr__(self, name: str):
-        # Called only for an attribute missing from the instance dict: the 0-d ``value``,
-        # ``multiplier`` and ``iterations`` of a one-instance result from a compiled lane
-        # (optplan.fast._batch.single_result), which stores the three scalars and makes each
-        # 0-d array on first access (once: it is then an ordinary attribute).
-        scalars = self.__dict__.get("_scalars")
-        index = _LAZY_FIELDS.get(name)
-        if scalars is None or index is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        arr = np.array(scalars[index])
-        self.__dict__[name] = arr
-        return arr
-
     @property
     def success(self) -> np.ndarray:
         """Boolean array: a solution is present."""
@@ -330,7 +317,35 @@ class BatchResult:
 
 #: The fields a one-instance ``BatchResult`` may hold as scalars until first accessed, and
 #: their place in its ``_scalars``.
-_LAZY_FIELDS = {"value": 0, "multiplier": 1, "iterations": 2}
+class _Lazy0d:
+    """The 0-d ``value``, ``multiplier`` or ``iterations`` of a one-instance
+    :class:`BatchResult` from a compiled lane (:func:`optplan.fast._batch.single_result`),
+    which stores the three scalars as ``_scalars``: a non-data descriptor, so it runs only
+    when the instance dict lacks the field, makes the 0-d array (``batch_result``'s dtype and
+    value) on first access and puts it in the instance dict, where later lookups find it
+    first. (A class attribute set after ``@dataclass``: not a field default.)"""
+
+    __slots__ = ("name", "index")
+
+    def __init__(self, name: str, index: int):
+        self.name, self.index = name, index
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        d = obj.__dict__
+        try:
+            arr = np.array(d["_scalars"][self.index])
+        except KeyError:
+            raise AttributeError(
+                f"{type(obj).__name__!r} object has no attribute {self.name!r}"
+            ) from None
+        d[self.name] = arr
+        return arr
+
+
+for _i, _name in enumerate(("value", "multiplier", "iterations")):
+    setattr(BatchResult, _name, _Lazy0d(_name, _i))
 
 _EDGE_MESSAGES = {
     NUMERICAL_ERROR: "the value is not finite: the inputs' scale overflows double precision",

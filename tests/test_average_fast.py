@@ -35,6 +35,52 @@ def test_unichain_evaluation_matches_two_solves(S, density, method):
     assert abs(pi @ ev.bias) < 1e-13
 
 
+numba = pytest.importorskip("numba", reason="the fused evaluation step needs the jit extra")
+
+
+@pytest.mark.parametrize("S, density", [(300, 1.0), (400, 0.2), (600, 0.5)])
+def test_joint_evaluation_matches_the_separate_iterations(S, density):
+    """``stationary=True`` (one fused pass over P_pi for the bias and the stationary
+    distribution) gives the separate iterations' gain, bias and pi, to their accuracy; the
+    fused step equals the two BLAS products to round-off."""
+    mdp = random_mdp(np.random.default_rng(S + 7), S, 3, density=density)
+    policy = np.random.default_rng(2).integers(3, size=S)
+    P_pi, r_pi = dp.policy_model(mdp.P, mdp.R, policy)
+    gain, h, pi = reference(P_pi, r_pi)
+    joint = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
+    separate = dp.evaluate_unichain(P_pi, r_pi)
+    assert joint.method == separate.method == "iteration"
+    assert joint._pi is not None  # computed in the evaluation's loop
+    for ev in (joint, separate):
+        assert ev.gain == pytest.approx(gain, abs=1e-13)
+        np.testing.assert_allclose(ev.bias, h, atol=1e-12)
+        np.testing.assert_allclose(ev.stationary(), pi, atol=1e-14)
+    step = dp._joint_step()
+    x, v = np.random.default_rng(0).dirichlet(np.ones(S)), np.random.default_rng(1).random(S)
+    Th, y = np.empty(S), np.empty(S)
+    step(P_pi, v, r_pi, x, Th, y)
+    np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(y, x @ P_pi, rtol=0, atol=1e-16)
+
+
+def test_joint_evaluation_falls_back_where_it_does_not_converge(monkeypatch):
+    """A periodic chain: the fused loop gives up and the factorization answers, as without
+    numba (the step forced to None)."""
+    mdp = ring(250, 2, np.random.default_rng(0))
+    P_pi, r_pi = dp.policy_model(mdp.P, mdp.R, np.zeros(250, int))
+    ev = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
+    assert ev.method == "lu"
+    np.testing.assert_allclose(ev.stationary(), np.full(250, 1 / 250), atol=1e-15)
+    dense = random_mdp(np.random.default_rng(5), 300, 2)
+    P_pi, r_pi = dp.policy_model(dense.P, dense.R, np.zeros(300, int))
+    with_numba = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
+    monkeypatch.setattr(dp, "_JOINT", [None])
+    without = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
+    assert without.method == with_numba.method == "iteration"
+    assert without.gain == pytest.approx(with_numba.gain, abs=1e-13)
+    np.testing.assert_allclose(without.stationary(), with_numba.stationary(), atol=1e-14)
+
+
 def ring(S, A, rng):
     """Every action moves s -> s + 1 (mod S): every policy's chain is one cycle, period S."""
     P = np.zeros((S, A, S))

@@ -292,6 +292,36 @@ def test_one_instance_lane_equals_the_batch(fn, param):
                 assert int(one.iterations) == int(batch.iterations[j])
 
 
+@pytest.mark.parametrize("fn", [kl_ball_index, l1_ball_index, kl_inf_rate])
+def test_one_instance_lane_results_are_ordinary_batch_results(fn):
+    """The lane's lazily made 0-d fields: ndarrays of the batch path's dtypes, made once,
+    kept by pickling; unaligned or huge-``max_iter`` inputs, which
+    the lane's compiled signature cannot take, go to the general path with the same answer."""
+    import pickle
+
+    p, v = np.array([0.2, 0.3, 0.5]), np.array([0.0, 0.5, 1.0])
+    param = 0.6 if fn is kl_inf_rate else 0.3
+    one = fn(p, v, param)
+    batch = fn(p[None], v[None], np.array([param]))
+    for name in ("value", "multiplier", "iterations"):
+        got, ref = getattr(one, name), getattr(batch, name)[0]
+        assert type(got) is np.ndarray and got.shape == () and got.dtype == ref.dtype
+        assert got == ref
+        assert getattr(one, name) is got  # made once
+    twin = pickle.loads(pickle.dumps(fn(p, v, param)))
+    assert twin.value == one.value and twin.multiplier == one.multiplier
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        one.missing  # noqa: B018
+    # unaligned copies of p and v (a byte offset into a buffer)
+    buf = np.zeros(8 * 3 + 1, dtype=np.uint8)
+    pu = np.frombuffer(buf.data, dtype=float, count=3, offset=1)
+    assert not pu.flags.aligned
+    pu[...] = p
+    assert fn(pu, v, param).value == one.value
+    if fn is not l1_ball_index:
+        assert fn(p, v, param, max_iter=2**70).value == one.value
+
+
 @pytest.mark.parametrize(
     "fn, name", [(kl_ball_index, "radius"), (l1_ball_index, "radius"), (kl_inf_rate, "target")]
 )
@@ -332,6 +362,14 @@ def test_fast_log_is_within_an_ulp():
     assert got == pytest.approx(np.log(y).sum(), rel=1e-14, abs=1e-12)
     # beyond its range the fill says so, and the library log1p takes over
     assert k["_fill"](np.array([1e301]), 1, 1.0, 1.0, ell, w, u)
+    # the iteration's fill (one division fewer): the same bound, and the same w and u
+    ell2, w2, u2 = np.empty(n), np.empty(n), np.empty(n)
+    assert not k["_fill"](x, n, 1.0, 1.0, ell, w, u)
+    assert not k["_fill_same"](x, n, 1.0, ell2, w2, u2)
+    np.testing.assert_allclose(ell2, ref, rtol=2.3e-16, atol=0)
+    np.testing.assert_array_equal(w2, w)
+    np.testing.assert_array_equal(u2, u)
+    assert k["_fill_same"](np.array([1e301]), 1, 1.0, ell2, w2, u2)
 
 
 def test_large_rows_use_the_vector_loops():

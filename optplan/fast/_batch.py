@@ -71,17 +71,18 @@ def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
 
 def single_row(p, v, param):
     """``(p, v, param)`` for a compiled kernel's one-row lane, or ``None`` when the inputs are
-    not one plain instance (``p``, ``v`` contiguous float64 arrays of shape ``(S,)``, ``param``
-    a real scalar): those take the general path. The lane's compiled call checks the values
-    (:func:`optplan.fast._index_kernels._valid_one`) and sends what it cannot vouch for to the
-    general path too, whose checks raise the errors naming the field and value. No copy, no
-    ``asarray``: the lane exists for its per-call overhead."""
+    not one plain instance (``p``, ``v`` contiguous, aligned float64 arrays of shape ``(S,)``,
+    ``param`` a real scalar): those take the general path. The lane's compiled call checks the
+    values (:func:`optplan.fast._index_kernels._valid_one`) and sends what it cannot vouch for
+    to the general path too, whose checks raise the errors naming the field and value. No copy,
+    no ``asarray``: the lane exists for its per-call overhead."""
     # cheapest tests first (dtype identity: numpy's float64 dtype is a singleton)
     if type(p) is not np.ndarray or type(v) is not np.ndarray or p.ndim != 1 or v.ndim != 1:
         return None
     if p.dtype is not _F64 or v.dtype is not _F64 or v.size != p.size:
         return None
-    if not (p.flags.c_contiguous and v.flags.c_contiguous):
+    fp, fv = p.flags, v.flags  # (aligned: the lanes' compiled signature assumes it)
+    if not (fp.c_contiguous and fv.c_contiguous and fp.aligned and fv.aligned):
         return None
     if type(param) is not float:
         if isinstance(param, (bool, np.bool_)) or not isinstance(
@@ -118,7 +119,7 @@ def single_result(value, x, multiplier, iterations, start: float, solver: str, s
     Built without the frozen dataclass's ``__init__`` (eight ``object.__setattr__`` calls,
     as much as the compiled solve) and without making the 0-d arrays of ``value``,
     ``multiplier`` and ``iterations`` up front: the instance dict gets the other fields and
-    the three scalars, and :meth:`BatchResult.__getattr__` makes each 0-d array (the same
+    the three scalars, and a descriptor of :class:`BatchResult` makes each 0-d array (the same
     dtype and value as :func:`batch_result`'s) on its first access."""
     if status == OPTIMAL and not math.isfinite(value):
         status = NUMERICAL_ERROR

@@ -147,6 +147,31 @@ def _log1p_pos(x):  # pragma: no cover - compiled by numba
     return _log_pos(u) + c / u
 
 
+def _log1p_recip(x):  # pragma: no cover - compiled by numba
+    """``(log1p x, 1 / (1 + x))`` for ``0 <= x <= 1e300``: :func:`_log1p_pos` with its
+    correction ``c / u`` taken as ``c * (1 / u)``, the reciprocal its callers need anyway (one
+    division fewer per element; the correction is below an ulp of ``log u``, so the product's
+    rounding stays within the error bound)."""
+    u = 1.0 + x
+    c = x - (u - 1.0) if x < 1.0 else 1.0 - (u - x)
+    t = 1.0 / u
+    return _log_pos(u) + c * t, t
+
+
+def _fill_same(delta, n, z, ell, w, u):  # pragma: no cover - compiled by numba
+    """:func:`_fill` with ``zq = z`` (every iteration step): ``1 + delta z`` is divided once
+    (:func:`_log1p_recip`), two divisions per element instead of three."""
+    bad = False
+    for j in range(n):
+        dz = delta[j] * z
+        ell_j, t = _log1p_recip(dz)
+        ell[j] = ell_j
+        w[j] = t
+        u[j] = dz * t
+        bad |= not dz <= 1e300
+    return bad
+
+
 def _fill(delta, n, z, zq, ell, w, u):  # pragma: no cover - compiled by numba
     """``ell = log1p(delta z)``, ``w = 1 / (1 + delta zq)``, ``u = delta zq w`` on the first
     ``n`` entries (vectorized); returns whether some ``delta z`` is beyond the fast log's
@@ -206,13 +231,17 @@ def _sums_direct(ps, delta, n, z):  # pragma: no cover - compiled by numba
     for j in range(n):
         pj = ps[j]
         dz = delta[j] * z
-        w = 1.0 / (1.0 + dz)
+        if dz <= 1e300:
+            ell, w = _log1p_recip(dz)
+        else:
+            w = 1.0 / (1.0 + dz)
+            ell = math.log1p(dz)
         u = dz * w
         pw = pj * w
         pwu = pw * u
         a0 += pw
         us += pj * u
-        L += pj * (_log1p_pos(dz) if dz <= 1e300 else math.log1p(dz))
+        L += pj * ell
         a2 += pw * w
         b1 += pwu
         b2 += pwu * w
@@ -258,7 +287,7 @@ def _g(s, ps, delta, n, d, log_mean_delta, P_top, mean_delta, ell, w, u):  # pra
     if n < VECTOR_N:
         a0, u_sum, L, a2, b1, b2 = _sums_direct(ps, delta, n, z)
     else:
-        if _fill(delta, n, z, z, ell, w, u):
+        if _fill_same(delta, n, z, ell, w, u):
             _fill_lib(delta, n, z, z, ell, w, u)
         a0, u_sum, L, a2, b1, b2 = _sums(ps, ell, w, u, n)
     log_a0 = math.log(a0) if a0 < 0.5 else math.log1p(-u_sum)
@@ -1019,38 +1048,22 @@ def _l1_into(p, v, d, validate, q):  # pragma: no cover - compiled by numba
 # Input check of one instance
 
 
-def _valid_one(p, v, param):  # pragma: no cover - compiled by numba
+def _valid_one(p, v, param):  # pragma: no cover - compiled by numba (fastmath: reassoc)
     """Whether ``check_index_inputs`` surely accepts one instance: finite entries, ``p >= 0``,
-    ``|sum p - 1|`` at most half its tolerance (summation order aside). ``False`` sends the
-    caller to the Python checks, which raise the error naming the field and value."""
+    ``|sum p - 1|`` at most half its tolerance (summation order aside: the sum's order is
+    the compiler's, which lets the loop vectorize). ``False`` sends the caller to the Python
+    checks, which raise the error naming the field and value."""
     if not math.isfinite(param):
         return False
-    # branch-free, four partial sums (no serial chain of additions: long rows vectorize)
     S = p.shape[0]
-    ok = True
-    t0 = 0.0
-    t1 = 0.0
-    t2 = 0.0
-    t3 = 0.0
-    x = 0
-    while x + 4 <= S:
-        p0, p1, p2, p3 = p[x], p[x + 1], p[x + 2], p[x + 3]
-        ok &= (p0 >= 0.0) & (p0 <= 1.0 + ROW_SUM_TOL) & (v[x] - v[x] == 0.0)
-        ok &= (p1 >= 0.0) & (p1 <= 1.0 + ROW_SUM_TOL) & (v[x + 1] - v[x + 1] == 0.0)
-        ok &= (p2 >= 0.0) & (p2 <= 1.0 + ROW_SUM_TOL) & (v[x + 2] - v[x + 2] == 0.0)
-        ok &= (p3 >= 0.0) & (p3 <= 1.0 + ROW_SUM_TOL) & (v[x + 3] - v[x + 3] == 0.0)
-        t0 += p0
-        t1 += p1
-        t2 += p2
-        t3 += p3
-        x += 4
-    while x < S:
+    bad = 0
+    total = 0.0
+    for x in range(S):
         px = p[x]
-        ok &= (px >= 0.0) & (px <= 1.0 + ROW_SUM_TOL) & (v[x] - v[x] == 0.0)
-        t0 += px
-        x += 1
-    # (a NaN in p fails its comparisons; v[x] - v[x] is NaN for an infinite or NaN v[x])
-    return ok and abs((t0 + t1) + (t2 + t3) - 1.0) <= 0.5 * ROW_SUM_TOL
+        # (a NaN in p fails its comparisons; v[x] - v[x] is NaN for an infinite or NaN v[x])
+        bad += (not px >= 0.0) | (not px <= 1.0 + ROW_SUM_TOL) | (not v[x] - v[x] == 0.0)
+        total += px
+    return bad == 0 and abs(total - 1.0) <= 0.5 * ROW_SUM_TOL
 
 
 # ---------------------------------------------------------------------------------------
@@ -1093,6 +1106,8 @@ _COMPILE_LOCK = threading.Lock()
 _HELPERS = (
     "_log_pos",
     "_log1p_pos",
+    "_log1p_recip",
+    "_fill_same",
     "_fill",
     "_fill_lib",
     "_sums_direct",
@@ -1108,7 +1123,6 @@ _HELPERS = (
     "_key_less",
     "_l1_select",
     "_l1_row",
-    "_valid_one",
 )
 #: The entry points called from Python.
 _ENTRIES = (
@@ -1164,12 +1178,15 @@ def _kernels() -> dict:
             opts = {"cache": True, "nogil": True, "error_model": "numpy"}  # IEEE: 1/0 = inf
             # sums only: reassociation (the order of a sum) lets LLVM vectorize them
             g["_sums"] = numba.njit(**opts, fastmath={"reassoc", "nsz"})(g["_sums"])
+            g["_valid_one"] = numba.njit(**opts, fastmath={"reassoc", "nsz"})(g["_valid_one"])
             # inlined in numba's IR: no call boundary, no reference counting of the array
             # arguments per call (it cost ~40% of a row at S = 10)
             inline = {
                 "_g",
                 "_log_pos",
                 "_log1p_pos",
+                "_log1p_recip",
+                "_fill_same",
                 "_fill",
                 "_fill_lib",
                 "_sums_direct",
@@ -1179,15 +1196,44 @@ def _kernels() -> dict:
                 "_kl_inf_row",
                 "_l1_row",
                 "_key_less",
-                "_valid_one",
             }
             for name in _HELPERS:
                 extra = {"inline": "always"} if name in inline else {}
                 g[name] = numba.njit(**opts, **extra)(g[name])
             compiled = {name: numba.njit(**opts)(g[name]) for name in _ENTRIES}
-            compiled.update({name: g[name] for name in _HELPERS + ("_sums", "_sums_direct")})
+            compiled.update({name: g[name] for name in _HELPERS + ("_sums", "_valid_one")})
             _COMPILED.update(compiled)
     return _COMPILED
+
+
+#: ``name -> entry point`` of the one-instance lanes (``_*_into``) for the one signature the
+#: public functions call them with (1-d C float64 arrays, a float, an int, a bool): numba's
+#: compiled wrapper without the dispatcher's per-call typing of six arguments (about 0.4 us
+#: of a 4 us call at S = 10). :func:`optplan.fast._batch.single_row` vouches for the types.
+LANES: dict = {}
+
+#: ``max_iter`` passed to a lane is capped here (an int64 argument).
+MAX_ITER_CAP = 2**62
+
+
+def lanes() -> dict:
+    """:data:`LANES`, made on first use (compiled, or loaded from numba's cache)."""
+    if LANES:
+        return LANES
+    k = _kernels()
+    from numba import types
+
+    arr = types.float64[::1]
+    f, i, b = types.float64, types.int64, types.boolean
+    sigs = {
+        "_kl_ball_into": (arr, arr, f, i, b, arr),
+        "_kl_inf_into": (arr, arr, f, i, b, arr),
+        "_l1_into": (arr, arr, f, b, arr),
+    }
+    with _COMPILE_LOCK:
+        if not LANES:
+            LANES.update({name: k[name].compile(sig) for name, sig in sigs.items()})
+    return LANES
 
 
 def _floats(a):

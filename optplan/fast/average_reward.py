@@ -113,7 +113,7 @@ def solve(
         if n_classes > 1:
             raise EvaluationError("")
         if ev is None:
-            ev = evaluate_unichain(P_pi, r_pi)
+            ev = evaluate_unichain(P_pi, r_pi, stationary=True)
         elif ev.normalized:  # policy iteration's last backup used the final bias
             q = masked(pi_out.q, mask)
         pi = ev.stationary()  # the same factorization (or iteration) as gain and bias

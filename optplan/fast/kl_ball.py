@@ -96,9 +96,9 @@ def kl_ball_index(
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, its, handled = (_index_kernels._COMPILED or _index_kernels._kernels())[
+        value, lam, its, handled = (_index_kernels.LANES or _index_kernels.lanes())[
             "_kl_ball_into"
-        ](*one, max_iter, validate is True or bool(validate), q)
+        ](*one, min(max_iter, _index_kernels.MAX_ITER_CAP), validate is True or bool(validate), q)
         if handled:
             return single_result(value, q, lam, its, start, "halley")
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)

@@ -79,9 +79,9 @@ def kl_inf_rate(
     one = single_row(p, v, target) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, its, code = (_index_kernels._COMPILED or _index_kernels._kernels())[
-            "_kl_inf_into"
-        ](*one, max_iter, validate is True or bool(validate), q)
+        value, lam, its, code = (_index_kernels.LANES or _index_kernels.lanes())["_kl_inf_into"](
+            *one, min(max_iter, _index_kernels.MAX_ITER_CAP), validate is True or bool(validate), q
+        )
         if code != _index_kernels.LEFT:
             status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, its, start, "newton", status)

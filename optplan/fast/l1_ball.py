@@ -63,7 +63,7 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, code = (_index_kernels._COMPILED or _index_kernels._kernels())["_l1_into"](
+        value, lam, code = (_index_kernels.LANES or _index_kernels.lanes())["_l1_into"](
             *one, validate is True or bool(validate), q
         )
         if code != _index_kernels.LEFT:
