@@ -344,20 +344,52 @@ def _iterate_average(P_pi: np.ndarray, r_pi: np.ndarray, budget: int, h=None, to
         for it in range(1, budget + 1):
             np.dot(P_pi, h, out=Th)
             Th += r_pi
-            np.subtract(Th, h, out=d)
-            lo, hi = float(d.min()), float(d.max())
-            span = hi - lo
-            if not math.isfinite(span):
-                return None
-            spans.append(span)
-            np.subtract(Th, Th[0], out=h)
-            rate = max(spans[-1] / spans[-2], spans[-2] / spans[-3]) if it >= 3 else 1.0
-            bound = tol * max(scale, float(h.max()), -float(h.min()))
-            if span == 0.0 or _converged(span, rate, bound):
-                return 0.5 * (lo + hi), h, it
-            if _hopeless(it, span, rate, bound, budget):
+            state, gain = _relative_step(Th, h, d, spans, it, scale, tol, budget)
+            if state == _DONE:
+                return gain, h, it
+            if state == _FAIL:
                 return None
     return None
+
+
+#: States of an iteration after a step (:func:`_relative_step`, :func:`_power_step`).
+_GO, _DONE, _FAIL = 0, 1, 2
+
+
+def _relative_step(Th, h, d, spans, it: int, scale: float, tol: float, budget: int):
+    """The bookkeeping of step ``it`` of the fixed policy's relative value iteration, given
+    ``Th = r + P h``: ``h <- Th - Th[0]`` (in place; ``d``: a work array), the span of
+    ``Th - h`` appended to ``spans``; ``(_DONE, gain)`` once the a-posteriori bound is met,
+    ``(_FAIL, None)`` when the span is not finite or the rate too slow for ``budget``,
+    ``(_GO, None)`` otherwise."""
+    np.subtract(Th, h, out=d)
+    lo, hi = float(d.min()), float(d.max())
+    span = hi - lo
+    if not math.isfinite(span):
+        return _FAIL, None
+    spans.append(span)
+    np.subtract(Th, Th[0], out=h)
+    rate = max(spans[-1] / spans[-2], spans[-2] / spans[-3]) if it >= 3 else 1.0
+    bound = tol * max(scale, float(h.max()), -float(h.min()))
+    if span == 0.0 or _converged(span, rate, bound):
+        return _DONE, 0.5 * (lo + hi)
+    if _hopeless(it, span, rate, bound, budget):
+        return _FAIL, None
+    return _GO, None
+
+
+def _power_step(y, x, d, moves, it: int, budget: int) -> int:
+    """The bookkeeping of power-iteration step ``it`` (``y = x P``): ``||y - x||_1``
+    appended to ``moves`` (``d``: a work array); :data:`_DONE`, :data:`_FAIL` or
+    :data:`_GO` as :func:`_relative_step`, at :data:`ITERATIVE_TOL`."""
+    np.subtract(y, x, out=d)
+    moves.append(float(np.abs(d, out=d).sum()))
+    rate = max(moves[-1] / moves[-2], moves[-2] / moves[-3]) if it >= 3 else 1.0
+    if moves[-1] == 0.0 or _converged(moves[-1], rate, ITERATIVE_TOL):
+        return _DONE
+    if _hopeless(it, moves[-1], rate, ITERATIVE_TOL, budget):
+        return _FAIL
+    return _GO
 
 
 def _iterate_stationary(P_pi: np.ndarray):
@@ -369,13 +401,11 @@ def _iterate_stationary(P_pi: np.ndarray):
     budget = ITERATIVE_BUDGET
     for it in range(1, budget + 1):
         np.dot(x, P_pi, out=y)
-        np.subtract(y, x, out=diff)
-        steps.append(float(np.abs(diff, out=diff).sum()))
+        state = _power_step(y, x, diff, steps, it, budget)
         x, y = y, x
-        rate = max(steps[-1] / steps[-2], steps[-2] / steps[-3]) if it >= 3 else 1.0
-        if steps[-1] == 0.0 or _converged(steps[-1], rate, ITERATIVE_TOL):
+        if state == _DONE:
             return x
-        if _hopeless(it, steps[-1], rate, ITERATIVE_TOL, budget):
+        if state == _FAIL:
             return None
     return None
 
@@ -437,28 +467,18 @@ def _iterate_joint(P_pi, r_pi, step, budget: int, h=None, tol: float = ITERATIVE
         for it in range(1, budget + 1):
             step(P_pi, h, r_pi, x, Th, y)
             if evaluation is None:  # relative value iteration of the fixed policy
-                np.subtract(Th, h, out=d)
-                lo, hi = float(d.min()), float(d.max())
-                span = hi - lo
-                if not math.isfinite(span):
+                state, gain = _relative_step(Th, h, d, spans, it, scale, tol, budget)
+                if state == _FAIL:
                     return None
-                spans.append(span)
-                np.subtract(Th, Th[0], out=h)
-                rate = max(spans[-1] / spans[-2], spans[-2] / spans[-3]) if it >= 3 else 1.0
-                bound = tol * max(scale, float(h.max()), -float(h.min()))
-                if span == 0.0 or _converged(span, rate, bound):
-                    evaluation = (0.5 * (lo + hi), h.copy(), it)
-                elif _hopeless(it, span, rate, bound, budget):
-                    return None
+                if state == _DONE:
+                    evaluation = (gain, h.copy(), it)
             if pi is None:  # power iteration
-                np.subtract(y, x, out=d)
-                moves.append(float(np.abs(d, out=d).sum()))
+                state = _power_step(y, x, d, moves, it, budget)
                 x, y = y, x
-                rate = max(moves[-1] / moves[-2], moves[-2] / moves[-3]) if it >= 3 else 1.0
-                if moves[-1] == 0.0 or _converged(moves[-1], rate, ITERATIVE_TOL):
-                    pi = x.copy()
-                elif _hopeless(it, moves[-1], rate, ITERATIVE_TOL, budget):
+                if state == _FAIL:
                     return None
+                if state == _DONE:
+                    pi = x.copy()
             if evaluation is not None and pi is not None:
                 return (*evaluation, pi)
     return None
