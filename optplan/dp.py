@@ -46,9 +46,9 @@ def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> 
     if qm.ndim == 2:  # (S, A): plain indexing (take_along_axis costs ~40 us at S = 500)
         rows = np.arange(qm.shape[0])
         top, incumbent = qm[rows, best], qm[rows, prev]
-        return np.where(incumbent >= top - tol * (1.0 + np.abs(top)), prev, best)
-    top = np.take_along_axis(qm, best[..., None], -1)[..., 0]
-    incumbent = np.take_along_axis(qm, prev[..., None], -1)[..., 0]
+    else:
+        top = np.take_along_axis(qm, best[..., None], -1)[..., 0]
+        incumbent = np.take_along_axis(qm, prev[..., None], -1)[..., 0]
     return np.where(incumbent >= top - tol * (1.0 + np.abs(top)), prev, best)
 
 

@@ -315,8 +315,6 @@ class BatchResult:
         )
 
 
-#: The fields a one-instance ``BatchResult`` may hold as scalars until first accessed, and
-#: their place in its ``_scalars``.
 class _Lazy0d:
     """The 0-d ``value``, ``multiplier`` or ``iterations`` of a one-instance
     :class:`BatchResult` from a compiled lane (:func:`optplan.fast._batch.single_result`),
@@ -344,8 +342,11 @@ class _Lazy0d:
         return arr
 
 
+# The fields a one-instance ``BatchResult`` may hold as scalars until first accessed, at
+# their place in its ``_scalars``.
 for _i, _name in enumerate(("value", "multiplier", "iterations")):
     setattr(BatchResult, _name, _Lazy0d(_name, _i))
+del _i, _name
 
 _EDGE_MESSAGES = {
     NUMERICAL_ERROR: "the value is not finite: the inputs' scale overflows double precision",
