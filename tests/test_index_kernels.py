@@ -400,12 +400,12 @@ def test_compiled_equals_numpy_many(seed, S, kind):
 
 
 @pytest.mark.parametrize("ties", [False, True])
-def test_l1_selection_equals_the_full_sort(ties):
-    """Rows of >= L1_SELECT_N states drain by quickselect plus a sort of the drained part:
-    the same q and margin bit for bit as the numpy reference's full stable sort, for radii
-    from 0 to past full drain (where the full sort takes over)."""
+def test_l1_partial_sort_equals_the_full_sort(ties):
+    """Rows of more than ``L1_INSERTION_N + 1`` states drain by the partial quicksort (only
+    the drained part sorted): the same q and margin bit for bit as the numpy reference's full
+    stable sort, for radii from 0 to past full drain (where the full sort takes over)."""
     rng = np.random.default_rng(5)
-    S = 3 * _index_kernels.L1_SELECT_N
+    S = 384
     p = rng.dirichlet(np.full(S, 0.5), size=12)
     p[rng.random(p.shape) < 0.3] = 0.0
     p /= p.sum(axis=1, keepdims=True)
@@ -416,6 +416,34 @@ def test_l1_selection_equals_the_full_sort(ties):
         assert_same_l1(p, v, np.full(12, d))
         for i in range(3):  # and the one-instance lane
             assert_same_l1(p[i][None], v[i][None], np.array([d]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(_index_kernels.L1_INSERTION_N, 300),
+    order=st.sampled_from(["random", "ascending", "descending", "few values", "constant"]),
+    zeros=st.sampled_from([0.0, 0.5, 0.95]),
+)
+def test_l1_partial_sort_on_ordered_and_tied_rows(seed, S, order, zeros):
+    """The partial quicksort's pivots on the inputs that trouble quicksorts (sorted, reversed,
+    few distinct values, one value) and sparse masses, at sizes across the insertion
+    threshold: the reference's q and margin bit for bit, batched and one instance at a time."""
+    rng = np.random.default_rng(seed)
+    p, v, d = l1_rows(seed, 6, S, False, zeros)
+    if order == "ascending":
+        v = np.sort(v, axis=1)
+    elif order == "descending":
+        v = -np.sort(v, axis=1)
+    elif order == "few values":
+        v = rng.integers(0, 3, size=v.shape).astype(float)
+    elif order == "constant":
+        v = np.full(v.shape, 0.25)
+    assert_same_l1(p, v, d)
+    for i in range(2):
+        assert_same_l1(p[i][None], v[i][None], d[i : i + 1])
+        one = l1_ball_index(p[i], v[i], float(d[i]))
+        _same_bits(one.x, l1_ball_index(p[i][None], v[i][None], d[i : i + 1], kernel="numpy").x[0])
 
 
 def test_long_rows_sample_start_and_loose_bracket():

@@ -331,14 +331,15 @@ KERNEL = "optplan-kernel"
 
 def kernel_lanes() -> dict[str, Callable]:
     """``stem -> f(p, v, param)``: optplan's compiled row kernel for one instance, called as
-    the public functions call it (:mod:`optplan.fast._index_kernels`, ``_*_into``: ``q``
-    written into a fresh array) but with the input check off, returning the value only. The
-    work a peer of :mod:`optplan.bench.peers` does (a compiled function on already-valid
-    float64 arrays), to compare kernels with kernels; the public functions add the checks
-    and the result object. Needs numba."""
+    the public functions call it (the one-signature entry points of
+    :func:`optplan.fast._index_kernels.lanes`, ``_*_into``: ``q`` written into a fresh array)
+    but with the input check off, returning the value only. The work a peer of
+    :mod:`optplan.bench.peers` does (a compiled function on already-valid float64 arrays),
+    to compare kernels with kernels; the public functions add the checks and the result
+    object. Needs numba."""
     from ..fast import _index_kernels
 
-    k = _index_kernels._kernels()
+    k = _index_kernels.lanes()
     kl, inf, l1 = k["_kl_ball_into"], k["_kl_inf_into"], k["_l1_into"]
     empty = np.empty
     return {

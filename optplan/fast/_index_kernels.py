@@ -28,11 +28,14 @@ It leaves to the numpy kernel, which owns them: radius ``<= 0``, roots beyond ``
 infeasible), brackets, start and Newton iteration in ``r = log(1 - lam (V - rho))`` as
 :func:`optplan.fast.kl_inf.kl_inf_rate`; rows that do not converge are left to numpy.
 
-**L1 ball** (:func:`_l1_row`): the greedy closed form of :mod:`optplan.fast.l1_ball`. The
-drain order (increasing ``v``, ties in index order, the best state last) is numba's default
-(unstable) ``argsort`` plus a fix-up that sorts the indices inside each run of equal values,
-run only where two neighbours in the sorted order are equal: the numpy path's stable order,
-exactly.
+**L1 ball** (:func:`_l1_partial`, :func:`_l1_row`): the greedy closed form of
+:mod:`optplan.fast.l1_ball`. Only the states the ball drains need the drain order (increasing
+``v``, ties in index order, the best state last): a quicksort on ``(value, index)`` pairs
+(all keys distinct, so the order is the numpy path's stable one) sorts the partitions before
+the margin and drops those after it, where ``q = p``; short rows are insertion-sorted as they
+are copied. A shared ``v`` (one sort for the batch) and balls that drain nearly every state
+take the full order: numba's default (unstable) ``argsort`` plus a fix-up that sorts the
+indices inside each run of equal values.
 
 **Speed at large S.** A pass of ``math.log1p`` costs ~14 ns an element (a libm call per
 element, which also stops LLVM from vectorizing the loop): at ``S = 10^4`` the KL-ball row's
@@ -91,8 +94,8 @@ VECTOR_N = 64
 #: (:func:`_sample_start`) of this many states.
 SUB_N = 4096
 SUB_M = 512
-#: L1 rows with at least this many states (and their own v) drain by selection, not a sort.
-L1_SELECT_N = 128
+#: The L1 kernel's quicksort sorts segments of at most this many states by insertion.
+L1_INSERTION_N = 16
 #: Rows of at most this many states get their drain order by an insertion sort (no
 #: allocation, no tie fix-up: it is stable by construction).
 SORT_SMALL_N = 16
@@ -874,20 +877,93 @@ def _l1_row(p, v, d, q, order, best):  # pragma: no cover - compiled by numba
     return V - acc, lam, DONE
 
 
-def _key_less(v, a, b):  # pragma: no cover - compiled by numba
-    """State ``a`` drains before state ``b``: smaller value, or equal value and smaller index."""
-    return v[a] < v[b] or (v[a] == v[b] and a < b)
+def _pair_less(ka, ia, kb, ib):  # pragma: no cover - compiled by numba
+    """``(ka, ia) < (kb, ib)``: the drain order's key (value, then index; all keys distinct)."""
+    return ka < kb or (ka == kb and ia < ib)
 
 
-def _l1_select(p, v, d, q, idx, tmp, keys):  # pragma: no cover - compiled by numba
-    """One L1-ball row without sorting all states: a weighted quickselect (keys ``(v, index)``,
-    all distinct) finds the fewest lowest states whose mass exceeds ``eps = d / 2`` by a
-    margin (``1e-9`` relative, far above the round-off of its sums), only those are sorted
-    (:func:`_drain_order`'s order on them), and the drain runs over them with the reference's
-    formulas and its sequential cumulative sums: the same ``q`` and margin, bit for bit, as
-    the full sort. ``O(S)`` expected plus a sort of the drained part. Returns
-    ``(value, lam, code)``; ``LEFT`` when the ball drains (nearly) every state off the best
-    one, which the full sort handles. ``idx``, ``tmp``: int work arrays; ``keys``: float."""
+def _swap2(kv, ix, a, b):  # pragma: no cover - compiled by numba
+    kv[a], kv[b] = kv[b], kv[a]
+    ix[a], ix[b] = ix[b], ix[a]
+
+
+def _insertion2(kv, ix, lo, hi):  # pragma: no cover - compiled by numba
+    """Sort ``[lo, hi)`` of the pairs ``(kv, ix)`` by :func:`_pair_less` (insertion)."""
+    for a in range(lo + 1, hi):
+        k = kv[a]
+        i = ix[a]
+        b = a - 1
+        while b >= lo and _pair_less(k, i, kv[b], ix[b]):
+            kv[b + 1] = kv[b]
+            ix[b + 1] = ix[b]
+            b -= 1
+        kv[b + 1] = k
+        ix[b + 1] = i
+
+
+def _partition2(kv, ix, p, lo, hi):  # pragma: no cover - compiled by numba
+    """Partition ``[lo, hi)`` (``hi - lo >= 3``) of the pairs around the median of its first,
+    middle and last keys: returns ``(i, mass)``, the pivot's final position (smaller keys
+    before it, larger after) and the mass ``p`` of the states before it."""
+    mid = (lo + hi) // 2
+    last = hi - 1
+    if _pair_less(kv[mid], ix[mid], kv[lo], ix[lo]):
+        _swap2(kv, ix, mid, lo)
+    if _pair_less(kv[last], ix[last], kv[mid], ix[mid]):
+        _swap2(kv, ix, last, mid)
+        if _pair_less(kv[mid], ix[mid], kv[lo], ix[lo]):
+            _swap2(kv, ix, mid, lo)
+    _swap2(kv, ix, mid, last)  # the median: the pivot, at the end
+    pk = kv[last]
+    pi = ix[last]
+    i = lo
+    mass = 0.0
+    for t in range(lo, last):
+        if _pair_less(kv[t], ix[t], pk, pi):
+            _swap2(kv, ix, t, i)
+            mass += p[ix[i]]
+            i += 1
+    _swap2(kv, ix, i, last)
+    return i, mass
+
+
+def _sort2(kv, ix, p, lo, hi, stack):  # pragma: no cover - compiled by numba
+    """Quicksort ``[lo, hi)`` of the pairs by :func:`_pair_less`: the smaller side first,
+    the larger on ``stack`` (depth <= log2 S), insertion below ``L1_INSERTION_N``."""
+    top = 0
+    while True:
+        while hi - lo > L1_INSERTION_N:
+            i, _ = _partition2(kv, ix, p, lo, hi)
+            if i - lo > hi - i - 1:
+                stack[top] = lo
+                stack[top + 1] = i
+                lo = i + 1
+            else:
+                stack[top] = i + 1
+                stack[top + 1] = hi
+                hi = i
+            top += 2
+        _insertion2(kv, ix, lo, hi)
+        if top == 0:
+            return
+        top -= 2
+        lo = stack[top]
+        hi = stack[top + 1]
+
+
+def _l1_partial(p, v, d, q, iw):  # pragma: no cover - compiled by numba
+    """One L1-ball row, sorting only the states the ball drains. The states but the best are
+    copied as ``(value, index)`` pairs (the values into ``q``, which is written only at the
+    end; the indices into ``iw``, an int work array of ``S + 128``, the rest a stack);
+    quicksort partitions them and fully sorts only the parts before the margin (whose order
+    sets the drain's cumulative sums), dropping the parts after it, where ``q = p``. The
+    margin lies in the sorted prefix once that prefix's mass exceeds ``eps = d / 2`` by
+    ``1e-9`` relative (far above the round-off of the partition's sums). The drain then runs
+    over the prefix in the reference's order (value, ties by index: :func:`_drain_order`'s)
+    with its formulas and sequential sums: the same ``q`` and margin, bit for bit, as the
+    full stable sort. ``O(S)`` expected plus the sort of the drained part. Returns ``(value,
+    lam, code)``; ``LEFT`` when ``d < 0`` or the ball drains (nearly) every state off the
+    best one, which the full sort handles."""
     S = p.shape[0]
     best = 0
     for x in range(S):
@@ -895,109 +971,83 @@ def _l1_select(p, v, d, q, idx, tmp, keys):  # pragma: no cover - compiled by nu
             best = x
     V = v[best]
     eps = 0.5 * d
+    kv = q
+    ix = iw[:S]
+    stack = iw[S:]
     m = 0
     R = 0.0
-    for x in range(S):
-        if x != best:
-            idx[m] = x
-            m += 1
-            R += p[x]
+    if S <= L1_INSERTION_N + 1:  # one short segment: sorted while copied, stably
+        for x in range(S):
+            if x != best:
+                vx = v[x]
+                b = m - 1
+                while b >= 0 and kv[b] > vx:
+                    kv[b + 1] = kv[b]
+                    ix[b + 1] = ix[b]
+                    b -= 1
+                kv[b + 1] = vx
+                ix[b + 1] = x
+                R += p[x]
+                m += 1
+    else:
+        for x in range(S):
+            if x != best:
+                kv[m] = v[x]
+                ix[m] = x
+                R += p[x]
+                m += 1
     target = eps * (1.0 + 1e-9) + 1e-15
     if not (d >= 0.0 and target < R * (1.0 - 1e-9)):
         return math.nan, math.nan, LEFT
     lo = 0
     hi = m
     acc = 0.0
-    while hi - lo > 16:
-        a = idx[lo]
-        b = idx[(lo + hi) // 2]
-        c = idx[hi - 1]
-        if _key_less(v, a, b):
-            piv = b if _key_less(v, b, c) else (c if _key_less(v, a, c) else a)
-        else:
-            piv = a if _key_less(v, a, c) else (c if _key_less(v, b, c) else b)
-        i = lo
-        j = hi - 1
-        mass_left = 0.0
-        for t in range(lo, hi):
-            x = idx[t]
-            if x == piv:
-                continue
-            if _key_less(v, x, piv):
-                tmp[i] = x
-                i += 1
-                mass_left += p[x]
-            else:
-                tmp[j] = x
-                j -= 1
-        tmp[i] = piv
-        for t in range(lo, hi):
-            idx[t] = tmp[t]
-        if acc + mass_left > target:
+    while hi - lo > L1_INSERTION_N:
+        i, mass = _partition2(kv, ix, p, lo, hi)
+        if acc + mass > target:  # the margin lies before the pivot: drop the rest
             hi = i
-        elif acc + mass_left + p[piv] > target:
+            continue
+        _sort2(kv, ix, p, lo, i, stack)  # all drained: sorted, for the sums' order
+        if acc + mass + p[ix[i]] > target:  # the pivot is (at or past) the margin
             hi = i + 1
+            lo = hi
             break
-        else:
-            acc += mass_left + p[piv]
-            lo = i + 1
-    k = hi
-    # the drained part in the reference's order: by value, ties by index
-    for t in range(k):
-        keys[t] = v[idx[t]]
-    srt = np.argsort(keys[:k])
-    for t in range(k):
-        tmp[t] = idx[srt[t]]
-    t = 0
-    while t < k - 1:
-        if keys[srt[t + 1]] == keys[srt[t]]:  # a run of ties: indices ascending
-            e = t + 1
-            while e + 1 < k and keys[srt[e + 1]] == keys[srt[t]]:
-                e += 1
-            for a_ in range(t + 1, e + 1):
-                x = tmp[a_]
-                b_ = a_ - 1
-                while b_ >= t and tmp[b_] > x:
-                    tmp[b_ + 1] = tmp[b_]
-                    b_ -= 1
-                tmp[b_ + 1] = x
-            t = e + 1
-        else:
-            t += 1
-    for x in range(S):
+        acc += mass + p[ix[i]]
+        lo = i + 1
+    if m > L1_INSERTION_N:
+        _insertion2(kv, ix, lo, hi)
+    for x in range(S):  # the keys in q are no longer needed: the order is in ix
         q[x] = p[x]
     cum = 0.0
-    lam = 0.0
-    found = False
-    for t in range(k):
-        x = tmp[t]
+    lam = math.nan
+    for t in range(hi):
+        x = ix[t]
         px = p[x]
         before = cum
         cum += px
         q[x] = px - min(px, max(0.0, eps - before))
-        if not found and not cum <= eps:
+        if not cum <= eps:  # the margin: the states after it keep q = p
             lam = 0.5 * (V - v[x])
-            found = True
-    if not found:
+            break
+    if not lam == lam:
         return math.nan, math.nan, LEFT
     q[best] = p[best] + eps
     acc = 0.0
-    for x in range(S):
-        if x != best:
-            acc += q[x] * (V - v[x])
+    for x in range(S):  # the best state's term is q_best (V - V) = 0
+        acc += q[x] * (V - v[x])
     return V - acc, lam, DONE
 
 
 def _l1_rows(P, Vv, D, shared, value, q, lam, code):  # pragma: no cover - compiled by numba
     B, S = P.shape
     order = np.empty(S, dtype=np.int64)
-    idx, tmp, keys = np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64), np.empty(S)
+    iw = np.empty(S + 128, dtype=np.int64)
     best = 0
     sorted_ = False
     for i in range(B):
         vi = Vv[0] if shared else Vv[i]
-        if not shared and S >= L1_SELECT_N:
-            val, lm, k = _l1_select(P[i], vi, D[i], q[i], idx, tmp, keys)
+        if not shared:
+            val, lm, k = _l1_partial(P[i], vi, D[i], q[i], iw)
             if k != LEFT:
                 value[i] = val
                 lam[i] = lm
@@ -1013,35 +1063,31 @@ def _l1_rows(P, Vv, D, shared, value, q, lam, code):  # pragma: no cover - compi
         code[i] = k
 
 
-def _l1_one(p, v, d, validate):  # pragma: no cover - compiled by numba
-    """As :func:`_kl_ball_one`: ``(value, lam, code, q)``."""
-    q = np.empty(p.shape[0])
-    if validate and not _valid_one(p, v, d):
-        return math.nan, math.nan, LEFT, q
-    S = p.shape[0]
-    order = np.empty(S, dtype=np.int64)
-    if S >= L1_SELECT_N:
-        value, lam, code = _l1_select(p, v, d, q, order, np.empty(S, dtype=np.int64), np.empty(S))
-        if code != LEFT:
-            return value, lam, code, q
-    best = _drain_order(v, order)
-    value, lam, code = _l1_row(p, v, d, q, order, best)
-    return value, lam, code, q
-
-
-def _l1_into(p, v, d, validate, q):  # pragma: no cover - compiled by numba
-    """As :func:`_kl_ball_into`: ``(value, lam, code)``, ``q`` filled in place (the same
-    steps as :func:`_l1_one`)."""
+def _l1_lane(p, v, d, validate, q):  # pragma: no cover - compiled by numba
+    """One instance: the input check (``validate``), then the partial sort
+    (:func:`_l1_partial`), or the full drain order where it hands the row back;
+    ``(value, lam, code)``, ``q`` filled in place."""
     if validate and not _valid_one(p, v, d):
         return math.nan, math.nan, LEFT
     S = p.shape[0]
-    order = np.empty(S, dtype=np.int64)
-    if S >= L1_SELECT_N:
-        value, lam, code = _l1_select(p, v, d, q, order, np.empty(S, dtype=np.int64), np.empty(S))
-        if code != LEFT:
-            return value, lam, code
-    best = _drain_order(v, order)
-    return _l1_row(p, v, d, q, order, best)
+    iw = np.empty(S + 128 if S > L1_INSERTION_N else S, dtype=np.int64)  # (no stack needed)
+    value, lam, code = _l1_partial(p, v, d, q, iw)
+    if code != LEFT:
+        return value, lam, code
+    best = _drain_order(v, iw)
+    return _l1_row(p, v, d, q, iw, best)
+
+
+def _l1_into(p, v, d, validate, q):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_into`: ``(value, lam, code)``, ``q`` filled in place."""
+    return _l1_lane(p, v, d, validate, q)
+
+
+def _l1_one(p, v, d, validate):  # pragma: no cover - compiled by numba
+    """As :func:`_kl_ball_one`: ``(value, lam, code, q)``."""
+    q = np.empty(p.shape[0])
+    value, lam, code = _l1_lane(p, v, d, validate, q)
+    return value, lam, code, q
 
 
 # ---------------------------------------------------------------------------------------
@@ -1120,9 +1166,14 @@ _HELPERS = (
     "_kl_row",
     "_kl_inf_row",
     "_drain_order",
-    "_key_less",
-    "_l1_select",
+    "_pair_less",
+    "_swap2",
+    "_insertion2",
+    "_partition2",
+    "_sort2",
+    "_l1_partial",
     "_l1_row",
+    "_l1_lane",
 )
 #: The entry points called from Python.
 _ENTRIES = (
@@ -1195,7 +1246,8 @@ def _kernels() -> dict:
                 "_kl_row",
                 "_kl_inf_row",
                 "_l1_row",
-                "_key_less",
+                "_pair_less",
+                "_swap2",
             }
             for name in _HELPERS:
                 extra = {"inline": "always"} if name in inline else {}
