@@ -316,9 +316,9 @@ class BatchResult:
 
 
 class _Lazy0d:
-    """The 0-d ``value``, ``multiplier`` or ``iterations`` of a one-instance
-    :class:`BatchResult` from a compiled lane (:func:`optplan.fast._batch.single_result`),
-    which stores the three scalars as ``_scalars``: a non-data descriptor, so it runs only
+    """The 0-d ``multiplier`` or ``iterations`` of a one-instance :class:`BatchResult` from
+    a compiled lane (:func:`optplan.fast._batch.single_result`), which stores the scalars as
+    ``_scalars`` (``value`` is made at once): a non-data descriptor, so it runs only
     when the instance dict lacks the field, makes the 0-d array (``batch_result``'s dtype and
     value) on first access and puts it in the instance dict, where later lookups find it
     first. (A class attribute set after ``@dataclass``: not a field default.)"""
@@ -343,8 +343,8 @@ class _Lazy0d:
 
 
 # The fields a one-instance ``BatchResult`` may hold as scalars until first accessed, at
-# their place in its ``_scalars``.
-for _i, _name in enumerate(("value", "multiplier", "iterations")):
+# their place in its ``_scalars`` (``(value, multiplier, iterations)``).
+for _i, _name in ((1, "multiplier"), (2, "iterations")):
     setattr(BatchResult, _name, _Lazy0d(_name, _i))
 del _i, _name
 
