@@ -428,60 +428,117 @@ def _joint_step_py(P, h, r, x, Th, y):  # pragma: no cover - compiled by numba
         Th[i] = r[i] + acc
 
 
-#: ``[fused step or None]``: :func:`_joint_step_py` compiled by numba when it is installed
-#: (the optional ``jit`` extra), made on first use.
+def _joint_loop_py(P, h, r, x, y, Th, budget, tol, scale, pi, out):  # pragma: no cover
+    """:func:`_iterate_joint`'s loop compiled whole (numba): each step one fused pass
+    (:func:`_fused_step`, the compiled :func:`_joint_step_py`), then the bookkeeping of
+    :func:`_relative_step` and :func:`_power_step` in scalars (the last three spans and
+    moves; the same bounds and rates). ``h`` ends as the evaluation's bias, ``pi`` gets the
+    stationary distribution; ``out = [gain, evaluation steps, power steps]``. Returns
+    :data:`_DONE` or :data:`_FAIL` (not converging in ``budget`` steps included)."""
+    S = P.shape[0]
+    s1 = s2 = s3 = 0.0  # the last three spans (s1 the latest)
+    m1 = m2 = m3 = 0.0  # the last three moves
+    evaluated = False
+    stationary = False
+    for it in range(1, budget + 1):
+        _fused_step(P, h, r, x, Th, y)
+        if not evaluated:  # relative value iteration of the fixed policy
+            lo = math.inf
+            hi = -math.inf
+            for i in range(S):
+                di = Th[i] - h[i]
+                lo = min(lo, di)
+                hi = max(hi, di)
+            span = hi - lo
+            if not math.isfinite(span):
+                return _FAIL
+            s3, s2, s1 = s2, s1, span
+            t0 = Th[0]
+            h_hi = -math.inf
+            h_lo = math.inf
+            for i in range(S):
+                hi_ = Th[i] - t0
+                h[i] = hi_
+                h_hi = max(h_hi, hi_)
+                h_lo = min(h_lo, hi_)
+            rate = max(s1 / s2, s2 / s3) if it >= 3 else 1.0
+            bound = tol * max(scale, h_hi, -h_lo)
+            if span == 0.0 or _converged_c(span, rate, bound):
+                evaluated = True
+                out[0] = 0.5 * (lo + hi)
+                out[1] = it
+            elif _hopeless_c(it, span, rate, bound, budget):
+                return _FAIL
+        if not stationary:  # power iteration: y = x P
+            move = 0.0
+            for j in range(S):
+                move += abs(y[j] - x[j])
+            m3, m2, m1 = m2, m1, move
+            rate = max(m1 / m2, m2 / m3) if it >= 3 else 1.0
+            x, y = y, x
+            if m1 == 0.0 or _converged_c(m1, rate, ITERATIVE_TOL):
+                stationary = True
+                for j in range(S):
+                    pi[j] = x[j]
+                out[2] = it
+            elif _hopeless_c(it, m1, rate, ITERATIVE_TOL, budget):
+                return _FAIL
+        if evaluated and stationary:
+            return _DONE
+    return _FAIL
+
+
+#: The compiled step and stopping rules :func:`_joint_loop_py` calls (bound by
+#: :func:`_joint_loop`; numba resolves them when it compiles the loop).
+_fused_step = _converged_c = _hopeless_c = None
+
+#: ``[compiled loop or None]``: :func:`_joint_loop_py` (and the fused step it calls)
+#: compiled by numba when it is installed (the optional ``jit`` extra), made on first use.
 _JOINT: list = []
 
 
 def _joint_step():
     """The compiled fused step of :func:`_iterate_joint`, or ``None`` without numba."""
+    return _fused_step if _joint_loop() is not None else None
+
+
+def _joint_loop():
+    """The compiled loop of :func:`_iterate_joint`, or ``None`` without numba."""
     if not _JOINT:
         try:
             import numba
         except ImportError:
-            step = None
+            loop = None
         else:
-            fastmath = {"reassoc", "contract", "nsz"}
             opts = {"cache": True, "nogil": True, "error_model": "numpy"}
-            step = numba.njit(**opts, fastmath=fastmath)(_joint_step_py)
-        _JOINT.append(step)
+            g = globals()
+            # the fused pass's sums in the compiler's order (reassoc: they vectorize)
+            fastmath = {"reassoc", "contract", "nsz"}
+            g["_fused_step"] = numba.njit(**opts, fastmath=fastmath)(_joint_step_py)
+            g["_converged_c"] = numba.njit(**opts)(_converged)
+            g["_hopeless_c"] = numba.njit(**opts)(_hopeless)
+            loop = numba.njit(**opts)(_joint_loop_py)
+        _JOINT.append(loop)
     return _JOINT[0]
 
 
-def _iterate_joint(P_pi, r_pi, step, budget: int, h=None, tol: float = ITERATIVE_TOL):
+def _iterate_joint(P_pi, r_pi, loop, budget: int, h=None, tol: float = ITERATIVE_TOL):
     """:func:`_iterate_average` and :func:`_iterate_stationary` in one loop, each step one
-    fused pass over ``P_pi`` (``step``: :func:`_joint_step`), with their stopping rules: each
-    sequence is kept from the step it converged; ``(gain, h, steps, pi)``, or ``None`` when
-    either would not converge in ``budget`` steps (the caller then takes the separate
-    paths)."""
+    fused pass over ``P_pi``, with their stopping rules (``loop``: :func:`_joint_loop`, the
+    whole loop compiled): each sequence is kept from the step it converged; ``(gain, h,
+    steps, pi)``, or ``None`` when either would not converge in ``budget`` steps (the caller
+    then takes the separate paths)."""
     S = r_pi.shape[0]
     scale = float(np.abs(r_pi).max())
     if scale == 0.0:
         return None
     h = np.zeros(S) if h is None else h.copy()
     x = np.full(S, 1.0 / S)
-    Th, y, d = np.empty(S), np.empty(S), np.empty(S)
-    spans, moves = [], []
-    evaluation = pi = None
-    with np.errstate(over="ignore", invalid="ignore"):
-        for it in range(1, budget + 1):
-            step(P_pi, h, r_pi, x, Th, y)
-            if evaluation is None:  # relative value iteration of the fixed policy
-                state, gain = _relative_step(Th, h, d, spans, it, scale, tol, budget)
-                if state == _FAIL:
-                    return None
-                if state == _DONE:
-                    evaluation = (gain, h.copy(), it)
-            if pi is None:  # power iteration
-                state = _power_step(y, x, d, moves, it, budget)
-                x, y = y, x
-                if state == _FAIL:
-                    return None
-                if state == _DONE:
-                    pi = x.copy()
-            if evaluation is not None and pi is not None:
-                return (*evaluation, pi)
-    return None
+    y, Th, pi, out = np.empty(S), np.empty(S), np.empty(S), np.zeros(3)
+    state = loop(P_pi, h, r_pi, x, y, Th, budget, tol, scale, pi, out)
+    if state != _DONE:
+        return None
+    return float(out[0]), h, int(out[1]), pi
 
 
 def evaluate_unichain(
@@ -506,13 +563,13 @@ def evaluate_unichain(
 
     ``stationary=True`` says the caller will ask for the stationary distribution: on the
     iterative path, with numba installed, the evaluation and the power iteration then run in
-    one loop whose steps read ``P_pi`` once for both (:func:`_iterate_joint`); the result is
-    the separate iterations' to their accuracy.
+    one loop whose steps read ``P_pi`` once for both (:func:`_iterate_joint`, compiled whole:
+    :func:`_joint_loop`); the result is the separate iterations' to their accuracy.
     """
     S = r_pi.shape[0]
     if S >= ITERATIVE_MIN_STATES and stationary and tol <= ITERATIVE_TOL:
-        step = _joint_step()
-        out = None if step is None else _iterate_joint(P_pi, r_pi, step, ITERATIVE_BUDGET, guess)
+        loop = _joint_loop()
+        out = None if loop is None else _iterate_joint(P_pi, r_pi, loop, ITERATIVE_BUDGET, guess)
         if out is not None:
             gain, h, steps, pi = out
             ev = UnichainEvaluation(gain, h, "iteration", steps, tol, P_pi, None)
