@@ -859,7 +859,6 @@ def _l1_row(p, v, d, q, order, best):  # pragma: no cover - compiled by numba
         R += p[order[j]]
     eps = min(max(0.5 * d, 0.0), R)
     cum = 0.0
-    acc = 0.0
     lam = 0.0
     margin = True
     for j in range(S - 1):
@@ -867,14 +866,23 @@ def _l1_row(p, v, d, q, order, best):  # pragma: no cover - compiled by numba
         px = p[x]
         before = cum
         cum += px
-        qx = px - min(px, max(0.0, eps - before))
-        q[x] = qx
-        acc += qx * (V - v[x])
+        q[x] = px - min(px, max(0.0, eps - before))
         if margin and not cum <= eps:  # the first state not fully drained
             lam = 0.5 * (V - v[x])
             margin = False
     q[best] = p[best] + eps
-    return V - acc, lam, DONE
+    return V - _l1_gap(q, v, V), lam, DONE
+
+
+def _l1_gap(q, v, V):  # pragma: no cover - compiled by numba
+    """``sum_x q_x (V - v_x)`` in index order (the best state's term is ``q_best (V - V) =
+    0``): every L1 path sums it the same way, so a row's value has the same bits whichever
+    path (partial sort, full order, shared ``v``) drained it, and it is monotone in the
+    radius exactly (each term is)."""
+    acc = 0.0
+    for x in range(q.shape[0]):
+        acc += q[x] * (V - v[x])
+    return acc
 
 
 def _pair_less(ka, ia, kb, ib):  # pragma: no cover - compiled by numba
@@ -1032,10 +1040,7 @@ def _l1_partial(p, v, d, q, iw):  # pragma: no cover - compiled by numba
     if not lam == lam:
         return math.nan, math.nan, LEFT
     q[best] = p[best] + eps
-    acc = 0.0
-    for x in range(S):  # the best state's term is q_best (V - V) = 0
-        acc += q[x] * (V - v[x])
-    return V - acc, lam, DONE
+    return V - _l1_gap(q, v, V), lam, DONE
 
 
 def _l1_rows(P, Vv, D, shared, value, q, lam, code):  # pragma: no cover - compiled by numba
@@ -1171,6 +1176,7 @@ _HELPERS = (
     "_insertion2",
     "_partition2",
     "_sort2",
+    "_l1_gap",
     "_l1_partial",
     "_l1_row",
     "_l1_lane",
@@ -1246,6 +1252,7 @@ def _kernels() -> dict:
                 "_kl_row",
                 "_kl_inf_row",
                 "_l1_row",
+                "_l1_gap",
                 "_pair_less",
                 "_swap2",
             }
