@@ -447,11 +447,11 @@ def _joint_loop_py(P, h, r, x, y, Th, budget, tol, scale, pi, out):  # pragma: n
             hi = -math.inf
             for i in range(S):
                 di = Th[i] - h[i]
+                if not math.isfinite(di):  # overflow (min/max alone could skip a NaN)
+                    return _FAIL
                 lo = min(lo, di)
                 hi = max(hi, di)
             span = hi - lo
-            if not math.isfinite(span):
-                return _FAIL
             s3, s2, s1 = s2, s1, span
             t0 = Th[0]
             h_hi = -math.inf

@@ -191,3 +191,18 @@ def test_iterative_path_agrees_with_clarabel_including_occupancy(seed):
     assert chk.fast.status == chk.conic.status == "optimal"
     assert chk.agree, chk.message
     assert "multiplier" in chk.abs_err and chk.abs_err["multiplier"] < 1e-7
+
+
+def test_joint_loop_hands_an_overflowing_evaluation_to_the_factorization(monkeypatch):
+    """Rewards at the edge of double precision: the compiled loop stops at the first
+    non-finite step (as the Python iterations do), and the factorization's error is raised
+    alike with and without numba."""
+    mdp = random_mdp(np.random.default_rng(0), 250, 2)
+    P_pi, _ = dp.policy_model(mdp.P, mdp.R, np.zeros(250, int))
+    r = np.where(np.arange(250) % 2 == 0, 1.7e308, -1.7e308)
+    assert dp._iterate_joint(P_pi, r, dp._joint_loop(), dp.ITERATIVE_BUDGET) is None
+    with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
+        dp.evaluate_unichain(P_pi, r, stationary=True)
+    monkeypatch.setattr(dp, "_JOINT", [None])
+    with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
+        dp.evaluate_unichain(P_pi, r, stationary=True)
