@@ -235,12 +235,31 @@ class UnichainEvaluation:
     accuracy ``tol``).
     """
 
-    __slots__ = ("gain", "bias", "method", "iterations", "tol", "normalized", "_P_pi", "_lu", "_pi")
+    __slots__ = (
+        "gain",
+        "bias",
+        "method",
+        "iterations",
+        "tol",
+        "normalized",
+        "_P_pi",
+        "_model",
+        "_lu",
+        "_pi",
+    )
 
-    def __init__(self, gain, bias, method, iterations, tol, P_pi, lu):
+    def __init__(self, gain, bias, method, iterations, tol, P_pi, lu, model=None):
         self.gain, self.bias, self.method, self.iterations = gain, bias, method, iterations
         self.tol, self.normalized = tol, False
-        self._P_pi, self._lu, self._pi = P_pi, lu, None
+        self._P_pi, self._model, self._lu, self._pi = P_pi, model, lu, None
+
+    def _chain(self) -> np.ndarray:
+        """``P_pi``, gathered from ``(P, policy)`` on first use when the evaluation read the
+        model's rows in place."""
+        if self._P_pi is None:
+            P, policy = self._model
+            self._P_pi = P[np.arange(P.shape[0]), policy]
+        return self._P_pi
 
     @property
     def exact(self) -> bool:
@@ -257,11 +276,11 @@ class UnichainEvaluation:
             return self._pi
         pi = None
         if self._lu is None:
-            pi = _iterate_stationary(self._P_pi)
+            pi = _iterate_stationary(self._chain())
         if pi is None:
             if self._lu is None:
-                self._lu = _bordered_lu(self._P_pi)
-            S = self._P_pi.shape[0]
+                self._lu = _bordered_lu(self._chain())
+            S = self._chain().shape[0]
             e = np.zeros(S + 1)
             e[S] = 1.0
             pi = _lu_solve(self._lu, e, 1, "the stationary distribution")[:S]
@@ -410,38 +429,129 @@ def _iterate_stationary(P_pi: np.ndarray):
     return None
 
 
-def _joint_step_py(P, h, r, x, Th, y):  # pragma: no cover - compiled by numba
-    """``Th = r + P h`` and ``y = x P`` in one pass over ``P``, each row read once (two BLAS
-    calls read it twice: at S = 500, 0.10 ms against 0.18 ms). The sums' order is the
-    compiler's (fastmath reassoc, so they vectorize)."""
+def _joint_step_py(P, pol, h, r, x, Th, y):  # pragma: no cover - compiled by numba
+    """``Th = r + P_pi h`` and ``y = x P_pi`` in one pass over the chain's rows ``P[s,
+    pol[s]]`` (read in place: ``P`` is the model's ``(S, A, S)``, or ``P_pi[:, None]`` with
+    ``pol = 0``), each row read once (two BLAS calls read it twice), four rows at a time:
+    each pass over ``y`` then adds four rows, so ``y`` is loaded and stored a quarter as
+    often (one row at a time: 47 us at S = 500 and 3.3 ms at S = 2000, where ``y``, ``h``
+    and a row overflow L1; four: 33 us and 1.8 ms; a BLAS ``P_pi @ h`` alone: 30 us and
+    1.5 ms). The sums' order is the compiler's (fastmath reassoc, so they vectorize)."""
     S = P.shape[0]
     for j in range(S):
         y[j] = 0.0
-    for i in range(S):
-        acc = 0.0
-        xi = x[i]
-        row = P[i]
+    i = 0
+    while i + 4 <= S:
+        p0, p1, p2, p3 = (
+            P[i, pol[i]],
+            P[i + 1, pol[i + 1]],
+            P[i + 2, pol[i + 2]],
+            P[i + 3, pol[i + 3]],
+        )
+        x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
+        a0 = a1 = a2 = a3 = 0.0
         for j in range(S):
-            pij = row[j]
-            acc += pij * h[j]
-            y[j] += xi * pij
-        Th[i] = r[i] + acc
+            hj = h[j]
+            q0, q1, q2, q3 = p0[j], p1[j], p2[j], p3[j]
+            a0 += q0 * hj
+            a1 += q1 * hj
+            a2 += q2 * hj
+            a3 += q3 * hj
+            y[j] += (x0 * q0 + x1 * q1) + (x2 * q2 + x3 * q3)
+        Th[i], Th[i + 1] = r[i] + a0, r[i + 1] + a1
+        Th[i + 2], Th[i + 3] = r[i + 2] + a2, r[i + 3] + a3
+        i += 4
+    for k in range(i, S):
+        acc = 0.0
+        xk = x[k]
+        row = P[k, pol[k]]
+        for j in range(S):
+            pkj = row[j]
+            acc += pkj * h[j]
+            y[j] += xk * pkj
+        Th[k] = r[k] + acc
 
 
-def _joint_loop_py(P, h, r, x, y, Th, budget, tol, scale, pi, out):  # pragma: no cover
+def _value_step_py(P, pol, h, r, Th):  # pragma: no cover - compiled by numba
+    """``Th = r + P_pi h`` (:func:`_joint_step_py` without the power iteration), four rows
+    at a time, sums in the compiler's order."""
+    S = P.shape[0]
+    i = 0
+    while i + 4 <= S:
+        p0, p1, p2, p3 = (
+            P[i, pol[i]],
+            P[i + 1, pol[i + 1]],
+            P[i + 2, pol[i + 2]],
+            P[i + 3, pol[i + 3]],
+        )
+        a0 = a1 = a2 = a3 = 0.0
+        for j in range(S):
+            hj = h[j]
+            a0 += p0[j] * hj
+            a1 += p1[j] * hj
+            a2 += p2[j] * hj
+            a3 += p3[j] * hj
+        Th[i], Th[i + 1] = r[i] + a0, r[i + 1] + a1
+        Th[i + 2], Th[i + 3] = r[i + 2] + a2, r[i + 3] + a3
+        i += 4
+    for k in range(i, S):
+        acc = 0.0
+        row = P[k, pol[k]]
+        for j in range(S):
+            acc += row[j] * h[j]
+        Th[k] = r[k] + acc
+
+
+def _improve_py(P, R, mask, h, pol, q, new):  # pragma: no cover - compiled by numba
+    """Policy iteration's improvement in one pass over ``P``: ``q = R + P h`` (sums in the
+    compiler's order) and ``new``, :func:`greedy` of ``q`` over the admissible actions
+    keeping ``pol[s]`` within ``1e-12`` (relative) of the best, as
+    ``greedy(masked(q, mask), pol, 1e-12)`` (the first maximum; NaN counts as the maximum,
+    as in ``argmax``). Returns how many states changed action."""
+    S, A = R.shape
+    changed = 0
+    for s in range(S):
+        best = -1
+        top = 0.0
+        for a in range(A):
+            row = P[s, a]
+            acc = 0.0
+            for j in range(S):
+                acc += row[j] * h[j]
+            v = R[s, a] + acc
+            q[s, a] = v
+            if mask[s, a] and (best < 0 or v > top or (v != v and top == top)):
+                best, top = a, v
+        incumbent = q[s, pol[s]]
+        if incumbent >= top - 1e-12 * (1.0 + abs(top)):
+            new[s] = pol[s]
+        else:
+            new[s] = best
+            changed += 1
+    return changed
+
+
+def _joint_loop_py(P, pol, h, r, x, y, Th, budget, tol, scale, pi, out, power):  # pragma: no cover
     """:func:`_iterate_joint`'s loop compiled whole (numba): each step one fused pass
     (:func:`_fused_step`, the compiled :func:`_joint_step_py`), then the bookkeeping of
     :func:`_relative_step` and :func:`_power_step` in scalars (the last three spans and
     moves; the same bounds and rates). ``h`` ends as the evaluation's bias, ``pi`` gets the
     stationary distribution; ``out = [gain, evaluation steps, power steps]``. Returns
-    :data:`_DONE` or :data:`_FAIL` (not converging in ``budget`` steps included)."""
+    :data:`_DONE` or :data:`_FAIL` (not converging in ``budget`` steps included).
+
+    ``power=False``: the evaluation alone (:func:`_iterate_average`'s iteration; ``pi``,
+    ``x``, ``y`` untouched, ``out[2] = 0``). Once the power iteration has converged, the
+    remaining evaluation steps are value-only passes (:func:`_value_step`)."""
     S = P.shape[0]
     s1 = s2 = s3 = 0.0  # the last three spans (s1 the latest)
     m1 = m2 = m3 = 0.0  # the last three moves
     evaluated = False
-    stationary = False
+    stationary = not power
     for it in range(1, budget + 1):
-        _fused_step(P, h, r, x, Th, y)
+        if stationary:
+            _value_step(P, pol, h, r, Th)
+        else:
+            _fused_step(P, pol, h, r, x, Th, y)
         if not evaluated:  # relative value iteration of the fixed policy
             lo = math.inf
             hi = -math.inf
@@ -488,9 +598,9 @@ def _joint_loop_py(P, h, r, x, y, Th, budget, tol, scale, pi, out):  # pragma: n
     return _FAIL
 
 
-#: The compiled step and stopping rules :func:`_joint_loop_py` calls (bound by
+#: The compiled steps and stopping rules :func:`_joint_loop_py` calls (bound by
 #: :func:`_joint_loop`; numba resolves them when it compiles the loop).
-_fused_step = _converged_c = _hopeless_c = None
+_fused_step = _value_step = _improve_c = _converged_c = _hopeless_c = None
 
 #: ``[compiled loop or None]``: :func:`_joint_loop_py` (and the fused step it calls)
 #: compiled by numba when it is installed (the optional ``jit`` extra), made on first use.
@@ -500,6 +610,12 @@ _JOINT: list = []
 def _joint_step():
     """The compiled fused step of :func:`_iterate_joint`, or ``None`` without numba."""
     return _fused_step if _joint_loop() is not None else None
+
+
+def _improve():
+    """The compiled improvement of policy iteration (:func:`_improve_py`), or ``None``
+    without numba."""
+    return _improve_c if _joint_loop() is not None else None
 
 
 def _joint_loop():
@@ -515,6 +631,9 @@ def _joint_loop():
             # the fused pass's sums in the compiler's order (reassoc: they vectorize)
             fastmath = {"reassoc", "contract", "nsz"}
             g["_fused_step"] = numba.njit(**opts, fastmath=fastmath)(_joint_step_py)
+            g["_value_step"] = numba.njit(**opts, fastmath=fastmath)(_value_step_py)
+            # no contract here: the tie test's subtraction stays unfused, as in greedy()
+            g["_improve_c"] = numba.njit(**opts, fastmath={"reassoc", "nsz"})(_improve_py)
             g["_converged_c"] = numba.njit(**opts)(_converged)
             g["_hopeless_c"] = numba.njit(**opts)(_hopeless)
             loop = numba.njit(**opts)(_joint_loop_py)
@@ -522,23 +641,28 @@ def _joint_loop():
     return _JOINT[0]
 
 
-def _iterate_joint(P_pi, r_pi, loop, budget: int, h=None, tol: float = ITERATIVE_TOL):
+def _iterate_joint(
+    P, pol, r_pi, loop, budget: int, h=None, tol: float = ITERATIVE_TOL, power: bool = True
+):
     """:func:`_iterate_average` and :func:`_iterate_stationary` in one loop, each step one
-    fused pass over ``P_pi``, with their stopping rules (``loop``: :func:`_joint_loop`, the
+    fused pass over the chain's rows ``P[s, pol[s]]`` (``P``: C-contiguous ``(S, A, S)``,
+    ``pol`` of ``intp``), with their stopping rules (``loop``: :func:`_joint_loop`, the
     whole loop compiled): each sequence is kept from the step it converged; ``(gain, h,
     steps, pi)``, or ``None`` when either would not converge in ``budget`` steps (the caller
-    then takes the separate paths)."""
+    then takes the separate paths). ``power=False``: :func:`_iterate_average` compiled
+    (``pi`` is ``None``; zero rewards give ``(0.0, 0, 0, None)`` as there)."""
     S = r_pi.shape[0]
     scale = float(np.abs(r_pi).max())
     if scale == 0.0:
-        return None
+        return (0.0, np.zeros(S), 0, None) if not power else None
     h = np.zeros(S) if h is None else h.copy()
     x = np.full(S, 1.0 / S)
     y, Th, pi, out = np.empty(S), np.empty(S), np.empty(S), np.zeros(3)
-    state = loop(P_pi, h, r_pi, x, y, Th, budget, tol, scale, pi, out)
+    r_pi = np.ascontiguousarray(r_pi, dtype=np.float64)
+    state = loop(P, pol, h, r_pi, x, y, Th, budget, tol, scale, pi, out, power)
     if state != _DONE:
         return None
-    return float(out[0]), h, int(out[1]), pi
+    return float(out[0]), h, int(out[1]), pi if power else None
 
 
 def evaluate_unichain(
@@ -547,6 +671,7 @@ def evaluate_unichain(
     guess: np.ndarray | None = None,
     tol: float = ITERATIVE_TOL,
     stationary: bool = False,
+    policy: np.ndarray | None = None,
 ) -> UnichainEvaluation:
     """Gain and bias (``h[0] = 0``) of a unichain policy, as :func:`evaluate_average`, with
     the stationary distribution available from the same work (:class:`UnichainEvaluation`).
@@ -564,18 +689,40 @@ def evaluate_unichain(
     ``stationary=True`` says the caller will ask for the stationary distribution: on the
     iterative path, with numba installed, the evaluation and the power iteration then run in
     one loop whose steps read ``P_pi`` once for both (:func:`_iterate_joint`, compiled whole:
-    :func:`_joint_loop`); the result is the separate iterations' to their accuracy.
+    :func:`_joint_loop`); the result is the separate iterations' to their accuracy. With
+    numba, the evaluation alone runs in the same compiled loop (value-only passes); without,
+    it is :func:`_iterate_average` (BLAS products, the bookkeeping in NumPy).
+
+    ``policy``: ``P_pi`` is then the model's ``P`` ``(S, A, S)`` and the chain is
+    ``P[s, policy[s]]``; the compiled iteration reads those rows in place (no gathered copy:
+    one less array in cache beside ``P``, which policy iteration's next backup reads), and
+    the chain is gathered only where needed (without numba, or for the factorization).
     """
     S = r_pi.shape[0]
-    if S >= ITERATIVE_MIN_STATES and stationary and tol <= ITERATIVE_TOL:
-        loop = _joint_loop()
-        out = None if loop is None else _iterate_joint(P_pi, r_pi, loop, ITERATIVE_BUDGET, guess)
+    loop = _joint_loop() if S >= ITERATIVE_MIN_STATES else None
+    model = None
+    if policy is not None:
+        model, P_pi = (P_pi, np.asarray(policy, dtype=np.intp)), None
+    if loop is not None:
+        if model is None:
+            rows, pol = np.ascontiguousarray(P_pi, dtype=np.float64)[:, None], np.zeros(S, np.intp)
+        else:
+            rows, pol = np.ascontiguousarray(model[0], dtype=np.float64), model[1]
+        if stationary and tol <= ITERATIVE_TOL:
+            out = _iterate_joint(rows, pol, r_pi, loop, ITERATIVE_BUDGET, guess, tol)
+            if out is not None:
+                gain, h, steps, pi = out
+                ev = UnichainEvaluation(gain, h, "iteration", steps, tol, P_pi, None, model)
+                ev._set_stationary(pi)
+                return ev
+        # the evaluation alone, the same iteration compiled (value-only passes)
+        out = _iterate_joint(rows, pol, r_pi, loop, ITERATIVE_BUDGET, guess, tol, power=False)
         if out is not None:
-            gain, h, steps, pi = out
-            ev = UnichainEvaluation(gain, h, "iteration", steps, tol, P_pi, None)
-            ev._set_stationary(pi)
-            return ev
-    if S >= ITERATIVE_MIN_STATES:
+            gain, h, steps = out[:3]
+            return UnichainEvaluation(gain, h, "iteration", steps, tol, P_pi, None, model)
+    if P_pi is None:
+        P_pi = model[0][np.arange(S), model[1]]
+    if loop is None and S >= ITERATIVE_MIN_STATES:
         out = _iterate_average(P_pi, r_pi, ITERATIVE_BUDGET, guess, tol)
         if out is not None:
             gain, h, steps = out
@@ -657,7 +804,7 @@ def average_policy_iteration(
 
 
 def _policy_iteration(P, R, mask, discount, policy, max_iter):
-    S = R.shape[0]
+    S, A = R.shape
     rows = np.arange(S)
     if policy is None or not mask[rows, policy].all():
         policy = greedy(masked(R, mask))
@@ -668,12 +815,23 @@ def _policy_iteration(P, R, mask, discount, policy, max_iter):
     # few states, TIGHTEN_FRACTION, or once it repeated), normalized by its stationary
     # distribution so that its q is the final one; from then on every evaluation is tight.
     large = discount is None and S >= ITERATIVE_MIN_STATES
+    # With numba, those evaluations read the chain's rows of P in place (no gathered P_pi)
+    # and each improvement is one compiled pass over P (q and the greedy policy together).
+    improve = _improve() if large else None
+    if improve is not None:
+        P, R = np.ascontiguousarray(P, dtype=np.float64), np.ascontiguousarray(R, np.float64)
+        mask, policy = np.ascontiguousarray(mask, dtype=np.bool_), policy.astype(np.intp)
     tol = LOOSE_TOL if large else ITERATIVE_TOL
     for it in range(1, max_iter + 1):
-        if P_pi is None or not large:
+        if improve is not None:
+            r_pi = R[rows, policy]
+        elif P_pi is None or not large:
             P_pi, r_pi = policy_model(P, R, policy)
         if discount is None:
-            n_classes = n_recurrent_classes(P_pi)
+            if improve is not None:  # the chain gathered only when the shortcut fails
+                n_classes = _policy_classes(P, policy) or n_recurrent_classes(P[rows, policy])
+            else:
+                n_classes = n_recurrent_classes(P_pi)
             if n_classes > 1:
                 message = (
                     f"policy iteration met a policy with {n_classes} recurrent classes at "
@@ -681,7 +839,10 @@ def _policy_iteration(P, R, mask, discount, policy, max_iter):
                 )
                 return PolicyIteration(MULTICHAIN, message, policy, values, q, gain, it), None
             try:
-                ev = evaluate_unichain(P_pi, r_pi, values, tol, stationary=large)
+                if improve is not None:
+                    ev = evaluate_unichain(P, r_pi, values, tol, stationary=True, policy=policy)
+                else:
+                    ev = evaluate_unichain(P_pi, r_pi, values, tol, stationary=large)
                 if large and ev.exact:
                     ev.normalize()
             except EvaluationError as exc:
@@ -689,26 +850,38 @@ def _policy_iteration(P, R, mask, discount, policy, max_iter):
                 out = PolicyIteration(NUMERICAL_ERROR, message, policy, None, None, gain, it)
                 return out, None
             gain, values = ev.gain, ev.bias
-            q = backup(P, R, values)
         else:
             values = evaluate_discounted(P_pi, r_pi, discount)
-            q = backup(P, R, values, discount)
-        new = greedy(masked(q, mask), policy, tol=1e-12)
-        if np.array_equal(new, policy):
+        if improve is not None:
+            q, new = np.empty((S, A)), np.empty(S, np.intp)
+            n_changed = improve(P, R, mask, values, policy, q, new)
+        else:
+            q = backup(P, R, values, 1.0 if discount is None else discount)
+            new = greedy(masked(q, mask), policy, tol=1e-12)
+            n_changed = int(np.count_nonzero(new != policy))
+        if n_changed == 0:
             if ev is None or ev.exact:
                 return PolicyIteration(OPTIMAL, "", policy, values, q, gain, it), ev
             tol = ITERATIVE_TOL  # the same policy again, evaluated to the last digits
             continue
-        if large:  # only the rows of the states whose action changed
+        if large and improve is None:  # only the rows of the states whose action changed
             changed = np.flatnonzero(new != policy)
             P_pi[changed] = P[changed, new[changed]]
             r_pi[changed] = R[changed, new[changed]]
-            if changed.size <= TIGHTEN_FRACTION * S:  # likely the last policy: evaluate it
-                tol = ITERATIVE_TOL  # tightly now, not loosely and then again (one backup)
+        if large and n_changed <= TIGHTEN_FRACTION * S:  # likely the last policy: evaluate
+            tol = ITERATIVE_TOL  # it tightly now, not loosely and then again (one backup)
         policy = new
     message = f"policy iteration did not stop in {max_iter} iterations"
     # values and q belong to the policy before the last improvement
     return PolicyIteration(MAX_ITER, message, policy, values, q, gain, max_iter), None
+
+
+def _policy_classes(P: np.ndarray, policy: np.ndarray) -> int | None:
+    """1 when some state is entered from every state of the chain ``P[s, policy[s]]``,
+    tried in ``O(S)`` on the state that state 0 enters most likely (as
+    :func:`n_recurrent_classes`, without gathering the chain), else ``None``."""
+    j = P[0, policy[0]].argmax()
+    return 1 if (P[np.arange(P.shape[0]), policy, j] > 0).all() else None
 
 
 def value_iteration(

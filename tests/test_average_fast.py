@@ -57,10 +57,92 @@ def test_joint_evaluation_matches_the_separate_iterations(S, density):
         np.testing.assert_allclose(ev.stationary(), pi, atol=1e-14)
     step = dp._joint_step()
     x, v = np.random.default_rng(0).dirichlet(np.ones(S)), np.random.default_rng(1).random(S)
-    Th, y = np.empty(S), np.empty(S)
-    step(P_pi, v, r_pi, x, Th, y)
-    np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(y, x @ P_pi, rtol=0, atol=1e-16)
+    # the chain's rows read in place from the model, or from the gathered P_pi (one row per
+    # state, action 0): the same products as BLAS, to round-off
+    for P, pol in ((mdp.P, policy.astype(np.intp)), (P_pi[:, None], np.zeros(S, np.intp))):
+        Th, y = np.full(S, np.nan), np.full(S, np.nan)
+        step(P, pol, v, r_pi, x, Th, y)
+        np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(y, x @ P_pi, rtol=0, atol=1e-16)
+        Th = np.full(S, np.nan)
+        dp._value_step(P, pol, v, r_pi, Th)
+        np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
+    in_place = dp.evaluate_unichain(mdp.P, r_pi, stationary=True, policy=policy)
+    assert in_place._P_pi is None  # nothing gathered
+    assert in_place.gain == pytest.approx(gain, abs=1e-13)
+    np.testing.assert_allclose(in_place.bias, h, atol=1e-12)
+    np.testing.assert_allclose(in_place.stationary(), pi, atol=1e-14)
+    loose = dp.evaluate_unichain(mdp.P, r_pi, None, dp.LOOSE_TOL, policy=policy)
+    assert loose.method == "iteration" and loose._pi is None
+    np.testing.assert_allclose(loose.stationary(), pi, atol=1e-14)  # gathered on demand
+    np.testing.assert_allclose(loose._chain(), P_pi, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("S, A", [(203, 3), (250, 5), (1, 2), (7, 1)])
+def test_compiled_improvement_is_backup_then_greedy(S, A):
+    """The improvement's one pass over P (q and the greedy policy with its tie rule): q is
+    the BLAS backup's to round-off, and the policy is ``greedy(masked(q, mask), pol,
+    1e-12)`` of that q, on masked actions, exact duplicates of the incumbent (ties kept),
+    values within the tie tolerance and a NaN row (taken as the maximum, as argmax)."""
+    rng = np.random.default_rng([S, A])
+    P = rng.dirichlet(np.ones(S), size=(S, A))
+    R = rng.random((S, A))
+    mask = rng.random((S, A)) < 0.7
+    mask[np.arange(S), rng.integers(A, size=S)] = True
+    pol = np.array([rng.choice(np.flatnonzero(m)) for m in mask], dtype=np.intp)
+    if A > 1:  # a duplicate of the incumbent, and one 1e-13 better (inside the tolerance)
+        dup = (pol + 1) % A
+        P[np.arange(S), dup] = P[np.arange(S), pol]
+        R[np.arange(S), dup] = R[np.arange(S), pol]
+        R[: S // 2, dup[0]] += np.where(np.arange(S // 2) % 2 == 0, 1e-13, 0.0)
+    h = rng.normal(size=S)
+    improve = dp._improve()
+    q, new = np.full((S, A), np.nan), np.full(S, -1, np.intp)
+    n = improve(P, R, mask, h, pol, q, new)
+    np.testing.assert_allclose(q, dp.backup(P, R, h), rtol=0, atol=1e-13)
+    expected = dp.greedy(dp.masked(q, mask), pol, tol=1e-12)
+    np.testing.assert_array_equal(new, expected)
+    assert n == np.count_nonzero(expected != pol)
+    assert mask[np.arange(S), new].all()
+    if A > 1:
+        R[0, :] = np.nan  # a NaN q: argmax takes the first NaN, the tie test fails
+        improve(P, R, mask, h, pol, q, new)
+        assert new[0] == dp.greedy(dp.masked(q, mask), pol, tol=1e-12)[0]
+        assert new[0] == np.flatnonzero(mask[0])[0]
+
+
+@pytest.mark.parametrize("density", [1.0, 0.03])
+def test_policy_iteration_with_and_without_the_compiled_passes(density, monkeypatch):
+    """Large average-reward policy iteration: the compiled path (chains read in place, one
+    pass per improvement) and the NumPy path (gathered chains, BLAS backups) return the same
+    policy, gain, bias, q and stationary distribution, masked actions included."""
+    mdp = random_mdp(np.random.default_rng(11), 260, 4, density=density)
+    mask = np.random.default_rng(12).random((260, 4)) < 0.8
+    mask[:, 0] = True
+    P, R = mdp.P, mdp.R
+    compiled, ev_c = dp.average_policy_iteration(P, R, mask)
+    monkeypatch.setattr(dp, "_JOINT", [None])
+    plain, ev_p = dp.average_policy_iteration(P, R, mask)
+    assert compiled.status == plain.status == "optimal"
+    np.testing.assert_array_equal(compiled.policy, plain.policy)
+    assert compiled.gain == pytest.approx(plain.gain, abs=1e-13)
+    np.testing.assert_allclose(compiled.values, plain.values, atol=1e-12)
+    np.testing.assert_allclose(compiled.q, plain.q, atol=1e-12)
+    np.testing.assert_allclose(ev_c.stationary(), ev_p.stationary(), atol=1e-14)
+
+
+def test_large_multichain_policy_is_found_without_the_shortcut():
+    """Two closed blocks of 120 states: the in-place path's O(S) shortcut fails, the
+    gathered chain's classes say 2, and policy iteration stops with ``multichain`` as the
+    NumPy path does."""
+    rng = np.random.default_rng(4)
+    S, half = 240, 120
+    P = np.zeros((S, 2, S))
+    P[:half, :, :half] = rng.dirichlet(np.ones(half), size=(half, 2))
+    P[half:, :, half:] = rng.dirichlet(np.ones(half), size=(half, 2))
+    out, ev = dp.average_policy_iteration(P, rng.random((S, 2)), np.ones((S, 2), bool))
+    assert out.status == "multichain" and ev is None
+    assert "2 recurrent classes" in out.message
 
 
 def test_joint_evaluation_falls_back_where_it_does_not_converge(monkeypatch):
@@ -200,7 +282,9 @@ def test_joint_loop_hands_an_overflowing_evaluation_to_the_factorization(monkeyp
     mdp = random_mdp(np.random.default_rng(0), 250, 2)
     P_pi, _ = dp.policy_model(mdp.P, mdp.R, np.zeros(250, int))
     r = np.where(np.arange(250) % 2 == 0, 1.7e308, -1.7e308)
-    assert dp._iterate_joint(P_pi, r, dp._joint_loop(), dp.ITERATIVE_BUDGET) is None
+    rows, pol = P_pi[:, None], np.zeros(250, np.intp)
+    for power in (True, False):
+        assert dp._iterate_joint(rows, pol, r, dp._joint_loop(), 48, power=power) is None
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
     monkeypatch.setattr(dp, "_JOINT", [None])
