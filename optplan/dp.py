@@ -429,6 +429,11 @@ def _iterate_stationary(P_pi: np.ndarray):
     return None
 
 
+def _rows4_py(P, pol, i):  # pragma: no cover - compiled by numba
+    """The chain's rows ``i`` to ``i + 3``, ``P[s, pol[s]]`` (views)."""
+    return P[i, pol[i]], P[i + 1, pol[i + 1]], P[i + 2, pol[i + 2]], P[i + 3, pol[i + 3]]
+
+
 def _joint_step_py(P, pol, h, r, x, Th, y):  # pragma: no cover - compiled by numba
     """``Th = r + P_pi h`` and ``y = x P_pi`` in one pass over the chain's rows ``P[s,
     pol[s]]`` (read in place: ``P`` is the model's ``(S, A, S)``, or ``P_pi[:, None]`` with
@@ -442,12 +447,7 @@ def _joint_step_py(P, pol, h, r, x, Th, y):  # pragma: no cover - compiled by nu
         y[j] = 0.0
     i = 0
     while i + 4 <= S:
-        p0, p1, p2, p3 = (
-            P[i, pol[i]],
-            P[i + 1, pol[i + 1]],
-            P[i + 2, pol[i + 2]],
-            P[i + 3, pol[i + 3]],
-        )
+        p0, p1, p2, p3 = _rows4(P, pol, i)
         x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
         a0 = a1 = a2 = a3 = 0.0
         for j in range(S):
@@ -478,12 +478,7 @@ def _value_step_py(P, pol, h, r, Th):  # pragma: no cover - compiled by numba
     S = P.shape[0]
     i = 0
     while i + 4 <= S:
-        p0, p1, p2, p3 = (
-            P[i, pol[i]],
-            P[i + 1, pol[i + 1]],
-            P[i + 2, pol[i + 2]],
-            P[i + 3, pol[i + 3]],
-        )
+        p0, p1, p2, p3 = _rows4(P, pol, i)
         a0 = a1 = a2 = a3 = 0.0
         for j in range(S):
             hj = h[j]
@@ -600,7 +595,7 @@ def _joint_loop_py(P, pol, h, r, x, y, Th, budget, tol, scale, pi, out, power): 
 
 #: The compiled steps and stopping rules :func:`_joint_loop_py` calls (bound by
 #: :func:`_joint_loop`; numba resolves them when it compiles the loop).
-_fused_step = _value_step = _improve_c = _converged_c = _hopeless_c = None
+_rows4 = _fused_step = _value_step = _improve_c = _converged_c = _hopeless_c = None
 
 #: ``[compiled loop or None]``: :func:`_joint_loop_py` (and the fused step it calls)
 #: compiled by numba when it is installed (the optional ``jit`` extra), made on first use.
@@ -630,6 +625,7 @@ def _joint_loop():
             g = globals()
             # the fused pass's sums in the compiler's order (reassoc: they vectorize)
             fastmath = {"reassoc", "contract", "nsz"}
+            g["_rows4"] = numba.njit(**opts)(_rows4_py)
             g["_fused_step"] = numba.njit(**opts, fastmath=fastmath)(_joint_step_py)
             g["_value_step"] = numba.njit(**opts, fastmath=fastmath)(_value_step_py)
             # no contract here: the tie test's subtraction stays unfused, as in greedy()
