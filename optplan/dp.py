@@ -661,6 +661,26 @@ def _iterate_joint(
     return float(out[0]), h, int(out[1]), pi if power else None
 
 
+def _check_rows(P: np.ndarray, policy, S: int) -> np.ndarray:
+    """``policy`` as ``intp`` after checking that ``P[s, policy[s]]`` are ``S`` rows of
+    ``P`` ``(S, A, S)``: the compiled iteration reads them without bounds checks, so a
+    wrong shape or action is a ``ValueError`` here, not a read outside ``P``."""
+    P = np.asarray(P)
+    if P.ndim != 3 or P.shape[0] != S or P.shape[2] != S:
+        raise ValueError(f"P must have shape (S, A, S) with S = {S} given a policy, got {P.shape}")
+    pol = np.asarray(policy)
+    if pol.shape != (S,) or not np.issubdtype(pol.dtype, np.integer):
+        raise ValueError(
+            f"policy must be {S} integer actions, got shape {pol.shape} of dtype {pol.dtype}"
+        )
+    if S and (pol.min() < 0 or pol.max() >= P.shape[1]):
+        bad = int(np.flatnonzero((pol < 0) | (pol >= P.shape[1]))[0])
+        raise ValueError(
+            f"policy[{bad}] = {int(pol[bad])} is not an action of P (A = {P.shape[1]})"
+        )
+    return pol.astype(np.intp, copy=False)
+
+
 def evaluate_unichain(
     P_pi: np.ndarray,
     r_pi: np.ndarray,
@@ -698,7 +718,7 @@ def evaluate_unichain(
     loop = _joint_loop() if S >= ITERATIVE_MIN_STATES else None
     model = None
     if policy is not None:
-        model, P_pi = (P_pi, np.asarray(policy, dtype=np.intp)), None
+        model, P_pi = (P_pi, _check_rows(P_pi, policy, S)), None
     if loop is not None:
         if model is None:
             rows, pol = np.ascontiguousarray(P_pi, dtype=np.float64)[:, None], np.zeros(S, np.intp)

@@ -290,3 +290,21 @@ def test_joint_loop_hands_an_overflowing_evaluation_to_the_factorization(monkeyp
     monkeypatch.setattr(dp, "_JOINT", [None])
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
+
+
+def test_in_place_evaluation_refuses_rows_outside_the_model():
+    """The compiled iteration reads ``P[s, policy[s]]`` without bounds checks: a policy of
+    the wrong length, a non-integer one or an action outside ``P`` is a ValueError naming
+    it, before any read."""
+    mdp = random_mdp(np.random.default_rng(3), 210, 3)
+    r = mdp.R[:, 0]
+    with pytest.raises(ValueError, match=r"policy\[5\] = 3 is not an action of P \(A = 3\)"):
+        dp.evaluate_unichain(mdp.P, r, policy=np.where(np.arange(210) == 5, 3, 0))
+    with pytest.raises(ValueError, match=r"policy\[0\] = -1"):
+        dp.evaluate_unichain(mdp.P, r, policy=np.full(210, -1))
+    with pytest.raises(ValueError, match="policy must be 210 integer actions, got shape"):
+        dp.evaluate_unichain(mdp.P, r, policy=np.zeros(209, int))
+    with pytest.raises(ValueError, match="dtype float64"):
+        dp.evaluate_unichain(mdp.P, r, policy=np.zeros(210))
+    with pytest.raises(ValueError, match=r"P must have shape \(S, A, S\) with S = 210"):
+        dp.evaluate_unichain(mdp.P[:, 0], r, policy=np.zeros(210, int))
