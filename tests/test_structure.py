@@ -23,13 +23,16 @@ PACKAGE = Path(optplan.__file__).resolve().parent
 
 #: Top-level names of the package (module stems and subpackages), layer by layer.
 LAYERS = (
-    ("_checks", "mdp", "result"),
+    ("_checks", "_params", "_jit", "mdp", "result"),
     ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile", "bridges"),
     ("problems",),
     ("conic", "fast", "crosscheck"),
-    ("verification", "testing", "describe"),
+    ("verification", "testing", "describe", "hardness"),
     ("agents",),
-    ("envs", "experiments"),
+    ("envs",),
+    ("experiments",),
+    ("sweeps",),
+    ("plots",),
     ("bench",),
     ("cli",),
     ("__init__", "__main__"),
