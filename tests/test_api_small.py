@@ -1,4 +1,4 @@
-"""Small API promises of issue 20: ``normalize=`` for float32 / rounded ``P``, ``run(...,
+"""Small API promises: ``normalize=`` for float32 / rounded ``P``, ``run(...,
 episodes=)`` refused at once on an environment that never ends an episode, ``py.typed``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fast average-reward path's evaluation (issue 19 item 3): one factorization for gain,
+"""The fast average-reward path's evaluation: one factorization for gain,
 bias and stationary distribution, iteration on large fast-mixing chains, the aperiodicity
 transform only once relative value iteration stalls; exact either way."""
 
@@ -239,7 +239,7 @@ def test_large_policy_iteration_matches_exact_evaluation(S, density):
 
 
 def test_models_share_immutable_arrays_and_copy_writable_ones():
-    """No defensive copy of another model's arrays (issue 19 item 4); a caller's writable
+    """No defensive copy of another model's arrays; a caller's writable
     array, or a read-only view of one, is still copied: writing into it later cannot change
     a validated model."""
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Every bad input of issue 21 item 10 is refused where it enters, before any work, with an
+"""Bad input is refused where it enters, before any work, with an
 error that names the argument and the offending value: the Python API raises an
 ``OptplanError`` (a ``ValueError``; ``OptplanTypeError`` is also a ``TypeError``), the command
 line exits with status 2 and a message naming the flag, never a traceback.

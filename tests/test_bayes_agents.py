@@ -1,4 +1,4 @@
-"""The agents of the Bayesian-methods study (issue 14, items 3-4): BQL, continuing PSRL, the UBE
+"""The agents of the Bayesian-methods study: BQL, continuing PSRL, the UBE
 without unrolling, moment matching and the epsilon-greedy baseline run on the study's three
 environments; PSRL samples its posterior; the UBE and moment-matching agents' uncertainties are
 the problem objects' solutions on their posterior; BQL's deterministic moment match equals an

@@ -1,4 +1,4 @@
-"""The Normal-Gamma and Dirichlet posteriors of the Bayesian-methods study (issue 14, item 1):
+"""The Normal-Gamma and Dirichlet posteriors of the Bayesian-methods study:
 conjugate-update identities, the batch update against single updates, Monte-Carlo moments on
 10^5 draws (fixed seeds) and scipy's t / gamma / normal distributions."""
 

@@ -1,4 +1,4 @@
-"""The Bayesian-methods study's sweep files (issue 14 item 5) are the draft's setup, and the
+"""The Bayesian-methods study's sweep files are the draft's setup, and the
 example prints the pinned exact Q-values."""
 
 import subprocess

@@ -1,5 +1,5 @@
 """``optplan bench planning --peers`` (pymdptoolbox on the same instances) and the BLAS thread
-limit of the benchmarks, agent runs and sweep workers (issue 19 items 4-5)."""
+limit of the benchmarks, agent runs and sweep workers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gymnasium toy-text and pymdptoolbox bridges (issue 17 item 1).
+"""Gymnasium toy-text and pymdptoolbox bridges.
 
 Gymnasium 1.x deprecates ``Taxi-v3`` (``gym.make`` refuses it and names ``Taxi-v4``, the same
 model plus an ``is_rainy`` option), so Taxi is tested as ``Taxi-v4``.
@@ -209,7 +209,7 @@ def test_run_without_a_model_says_what_is_needed():
 @pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=IDS)
 @pytest.mark.parametrize("terminal", ["absorbing", "restart"])
 def test_average_reward_any_model_fast_vs_clarabel(env_id, kwargs, terminal):
-    """Issue 17 item 3: per-state optimal gain and the largest optimal bias, multichain policy
+    """Per-state optimal gain and the largest optimal bias, multichain policy
     iteration vs Clarabel's multichain LP and bias LP, in both terminal modes (absorbing:
     every model here is multichain; restart: FrozenLake and CliffWalking are weakly
     communicating, Taxi's unreachable states keep it multichain)."""

@@ -1,4 +1,4 @@
-"""``op.describe`` / ``optplan info`` and the ``HittingTimes`` problem (issue 17 item 4):
+"""``op.describe`` / ``optplan info`` and the ``HittingTimes`` problem:
 hitting times and diameters against brute force over every deterministic policy, mixing
 times against step-by-step powers, the report of the shipped models, the command line."""
 

@@ -1,4 +1,4 @@
-"""Example scripts never overwrite the committed figures unless asked (issue 20 item 5): every
+"""Example scripts never overwrite the committed figures unless asked: every
 script that saves a figure takes ``--out``, and no default path points into
 ``examples/figures`` (the committed ones are replaced only by ``--out examples/figures``)."""
 

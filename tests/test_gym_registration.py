@@ -1,4 +1,4 @@
-"""optplan's environments registered with Gymnasium as ``optplan/...`` (issue 17 item 2)."""
+"""optplan's environments registered with Gymnasium as ``optplan/...``."""
 
 from __future__ import annotations
 

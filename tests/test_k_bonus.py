@@ -1,4 +1,4 @@
-"""Issue 18: K-learning's bonus as a declared input derived from the posterior actually held,
+"""K-learning's bonus as a declared input derived from the posterior actually held,
 and the deterministic transition prior (k-learning-variational-bayesian-rl Eq. 6, Lemma 2)."""
 
 from __future__ import annotations

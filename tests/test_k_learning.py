@@ -266,7 +266,7 @@ def test_fast_equals_clarabel_property():
     check()
     print(f"\nK-learning fast vs Clarabel: {stats}")
     assert stats["runs"] >= 200
-    # issue 5's acceptance: at least 100 instances compared where Clarabel reports optimal.
+    # At least 100 instances compared where Clarabel reports optimal.
     assert stats["clarabel_optimal"] >= 100, stats
     # Not a small minority: with optplan's tight Clarabel settings (gap/feasibility 1e-12, needed
     # because tau* is fixed only to about the square root of the value accuracy) Clarabel stops
@@ -309,7 +309,7 @@ def bonus_array(rng, L, S, A, kind):
 
 @pytest.mark.slow
 def test_fast_equals_clarabel_for_declared_bonus_arrays():
-    """Issue 18: the bonus as a declared input. Arbitrary numerator arrays (uniform, spread
+    """The bonus as a declared input. Arbitrary numerator arrays (uniform, spread
     over eight decades, mostly zero, posterior-derived): fast vs Clarabel on tau* (1e-4
     relative) and the objective (1e-6) where Clarabel says optimal; at least 100 of those."""
     stats = {"runs": 0, "optimal": 0, "max_rel_tau": 0.0, "max_rel_obj": 0.0, "statuses": {}}

@@ -1,4 +1,4 @@
-"""One way to build an agent (issue 20 item 4): ``make_agent(name, env_or_model, **params)``
+"""One way to build an agent: ``make_agent(name, env_or_model, **params)``
 builds every registered agent, the experiments registry goes through it, and misuse errors
 say what was expected."""
 

@@ -1,4 +1,4 @@
-"""Average reward on any model (issue 17 item 3): classification by graph algorithms, and the
+"""Average reward on any model: classification by graph algorithms, and the
 per-state optimal gain and the (largest) optimal bias, by multichain policy iteration and by
 the multichain LP, cross-checked."""
 

@@ -1,4 +1,4 @@
-"""RAVI-UCB's regret ``R_T = sum_t <mu* - mu^{pi_t}, r>`` (issue 16 item 3): the occupancy
+"""RAVI-UCB's regret ``R_T = sum_t <mu* - mu^{pi_t}, r>``: the occupancy
 metric against independent computations, the policy protocol of the agents it scores, the run
 loop's bookkeeping (one copy per policy change), the registered agents and environments of the
 discounted-reset setting, and the result store's optional curve."""

@@ -205,7 +205,7 @@ def test_missing_matplotlib_gives_install_hint(monkeypatch):
     np.testing.assert_allclose(mean, [2.0])
 
 
-# --- styles, figure legend, medians and partial solves (issue 20) ---------------------------
+# --- styles, figure legend, medians and partial solves -----------------------------------
 
 
 def test_overlapping_curves_get_distinct_line_styles_and_markers():

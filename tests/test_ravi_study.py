@@ -1,4 +1,4 @@
-"""RAVI-UCB's experiments (issue 16 item 4): the sweep files are the issue's settings, every
+"""RAVI-UCB's experiments: the sweep files are the paper's settings, every
 RAVI agent's horizon is the run's T, PSRL plans at the environment's gamma, the tuned constants
 are the sensitivity grids' cells, and the example's growth exponent is a log-log slope."""
 

@@ -1,4 +1,4 @@
-"""experiments.run refuses an agent built for another model size (issue 17 item 6)."""
+"""experiments.run refuses an agent built for another model size."""
 
 from __future__ import annotations
 

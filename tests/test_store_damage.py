@@ -1,5 +1,5 @@
 """The result store survives damage: unreadable records, a second sweep, an unwritable --out,
-a killed driver (issue 21, item 9)."""
+a killed driver."""
 
 from __future__ import annotations
 

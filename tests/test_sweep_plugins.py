@@ -1,4 +1,4 @@
-"""User agents and environments in parallel sweeps (issue 17 item 5).
+"""User agents and environments in parallel sweeps.
 
 A user's module registers an agent and an environment (or exposes factories named by import
 path); worker processes (joblib/loky with ``jobs=2``, Ray) must know them. Each test writes

@@ -492,12 +492,12 @@ def test_kl_ucb_example_runs():
     assert "fast paths agree on every optimal instance" in out.stdout
 
 
-# -- what op.verify found in optplan itself --------------------------------------------------
+# -- edge cases of optplan's own fast paths -----------------------------------------------------
 
 
 def test_kl_ball_multiplier_at_radius_zero_is_a_range():
-    """Found by op.verify on optplan's own fast path (p = [1], v = [0], d = 0: fast 0,
-    Clarabel 1.21): at d = 0 every lam >= max v - max_{p>0} v is a KKT multiplier."""
+    """At p = [1], v = [0], d = 0 the fast path's multiplier 0 and Clarabel's 1.21 are both
+    right: at d = 0 every lam >= max v - max_{p>0} v is a KKT multiplier."""
     assert op.cross_check(op.KLBallIndex([1.0], [0.0], 0.0)).agree
     prob = op.KLBallIndex([0.5, 0.5, 0.0], [1.0, 1.0, 2.0], 0.0)  # the bound is 2 - 1 = 1
     chk = op.cross_check(prob)

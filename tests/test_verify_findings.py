@@ -1,4 +1,4 @@
-"""What ``op.verify``'s self-check over optplan's own fast paths found at n = 2,000 (issue 22),
+"""What ``op.verify``'s self-check over optplan's own fast paths found at n = 2,000,
 each kept as a regression test with the shrunk counterexample it printed.
 
 Two were wrong answers of optplan's (the hitting-time fast path: negative times with status
