@@ -1,17 +1,16 @@
 """The problem-object protocol: *what* is solved; ``conic/`` and ``fast/`` say *how*.
 
-A problem is a frozen dataclass holding validated inputs. Its class attribute ``stem`` names
-the modules ``optplan.conic.<stem>`` and ``optplan.fast.<stem>``, each of which defines
-``solve(problem, **options) -> PlanResult``; the conic module also defines
-``formulate(problem) -> cvxpy.Problem``. ``compare`` lists, per quantity, how far two results
-are apart; :func:`optplan.cross_check` uses it.
+A problem is a frozen dataclass holding validated inputs. Its class attribute ``stem`` is its
+row of the stem table (:mod:`optplan.problems.stems`), which names the fast and the conic
+module, each of which defines ``solve(problem, **options) -> PlanResult``; the conic module
+also defines ``formulate(problem) -> cvxpy.Problem``. ``compare`` lists, per quantity, how far
+two results are apart; :func:`optplan.cross_check` uses it.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import ClassVar
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_tolerance
 from ..result import PlanResult, overflow_checked
+from . import stems
 
 METHODS = ("fast", "conic")
 #: Conic solvers optplan drives through CVXPY.
@@ -38,9 +38,9 @@ SOLVER_TOL = {
 
 @functools.cache
 def _solve_parameters(method: str, stem: str):
-    """The parameters of ``optplan.<method>.<stem>.solve`` (read once per process: solve() is
-    called per step or per episode by agents)."""
-    return inspect.signature(importlib.import_module(f"optplan.{method}.{stem}").solve).parameters
+    """The parameters of the ``solve`` of ``stem``'s path ``method`` (read once per process:
+    solve() is called per step or per episode by agents)."""
+    return inspect.signature(stems.path_module(stem, method).solve).parameters
 
 
 def check_method(method: str) -> str:
@@ -202,8 +202,8 @@ class Problem(ABC):
         return overflow_checked(module.solve(self, **options), self.plus_inf_ok)
 
     def _path(self, method: str):
-        """The module ``optplan.<method>.<stem>`` (``method`` already checked)."""
-        return importlib.import_module(f"optplan.{method}.{self.stem}")
+        """The module of this problem's path ``method`` (``method`` already checked)."""
+        return stems.path_module(self.stem, method)
 
     def check_options(self, method: str = "fast", solver: str | None = None, options=None):
         """Validate the options of :meth:`solve` for ``method`` before any work.
@@ -241,8 +241,7 @@ class Problem(ABC):
 
     def formulate(self):
         """The ``cvxpy.Problem`` of the conic path, for users to inspect or extend."""
-        module = importlib.import_module(f"optplan.conic.{self.stem}")
-        return module.formulate(self)
+        return stems.conic_module(self.stem).formulate(self)
 
     @abstractmethod
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
