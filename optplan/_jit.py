@@ -1,0 +1,193 @@
+r"""numba-compiled functions made on first use (optional: ``pip install "optplan[jit]"``).
+
+A :class:`Jit` collects the functions of one or more modules that numba compiles, each with
+its own ``numba.njit`` options on top of the collection's, and compiles them together the
+first time one is asked for (under a lock), so that importing optplan never imports numba::
+
+    jit = Jit('kernel "numba"', cache=True, nogil=True, error_model="numpy")
+
+    @jit(inline="always")
+    def _helper(x): ...
+
+    @jit
+    def _rows(P, out): ...  # calls _helper
+
+    jit.compiled()["_rows"](P, out)  # {name: compiled function}
+
+numba resolves a compiled function's callees from the globals of the module the caller is
+defined in, when it compiles the caller. :meth:`Jit.compiled` therefore rebinds each compiled
+function, under its name, in the module that defines it and in every module of the collection
+that imported it under that name, before anything is compiled: a caller then finds the
+compiled callee where it finds the Python one. Functions of other collections it calls are
+listed in ``uses`` and rebound the same way.
+
+numba keys its cache on the source file of the function it compiles only. When a collection
+spans several files (its own and those of ``uses``), each function's cache is also keyed on a
+hash of all of them, so that a change in a callee's file recompiles its callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AVAILABLE", "INSTALL", "Jit", "available"]
+
+#: numba is installed (the optional ``jit`` extra). Found without importing numba.
+AVAILABLE = importlib.util.find_spec("numba") is not None
+
+#: How to get numba, for error messages.
+INSTALL = 'pip install "optplan[jit]"'
+
+# One lock for every collection: compiling one may compile those it uses first.
+_LOCK = threading.RLock()
+
+
+def available() -> bool:
+    """Whether numba is installed (:data:`AVAILABLE`; numba is not imported)."""
+    return AVAILABLE
+
+
+class Jit:
+    """The numba-compiled functions of one or more modules, compiled on first use.
+
+    Parameters
+    ----------
+    what : str
+        What needs numba, for the error without it: ``"<what> needs numba: pip install ..."``.
+    uses : tuple of Jit
+        Collections whose functions these call: compiled first, and their compiled functions
+        rebound in this collection's modules wherever a global names the Python function.
+    setup : callable, optional
+        ``setup(numba) -> {name: object}``: objects the compiled code reads as globals that
+        only exist once numba is imported (``numba.objmode``, intrinsics); bound in every
+        module of the collection before anything compiles.
+    **options
+        ``numba.njit`` options of every function of the collection (``cache``, ``nogil``,
+        ``error_model``, ...); a function's own options (:meth:`register`) override them.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        uses: tuple[Jit, ...] = (),
+        setup: Callable[[Any], Mapping[str, Any]] | None = None,
+        **options,
+    ):
+        self.what = what
+        self.uses = tuple(uses)
+        self.setup = setup
+        self.options = options
+        #: ``(python function, name, njit options)`` in the order registered.
+        self.functions: list[tuple[Callable, str, dict]] = []
+        #: ``name -> compiled function``, filled by :meth:`compiled` (empty before).
+        self.table: dict[str, Any] = {}
+
+    def register(self, fn: Callable | None = None, /, *, name: str | None = None, **options):
+        """Add ``fn`` (returned unchanged, so it also serves as a decorator, bare or with
+        options) to the collection, compiled with the collection's options updated by
+        ``options`` (``fastmath={...}``, ``inline="always"``, ...) and bound as ``name``
+        (default: its own name; another name keeps the Python function where it is, e.g.
+        for Python callers, and binds the compiled one beside it)."""
+        if fn is None:
+            return lambda f: self.register(f, name=name, **options)
+        if self.table:
+            raise RuntimeError(f"{fn.__qualname__} registered after {self.what} was compiled")
+        self.functions.append((fn, name or fn.__name__, options))
+        return fn
+
+    __call__ = register
+
+    def compiled(self) -> dict[str, Any]:
+        """``{name: compiled function}`` of the whole collection, compiled (or loaded from
+        numba's cache) on the first call; ``RuntimeError`` without numba."""
+        if self.table:
+            return self.table
+        if not AVAILABLE:
+            raise RuntimeError(f"{self.what} needs numba: {INSTALL}")
+        with _LOCK:
+            if not self.table:
+                self._compile()
+        return self.table
+
+    def compiled_or_none(self) -> dict[str, Any] | None:
+        """:meth:`compiled`, or ``None`` without numba (or when it fails to import)."""
+        if self.table:
+            return self.table
+        if not AVAILABLE:
+            return None
+        try:
+            return self.compiled()
+        except ImportError:
+            return None
+
+    def namespaces(self) -> list[dict]:
+        """The globals of the collection's modules, each once, in the order registered."""
+        out: dict[int, dict] = {}
+        for fn, _, _ in self.functions:
+            out.setdefault(id(fn.__globals__), fn.__globals__)
+        return list(out.values())
+
+    def sources(self) -> list[str]:
+        """The source files of this collection and of those it uses, sorted."""
+        files = {g["__file__"] for g in self.namespaces()}
+        for other in self.uses:
+            files.update(other.sources())
+        return sorted(files)
+
+    def _compile(self) -> None:
+        import numba
+
+        spaces = self.namespaces()
+        for other in self.uses:
+            _rebind(other.functions, other.compiled(), spaces)
+        if self.setup is not None:
+            extra = self.setup(numba)
+            for ns in spaces:
+                ns.update(extra)
+        files = self.sources()
+        stamp = _stamp(files) if len(files) > 1 else None
+        table = {}
+        for fn, name, options in self.functions:
+            dispatcher = numba.njit(**{**self.options, **options})(fn)
+            table[name] = dispatcher if stamp is None else _stamped(dispatcher, stamp)
+        _rebind(self.functions, table, spaces)
+        # numba compiles a function at its first call: every callee is bound by then
+        self.table.update(table)
+
+
+def _rebind(functions, table: Mapping[str, Any], spaces: list[dict]) -> None:
+    """Bind each compiled function in its defining module, and in ``spaces`` where that name
+    refers to the Python function."""
+    for fn, name, _ in functions:
+        fn.__globals__[name] = table[name]
+        for ns in spaces:
+            if ns.get(name) is fn:
+                ns[name] = table[name]
+
+
+def _stamp(files: list[str]) -> str:
+    """A hash of the contents of ``files``."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
+
+
+def _stamped(dispatcher, stamp: str):
+    """``dispatcher`` with numba's cache keyed on its file's source (numba's own stamp) and
+    on ``stamp``. Without the numba internals this relies on, no cache at all (never a
+    stale one)."""
+    try:
+        cache_file = dispatcher._cache._cache_file
+        cache_file._source_stamp = (cache_file._source_stamp, stamp)
+    except AttributeError:  # pragma: no cover - another numba version's internals
+        from numba.core.caching import NullCache
+
+        dispatcher._cache = NullCache()
+    return dispatcher
