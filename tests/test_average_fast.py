@@ -8,6 +8,7 @@ import pytest
 import optplan as op
 from optplan import dp
 from optplan.bench.cases import random_mdp
+from optplan.dp import _average_iteration
 
 
 def reference(P_pi, r_pi):
@@ -55,7 +56,7 @@ def test_joint_evaluation_matches_the_separate_iterations(S, density):
         assert ev.gain == pytest.approx(gain, abs=1e-13)
         np.testing.assert_allclose(ev.bias, h, atol=1e-12)
         np.testing.assert_allclose(ev.stationary(), pi, atol=1e-14)
-    step = dp._joint_step()
+    step = _average_iteration._joint_step()
     x, v = np.random.default_rng(0).dirichlet(np.ones(S)), np.random.default_rng(1).random(S)
     # the chain's rows read in place from the model, or from the gathered P_pi (one row per
     # state, action 0): the same products as BLAS, to round-off
@@ -65,7 +66,7 @@ def test_joint_evaluation_matches_the_separate_iterations(S, density):
         np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
         np.testing.assert_allclose(y, x @ P_pi, rtol=0, atol=1e-16)
         Th = np.full(S, np.nan)
-        dp._value_step(P, pol, v, r_pi, Th)
+        _average_iteration._value_step(P, pol, v, r_pi, Th)
         np.testing.assert_allclose(Th, r_pi + P_pi @ v, rtol=0, atol=1e-14)
     in_place = dp.evaluate_unichain(mdp.P, r_pi, stationary=True, policy=policy)
     assert in_place._P_pi is None  # nothing gathered
@@ -96,7 +97,7 @@ def test_compiled_improvement_is_backup_then_greedy(S, A):
         R[np.arange(S), dup] = R[np.arange(S), pol]
         R[: S // 2, dup[0]] += np.where(np.arange(S // 2) % 2 == 0, 1e-13, 0.0)
     h = rng.normal(size=S)
-    improve = dp._improve()
+    improve = _average_iteration._improve()
     q, new = np.full((S, A), np.nan), np.full(S, -1, np.intp)
     n = improve(P, R, mask, h, pol, q, new)
     np.testing.assert_allclose(q, dp.backup(P, R, h), rtol=0, atol=1e-13)
@@ -121,7 +122,7 @@ def test_policy_iteration_with_and_without_the_compiled_passes(density, monkeypa
     mask[:, 0] = True
     P, R = mdp.P, mdp.R
     compiled, ev_c = dp.average_policy_iteration(P, R, mask)
-    monkeypatch.setattr(dp, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
     plain, ev_p = dp.average_policy_iteration(P, R, mask)
     assert compiled.status == plain.status == "optimal"
     np.testing.assert_array_equal(compiled.policy, plain.policy)
@@ -156,7 +157,7 @@ def test_joint_evaluation_falls_back_where_it_does_not_converge(monkeypatch):
     dense = random_mdp(np.random.default_rng(5), 300, 2)
     P_pi, r_pi = dp.policy_model(dense.P, dense.R, np.zeros(300, int))
     with_numba = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
-    monkeypatch.setattr(dp, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
     without = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
     assert without.method == with_numba.method == "iteration"
     assert without.gain == pytest.approx(with_numba.gain, abs=1e-13)
@@ -283,11 +284,12 @@ def test_joint_loop_hands_an_overflowing_evaluation_to_the_factorization(monkeyp
     P_pi, _ = dp.policy_model(mdp.P, mdp.R, np.zeros(250, int))
     r = np.where(np.arange(250) % 2 == 0, 1.7e308, -1.7e308)
     rows, pol = P_pi[:, None], np.zeros(250, np.intp)
+    loop = _average_iteration._joint_loop()
     for power in (True, False):
-        assert dp._iterate_joint(rows, pol, r, dp._joint_loop(), 48, power=power) is None
+        assert _average_iteration._iterate_joint(rows, pol, r, loop, 48, power=power) is None
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
-    monkeypatch.setattr(dp, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
 

@@ -314,7 +314,7 @@ def test_dense_recurrent_classes_equal_scipys(seed, S, density, self_loops):
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from optplan.dp import _closed_classes_dense
+    from optplan.dp._common import _closed_classes_dense
 
     rng = np.random.default_rng(seed)
     P = (rng.random((S, S)) < density) * rng.random((S, S))

@@ -1,0 +1,256 @@
+"""Chains and models with several recurrent classes: each class's gain, multichain policy
+evaluation and policy iteration (to a bias-optimal policy), the limiting matrix, and the
+classification of a model's communication structure."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL
+from ._common import (
+    EvaluationError,
+    backup,
+    closed_classes,
+    greedy,
+    masked,
+    n_recurrent_classes,
+    policy_model,
+    solve_system,
+    start_policy,
+)
+from .average import evaluate_average, stationary
+
+
+def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """Gain of each recurrent class of a deterministic policy's chain (one entry if unichain)."""
+    P_pi, r_pi = policy_model(P, R, policy)
+    if n_recurrent_classes(P_pi) == 1:
+        return np.array([evaluate_average(P_pi, r_pi)[0]])
+    _, labels, closed = closed_classes(P_pi)
+    gains = []
+    for c in np.flatnonzero(closed):  # loop over recurrent classes, not states
+        idx = np.flatnonzero(labels == c)
+        gains.append(evaluate_average(P_pi[np.ix_(idx, idx)], r_pi[idx])[0])
+    return np.array(gains)
+
+
+class MultichainEvaluation(NamedTuple):
+    """Gain and bias of a deterministic policy on any chain (:func:`evaluate_multichain`)."""
+
+    gain: np.ndarray
+    bias: np.ndarray
+    labels: np.ndarray
+    recurrent: np.ndarray
+    stationary: np.ndarray
+
+
+def evaluate_multichain(P_pi: np.ndarray, r_pi: np.ndarray) -> MultichainEvaluation:
+    """Gain ``g`` and bias ``h`` of a chain with any number of recurrent classes (Puterman
+    §8.2.3, §9.2.1): ``(I - P) g = 0``, ``g + (I - P) h = r``, ``P* h = 0``.
+
+    On each recurrent class ``C`` (stationary distribution ``mu_C``): ``g_C = mu_C @ r_C``
+    (constant) and ``h_C`` is the class's bias with ``mu_C @ h_C = 0``, one normalization per
+    class. On the transient states ``T``: ``(I - P_TT) g_T = P_TR g_R`` and
+    ``(I - P_TT) h_T = r_T - g_T + P_TR h_R``. Then ``P* h = 0`` holds (rows of ``P*`` are
+    mixtures of the ``mu_C``), so ``h`` is the bias ``H_P r``. Returns also ``labels[s]``
+    (class of each state, ``-1`` transient), the recurrent mask and ``stationary[s]``
+    (``mu_C`` on each class, 0 on transient states).
+    """
+    S = r_pi.shape[0]
+    n, labels, closed = closed_classes(P_pi)
+    recurrent = closed[labels]
+    g = np.zeros(S)
+    h = np.zeros(S)
+    mu = np.zeros(S)
+    out_labels = np.full(S, -1)
+    for k, c in enumerate(np.flatnonzero(closed)):  # loop over recurrent classes
+        idx = np.flatnonzero(labels == c)
+        P_c, r_c = P_pi[np.ix_(idx, idx)], r_pi[idx]
+        gain_c, h_c = evaluate_average(P_c, r_c)
+        mu_c = stationary(P_c)
+        g[idx] = gain_c
+        h[idx] = h_c - mu_c @ h_c
+        mu[idx] = mu_c
+        out_labels[idx] = k
+    T = np.flatnonzero(~recurrent)
+    if T.size:
+        Rc = np.flatnonzero(recurrent)
+        M = np.eye(T.size) - P_pi[np.ix_(T, T)]
+        P_TR = P_pi[np.ix_(T, Rc)]
+        g[T] = solve_system(M, P_TR @ g[Rc], "the transient states' gain")
+        h[T] = solve_system(M, r_pi[T] - g[T] + P_TR @ h[Rc], "the transient states' bias")
+    return MultichainEvaluation(g, h, out_labels, recurrent, mu)
+
+
+def near_max(x: np.ndarray, tol: float) -> np.ndarray:
+    """``x >= max(x) - tol (1 + |max|)`` along the last axis (``-inf`` entries never)."""
+    top = x.max(axis=-1, keepdims=True)
+    return np.isfinite(x) & (x >= top - tol * (1.0 + np.abs(top)))
+
+
+class MultichainPolicyIteration(NamedTuple):
+    """Outcome of :func:`multichain_policy_iteration` (``evaluation`` of the last policy)."""
+
+    status: str
+    message: str
+    policy: np.ndarray
+    evaluation: MultichainEvaluation | None
+    iterations: int
+
+
+def multichain_policy_iteration(
+    P: np.ndarray,
+    R: np.ndarray,
+    mask: np.ndarray,
+    policy: np.ndarray | None = None,
+    max_iter: int = 1_000,
+    tol: float = 1e-12,
+) -> MultichainPolicyIteration:
+    """Multichain policy iteration (Puterman §9.2.1) carried one level further, to a
+    bias-optimal policy (Puterman §10.3, n-discount policy iteration with n = 0).
+
+    Evaluate ``d``: gain ``g`` and bias ``h`` by :func:`evaluate_multichain`, and ``w`` with
+    ``h + (I - P_d) w = 0`` (the same evaluation with reward ``-h``). Improve first on the
+    gain: ``d'(s)`` in ``argmax_a P(s, a) g``, keeping ``d(s)`` when it attains the maximum
+    (within ``tol``, relative). Only when that changes nothing, improve on the bias among
+    those actions (``A1``): ``argmax_{A1} r + P h``; only when that changes nothing, on
+    ``argmax_{A2} P w`` among the bias-maximizing actions ``A2``. Stop when the policy
+    repeats. Then ``g`` is the optimal gain from every state, ``(g, h)`` solves the
+    multichain optimality equations ``g = max_a P g``, ``g + h = max_{A1} (r + P h)``, and
+    ``h`` is the largest bias of any gain-optimal policy (a bias-optimal policy, Puterman
+    §10.3): unique, whichever optimal policy is returned (checked against every policy of
+    small models in ``tests/test_multichain.py``). The first two levels alone are Puterman §9.2's
+    multichain policy iteration; they stop at a gain-optimal policy whose bias solves the
+    equations but may be smaller (a zero-reward loop beside an absorbing goal).
+    """
+    policy = start_policy(R, mask, policy)
+    ev = None
+    zero = np.zeros_like(R)
+    for it in range(1, max_iter + 1):
+        P_pi, r_pi = policy_model(P, R, policy)
+        try:
+            ev = evaluate_multichain(P_pi, r_pi)
+        except EvaluationError as exc:
+            message = f"multichain policy iteration, iteration {it}: {exc}"
+            return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, None, it)
+        pg = masked(backup(P, zero, ev.gain), mask)
+        new = greedy(pg, policy, tol=tol)
+        if np.array_equal(new, policy):
+            a1 = mask & near_max(pg, tol)
+            q = masked(backup(P, R, ev.bias), a1)
+            new = greedy(q, policy, tol=tol)
+            if np.array_equal(new, policy):
+                try:
+                    w = evaluate_multichain(P_pi, -ev.bias).bias
+                except EvaluationError as exc:
+                    message = f"multichain policy iteration, iteration {it}: {exc}"
+                    return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, ev, it)
+                pw = masked(backup(P, zero, w), a1 & near_max(q, tol))
+                new = greedy(pw, policy, tol=tol)
+                if np.array_equal(new, policy):
+                    return MultichainPolicyIteration(OPTIMAL, "", policy, ev, it)
+        policy = new
+    message = f"multichain policy iteration did not stop in {max_iter} iterations"
+    return MultichainPolicyIteration(MAX_ITER, message, policy, ev, max_iter)
+
+
+class ModelClass(NamedTuple):
+    """Communication structure of a model (:func:`classify`; Puterman §8.3.1).
+
+    ``kind`` is the most specific of ``"unichain"`` (proved: every deterministic policy has
+    one recurrent class), ``"communicating"``, ``"weakly_communicating"``, ``"multichain"``
+    (some policy has two or more recurrent classes); a unichain model is also weakly
+    communicating, and ``communicating`` is reported beside it. ``unichain`` is ``None`` when
+    undecided: deciding it is NP-hard in general (Tsitsiklis 2007), and :func:`classify`
+    enumerates policies only up to ``max_policies``. ``closed_sets`` are the closed
+    strongly connected components of the graph of all admissible transitions (each holds a
+    recurrent class of every policy); ``transient`` marks the states transient under every
+    policy (every state outside the closed sets that no policy can keep out of them; the
+    rest may still be transient under every policy when there are several closed sets).
+    """
+
+    kind: str
+    communicating: bool
+    weakly_communicating: bool
+    unichain: bool | None
+    closed_sets: list
+    transient: np.ndarray
+
+
+def classify(P: np.ndarray, mask: np.ndarray, max_policies: int = 4096) -> ModelClass:
+    """Classify a model by graph algorithms on ``G`` (an edge ``s -> s'`` when some admissible
+    action reaches ``s'`` with positive probability).
+
+    * communicating iff ``G`` is strongly connected;
+    * two or more closed components of ``G`` make every policy multichain;
+    * with one closed component ``C`` (strongly connected, so communicating within), the
+      model is weakly communicating iff the other states are transient under every policy,
+      i.e. no nonempty set ``X`` outside ``C`` in which every state has an action staying in
+      ``X`` (the greatest such set is the fixed point of removing the states without one);
+      otherwise a policy staying in ``X`` has a recurrent class there besides ``C``'s;
+    * unichain: refuted or proved by enumerating the deterministic policies when there are at
+      most ``max_policies``; a weakly communicating model is then unichain iff no policy has
+      two recurrent classes.
+    """
+    S = P.shape[0]
+    reach = (P > 0) & mask[:, :, None]
+    edges = reach.any(axis=1)
+    n, labels, closed = closed_classes(edges.astype(float))
+    closed_sets = [np.flatnonzero(labels == c) for c in np.flatnonzero(closed)]
+    communicating = bool(np.unique(labels).size == 1)
+    outside = np.ones(S, dtype=bool)
+    outside[np.concatenate(closed_sets)] = False
+    X = outside.copy()
+    while True:  # greatest set whose every state has an action staying inside it
+        stays = (mask & ~(reach & ~X[None, None, :]).any(axis=2)).any(axis=1) & X
+        if np.array_equal(stays, X):
+            break
+        X = stays
+    transient = outside & ~X
+    if len(closed_sets) > 1:
+        return ModelClass("multichain", False, False, False, closed_sets, transient)
+    weakly = not X.any()
+    if not weakly:
+        return ModelClass("multichain", False, False, False, closed_sets, transient)
+    unichain = _unichain_by_enumeration(P, mask, max_policies)
+    kind = "unichain" if unichain else "communicating" if communicating else "weakly_communicating"
+    return ModelClass(kind, communicating, True, unichain, closed_sets, transient)
+
+
+def _unichain_by_enumeration(P, mask, max_policies):
+    """True/False by checking every deterministic policy, ``None`` when there are more than
+    ``max_policies`` (a loop over policies: a classification, not a hot path)."""
+    counts = mask.sum(axis=1)
+    if float(np.prod(counts.astype(float))) > max_policies:
+        return None
+    S = P.shape[0]
+    # table[s, i]: the i-th admissible action of s; every policy as a row of choices
+    table = np.argsort(~mask, axis=1, kind="stable")
+    choices = np.indices(tuple(counts)).reshape(S, -1).T
+    policies = table[np.arange(S)[None, :], choices]
+    idx = np.arange(S)
+    for policy in policies:  # loop over policies (bounded by max_policies)
+        if n_recurrent_classes(P[idx, policy]) > 1:
+            return False
+    return True
+
+
+def limiting_matrix(P_pi: np.ndarray, ev: MultichainEvaluation | None = None) -> np.ndarray:
+    """``P* = lim (1/n) sum_{k<n} P^k`` (Puterman §A.4): on a recurrent class every row is the
+    class's stationary distribution; a transient row mixes them with the absorption
+    probabilities ``(I - P_TT)^{-1} P_TR``."""
+    if ev is None:
+        ev = evaluate_multichain(P_pi, np.zeros(P_pi.shape[0]))
+    rec, T = np.flatnonzero(ev.recurrent), np.flatnonzero(~ev.recurrent)
+    S = P_pi.shape[0]
+    star = np.zeros((S, S))
+    same = ev.labels[rec][:, None] == ev.labels[rec][None, :]
+    star[np.ix_(rec, rec)] = same * ev.stationary[rec][None, :]
+    if T.size:
+        absorb = solve_system(
+            np.eye(T.size) - P_pi[np.ix_(T, T)], P_pi[np.ix_(T, rec)], "absorption probabilities"
+        )
+        star[T] = absorb @ star[rec]
+    return star
