@@ -14,19 +14,22 @@ for arrays of a few hundred entries (DeepSea, L = 20: 0.35 ms a pass, 13 to 17 p
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import math
 
 import numpy as np
+
+from .. import _jit
 
 __all__ = ["AVAILABLE", "terms"]
 
 #: numba is installed (optional dependency: pip install "optplan[jit]"); it is imported, and
 #: the kernel compiled (or loaded from numba's cache), on the first call, not with optplan.
-AVAILABLE = importlib.util.find_spec("numba") is not None
+AVAILABLE = _jit.AVAILABLE
+
+_JIT = _jit.Jit('kernel "numba"', cache=True, nogil=True)
 
 
+@_JIT
 def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by numba
     """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``."""
     L, S, A_ = R.shape
@@ -95,13 +98,6 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
     return f, M, A, B
 
 
-@functools.cache
-def _terms_jit():
-    import numba
-
-    return numba.njit(cache=True, nogil=True)(_terms)
-
-
 def terms(tau: float, R, P, c, rho, out=None):
     """``(f, M, A, B, K, V, pi, lambda)`` at ``tau``, as ``temperature_terms`` returns.
 
@@ -109,10 +105,12 @@ def terms(tau: float, R, P, c, rho, out=None):
     returned arrays are then those buffers).
     """
     if not AVAILABLE:
-        raise RuntimeError('kernel "numba" needs numba: pip install "optplan[jit]"')
+        raise RuntimeError(f'kernel "numba" needs numba: {_jit.INSTALL}')
     L, S, A = R.shape
     if out is None:
         out = (np.empty((L, S, A)), np.empty((L, S)), np.empty((L, S, A)), np.empty((L, S, A)))
     K, V, pi, lam = out
-    f, M, Aterm, B = _terms_jit()(float(tau), R, P, c, rho, K, V, pi, lam)
+    f, M, Aterm, B = (_JIT.table or _JIT.compiled())["_terms"](
+        float(tau), R, P, c, rho, K, V, pi, lam
+    )
     return f, M, Aterm, B, K, V, pi, lam
