@@ -122,7 +122,7 @@ def test_policy_iteration_with_and_without_the_compiled_passes(density, monkeypa
     mask[:, 0] = True
     P, R = mdp.P, mdp.R
     compiled, ev_c = dp.average_policy_iteration(P, R, mask)
-    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration._JIT, "compiled_or_none", lambda: None)
     plain, ev_p = dp.average_policy_iteration(P, R, mask)
     assert compiled.status == plain.status == "optimal"
     np.testing.assert_array_equal(compiled.policy, plain.policy)
@@ -157,7 +157,7 @@ def test_joint_evaluation_falls_back_where_it_does_not_converge(monkeypatch):
     dense = random_mdp(np.random.default_rng(5), 300, 2)
     P_pi, r_pi = dp.policy_model(dense.P, dense.R, np.zeros(300, int))
     with_numba = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
-    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration._JIT, "compiled_or_none", lambda: None)
     without = dp.evaluate_unichain(P_pi, r_pi, stationary=True)
     assert without.method == with_numba.method == "iteration"
     assert without.gain == pytest.approx(with_numba.gain, abs=1e-13)
@@ -289,7 +289,7 @@ def test_joint_loop_hands_an_overflowing_evaluation_to_the_factorization(monkeyp
         assert _average_iteration._iterate_joint(rows, pol, r, loop, 48, power=power) is None
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
-    monkeypatch.setattr(_average_iteration, "_JOINT", [None])
+    monkeypatch.setattr(_average_iteration._JIT, "compiled_or_none", lambda: None)
     with pytest.raises(dp.EvaluationError, match="cannot be computed in double precision"):
         dp.evaluate_unichain(P_pi, r, stationary=True)
 

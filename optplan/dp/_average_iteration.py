@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from .._jit import Jit
+
 #: From this many states on, :func:`evaluate_unichain` first tries iteration (a matrix-vector
 #: product per step, ``O(S^2)``) before the ``O(S^3)`` factorization: a random dense chain
 #: mixes in a handful of steps. Below, the factorization costs less than the attempt.
@@ -296,13 +298,23 @@ def _joint_loop_py(P, pol, h, r, x, y, Th, budget, tol, scale, pi, out, power): 
     return _FAIL
 
 
-#: The compiled steps and stopping rules :func:`_joint_loop_py` calls (bound by
-#: :func:`_joint_loop`; numba resolves them when it compiles the loop).
+#: The compiled steps and stopping rules :func:`_joint_loop_py` calls, bound by
+#: :data:`_JIT` when it compiles (numba resolves them when it compiles the loop).
 _rows4 = _fused_step = _value_step = _improve_c = _converged_c = _hopeless_c = None
 
-#: ``[compiled loop or None]``: :func:`_joint_loop_py` (and the fused step it calls)
-#: compiled by numba when it is installed (the optional ``jit`` extra), made on first use.
-_JOINT: list = []
+#: The compiled loop of :func:`_iterate_joint` and what it calls, compiled on first use when
+#: numba is installed (the optional ``jit`` extra).
+_JIT = Jit("the compiled average-reward iteration", cache=True, nogil=True, error_model="numpy")
+#: The fused pass's sums in the compiler's order (reassoc: they vectorize).
+_FASTMATH = {"reassoc", "contract", "nsz"}
+_JIT.register(_rows4_py, name="_rows4")
+_JIT.register(_joint_step_py, name="_fused_step", fastmath=_FASTMATH)
+_JIT.register(_value_step_py, name="_value_step", fastmath=_FASTMATH)
+# no contract here: the tie test's subtraction stays unfused, as in greedy()
+_JIT.register(_improve_py, name="_improve_c", fastmath={"reassoc", "nsz"})
+_JIT.register(_converged, name="_converged_c")
+_JIT.register(_hopeless, name="_hopeless_c")
+_JIT.register(_joint_loop_py, name="_joint_loop_c")
 
 
 def _joint_step():
@@ -318,26 +330,8 @@ def _improve():
 
 def _joint_loop():
     """The compiled loop of :func:`_iterate_joint`, or ``None`` without numba."""
-    if not _JOINT:
-        try:
-            import numba
-        except ImportError:
-            loop = None
-        else:
-            opts = {"cache": True, "nogil": True, "error_model": "numpy"}
-            g = globals()
-            # the fused pass's sums in the compiler's order (reassoc: they vectorize)
-            fastmath = {"reassoc", "contract", "nsz"}
-            g["_rows4"] = numba.njit(**opts)(_rows4_py)
-            g["_fused_step"] = numba.njit(**opts, fastmath=fastmath)(_joint_step_py)
-            g["_value_step"] = numba.njit(**opts, fastmath=fastmath)(_value_step_py)
-            # no contract here: the tie test's subtraction stays unfused, as in greedy()
-            g["_improve_c"] = numba.njit(**opts, fastmath={"reassoc", "nsz"})(_improve_py)
-            g["_converged_c"] = numba.njit(**opts)(_converged)
-            g["_hopeless_c"] = numba.njit(**opts)(_hopeless)
-            loop = numba.njit(**opts)(_joint_loop_py)
-        _JOINT.append(loop)
-    return _JOINT[0]
+    table = _JIT.compiled_or_none()
+    return None if table is None else table["_joint_loop_c"]
 
 
 def _iterate_joint(
