@@ -48,3 +48,60 @@ def flow_residual(
     S, A = occupancy.shape
     inflow = source + discount * (occupancy.reshape(-1) @ P.reshape(S * A, S))
     return float(np.max(np.abs(occupancy.sum(axis=1) - inflow)))
+
+
+# -- a user's answer against the reference (Problem.compare_answer, op.verify) ----------------
+
+
+def floored(pair: tuple[float, float], floor: float) -> tuple[float, float]:
+    """``(err, max(scale, floor))``: an LP's answer is fixed only relative to its data (a
+    conic solver's stopping tolerances are relative to the data's size), so values, biases
+    and occupancy values are compared on the reward scale when the answer is smaller than it
+    (a finite-horizon value 0 at rewards of +-1e6 is fixed by Clarabel only to -4.95e-7)."""
+    return pair[0], max(pair[1], floor)
+
+
+def reward_scale(R, mask=None) -> float:
+    """``max |R|`` over the admissible pairs (all pairs without ``mask``)."""
+    R = np.asarray(R, dtype=float)
+    if mask is not None:
+        R = R[np.asarray(mask, dtype=bool)]
+    return float(np.abs(R).max(initial=0.0))
+
+
+def answer_errors(
+    problem, answer, reference, floor: float = 0.0, *, up_to_constant=False, multiplier=False
+) -> dict[str, tuple[float, float]]:
+    """Value and, where the answer gives them, ``x`` (against ``problem.answer_x(reference)``,
+    up to an additive constant for a bias) and the ``multiplier``; value and ``x`` on the
+    scale ``floor`` at least (:func:`floored`)."""
+    out = {"value": floored(diff(answer.value, reference.value), floor)}
+    if answer.x is not None:
+        ref = problem.answer_x(reference)
+        x = diff_up_to_constant(answer.x, ref) if up_to_constant else diff(answer.x, ref)
+        out["x"] = floored(x, floor)
+    if multiplier and answer.multiplier is not None:
+        out["multiplier"] = diff(answer.multiplier, reference.multiplier)
+    return out
+
+
+def occupancy_errors(problem, answer, reference, source, discount, R, mask, scale) -> dict:
+    """The answer's occupancy measure (its ``multiplier``) against the reference's: entry by
+    entry where the optimal policy is unique (:func:`unique_argmax`); with ties any optimal
+    dual is right, so ``multiplier_feasibility`` (flow conservation, ``>= 0``, nothing on
+    masked pairs, ``sum = 1`` when ``discount = 1``) and ``multiplier_value`` (strong duality:
+    the occupancy's value is the optimal value, which the solver fixes more accurately than
+    its own occupancy) certify it."""
+    occ = np.asarray(answer.multiplier, dtype=float)
+    out = {}
+    if unique_argmax(reference.q):
+        out["multiplier"] = diff(occ, reference.occupancy)
+    residual = flow_residual(occ, problem.mdp.P, source, discount)
+    residual += max(-float(occ.min()), 0.0) + float(np.abs(occ[~mask]).sum())
+    if discount == 1.0:
+        residual += abs(float(occ.sum()) - 1.0)
+    out["multiplier_feasibility"] = (residual, 1.0)
+    out["multiplier_value"] = floored(
+        diff(scale * float(np.sum(occ * R)), reference.value), scale * reward_scale(R, mask)
+    )
+    return out

@@ -18,7 +18,15 @@ from ..dp import (
 )
 from ..mdp import TabularMDP
 from ..result import OPTIMAL, OPTIMAL_INACCURATE, PlanResult
-from ._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
+from ._compare import (
+    diff,
+    diff_up_to_constant,
+    floored,
+    flow_residual,
+    occupancy_errors,
+    reward_scale,
+    unique_argmax,
+)
 from .base import Problem
 
 
@@ -84,6 +92,8 @@ class AverageRewardPlanning(Problem):
     mdp: TabularMDP
     multichain: str = "refuse"
     stem = "average_reward"
+    #: as :attr:`DiscountedPlanning.answer_certified_by`
+    answer_certified_by = {"multiplier": ("multiplier_feasibility", "multiplier_value")}
 
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
@@ -144,6 +154,22 @@ class AverageRewardPlanning(Problem):
             ),
         }
         out["x"] = diff(a.bias, b.bias)
+        return out
+
+    def answer_x(self, result: PlanResult):
+        return result.bias
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Gain and bias (up to a constant) on the reward scale at least; the stationary
+        frequencies (:func:`~optplan.problems._compare.occupancy_errors`)."""
+        mdp = self.mdp
+        floor = reward_scale(mdp.R, mdp.action_mask)
+        out = {"value": floored(diff(answer.value, reference.gain), floor)}
+        if answer.x is not None:
+            out["x"] = floored(diff_up_to_constant(answer.x, reference.bias), floor)
+        if answer.multiplier is not None:
+            zero = np.zeros(mdp.n_states)
+            out |= occupancy_errors(self, answer, reference, zero, 1.0, mdp.R, mdp.action_mask, 1.0)
         return out
 
 

@@ -9,16 +9,18 @@ two results are apart; :func:`optplan.cross_check` uses it.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
+import numpy as np
+
 from .._checks import OptplanError, OptplanTypeError, check_int, check_tolerance
 from ..result import PlanResult, overflow_checked
 from . import stems
+from ._hint import did_you_mean
 
 METHODS = ("fast", "conic")
 #: Conic solvers optplan drives through CVXPY.
@@ -135,8 +137,7 @@ def check_solver_options(solver: str, solver_options) -> dict:
     accepted = solver_option_names(solver)
     for key in solver_options:
         if not isinstance(key, str) or key not in accepted:
-            close = difflib.get_close_matches(str(key), accepted, n=3)
-            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(key, accepted, n=3)
             raise OptplanError(
                 f"solver_options: {key!r} is not a setting of {solver}{hint} ({solver} accepts: "
                 f"{', '.join(accepted)})"
@@ -178,6 +179,8 @@ class Problem(ABC):
     #: ``+inf`` is a defined answer (a hitting time from a state that cannot reach the
     #: target), not an overflow (:func:`optplan.result.overflow_checked`).
     plus_inf_ok: ClassVar[bool] = False
+    #: :attr:`certified_by` for the quantities of :meth:`compare_answer` (``None``: the same).
+    answer_certified_by: ClassVar[dict | None] = None
 
     def solve(self, method: str = "fast", solver: str | None = None, **options) -> PlanResult:
         """Solve the problem.
@@ -246,3 +249,16 @@ class Problem(ABC):
     @abstractmethod
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         """``{quantity: (abs_err, scale)}`` between two optimal results of this problem."""
+
+    def answer_x(self, result: PlanResult):
+        """The array of ``result`` that a user's ``x`` means (:func:`optplan.verify`)."""
+        return result.x
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """``{quantity: (abs_err, scale)}`` between a user's answer (``.value``; ``.x`` and
+        ``.multiplier``, ``None`` where not given) and an optimal result: the rule of
+        :func:`optplan.verify`. By default :meth:`compare` on the answer as a result (a
+        missing multiplier as NaN); quantities of what the answer leaves out are dropped by
+        the caller."""
+        mult = np.nan if answer.multiplier is None else answer.multiplier
+        return self.compare(PlanResult(answer.value, answer.x, mult, status="optimal"), reference)

@@ -12,7 +12,7 @@ from ..dp import masked
 from ..mdp import check_action_mask
 from ..result import OPTIMAL, PlanResult
 from ..soft import check_substochastic, check_unit_rewards
-from ._compare import diff
+from ._compare import answer_errors, diff
 from .base import Problem
 from .optimistic import _per_pair
 
@@ -138,3 +138,10 @@ class ClippedOptimisticPlanning(Problem):
             if all(r.status == OPTIMAL for r in own):
                 out["policy_value"] = diff(own[0].values, own[1].values)
         return out
+
+    def answer_x(self, result: PlanResult):
+        return result.values
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value and ``V``."""
+        return answer_errors(self, answer, reference)

@@ -10,7 +10,14 @@ from .._checks import OptplanError, OptplanTypeError
 from ..dp import evaluate_discounted, policy_model
 from ..mdp import TabularMDP
 from ..result import PlanResult
-from ._compare import diff, flow_residual, unique_argmax
+from ._compare import (
+    answer_errors,
+    diff,
+    flow_residual,
+    occupancy_errors,
+    reward_scale,
+    unique_argmax,
+)
 from .base import Problem
 
 
@@ -35,6 +42,10 @@ class DiscountedPlanning(Problem):
 
     mdp: TabularMDP
     stem = "discounted"
+    #: with tiny rewards (1e-6) the optimal occupancy is unique but Clarabel fixes it only to
+    #: its absolute tolerance: a user's occupancy passes when it is a feasible dual attaining
+    #: the optimal value
+    answer_certified_by = {"multiplier": ("multiplier_feasibility", "multiplier_value")}
 
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
@@ -71,4 +82,21 @@ class DiscountedPlanning(Problem):
         )
         if unique_argmax(a.q):
             out["multiplier"] = diff(a.occupancy, b.occupancy)
+        return out
+
+    def answer_x(self, result: PlanResult):
+        return result.values
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value and ``V`` on the scale ``max |R| / (1 - gamma)`` at least; the occupancy
+        (:func:`~optplan.problems._compare.occupancy_errors`)."""
+        mdp = self.mdp
+        gamma = mdp.discount
+        floor = reward_scale(mdp.R, mdp.action_mask) / (1.0 - gamma)
+        out = answer_errors(self, answer, reference, floor)
+        if answer.multiplier is not None:
+            source = (1.0 - gamma) * self.weights
+            out |= occupancy_errors(
+                self, answer, reference, source, gamma, mdp.R, mdp.action_mask, 1.0 / (1.0 - gamma)
+            )
         return out

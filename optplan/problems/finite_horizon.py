@@ -10,7 +10,7 @@ from .._checks import OptplanTypeError
 from ..dp import evaluate_layered
 from ..mdp import FiniteHorizonMDP
 from ..result import PlanResult
-from ._compare import diff
+from ._compare import answer_errors, diff, reward_scale
 from .base import Problem
 
 
@@ -46,3 +46,11 @@ class FiniteHorizonPlanning(Problem):
             "x": diff(a.values, b.values),
             "policy_value": diff(self.policy_values(a.policy), self.policy_values(b.policy)),
         }
+
+    def answer_x(self, result: PlanResult):
+        return result.values
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value and ``V`` on the reward scale ``L max |R|`` at least."""
+        floor = self.mdp.horizon * reward_scale(self.mdp.R, self.mdp.action_mask)
+        return answer_errors(self, answer, reference, floor)

@@ -92,3 +92,22 @@ class HittingTimes(Problem):
         else:
             value = (0.0 if a.value == b.value else np.inf, 0.0)
         return {"value": value, "x": diff(a.values[finite], b.values[finite])}
+
+    def answer_x(self, result: PlanResult):
+        return result.values
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """The diameter and, where given, the finite hitting times; the infinite ones must
+        coincide (as :meth:`compare`)."""
+        b = reference
+        if np.isfinite(b.value):
+            out = {"value": diff(answer.value, b.value)}
+        else:
+            out = {"value": (0.0 if answer.value == b.value else np.inf, 0.0)}
+        if answer.x is not None:
+            finite = np.isfinite(b.values)
+            if not np.array_equal(np.isfinite(answer.x), finite):
+                out["x"] = (np.inf, 0.0)
+            else:
+                out["x"] = diff(answer.x[finite], b.values[finite])
+        return out

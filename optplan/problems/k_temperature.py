@@ -25,7 +25,7 @@ from .._checks import (
     first_bad,
 )
 from ..result import PlanResult
-from ._compare import diff
+from ._compare import answer_errors, diff
 from .base import Problem
 
 __all__ = [
@@ -218,12 +218,25 @@ class KLearningTemperature(Problem):
         qa = np.where(reach, np.asarray(a.q, dtype=float), 0.0)
         qb = np.where(reach, np.asarray(b.q, dtype=float), 0.0)
         out = {"value": diff(a.value, b.value), "x": diff(a.x, b.x), "q": diff(qa, qb)}
-        tau = float(a.x)
-        if np.isfinite(tau) and tau >= 0:
-            # tau = 0 stands for the limit tau -> 0+ (finite only without a bonus)
-            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-                f = self.objective(max(tau, np.finfo(float).tiny))
-            out["x_alt"] = (abs(f - b.value) if np.isfinite(f) else np.inf, abs(b.value))
+        return out | self.tau_gap(float(a.x), b.value)
+
+    def tau_gap(self, tau: float, optimum: float) -> dict[str, tuple[float, float]]:
+        """``{"x_alt": (|objective(tau) - optimum|, |optimum|)}``, the certificate of a
+        ``tau`` (:attr:`certified_by`); empty for a ``tau`` that is not a finite number
+        ``>= 0``."""
+        if not (np.isfinite(tau) and tau >= 0):
+            return {}
+        # tau = 0 stands for the limit tau -> 0+ (finite only without a bonus)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            f = self.objective(max(tau, np.finfo(float).tiny))
+        return {"x_alt": (abs(f - optimum) if np.isfinite(f) else np.inf, abs(optimum))}
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value and ``tau*``, certified by :meth:`tau_gap`."""
+        out = answer_errors(self, answer, reference)
+        if answer.x is not None:
+            tau = float(np.asarray(answer.x, dtype=float).reshape(-1)[0])
+            out |= self.tau_gap(tau, reference.value)
         return out
 
 

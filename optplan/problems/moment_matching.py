@@ -10,6 +10,7 @@ import numpy as np
 from .._checks import OptplanError, as_array, check_real
 from ..result import PlanResult
 from ..uncertainty import check_dirichlet, moment_matching_local
+from ._compare import answer_errors
 from .base import Problem
 from .ube import UncertaintyBellman, as_policy
 
@@ -89,3 +90,7 @@ class MomentMatchingVariance(Problem):
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         return self.bellman.compare(a, b)
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value, ``sigma~^2`` and the occupancy ``y``."""
+        return answer_errors(self, answer, reference, multiplier=True)

@@ -14,11 +14,11 @@ benchmark suites and the structure test all read it.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from dataclasses import dataclass
 
 from .._checks import OptplanError
+from ._hint import did_you_mean
 
 __all__ = [
     "Stem",
@@ -145,11 +145,9 @@ def row(stem: str) -> Stem:
     try:
         return STEMS[stem]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(stem), STEMS, n=2)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise OptplanError(
-            f"unknown problem stem {stem!r}{hint} (stems: {', '.join(STEMS)})"
-        ) from None
+        known = ", ".join(STEMS)
+        hint = did_you_mean(stem, STEMS)
+        raise OptplanError(f"unknown problem stem {stem!r}{hint} (stems: {known})") from None
 
 
 def problem_class(stem: str) -> type:

@@ -16,7 +16,7 @@ from .._checks import (
     index_str,
 )
 from ..result import PlanResult
-from ._compare import diff
+from ._compare import answer_errors, diff
 from .base import Problem
 
 
@@ -163,6 +163,10 @@ class UncertaintyBellman(Problem):
                 float(np.abs(b.multiplier).max()),
             ),
         }
+
+    def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
+        """Value, ``u`` and the occupancy ``y``."""
+        return answer_errors(self, answer, reference, multiplier=True)
 
 
 def propagate(P: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -18,22 +18,9 @@ import numpy as np
 
 from .._checks import OptplanError, check_choice, check_int
 from ..mdp import FiniteHorizonMDP, TabularMDP
-from ..problems import (
-    AverageRewardPlanning,
-    ClippedOptimisticPlanning,
-    DiscountedPlanning,
-    FiniteHorizonPlanning,
-    HittingTimes,
-    KLBallIndex,
-    KLearningTemperature,
-    KLInfRate,
-    L1BallIndex,
-    MomentMatchingVariance,
-    OptimisticPlanning,
-    UncertaintyBellman,
-)
-from ..problems._compare import diff, diff_up_to_constant, flow_residual, unique_argmax
+from ..problems._hint import did_you_mean
 from ..problems.base import Problem
+from ..problems.stems import problem_class, stems
 from ..result import PlanResult
 
 __all__ = ["BuiltinTarget", "BUILTIN", "builtin_target", "optplan_fast"]
@@ -58,6 +45,11 @@ class BuiltinTarget:
     quantities : dict
         What ``value``, ``x`` and ``multiplier`` of the user's answer mean (only the keys
         listed are compared).
+    draw : callable
+        ``draw(settings)``: the hypothesis strategy of the inputs.
+    make : callable, optional
+        ``make(inputs, settings)``: the problem object; by default the stem's problem class
+        called with the inputs of :attr:`args` in order (and ``action_mask=`` with ``masks``).
     options : dict
         Settings of the instances (``max_states`` ...) and their defaults.
     """
@@ -65,9 +57,8 @@ class BuiltinTarget:
     name: str
     args: tuple[str, ...]
     quantities: dict[str, str]
-    make: Callable[[dict, dict], Problem]
     draw: Callable[[dict], Any]
-    compare_fn: Callable | None = None
+    make: Callable[[dict, dict], Problem] | None = None
     options: dict = field(default_factory=dict)
     masks: bool = False  # ``action_mask=`` is passed by keyword when fn accepts it
     settings: dict = field(default_factory=dict)
@@ -109,8 +100,15 @@ class BuiltinTarget:
     def strategy(self):
         return self.draw(self.settings)
 
+    def build(self, inputs: dict) -> Problem:
+        """The problem object of ``inputs`` (used as they are)."""
+        if self.make is not None:
+            return self.make(inputs, self.settings)
+        masks = {"action_mask": inputs.get("action_mask")} if self.masks else {}
+        return self.make_class(*(inputs[a] for a in self.args), **masks)
+
     def prepare(self, inputs: dict) -> Problem:
-        return self.make(_copies(inputs), self.settings)
+        return self.build(_copies(inputs))
 
     def call(self, fn, inputs: dict):
         inputs = _copies(inputs)
@@ -128,7 +126,7 @@ class BuiltinTarget:
         """Shapes of the user's ``x`` and ``multiplier`` (``()`` for a scalar)."""
         out = {}
         if "x" in self.quantities:
-            out["x"] = np.shape(_conic_x(self, problem, conic))
+            out["x"] = np.shape(problem.answer_x(conic))
         if "multiplier" in self.quantities:
             out["multiplier"] = np.shape(conic.multiplier)
         return out
@@ -139,28 +137,19 @@ class BuiltinTarget:
 
     @property
     def certified_by(self) -> dict:
-        """The problem's (:attr:`Problem.certified_by`); for the LPs the occupancy passes
-        when it is a feasible dual attaining the optimal value (with tiny rewards, 1e-6, the
-        optimal occupancy is unique but Clarabel fixes it only to its absolute tolerance)."""
-        out = dict(self.make_class.certified_by)
-        if self.name in ("discounted", "average_reward"):
-            out["multiplier"] = ("multiplier_feasibility", "multiplier_value")
-        if self.name == "optimistic" and (self.settings or {}).get("criterion") == "average":
-            out["x"] = ("x_alt",)
-        return out
+        """The problem's certificates of a user's answer
+        (:attr:`~optplan.problems.base.Problem.answer_certified_by`)."""
+        cls = self.make_class
+        extra = cls.answer_certified_by
+        return dict(cls.certified_by) if extra is None else {**cls.certified_by, **extra}
 
     @property
     def make_class(self) -> type[Problem]:
-        return _CLASSES[self.name]
+        return problem_class(self.name)
 
     def compare(self, problem: Problem, answer, conic: PlanResult) -> dict:
-        if self.compare_fn is None:  # the index problems: the problem's own compare
-            mult = np.nan if answer.multiplier is None else answer.multiplier
-            if self.name == "l1_ball" and answer.multiplier is None:
-                mult = None
-            a = PlanResult(answer.value, answer.x, mult, status="optimal")
-            return problem.compare(a, conic)
-        return self.compare_fn(self, problem, answer, conic)
+        """The problem's rule (:meth:`~optplan.problems.base.Problem.compare_answer`)."""
+        return problem.compare_answer(answer, conic)
 
 
 def _replace(target: BuiltinTarget, **changes) -> BuiltinTarget:
@@ -193,160 +182,6 @@ def _plain(value):
     return value
 
 
-def _conic_x(target: BuiltinTarget, problem: Problem, conic: PlanResult):
-    name = target.name
-    if name in ("discounted", "finite_horizon", "clipped_optimistic", "hitting_time"):
-        return conic.values
-    if name == "average_reward":
-        return conic.bias
-    if name == "optimistic":
-        return conic.bias if problem.criterion == "average" else conic.values
-    return conic.x
-
-
-# -- comparisons of the MDP problems: value, x and (where listed) the occupancy ---------------
-
-
-def _floor(pair: tuple[float, float], floor: float) -> tuple[float, float]:
-    """``(err, max(scale, floor))``: an LP's answer is fixed only relative to its data (a
-    conic solver's stopping tolerances are relative to the data's size), so values, biases
-    and occupancy values are compared on the reward scale when the answer is smaller than it
-    (found by op.verify: a finite-horizon value 0 at rewards of +-1e6, Clarabel -4.95e-7)."""
-    return pair[0], max(pair[1], floor)
-
-
-def _reward_scale(R, mask=None) -> float:
-    R = np.asarray(R, dtype=float)
-    if mask is not None:
-        R = R[np.asarray(mask, dtype=bool)]
-    return float(np.abs(R).max(initial=0.0))
-
-
-def _occupancy(problem, answer, conic, source, discount, R, mask, scale) -> dict:
-    occ = np.asarray(answer.multiplier, dtype=float)
-    out = {}
-    if unique_argmax(conic.q):
-        out["multiplier"] = diff(occ, conic.occupancy)
-    # with ties any optimal dual is right: check it is feasible (flow conservation, >= 0,
-    # nothing on masked pairs) and attains the optimal objective
-    P = problem.mdp.P
-    residual = flow_residual(occ, P, source, discount)
-    residual += max(-float(occ.min()), 0.0) + float(np.abs(occ[~mask]).sum())
-    if discount == 1.0:
-        residual += abs(float(occ.sum()) - 1.0)
-    out["multiplier_feasibility"] = (residual, 1.0)
-    # strong duality: the occupancy's value is the optimal value, which the solver fixes more
-    # accurately than its own occupancy (rewards of 1e6: Clarabel's occupancy value was 4.95
-    # off its value, the fast one's 1e-10)
-    out["multiplier_value"] = _floor(
-        diff(scale * float(np.sum(occ * R)), conic.value), scale * _reward_scale(R, mask)
-    )
-    return out
-
-
-def _compare_discounted(target, problem, answer, conic):
-    mdp = problem.mdp
-    floor = _reward_scale(mdp.R, mdp.action_mask) / (1.0 - mdp.discount)
-    out = {"value": _floor(diff(answer.value, conic.value), floor)}
-    if answer.x is not None:
-        out["x"] = _floor(diff(answer.x, conic.values), floor)
-    if answer.multiplier is not None:
-        mdp = problem.mdp
-        gamma = mdp.discount
-        out |= _occupancy(
-            problem,
-            answer,
-            conic,
-            (1.0 - gamma) * problem.weights,
-            gamma,
-            mdp.R,
-            mdp.action_mask,
-            1.0 / (1.0 - gamma),
-        )
-    return out
-
-
-def _compare_average(target, problem, answer, conic):
-    floor = _reward_scale(problem.mdp.R, problem.mdp.action_mask)
-    out = {"value": _floor(diff(answer.value, conic.gain), floor)}
-    if answer.x is not None:
-        out["x"] = _floor(diff_up_to_constant(answer.x, conic.bias), floor)
-    if answer.multiplier is not None:
-        mdp = problem.mdp
-        zero = np.zeros(mdp.n_states)
-        out |= _occupancy(problem, answer, conic, zero, 1.0, mdp.R, mdp.action_mask, 1.0)
-    return out
-
-
-def _compare_hitting(target, problem, answer, conic):
-    """The diameter and the finite hitting times; the infinite ones must coincide (as
-    :meth:`HittingTimes.compare`)."""
-    if np.isfinite(conic.value):
-        out = {"value": diff(answer.value, conic.value)}
-    else:
-        out = {"value": (0.0 if answer.value == conic.value else np.inf, 0.0)}
-    if answer.x is not None:
-        finite = np.isfinite(conic.values)
-        if not np.array_equal(np.isfinite(answer.x), finite):
-            out["x"] = (np.inf, 0.0)
-        else:
-            out["x"] = diff(answer.x[finite], conic.values[finite])
-    return out
-
-
-def _compare_values(target, problem, answer, conic):
-    """Value and ``x`` (``V``; the bias, up to a constant, under average reward); the
-    finite-horizon LP's on the reward scale ``L max |R|`` (:func:`_floor`)."""
-    floor = 0.0
-    if target.name == "finite_horizon":
-        mdp = problem.mdp
-        floor = mdp.horizon * _reward_scale(mdp.R, mdp.action_mask)
-    out = {"value": _floor(diff(answer.value, conic.value), floor)}
-    if answer.x is not None:
-        ref = _conic_x(target, problem, conic)
-        average = target.name == "optimistic" and problem.criterion == "average"
-        x = diff_up_to_constant(answer.x, ref) if average else diff(answer.x, ref)
-        out["x"] = _floor(x, floor)
-        if target.name == "k_temperature":
-            out |= _tau_gap(problem, answer, conic)
-        elif average:
-            out |= _bias_residual(problem, answer, conic)
-    if answer.multiplier is not None and "multiplier" in target.quantities:
-        out["multiplier"] = diff(answer.multiplier, conic.multiplier)
-    return out
-
-
-def _tau_gap(problem, answer, conic) -> dict:
-    """``x_alt``: the objective at the user's ``tau`` against the optimum (``tau*`` is not
-    unique where the objective is flat; :attr:`KLearningTemperature.certified_by`)."""
-    tau = float(np.asarray(answer.x, dtype=float).reshape(-1)[0])
-    if not (np.isfinite(tau) and tau >= 0):
-        return {}
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        f = problem.objective(max(tau, np.finfo(float).tiny))  # 0 stands for 0+
-    return {"x_alt": (abs(f - conic.value) if np.isfinite(f) else np.inf, abs(conic.value))}
-
-
-def _bias_residual(problem, answer, conic) -> dict:
-    """``x_alt``: the residual of the user's bias ``h`` in the optimistic optimality equation
-    ``g + h(s) = max_a r(s, a) + beta(s, a) + max_{q in B(s, a)} q . h`` at the solver's
-    gain, on the scale of ``h``: with ``h`` unique up to a constant (a unichain optimistic
-    MDP), a small residual proves it right where the solver's bias is not (a state escaping
-    with probability 1e-12 has a bias of -1e12, and Clarabel's, reported optimal, was off by
-    2e11). The inner maximum is optplan's index kernel, itself verified against the conic
-    index problems."""
-    from ..dp import masked
-    from ..fast.optimistic import optimistic_backup
-
-    h = np.asarray(answer.x, dtype=float)
-    if h.shape != (problem.n_states,) or not np.isfinite(h).all():
-        return {}
-    sigma, _, _ = optimistic_backup(problem, h, statuses=False)
-    Q = masked(problem.r_hat + problem.reward_radius + sigma, problem.action_mask)
-    residual = float(np.abs(Q.max(axis=1) - h - conic.value).max())
-    return {"x_alt": (residual, float(np.abs(h).max()) + abs(conic.value))}
-
-
 # -- building the problem objects from drawn inputs -------------------------------------------
 
 
@@ -359,8 +194,8 @@ def _tabular(inputs: dict, discount: bool) -> TabularMDP:
     )
 
 
-def _optimistic(inputs: dict, settings: dict) -> OptimisticPlanning:
-    return OptimisticPlanning(
+def _optimistic(inputs: dict, settings: dict) -> Problem:
+    return problem_class("optimistic")(
         p_hat=inputs["p_hat"],
         r_hat=inputs["r_hat"],
         radius=inputs["radius"],
@@ -372,24 +207,27 @@ def _optimistic(inputs: dict, settings: dict) -> OptimisticPlanning:
     )
 
 
-def _hitting(inputs: dict, settings: dict) -> HittingTimes:
+def _hitting(inputs: dict, settings: dict) -> Problem:
     P = inputs["P"]
-    return HittingTimes(TabularMDP(P, np.zeros(P.shape[:2]), action_mask=inputs.get("action_mask")))
+    mdp = TabularMDP(P, np.zeros(P.shape[:2]), action_mask=inputs.get("action_mask"))
+    return problem_class("hitting_time")(mdp)
 
 
-def _draw_hitting(settings):
-    base = _strategies().mdps(
-        settings["max_states"], settings["max_actions"], discount=False, masks=settings["masks"]
-    )
-    return base.map(lambda d: {k: v for k, v in d.items() if k != "R"})
+def _without(key: str):
+    return lambda inputs: {k: v for k, v in inputs.items() if k != key}
 
 
-def _draw_index(settings):
-    return _strategies().index_instances(settings["max_states"])
+def _drawn(strategy: str, *keys: str, masks: bool = False):
+    """Instances of ``strategies.<strategy>(*settings[keys])``; ``masks``: the strategy draws
+    action masks, dropped when the user's function takes none."""
 
+    def draw(settings):
+        base = getattr(_strategies(), strategy)(*(settings[k] for k in keys))
+        if not masks or settings["masks"]:
+            return base
+        return base.map(_without("action_mask"))
 
-def _draw_kl_inf(settings):
-    return _strategies().kl_inf_instances(settings["max_states"])
+    return draw
 
 
 def _draw_mdp(discount: bool, unichain: bool):
@@ -405,226 +243,151 @@ def _draw_mdp(discount: bool, unichain: bool):
     return draw
 
 
-def _draw_layered(settings):
-    return _strategies().layered_mdps(
-        settings["max_layers"], settings["max_states"], settings["max_actions"], settings["masks"]
-    )
+def _draw_hitting(settings):
+    return _draw_mdp(False, False)(settings).map(_without("R"))
 
 
-def _draw_optimistic(settings):
-    st = _strategies()
-    base = st.optimistic_instances(
-        settings["criterion"], settings["max_states"], settings["max_actions"]
-    )
-    if settings["masks"]:
-        return base
-    return base.map(lambda d: {k: v for k, v in d.items() if k != "action_mask"})
+def _index(name: str, param: str, value: str, multiplier: str, draw) -> BuiltinTarget:
+    """The target of an index problem ``fn(p, v, param)``."""
+    quantities = {
+        "value": value,
+        "x": "q*, the optimal distribution (S,)",
+        "multiplier": multiplier,
+    }
+    return BuiltinTarget(name, ("p", "v", param), quantities, draw, options={"max_states": 500})
 
 
-def _draw_clipped(settings):
-    base = _strategies().clipped_optimistic_instances(
-        settings["max_states"], settings["max_actions"]
-    )
-    if settings["masks"]:
-        return base
-    return base.map(lambda d: {k: v for k, v in d.items() if k != "action_mask"})
-
-
-_INDEX_Q = {
-    "x": "q*, the optimal distribution (S,)",
-}
-
-#: The targets, by stem.
-BUILTIN: dict[str, BuiltinTarget] = {
-    t.name: t
-    for t in (
-        BuiltinTarget(
-            "kl_ball",
-            ("p", "v", "radius"),
-            {
-                "value": "C(p, v, d) = max {q.v : KL(p||q) <= d}",
-                **_INDEX_Q,
-                "multiplier": "lam = dC/dd, the KL constraint's multiplier",
-            },
-            lambda d, s: KLBallIndex(d["p"], d["v"], d["radius"]),
-            _draw_index,
-            options={"max_states": 500},
+#: The target of each stem of :mod:`optplan.problems.stems`.
+_TARGETS = (
+    _index(
+        "kl_ball",
+        "radius",
+        "C(p, v, d) = max {q.v : KL(p||q) <= d}",
+        "lam = dC/dd, the KL constraint's multiplier",
+        _drawn("index_instances", "max_states"),
+    ),
+    _index(
+        "kl_inf",
+        "target",
+        "D(p, v, rho) = min {KL(p||q) : q.v >= rho}",
+        "dD/drho, the multiplier of q.v >= rho",
+        _drawn("kl_inf_instances", "max_states"),
+    ),
+    _index(
+        "l1_ball",
+        "radius",
+        "B(p, v, d) = max {q.v : ||q - p||_1 <= d}",
+        "dB/dd (at a kink any value between the one-sided derivatives)",
+        _drawn("index_instances", "max_states"),
+    ),
+    BuiltinTarget(
+        "discounted",
+        ("P", "R", "discount"),
+        {
+            "value": "mean(V): the uniform start distribution's value",
+            "x": "V (S,), the optimal values",
+            "multiplier": "the normalized discounted occupancy (S, A) from the uniform start",
+        },
+        _draw_mdp(True, False),
+        lambda d, s: problem_class("discounted")(_tabular(d, True)),
+        options={"max_states": 40, "max_actions": 5},
+        masks=True,
+    ),
+    BuiltinTarget(
+        "average_reward",
+        ("P", "R"),
+        {
+            "value": "the optimal gain",
+            "x": "the bias h (S,), compared up to an additive constant",
+            "multiplier": "the stationary state-action frequencies (S, A), summing to 1",
+        },
+        _draw_mdp(False, True),
+        lambda d, s: problem_class("average_reward")(_tabular(d, False)),
+        options={"max_states": 40, "max_actions": 5},
+        masks=True,
+    ),
+    BuiltinTarget(
+        "finite_horizon",
+        ("P", "R"),
+        {"value": "mean(V[0]): the uniform start distribution's value", "x": "V[l, s] (L, S)"},
+        _drawn("layered_mdps", "max_layers", "max_states", "max_actions", "masks"),
+        lambda d, s: problem_class("finite_horizon")(
+            FiniteHorizonMDP(d["P"], d["R"], action_mask=d.get("action_mask"))
         ),
-        BuiltinTarget(
-            "kl_inf",
-            ("p", "v", "target"),
-            {
-                "value": "D(p, v, rho) = min {KL(p||q) : q.v >= rho}",
-                **_INDEX_Q,
-                "multiplier": "dD/drho, the multiplier of q.v >= rho",
-            },
-            lambda d, s: KLInfRate(d["p"], d["v"], d["target"]),
-            _draw_kl_inf,
-            options={"max_states": 500},
-        ),
-        BuiltinTarget(
-            "l1_ball",
-            ("p", "v", "radius"),
-            {
-                "value": "B(p, v, d) = max {q.v : ||q - p||_1 <= d}",
-                **_INDEX_Q,
-                "multiplier": "dB/dd (at a kink any value between the one-sided derivatives)",
-            },
-            lambda d, s: L1BallIndex(d["p"], d["v"], d["radius"]),
-            _draw_index,
-            options={"max_states": 500},
-        ),
-        BuiltinTarget(
-            "discounted",
-            ("P", "R", "discount"),
-            {
-                "value": "mean(V): the uniform start distribution's value",
-                "x": "V (S,), the optimal values",
-                "multiplier": "the normalized discounted occupancy (S, A) from the uniform start",
-            },
-            lambda d, s: DiscountedPlanning(_tabular(d, True)),
-            _draw_mdp(True, False),
-            _compare_discounted,
-            options={"max_states": 40, "max_actions": 5},
-            masks=True,
-        ),
-        BuiltinTarget(
-            "average_reward",
-            ("P", "R"),
-            {
-                "value": "the optimal gain",
-                "x": "the bias h (S,), compared up to an additive constant",
-                "multiplier": "the stationary state-action frequencies (S, A), summing to 1",
-            },
-            lambda d, s: AverageRewardPlanning(_tabular(d, False)),
-            _draw_mdp(False, True),
-            _compare_average,
-            options={"max_states": 40, "max_actions": 5},
-            masks=True,
-        ),
-        BuiltinTarget(
-            "finite_horizon",
-            ("P", "R"),
-            {
-                "value": "mean(V[0]): the uniform start distribution's value",
-                "x": "V[l, s] (L, S)",
-            },
-            lambda d, s: FiniteHorizonPlanning(
-                FiniteHorizonMDP(d["P"], d["R"], action_mask=d.get("action_mask"))
-            ),
-            _draw_layered,
-            _compare_values,
-            options={"max_layers": 8, "max_states": 15, "max_actions": 4},
-            masks=True,
-        ),
-        BuiltinTarget(
-            "hitting_time",
-            ("P",),
-            {
-                "value": "the diameter max_{s != t} T[t, s] (inf when some state cannot reach "
-                "another)",
-                "x": "T[t, s] (S, S), the least expected steps from s to t (inf: unreachable)",
-            },
-            _hitting,
-            _draw_hitting,
-            _compare_hitting,
-            options={"max_states": 15, "max_actions": 4},
-            masks=True,
-        ),
-        BuiltinTarget(
-            "k_temperature",
-            ("mean_rewards", "mean_transitions", "counts", "sigma"),
-            {"value": "the objective of problem (11) at tau*", "x": "tau*"},
-            lambda d, s: KLearningTemperature(
-                d["mean_rewards"], d["mean_transitions"], d["counts"], d["sigma"]
-            ),
-            lambda s: _strategies().k_learning_posteriors(
-                s["max_layers"], s["max_states"], s["max_actions"]
-            ),
-            _compare_values,
-            options={"max_layers": 6, "max_states": 5, "max_actions": 4},
-        ),
-        BuiltinTarget(
-            "ube",
-            ("mean_transitions", "policy", "local", "discount"),
-            {
-                "value": "sum(u)",
-                "x": "u (S, A), the fixed point",
-                "multiplier": "y (S, A), the gamma^2-discounted pair occupancy from all ones",
-            },
-            lambda d, s: UncertaintyBellman(
-                d["mean_transitions"], d["policy"], d["local"], d["discount"]
-            ),
-            lambda s: _strategies().ube_instances(s["max_states"], s["max_actions"]),
-            _compare_values,
-            options={"max_states": 40, "max_actions": 5},
-        ),
-        BuiltinTarget(
-            "moment_matching",
-            ("alpha", "reward_mean", "reward_var", "policy", "discount"),
-            {
-                "value": "sum(sigma~^2)",
-                "x": "sigma~^2 (S, A)",
-                "multiplier": "y (S, A), as for the UBE",
-            },
-            lambda d, s: MomentMatchingVariance(
-                d["alpha"], d["reward_mean"], d["reward_var"], d["policy"], d["discount"]
-            ),
-            lambda s: _strategies().moment_matching_instances(s["max_states"], s["max_actions"]),
-            _compare_values,
-            options={"max_states": 4, "max_actions": 3},
-        ),
-        BuiltinTarget(
-            "optimistic",
-            ("p_hat", "r_hat", "radius", "reward_radius", "discount"),
-            {
-                "value": "mean(V) (discounted) or the gain (average)",
-                "x": "V (S,), or the bias h (S,) up to an additive constant (average)",
-            },
-            _optimistic,
-            _draw_optimistic,
-            _compare_values,
-            options={"ball": "l1", "criterion": "discounted", "max_states": 12, "max_actions": 4},
-            masks=True,
-        ),
-        BuiltinTarget(
-            "clipped_optimistic",
-            ("p_hat", "r", "bonus", "discount"),
-            {"value": "mean(V)", "x": "V (S,), the clipped fixed point"},
-            lambda d, s: ClippedOptimisticPlanning(
-                d["p_hat"], d["r"], d["bonus"], d["discount"], d.get("action_mask")
-            ),
-            _draw_clipped,
-            _compare_values,
-            options={"max_states": 20, "max_actions": 4},
-            masks=True,
-        ),
-    )
-}
-
-_CLASSES = {
-    "kl_ball": KLBallIndex,
-    "kl_inf": KLInfRate,
-    "l1_ball": L1BallIndex,
-    "discounted": DiscountedPlanning,
-    "average_reward": AverageRewardPlanning,
-    "finite_horizon": FiniteHorizonPlanning,
-    "hitting_time": HittingTimes,
-    "k_temperature": KLearningTemperature,
-    "ube": UncertaintyBellman,
-    "moment_matching": MomentMatchingVariance,
-    "optimistic": OptimisticPlanning,
-    "clipped_optimistic": ClippedOptimisticPlanning,
-}
+        options={"max_layers": 8, "max_states": 15, "max_actions": 4},
+        masks=True,
+    ),
+    BuiltinTarget(
+        "hitting_time",
+        ("P",),
+        {
+            "value": "the diameter max_{s != t} T[t, s] (inf when some state cannot reach another)",
+            "x": "T[t, s] (S, S), the least expected steps from s to t (inf: unreachable)",
+        },
+        _draw_hitting,
+        _hitting,
+        options={"max_states": 15, "max_actions": 4},
+        masks=True,
+    ),
+    BuiltinTarget(
+        "k_temperature",
+        ("mean_rewards", "mean_transitions", "counts", "sigma"),
+        {"value": "the objective of problem (11) at tau*", "x": "tau*"},
+        _drawn("k_learning_posteriors", "max_layers", "max_states", "max_actions"),
+        options={"max_layers": 6, "max_states": 5, "max_actions": 4},
+    ),
+    BuiltinTarget(
+        "ube",
+        ("mean_transitions", "policy", "local", "discount"),
+        {
+            "value": "sum(u)",
+            "x": "u (S, A), the fixed point",
+            "multiplier": "y (S, A), the gamma^2-discounted pair occupancy from all ones",
+        },
+        _drawn("ube_instances", "max_states", "max_actions"),
+        options={"max_states": 40, "max_actions": 5},
+    ),
+    BuiltinTarget(
+        "moment_matching",
+        ("alpha", "reward_mean", "reward_var", "policy", "discount"),
+        {
+            "value": "sum(sigma~^2)",
+            "x": "sigma~^2 (S, A)",
+            "multiplier": "y (S, A), as for the UBE",
+        },
+        _drawn("moment_matching_instances", "max_states", "max_actions"),
+        options={"max_states": 4, "max_actions": 3},
+    ),
+    BuiltinTarget(
+        "optimistic",
+        ("p_hat", "r_hat", "radius", "reward_radius", "discount"),
+        {
+            "value": "mean(V) (discounted) or the gain (average)",
+            "x": "V (S,), or the bias h (S,) up to an additive constant (average)",
+        },
+        _drawn("optimistic_instances", "criterion", "max_states", "max_actions", masks=True),
+        _optimistic,
+        options={"ball": "l1", "criterion": "discounted", "max_states": 12, "max_actions": 4},
+        masks=True,
+    ),
+    BuiltinTarget(
+        "clipped_optimistic",
+        ("p_hat", "r", "bonus", "discount"),
+        {"value": "mean(V)", "x": "V (S,), the clipped fixed point"},
+        _drawn("clipped_optimistic_instances", "max_states", "max_actions", masks=True),
+        options={"max_states": 20, "max_actions": 4},
+        masks=True,
+    ),
+)
+#: The targets, by stem, in the order of the stem table (every stem has one).
+_BY_NAME = {t.name: t for t in _TARGETS}
+BUILTIN: dict[str, BuiltinTarget] = {stem: _BY_NAME[stem] for stem in stems()}
 
 
 def builtin_target(name: str) -> BuiltinTarget:
     """The target of stem ``name``; an unknown name is an error listing the known ones."""
     if not isinstance(name, str) or name not in BUILTIN:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), BUILTIN, n=2)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        hint = did_you_mean(name, BUILTIN)
         raise OptplanError(
             f"verify: unknown problem {name!r}{hint} (optplan's problems: "
             f"{', '.join(BUILTIN)}; or declare your own with optplan.DeclaredProblem)"
@@ -646,7 +409,7 @@ def optplan_fast(name: str, **options) -> Callable:
             inputs["action_mask"] = action_mask
         if "discount" not in inputs and name == "optimistic":
             inputs["discount"] = None
-        return target.make(inputs, target.settings).solve(method="fast")
+        return target.build(inputs).solve(method="fast")
 
     fast.__name__ = fast.__qualname__ = f"optplan_fast_{name}"
     return fast
