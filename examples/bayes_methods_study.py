@@ -44,14 +44,14 @@ import numpy as np
 
 import optplan as op
 from optplan.envs import DeepSeaChain, WideNarrow
-from optplan.experiments import load_results, load_sweep, run_sweep
-from optplan.experiments.plots import new_figure, save_figure
-from optplan.experiments.registry import check_params, get_agent, get_env
 from optplan.experiments.stats import mean_ci
-from optplan.experiments.sweep import sweep_from_dict
 from optplan.modelfile import tomllib
+from optplan.plots.plots import new_figure, save_figure
 from optplan.problems.moment_matching import MomentMatchingVariance
 from optplan.problems.ube import UncertaintyBellman
+from optplan.sweeps import load_results, load_sweep, run_sweep
+from optplan.sweeps.registry import check_params, get_agent, get_env
+from optplan.sweeps.sweep import sweep_from_dict
 from optplan.uncertainty import dirichlet_variance_ratio_sum, local_draft
 
 ROOT = Path(__file__).resolve().parents[1]

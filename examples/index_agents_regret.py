@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from optplan.experiments import load_results, load_sweep, run_sweep
-from optplan.experiments.figures import regret_figure
-from optplan.experiments.plots import save_figure
 from optplan.experiments.stats import mean_ci
-from optplan.experiments.sweep import sweep_from_dict
 from optplan.modelfile import tomllib
+from optplan.plots.figures import regret_figure
+from optplan.plots.plots import save_figure
+from optplan.sweeps import load_results, load_sweep, run_sweep
+from optplan.sweeps.sweep import sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGS = {

@@ -55,17 +55,18 @@ from matplotlib.ticker import NullLocator
 
 from optplan.agents import PSRL, EpsilonGreedyQ, KLearning, SoftQ
 from optplan.envs import DeepSea
-from optplan.experiments import load_results, run, run_sweep
-from optplan.experiments.figures import reference_curve, scaling_figure
-from optplan.experiments.plots import (
+from optplan.experiments import run
+from optplan.modelfile import tomllib
+from optplan.plots.figures import reference_curve, scaling_figure
+from optplan.plots.plots import (
     figure_legend,
     new_figure,
     plot_heatmap,
     save_figure,
     style,
 )
-from optplan.experiments.sweep import sweep_from_dict
-from optplan.modelfile import tomllib
+from optplan.sweeps import load_results, run_sweep
+from optplan.sweeps.sweep import sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "results" / "figures"  # untracked; --out examples/figures: the committed

@@ -44,11 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from optplan.experiments import load_results, load_sweep, run_sweep
-from optplan.experiments.plots import new_figure, save_figure
 from optplan.experiments.stats import mean_ci
-from optplan.experiments.sweep import sweep_from_dict
 from optplan.modelfile import tomllib
+from optplan.plots.plots import new_figure, save_figure
+from optplan.sweeps import load_results, load_sweep, run_sweep
+from optplan.sweeps.sweep import sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "models" / "sweeps"

@@ -28,10 +28,10 @@ import numpy as np
 from optplan.experiments import run
 from optplan.experiments.chain_batch import run_chain_batch
 from optplan.experiments.metrics import subsample_indices
-from optplan.experiments.plots import new_figure, plot_regret, save_figure
-from optplan.experiments.registry import get_agent, get_env
 from optplan.experiments.stats import mean_ci
-from optplan.experiments.sweep import load_sweep
+from optplan.plots.plots import new_figure, plot_regret, save_figure
+from optplan.sweeps.registry import get_agent, get_env
+from optplan.sweeps.sweep import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "models" / "sweeps" / "ube-fig2.toml"

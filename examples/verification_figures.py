@@ -31,7 +31,7 @@ from matplotlib.ticker import NullLocator
 
 import optplan as op
 from optplan.bench.cases import deepsea_instance, planning_cases, random_index_instance
-from optplan.experiments.plots import figure_legend, new_figure, save_figure, style
+from optplan.plots.plots import figure_legend, new_figure, save_figure, style
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "figures"  # untracked
 OUT_HELP = (

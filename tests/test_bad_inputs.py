@@ -506,7 +506,7 @@ def test_model_file_paths(tmp_path):
 
 def test_figure_paths(tmp_path):
     pytest.importorskip("matplotlib")
-    from optplan.experiments.plots import new_figure, save_figure
+    from optplan.plots.plots import new_figure, save_figure
 
     blocker = tmp_path / "file"
     blocker.write_text("a regular file\n")

@@ -35,9 +35,10 @@ from optplan.agents.bql import (
     mixture_moments,
 )
 from optplan.envs import DeepSeaChain, PriorMDP, WideNarrow
-from optplan.experiments import metrics, registry, run
+from optplan.experiments import metrics, run
 from optplan.experiments.stats import aggregate
 from optplan.posteriors import DRAFT_REWARD_PRIOR, NormalGamma, dirichlet_variance
+from optplan.sweeps import registry
 from optplan.uncertainty import local_draft
 
 GAMMA = 0.9
@@ -507,7 +508,7 @@ def test_aggregate_reports_the_draft_mean_and_population_sd():
 
 
 def test_sweep_task_records_both_regrets():
-    from optplan.experiments.execute import execute_task
+    from optplan.sweeps.execute import execute_task
 
     task = {
         "index": 0,

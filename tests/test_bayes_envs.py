@@ -13,8 +13,8 @@ import pytest
 import optplan as op
 from optplan._checks import OptplanError
 from optplan.envs import DeepSeaChain, PriorMDP, TransitionRewardEnv, WideNarrow
-from optplan.experiments import registry
 from optplan.posteriors import PRIOR_MDP_PRIOR
+from optplan.sweeps import registry
 
 GAMMA = 0.9
 

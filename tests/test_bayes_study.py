@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optplan.envs import PriorMDP
-from optplan.experiments import load_sweep
+from optplan.sweeps import load_sweep
 
 ROOT = Path(__file__).parents[1]
 SWEEPS = ROOT / "models" / "sweeps"

@@ -16,7 +16,7 @@ import optplan as op
 from optplan.bridges import from_gymnasium, from_mdptoolbox, to_mdptoolbox
 from optplan.dp import classify
 from optplan.experiments import run
-from optplan.experiments.registry import get_agent
+from optplan.sweeps.registry import get_agent
 
 GAMMA = 0.95
 CASES = [

@@ -239,7 +239,7 @@ def test_bad_rewards_and_count_files(tmp_path):
 
 
 def test_registry_builds_the_index_agents_with_rigged_counts():
-    from optplan.experiments import registry
+    from optplan.sweeps import registry
 
     env = registry.get_env("model").build(0, path="models/cowan3.toml", horizon=0, reward_noise=0.0)
     for name in ("mdp-ucb", "olp", "mdp-dmed", "mdp-ps"):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from optplan.agents import MDPUCB, PSRL, UCRL2, RandomAgent, agent_names, factory, make_agent
-from optplan.experiments import registry, run
+from optplan.experiments import run
 from optplan.generators import riverswim
+from optplan.sweeps import registry
 
 
 def _env(name, **params):

@@ -23,10 +23,11 @@ from optplan.agents import (
 )
 from optplan.agents.base import greedy_policy, one_hot_policy
 from optplan.envs import DiscountedResets, LinearMixtureMDP, TabularEnv
-from optplan.experiments import load_results, metrics, registry, run, run_sweep
+from optplan.experiments import metrics, run
 from optplan.experiments.stats import mean_ci
-from optplan.experiments.sweep import sweep_from_dict
 from optplan.generators import random_dirichlet, riverswim
+from optplan.sweeps import load_results, registry, run_sweep
+from optplan.sweeps.sweep import sweep_from_dict
 
 # --- independent references ---------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Tests for the plotting helpers in :mod:`optplan.experiments.plots`."""
+"""Tests for the plotting helpers in :mod:`optplan.plots.plots`."""
 
 import numpy as np
 import pytest
@@ -7,14 +7,14 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from optplan.experiments.plots import (  # noqa: E402
+from optplan.experiments.stats import mean_ci  # noqa: E402
+from optplan.plots.plots import (  # noqa: E402
     new_figure,
     plot_heatmap,
     plot_regret,
     plot_scaling,
     save_figure,
 )
-from optplan.experiments.stats import mean_ci  # noqa: E402
 
 
 def _line_by_label(ax, prefix):
@@ -218,7 +218,7 @@ def test_overlapping_curves_get_distinct_line_styles_and_markers():
 
 
 def test_figure_legend_replaces_panel_legends():
-    from optplan.experiments.plots import figure_legend
+    from optplan.plots.plots import figure_legend
 
     t, curves = _regret_curves()
     fig, axes = new_figure(ncols=2)

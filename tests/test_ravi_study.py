@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optplan.experiments import load_sweep
+from optplan.sweeps import load_sweep
 
 ROOT = Path(__file__).parents[1]
 SWEEPS = ROOT / "models" / "sweeps"

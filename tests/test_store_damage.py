@@ -19,8 +19,8 @@ from test_sweep_exec import small_spec
 
 from optplan._checks import OptplanError
 from optplan.cli import main
-from optplan.experiments import load_results, run_sweep, sweep_from_dict
-from optplan.experiments.store import StoreLocked, StoreWarning
+from optplan.sweeps import load_results, run_sweep, sweep_from_dict
+from optplan.sweeps.store import StoreLocked, StoreWarning
 
 
 def small_sweep(**over):
@@ -191,7 +191,7 @@ def test_results_on_a_missing_or_broken_directory_is_one_line(tmp_path, capsys):
 
 HOLD_LOCK = """
 import sys, time
-from optplan.experiments.store import ResultStore
+from optplan.sweeps.store import ResultStore
 with ResultStore(sys.argv[1]).lock():
     print("locked", flush=True)
     time.sleep(120)
@@ -205,7 +205,7 @@ def test_a_second_sweep_is_refused_and_a_stale_lock_is_taken_over(tmp_path, caps
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        import optplan.experiments.execute as ex
+        import optplan.sweeps.execute as ex
 
         def never(task):  # pragma: no cover - the point is that it is not called
             raise AssertionError("a task ran while another sweep held the lock")
@@ -237,7 +237,7 @@ def test_a_second_sweep_is_refused_and_a_stale_lock_is_taken_over(tmp_path, caps
 
 
 def test_the_lock_is_released_on_an_error(tmp_path, monkeypatch):
-    import optplan.experiments.execute as ex
+    import optplan.sweeps.execute as ex
 
     def boom(task):
         raise KeyboardInterrupt
@@ -252,7 +252,7 @@ def test_the_lock_is_released_on_an_error(tmp_path, monkeypatch):
 
 @pytest.fixture
 def no_task_may_run(monkeypatch):
-    import optplan.experiments.execute as ex
+    import optplan.sweeps.execute as ex
 
     def never(task):  # pragma: no cover - the point is that it is not called
         raise AssertionError("a task ran although --out was unusable")
@@ -319,7 +319,7 @@ def test_unwritable_out_is_refused_before_any_task(reference, tmp_path, monkeypa
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
-    import optplan.experiments.execute as ex
+    import optplan.sweeps.execute as ex
 
     def never(task):  # pragma: no cover
         raise AssertionError("a task ran although --out was not writable")

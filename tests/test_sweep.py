@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from optplan.experiments import SweepError, load_sweep, sweep_from_dict
-from optplan.experiments.registry import AGENTS
 from optplan.generators import random_dirichlet
 from optplan.modelfile import save_model
+from optplan.sweeps import SweepError, load_sweep, sweep_from_dict
+from optplan.sweeps.registry import AGENTS
 
 ROOT = Path(__file__).parents[1]
 

@@ -16,13 +16,7 @@ import numpy as np
 import pytest
 
 from optplan.cli import main
-from optplan.experiments import (
-    StoreMismatch,
-    load_results,
-    load_sweep,
-    run_sweep,
-    sweep_from_dict,
-)
+from optplan.sweeps import StoreMismatch, load_results, load_sweep, run_sweep, sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "models" / "sweeps" / "smoke.toml"
@@ -95,8 +89,8 @@ def test_resume_skips_finished_tasks(tmp_path):
     full = sweep_from_dict(small_spec(), source="small.toml")
     reference = run_sweep(full, tmp_path / "ref", quiet=True)
     # A first run that "crashed" after 5 tasks: simulated by writing 5 records, then the rest.
-    from optplan.experiments.execute import execute_task
-    from optplan.experiments.store import ResultStore
+    from optplan.sweeps.execute import execute_task
+    from optplan.sweeps.store import ResultStore
 
     store = ResultStore(tmp_path / "out")
     store.prepare(full)
@@ -196,7 +190,7 @@ def test_a_failing_task_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch)
     spec = small_spec(agents=[{"name": "random"}], seeds=3)
     sweep = sweep_from_dict(spec, source="x.toml")
 
-    import optplan.experiments.execute as ex
+    import optplan.sweeps.execute as ex
 
     real = ex.execute_task
 
@@ -272,7 +266,8 @@ def test_cli_run_sweep_results_and_plots(tmp_path, capsys):
         assert main(["plot", str(res_dir), "--kind", kind, "--out", str(png), *extra]) == 0
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a continuing environment has no layers: bars per state, not a one-row image
-    from optplan.experiments import figures, load_results
+    from optplan.plots import figures
+    from optplan.sweeps import load_results
 
     fig = figures.heatmap_figure(load_results(res_dir), env="riverswim(n_states=4)")
     shown = [ax for ax in fig.axes if ax.get_visible()]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from optplan.experiments import load_results
+from optplan.sweeps import load_results
 
 SWEEP = """
 name = "interrupt-me"
@@ -95,8 +95,8 @@ def test_ctrl_c_keeps_finished_tasks_with_worker_processes(tmp_path):
 def test_second_ctrl_c_while_writing_the_summary_still_reports_what_was_kept(tmp_path, monkeypatch):
     """A second Ctrl-C during the interrupted sweep's summary: the same one-line report (the
     task files are kept; the summary is rewritten when the sweep resumes)."""
-    from optplan.experiments import execute, load_sweep, run_sweep
-    from optplan.experiments.store import ResultStore
+    from optplan.sweeps import execute, load_sweep, run_sweep
+    from optplan.sweeps.store import ResultStore
 
     real = execute.execute_task
     calls = []

@@ -15,15 +15,15 @@ import uuid
 
 import pytest
 
-from optplan.experiments import SweepError, registry, run_sweep, sweep_from_dict
-from optplan.experiments.execute import worker_payloads
+from optplan.sweeps import SweepError, registry, run_sweep, sweep_from_dict
+from optplan.sweeps.execute import worker_payloads
 
 USER_MODULE = """
 import gymnasium as gym
 
 from optplan.agents import RandomAgent
 from optplan.envs import TabularEnv
-from optplan.experiments.registry import Param, env_shape, register_agent, register_env
+from optplan.sweeps.registry import Param, env_shape, register_agent, register_env
 from optplan.generators import riverswim
 
 

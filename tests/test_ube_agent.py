@@ -21,9 +21,9 @@ from optplan.agents import UBE, CountBonus
 from optplan.envs import DeepSea, UBEChain
 from optplan.experiments import run
 from optplan.experiments.chain_batch import run_chain_batch
-from optplan.experiments.registry import get_agent, get_env
-from optplan.experiments.sweep import load_sweep
 from optplan.posteriors import LayeredPosterior, gaussian_mean_posterior
+from optplan.sweeps.registry import get_agent, get_env
+from optplan.sweeps.sweep import load_sweep
 
 GAMMA = 0.9
 #: gamma^(H+1) < 1e-13: the chain's truncation is below the identities' tolerance

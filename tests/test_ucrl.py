@@ -10,7 +10,7 @@ import pytest
 
 import optplan as op
 from optplan.agents import KLUCRL, UCRL2
-from optplan.experiments.registry import get_agent
+from optplan.sweeps.registry import get_agent
 
 
 @pytest.fixture(scope="module")

@@ -13,19 +13,15 @@ import sys
 import warnings
 
 from .._checks import OptplanError
-from ..experiments import figures, plots, registry
-from ..experiments.execute import BACKENDS, execute_task, run_sweep
-from ..experiments.figures import KINDS, SCALING_METRICS
 from ..experiments.stats import aggregate
-from ..experiments.store import (
-    DAMAGED_DIR,
-    PLOT_CURVE_KEYS,
-    StoreWarning,
-    load_results,
-    summary_row,
-)
-from ..experiments.sweep import load_sweep, single_sweep
 from ..modelfile import tomllib
+from ..plots import figures, plots
+from ..plots.figures import KINDS, SCALING_METRICS
+from ..sweeps import registry
+from ..sweeps.execute import BACKENDS, execute_task, run_sweep
+from ..sweeps.records import DAMAGED_DIR, PLOT_CURVE_KEYS, StoreWarning, summary_row
+from ..sweeps.results import load_results
+from ..sweeps.sweep import load_sweep, single_sweep
 
 __all__ = ["add_parsers", "split_params", "format_aggregate"]
 

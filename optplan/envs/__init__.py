@@ -1,15 +1,16 @@
 """Environments (Gymnasium API) that also expose their true model as ``.mdp``.
 
-Importing this package registers them with Gymnasium as ``optplan/...`` ids
-(:mod:`.gym_ids`: import paths only, nothing more is imported).
+:mod:`.registry` is their one table (sweeps, ``optplan run`` and ``gymnasium.make`` read it);
+importing this package registers them with Gymnasium as ``optplan/...`` ids (import paths
+only: Gymnasium imports an environment's module when it makes one).
 """
 
 from .deepsea import VARIANTS as DEEPSEA_VARIANTS
 from .deepsea import DeepSea
 from .deepsea_chain import DeepSeaChain
-from .gym_ids import GYMNASIUM_IDS, register_gymnasium
 from .linear_mixture import LinearMixtureMDP
 from .prior_mdp import PriorMDP
+from .registry import ENV_TABLE, ENVS, GYMNASIUM_IDS, EnvSpec, register_env, register_gymnasium
 from .resets import DiscountedResets
 from .tabular import TabularEnv
 from .transition_rewards import TransitionRewardEnv
@@ -27,6 +28,10 @@ __all__ = [
     "PriorMDP",
     "DiscountedResets",
     "LinearMixtureMDP",
+    "ENV_TABLE",
+    "ENVS",
+    "EnvSpec",
+    "register_env",
     "GYMNASIUM_IDS",
     "register_gymnasium",
 ]

@@ -1,39 +1,15 @@
-"""Experiments: the run loop, regret metrics, declarative sweeps, backends, results, plots.
+"""Experiments: one agent in one environment, scored exactly against the true model.
 
-- :func:`run` / :class:`Trace`: one agent in one environment, scored exactly (:mod:`.metrics`);
-- :mod:`.registry`: the named agents and environments sweeps refer to;
-- :func:`load_sweep` / :class:`Sweep`: sweep files (``models/sweeps/*.toml``);
-- :func:`run_sweep`: local (joblib) or Ray execution into a resumable :class:`ResultStore`;
-- :func:`load_results` / :class:`Results`: read a result directory back;
-- :mod:`.stats`: confidence intervals over seeds and the per-(agent, env) summary table;
-- :mod:`.plots`: regret, scaling and heatmap figures (matplotlib, optional).
+- :func:`run` / :class:`Trace`: the agent-environment loop and its record (:mod:`.run`);
+- :mod:`.engines`: the compiled runs that take over the loop where they cover it;
+- :mod:`.metrics`: the regret metrics; :mod:`.oracle`: the true model solved;
+- :mod:`.stats`: confidence intervals over seeds and the per-(agent, env) summary table.
 
-(Neither is imported here: :mod:`.stats` loads scipy.stats, :mod:`.plots` draws with matplotlib.)
+Many runs from a file are :mod:`optplan.sweeps`; their figures :mod:`optplan.plots`.
+(:mod:`.stats` is not imported here: it loads scipy.stats.)
 """
 
-from . import metrics, registry
-from .execute import BACKENDS, SweepReport, execute_task, run_sweep
+from . import metrics
 from .run import Trace, run
-from .store import Results, ResultStore, StoreMismatch, load_results
-from .sweep import Sweep, SweepError, Task, load_sweep, single_sweep, sweep_from_dict
 
-__all__ = [
-    "Trace",
-    "run",
-    "metrics",
-    "registry",
-    "Sweep",
-    "SweepError",
-    "Task",
-    "load_sweep",
-    "single_sweep",
-    "sweep_from_dict",
-    "run_sweep",
-    "execute_task",
-    "SweepReport",
-    "BACKENDS",
-    "ResultStore",
-    "Results",
-    "StoreMismatch",
-    "load_results",
-]
+__all__ = ["Trace", "run", "metrics"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..agents.factory import env_model
+from ..agents import env_model
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
@@ -55,7 +55,7 @@ def true_model(env) -> TabularMDP | FiniteHorizonMDP:
     """The model an environment exposes as ``env.unwrapped.mdp`` (or ``env.mdp``); a toy-text
     environment's table converted by :func:`~optplan.bridges.from_gymnasium` with
     ``terminal="restart"``; a model itself. The same as
-    :func:`optplan.agents.factory.env_model`, which agents' builders read.
+    :func:`optplan.agents.env_model`, which agents' builders read.
     """
     return env_model(env)
 

@@ -1,4 +1,4 @@
-"""BLAS threads for sweep workers, agent runs and ``optplan bench`` (issue 19 item 4).
+"""BLAS threads for sweep workers, agent runs and ``optplan bench``.
 
 Threaded OpenBLAS oversubscribes a loaded machine: two sweep workers each starting one
 BLAS thread per core fight for the cores (an index agent at S = 300 ran 34 steps/s with the

@@ -1,6 +1,6 @@
 """Figures from a sweep's result directory: regret curves, scaling plots, visit heatmaps.
 
-These read :class:`~optplan.experiments.store.Results` and draw with :mod:`.plots`; they back
+These read :class:`~optplan.sweeps.results.Results` and draw with :mod:`.plots`; they back
 ``optplan plot DIR --kind regret|scaling|heatmap``.
 """
 
@@ -12,8 +12,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .._checks import OptplanError
+from ..sweeps.records import PLOT_CURVE_KEYS
+from ..sweeps.results import Results
 from . import plots
-from .store import PLOT_CURVE_KEYS, Results
 
 __all__ = ["regret_figure", "scaling_figure", "heatmap_figure", "reference_curve", "KINDS"]
 
@@ -166,7 +167,7 @@ def scaling_figure(
     without, it is not drawn (k-learning Fig. 2's convention). `stat` is ``"median"`` (with
     the interquartile range) on a log y axis and ``"mean"`` (with a 95% CI) on a linear one
     unless given; the axis label says which. `dodge` shifts each agent's points apart
-    (:func:`~optplan.experiments.plots.plot_scaling`).
+    (:func:`~optplan.plots.plots.plot_scaling`).
     """
     if metric not in SCALING_METRICS:
         raise OptplanError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")

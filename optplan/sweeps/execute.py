@@ -9,8 +9,8 @@ writes each record as it arrives, so any backend works with a local output direc
 file, a directory of another sweep, a directory it cannot write: each an
 :class:`~optplan._checks.OptplanError` naming the path), holds its lock for the whole run (a
 second sweep on the same directory is refused at once with
-:class:`~optplan.experiments.store.StoreLocked`), and moves damaged records aside so that
-their tasks run again (:meth:`~optplan.experiments.store.ResultStore.quarantine`).
+:class:`~optplan.sweeps.store.StoreLocked`), and moves damaged records aside so that
+their tasks run again (:meth:`~optplan.sweeps.store.ResultStore.quarantine`).
 
 Local workers (joblib's loky processes) end with the driver: an interrupt or an error in the
 driver kills them (joblib aborts the pool), and each worker watches its parent from a
@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import MissingDependency, OptplanError, check_int
+from ..experiments.metrics import subsample_indices
+from ..experiments.run import run
 from . import registry
-from .metrics import subsample_indices
-from .run import run
 from .store import DAMAGED_DIR, ResultStore
 from .sweep import Sweep
 
@@ -385,9 +385,9 @@ def run_sweep(
     ----------
     sweep : Sweep
     out : path
-        Result directory (:class:`~optplan.experiments.store.ResultStore`). Finished tasks
+        Result directory (:class:`~optplan.sweeps.store.ResultStore`). Finished tasks
         found there are skipped; damaged records are moved to ``out/damaged/`` (with a
-        :class:`~optplan.experiments.store.StoreWarning` each) and their tasks run again.
+        :class:`~optplan.sweeps.store.StoreWarning` each) and their tasks run again.
     backend : {"local", "ray"}
         ``"local"``: joblib worker processes (``jobs`` of them; ``1`` runs in this process),
         which exit when this process ends, however it ends.
@@ -408,8 +408,8 @@ def run_sweep(
     ------
     OptplanError
         Before any task runs: bad arguments; ``out`` is a file, lies under a file, or cannot
-        be written. :class:`~optplan.experiments.store.StoreMismatch`: ``out`` holds another
-        sweep or foreign files. :class:`~optplan.experiments.store.StoreLocked`: another
+        be written. :class:`~optplan.sweeps.store.StoreMismatch`: ``out`` holds another
+        sweep or foreign files. :class:`~optplan.sweeps.store.StoreLocked`: another
         sweep is running into ``out`` (the lock is not waited for).
     """
     if backend not in BACKENDS:

@@ -25,10 +25,10 @@ A sweep file (``models/sweeps/*.toml``)::
 
 An agent's or environment's ``name`` is a registered name or an import path
 ``"package.module:factory"`` (a builder with the registered signature, see
-:func:`~optplan.experiments.registry.load_component`). Modules listed in ``imports`` are
+:func:`~optplan.sweeps.registry.load_component`). Modules listed in ``imports`` are
 imported before the names are looked up, here and in every worker process (joblib or Ray),
 so their ``register_agent`` / ``register_env`` calls reach the workers; so are the modules
-of every user component the sweep uses (:func:`~optplan.experiments.execute.run_sweep`).
+of every user component the sweep uses (:func:`~optplan.sweeps.execute.run_sweep`).
 
 Every list (or range) of parameter values is a grid axis; each combination is one agent or
 environment configuration. A task is one (agent configuration, environment configuration,

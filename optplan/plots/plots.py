@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._checks import MissingDependency, OptplanError, check_writable, write_error
-from .stats import check_level, mean_ci
+from ..experiments.stats import check_level, mean_ci
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
