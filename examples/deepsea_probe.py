@@ -11,9 +11,11 @@ from optplan.envs import DeepSea
 from optplan.experiments import run
 
 AGENTS = {
-    "k-learning tau*": lambda L, init: KLearning(L, L, 2, initial=init),
-    "k-learning schedule": lambda L, init: KLearning(L, L, 2, temperature="schedule", initial=init),
-    "psrl": lambda L, init: PSRL(L, L, 2, initial=init),
+    "k-learning tau*": lambda L, init: KLearning(L, 2, n_layers=L, initial=init),
+    "k-learning schedule": lambda L, init: KLearning(
+        L, 2, n_layers=L, temperature="schedule", initial=init
+    ),
+    "psrl": lambda L, init: PSRL(L, 2, n_layers=L, initial=init),
 }
 
 for L in (6, 10, 20):

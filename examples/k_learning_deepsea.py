@@ -160,7 +160,7 @@ DETERMINISTIC = dict(transition_prior="deterministic", bonus="posterior", span=1
 
 def _k_agent(L: int, initial, sigma: float, prior: str) -> KLearning:
     extra = DETERMINISTIC if prior == "deterministic" else {}
-    return KLearning(L, L, 2, temperature="optimal", sigma=sigma, initial=initial, **extra)
+    return KLearning(L, 2, n_layers=L, temperature="optimal", sigma=sigma, initial=initial, **extra)
 
 
 def _mask_unreachable(grid: np.ndarray) -> np.ndarray:
@@ -366,14 +366,14 @@ def _goal_rate_agents(L: int, env):
     initial = env.mdp.initial
     return {
         "PSRL (deterministic prior)": lambda: PSRL(
-            L, L, 2, sigma=0.1, initial=initial, transition_prior="deterministic"
+            L, 2, n_layers=L, sigma=0.1, initial=initial, transition_prior="deterministic"
         ),
         "K-learning tau* (deterministic prior, posterior bonus)": lambda: _k_agent(
             L, initial, 0.1, "deterministic"
         ),
         "K-learning tau* (as printed)": lambda: _k_agent(L, initial, 0.1, "dirichlet"),
         "soft-Q (0.05)": lambda: SoftQ(L, 2, temperature=0.05, n_layers=L),
-        "eps-greedy (0.1)": lambda: EpsilonGreedyQ(L, 2, 0.1, n_layers=L),
+        "eps-greedy (0.1)": lambda: EpsilonGreedyQ(L, 2, epsilon=0.1, n_layers=L),
     }
 
 

@@ -87,7 +87,7 @@ def test_agents_follow_the_protocol():
 
 def test_random_agent_is_uniform_over_admissible_actions():
     mask = np.array([[True, False, True, True], [False, True, False, False]])
-    agent = RandomAgent(2, 4, mask)
+    agent = RandomAgent(2, 4, action_mask=mask)
     agent.reset(np.random.default_rng(0))
     draws = np.array([agent.select_action(0) for _ in range(6_000)])
     counts = np.bincount(draws, minlength=4)
@@ -100,7 +100,7 @@ def test_random_agent_layered_mask():
     mask = np.ones((2, 1, 3), dtype=bool)
     mask[0, 0, :2] = False
     mask[1, 0, 2] = False
-    agent = RandomAgent(1, 3, mask)
+    agent = RandomAgent(1, 3, action_mask=mask)
     agent.reset(np.random.default_rng(0))
     for _ in range(20):
         assert agent.select_action(0) == 2
@@ -120,8 +120,9 @@ def test_random_agent_layered_mask():
     ],
 )
 def test_random_agent_bad_args(args, error, match):
+    S, A, *mask = args
     with pytest.raises(error, match=match):
-        RandomAgent(*args)
+        RandomAgent(S, A, action_mask=mask[0] if mask else None)
 
 
 def test_random_agent_needs_reset():
@@ -134,17 +135,17 @@ def test_oracle_criteria():
     oracle = OracleAgent(mdp)
     assert oracle.criterion == "discounted"
     np.testing.assert_array_equal(oracle.policy, solve_discounted(mdp).policy)
-    assert OracleAgent(mdp, "average").criterion == "average"
+    assert OracleAgent(mdp, criterion="average").criterion == "average"
     assert OracleAgent(mdp.with_discount(None)).criterion == "average"
     assert OracleAgent(layered_mdp()).criterion == "finite_horizon"
     with pytest.raises(ValueError, match="discount"):
-        OracleAgent(mdp.with_discount(None), "discounted")
+        OracleAgent(mdp.with_discount(None), criterion="discounted")
     with pytest.raises(ValueError, match="does not apply"):
-        OracleAgent(mdp, "finite_horizon")
+        OracleAgent(mdp, criterion="finite_horizon")
     with pytest.raises(ValueError, match="does not apply"):
-        OracleAgent(layered_mdp(), "average")
+        OracleAgent(layered_mdp(), criterion="average")
     with pytest.raises(ValueError, match="criterion"):
-        OracleAgent(mdp, "total")
+        OracleAgent(mdp, criterion="total")
 
 
 def test_oracle_counts_layers():
@@ -184,7 +185,7 @@ def test_trace_bookkeeping_continuing():
         assert arr.shape == (301,) and not arr.flags.writeable
     np.testing.assert_array_equal(tr.expected_rewards, mdp.R[tr.states, tr.actions])
     np.testing.assert_array_equal(tr.rewards, tr.expected_rewards)  # no reward noise
-    g, _ = gain_bias(*policy_chain(mdp, OracleAgent(mdp, "average").policy))
+    g, _ = gain_bias(*policy_chain(mdp, OracleAgent(mdp, criterion="average").policy))
     assert tr.optimal_value == pytest.approx(g, abs=1e-10)
     np.testing.assert_allclose(tr.regret, np.cumsum(g - tr.expected_rewards), atol=1e-8)
     summary = tr.summary()

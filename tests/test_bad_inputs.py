@@ -141,7 +141,7 @@ PYTHON_CASES = [
     ),
     (
         "k-learning-initial-complex",
-        lambda: KLearning(2, 2, 2, initial=cx([0.5, 0.5])),
+        lambda: KLearning(2, 2, n_layers=2, initial=cx([0.5, 0.5])),
         TypeError,
         "initial must be real",
     ),

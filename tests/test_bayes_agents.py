@@ -110,7 +110,12 @@ def test_registry_defaults_are_the_drafts():
         env, "discounted", **registry.get_agent(name).resolve(p, "t")
     )
     ube = build_("ube-continuing")
-    assert (ube.zeta, ube.discount, ube.local_rule, ube.prior) == (0.1, 0.9, "draft", (0, 4, 3, 3))
+    assert (ube.zeta, ube.discount, ube.local_rule, ube.reward_prior) == (
+        0.1,
+        0.9,
+        "draft",
+        (0, 4, 3, 3),
+    )
     mm = build_("moment-matching")
     assert (mm.zeta, mm.std, mm.transition_prior) == (1.0, "public-code", 1.0)
     bql = build_("bql")
@@ -546,11 +551,11 @@ BAD = [
     (lambda: ContinuingPSRL(4, 2, update_every=0), "update_every"),
     (lambda: ContinuingUBE(4, 2, update_every=-3), "update_every"),
     (lambda: MomentMatching(4, 2, update_every=1.5), "update_every"),
-    (lambda: ContinuingUBE(4, 2, prior=(0, 4, 1.0, 3)), "alpha"),
-    (lambda: MomentMatching(4, 2, prior=(0, 4, 0.5, 3)), "alpha"),
-    (lambda: ContinuingPSRL(4, 2, prior=(0, 0, 3, 3)), "lam"),
-    (lambda: ContinuingPSRL(4, 2, prior=(0, 4, 3, -1)), "beta"),
-    (lambda: ContinuingPSRL(4, 2, prior=(0, 4, 3)), "prior"),
+    (lambda: ContinuingUBE(4, 2, reward_prior=(0, 4, 1.0, 3)), "alpha"),
+    (lambda: MomentMatching(4, 2, reward_prior=(0, 4, 0.5, 3)), "alpha"),
+    (lambda: ContinuingPSRL(4, 2, reward_prior=(0, 0, 3, 3)), "lam"),
+    (lambda: ContinuingPSRL(4, 2, reward_prior=(0, 4, 3, -1)), "beta"),
+    (lambda: ContinuingPSRL(4, 2, reward_prior=(0, 4, 3)), "reward_prior"),
     (lambda: ContinuingPSRL(4, 2, transition_prior=0), "transition_prior"),
     (lambda: ContinuingPSRL(4, 2, sum_of_squares="naive"), "sum_of_squares"),
     (lambda: ContinuingPSRL(4, 2, discount=1.0), "discount"),

@@ -220,8 +220,8 @@ def test_counts_on_inadmissible_actions_are_refused():
     mask = np.ones((3, 2), dtype=bool)
     mask[2, 1] = False
     with pytest.raises(ValueError, match="inadmissible"):
-        MDPUCB(COWAN3.R, mask, initial_counts=RIGGED)
-    assert MDPUCB(COWAN3.R, mask).estimator.good_actions()[2].tolist() == [True, False]
+        MDPUCB(COWAN3.R, action_mask=mask, initial_counts=RIGGED)
+    assert MDPUCB(COWAN3.R, action_mask=mask).estimator.good_actions()[2].tolist() == [True, False]
 
 
 def test_bad_rewards_and_count_files(tmp_path):

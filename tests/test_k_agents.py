@@ -30,7 +30,7 @@ def test_posterior_means_and_samples():
 
 def test_k_learning_plans_with_the_optimal_temperature():
     env = DeepSea(5, mapping_seed=3)
-    agent = KLearning(5, 5, 2, initial=env.mdp.initial)
+    agent = KLearning(5, 2, n_layers=5, initial=env.mdp.initial)
     agent.reset(np.random.default_rng(0))
     prob = op.KLearningTemperature(
         np.zeros((5, 5, 2)),
@@ -43,7 +43,7 @@ def test_k_learning_plans_with_the_optimal_temperature():
     assert agent.tau == pytest.approx(res.x, rel=1e-12)
     np.testing.assert_allclose(agent.pi, op.boltzmann_policy(res.q, res.x))
     np.testing.assert_allclose(agent.values, op.soft_values(res.q, res.x))
-    sched = KLearning(5, 5, 2, temperature="schedule")
+    sched = KLearning(5, 2, n_layers=5, temperature="schedule")
     sched.reset(np.random.default_rng(0))
     assert sched.tau == pytest.approx(op.temperature_schedule(1, 1.0, 5, 25, 2))
 
@@ -53,7 +53,7 @@ def test_psrl_solves_a_small_deepsea():
     random agent reaches the goal once in 2**6 = 64 episodes, never 10% of them)."""
     env = DeepSea(6, mapping_seed=0)
     for seed in range(3):
-        tr = run(PSRL(6, 6, 2), env, episodes=3000, seed=seed, stop_when_solved=True)
+        tr = run(PSRL(6, 2, n_layers=6), env, episodes=3000, seed=seed, stop_when_solved=True)
         assert tr.stopped_early and tr.time_to_solve is not None and tr.time_to_solve < 3000
 
 
@@ -67,7 +67,7 @@ def test_k_learning_explores_deepsea_far_better_than_random():
     env = DeepSea(6, mapping_seed=0)
     rates = [
         run(
-            KLearning(6, 6, 2, initial=env.mdp.initial), env, episodes=1500, seed=seed
+            KLearning(6, 2, n_layers=6, initial=env.mdp.initial), env, episodes=1500, seed=seed
         ).successes.mean()
         for seed in range(3)
     ]
@@ -76,8 +76,8 @@ def test_k_learning_explores_deepsea_far_better_than_random():
 
 def test_k_learning_conic_path_runs_and_matches_fast():
     env = DeepSea(3, mapping_seed=1)
-    fast = KLearning(3, 3, 2, method="fast")
-    conic = KLearning(3, 3, 2, method="conic", solver="CLARABEL")
+    fast = KLearning(3, 2, n_layers=3, method="fast")
+    conic = KLearning(3, 2, n_layers=3, method="conic", solver="CLARABEL")
     a = run(fast, env, episodes=15, seed=4)
     b = run(conic, env, episodes=15, seed=4)
     assert conic.statuses.get("optimal", 0) + conic.fallbacks == 16  # one plan per episode + 1
@@ -87,16 +87,16 @@ def test_k_learning_conic_path_runs_and_matches_fast():
 
 def test_bad_agent_parameters():
     with pytest.raises(ValueError, match="temperature must be one of"):
-        KLearning(3, 3, 2, temperature="hot")
+        KLearning(3, 2, n_layers=3, temperature="hot")
     with pytest.raises(ValueError, match="method must be one of"):
-        KLearning(3, 3, 2, method="magic")
+        KLearning(3, 2, n_layers=3, method="magic")
     with pytest.raises(ValueError, match="solver must be one of"):
-        KLearning(3, 3, 2, method="conic", solver="MOSEK2")
+        KLearning(3, 2, n_layers=3, method="conic", solver="MOSEK2")
     with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
-        PSRL(3, 3, 2, sigma=-1.0)
+        PSRL(3, 2, n_layers=3, sigma=-1.0)
     with pytest.raises(ValueError, match="transition_prior must be a finite number > 0"):
-        PSRL(3, 3, 2, transition_prior=0.0)
+        PSRL(3, 2, n_layers=3, transition_prior=0.0)
     with pytest.raises(ValueError, match="initial must be a distribution"):
-        KLearning(3, 3, 2, initial=[0.5, 0.5, 0.5])
+        KLearning(3, 2, n_layers=3, initial=[0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match="at least 2 actions"):
-        KLearning(3, 3, 1)
+        KLearning(3, 1, n_layers=3)

@@ -8,7 +8,8 @@ import pytest
 
 import optplan as op
 from optplan._checks import OptplanError
-from optplan.agents.k_learning import PSRL, KLearning
+from optplan.agents.k_learning import KLearning
+from optplan.agents.psrl import PSRL
 from optplan.envs import DeepSea
 from optplan.posteriors import LayeredPosterior, k_bonus_numerators
 from optplan.soft import k_bonus
@@ -107,7 +108,7 @@ def test_sigma_zero_k_learning_solves_small_deepsea():
     env = DeepSea(L, mapping_seed=0, variant="bsuite", reward_noise=0.0)
     m = env.unwrapped.mdp
     agent = KLearning(
-        L, m.n_states, m.n_actions, sigma=0.0, transition_prior="deterministic",
+        m.n_states, m.n_actions, n_layers=L, sigma=0.0, transition_prior="deterministic",
         bonus="posterior", span=1.01, initial=m.initial,
     )  # fmt: skip
     agent.reset(np.random.default_rng(0))
@@ -150,17 +151,20 @@ def test_deterministic_prior_means_and_samples():
 
 
 def test_psrl_takes_the_same_prior():
-    agent = PSRL(3, 4, 2, transition_prior="deterministic")
+    agent = PSRL(4, 2, n_layers=3, transition_prior="deterministic")
     assert agent.posterior.deterministic
 
 
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: KLearning(2, 2, 2, bonus="exact"), "bonus must be one of"),
-        (lambda: KLearning(2, 2, 2, unvisited="half"), "unvisited must be one of"),
-        (lambda: KLearning(2, 2, 2, span=0.0), "span must be a finite number > 0"),
-        (lambda: KLearning(2, 2, 2, span=float("inf")), "span must be a finite number > 0"),
+        (lambda: KLearning(2, 2, n_layers=2, bonus="exact"), "bonus must be one of"),
+        (lambda: KLearning(2, 2, n_layers=2, unvisited="half"), "unvisited must be one of"),
+        (lambda: KLearning(2, 2, n_layers=2, span=0.0), "span must be a finite number > 0"),
+        (
+            lambda: KLearning(2, 2, n_layers=2, span=float("inf")),
+            "span must be a finite number > 0",
+        ),
         (lambda: LayeredPosterior(2, 2, 2, transition_prior="point"), "transition_prior"),
         (
             lambda: LayeredPosterior(2, 2, 2).bonus_numerators("posterior", span=-1.0),

@@ -9,7 +9,8 @@ import inspect
 import numpy as np
 import pytest
 
-from optplan.agents import MDPUCB, PSRL, UCRL2, RandomAgent, agent_names, factory, make_agent
+import optplan.agents
+from optplan.agents import MDPUCB, PSRL, UCRL2, RandomAgent, agent_names, make_agent
 from optplan.experiments import run
 from optplan.generators import riverswim
 from optplan.sweeps import registry
@@ -40,12 +41,12 @@ def _suitable_env(name):
 
 
 def test_one_table():
-    assert registry.AGENTS is factory.AGENTS
+    assert registry.AGENTS is optplan.agents.AGENTS
     assert set(agent_names()) == set(registry.AGENTS)
     assert len(agent_names()) >= 21
 
 
-@pytest.mark.parametrize("name", sorted(factory.AGENTS))
+@pytest.mark.parametrize("name", sorted(optplan.agents.AGENTS))
 def test_every_registered_agent_builds_from_an_env_and_runs(name):
     env, criterion = _suitable_env(name)
     agent = make_agent(name, env, **PARAMS.get(name, {}))
@@ -105,7 +106,7 @@ def test_constructor_misuse_says_what_was_expected():
         "int 3. To build from an environment or a model use make_agent('mdp-ucb', env)"
     )
     with pytest.raises(ValueError) as err:
-        MDPUCB(3, 2)
+        MDPUCB(3)
     assert str(err.value) == msg
     with pytest.raises(
         ValueError,
@@ -115,7 +116,7 @@ def test_constructor_misuse_says_what_was_expected():
         MDPUCB(mdp)
     for build, field in (
         (lambda: RandomAgent(mdp, 2), "n_states"),
-        (lambda: PSRL(mdp, 4, 2), "n_layers"),
+        (lambda: PSRL(4, 2, n_layers=mdp), "n_layers"),
         (lambda: UCRL2(mdp, 2), "n_states"),
     ):
         with pytest.raises(
@@ -132,6 +133,6 @@ def test_every_agent_class_documents_its_parameters():
         doc = inspect.getdoc(cls) or ""
         assert "Parameters\n----------" in doc, cls.__name__
     for cls_name in ("MDPUCB", "OLP", "MDPDMED", "MDPPS"):
-        doc = inspect.getdoc(getattr(factory, cls_name))
+        doc = inspect.getdoc(getattr(optplan.agents, cls_name))
         assert "rewards : array_like, shape (S, A)" in doc
         assert "known mean-reward matrix" in doc

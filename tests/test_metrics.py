@@ -488,7 +488,7 @@ def test_discounted_oracle_restarts_with_the_episode():
     mdp = riverswim(6, discount=0.95)
     finals = [
         run(
-            OracleAgent(mdp, "discounted"),
+            OracleAgent(mdp, criterion="discounted"),
             TabularEnv(mdp, max_steps=10),
             2000,
             seed=s,

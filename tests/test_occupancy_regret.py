@@ -154,11 +154,11 @@ def _agents(env):
     mdp = env.mdp
     R = mdp.R
     return {
-        "ravi": RAVIUCB(6, 2, 0.9, 500, rewards=R, beta_scale=0.01, eta=1.0),
+        "ravi": RAVIUCB(6, 2, discount=0.9, horizon=500, rewards=R, beta_scale=0.01, eta=1.0),
         "ucrl2": UCRL2(6, 2, criterion="discounted", discount=0.9, rewards=R),
         "psrl": ContinuingPSRL(6, 2, discount=0.9, update_every=7),
-        "eps": EpsilonGreedyQ(6, 2, 0.2, discount=1.0),
-        "soft": SoftQ(6, 2, 0.1, discount=1.0),
+        "eps": EpsilonGreedyQ(6, 2, epsilon=0.2, discount=1.0),
+        "soft": SoftQ(6, 2, temperature=0.1, discount=1.0),
         "oracle": OracleAgent(mdp),
         "random": RandomAgent(6, 2),
     }
@@ -188,7 +188,7 @@ def test_agents_expose_the_policy_they_sample_from():
 
 
 def test_versions_change_with_the_policy_only():
-    q = EpsilonGreedyQ(3, 2, 0.1, discount=0.5)
+    q = EpsilonGreedyQ(3, 2, epsilon=0.1, discount=0.5)
     q.reset(np.random.default_rng(0))
     v0 = q.policy_version
     q.update(0, 0, 1.0, 1, False)  # row 0: greedy set {0, 1} -> {0}
@@ -197,12 +197,12 @@ def test_versions_change_with_the_policy_only():
     assert q.policy_version == v0 + 1
     np.testing.assert_allclose(q.current_policy()[0], [0.95, 0.05])
     np.testing.assert_allclose(q.current_policy()[1], [0.5, 0.5])
-    soft = SoftQ(3, 2, 0.1)
+    soft = SoftQ(3, 2, temperature=0.1)
     soft.reset(np.random.default_rng(0))
     soft.update(0, 0, 0.0, 1, False)
     soft.update(0, 0, 0.0, 1, False)
     assert soft.policy_version == 2
-    ravi = RAVIUCB(3, 2, 0.9, 100, beta=0.1, eta=1.0)
+    ravi = RAVIUCB(3, 2, discount=0.9, horizon=100, beta=0.1, eta=1.0)
     ravi.reset(np.random.default_rng(0))
     assert ravi.policy_version == 1
     ravi.update(0, 1, 0.0, 2, False)
@@ -219,7 +219,7 @@ def test_run_copies_a_policy_only_when_its_version_changes():
     """The loop's occupancy regret equals the sum over steps of each step's policy gap, with
     the epochs' policies recorded independently through on_episode_end."""
     env = _env()
-    agent = RAVIUCB(6, 2, 0.9, 2000, rewards=env.mdp.R, beta_scale=0.002, eta=2.0)
+    agent = RAVIUCB(6, 2, discount=0.9, horizon=2000, rewards=env.mdp.R, beta_scale=0.002, eta=2.0)
     policies = []
     trace = run(
         agent, env, steps=2000, seed=3, on_episode_end=lambda n, a: policies.append(a.policy.copy())

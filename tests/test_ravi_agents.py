@@ -53,9 +53,9 @@ def test_tabular_agent_parameters_and_first_plan():
     assert agent.H == pytest.approx(10.0)
     assert agent.eta == pytest.approx(math.sqrt(2 * math.log(2) / (100 * 1000)))
     assert agent.beta == pytest.approx(0.5 * 8 * 10 * math.sqrt(6 * math.log(12 * 1000 * 1000)))
-    assert RAVIUCB(6, 2, 0.9, 1000, beta=3.0, beta_scale=2.0).beta == 6.0
+    assert RAVIUCB(6, 2, discount=0.9, horizon=1000, beta=3.0, beta_scale=2.0).beta == 6.0
     r = np.linspace(0, 1, 12).reshape(6, 2)
-    agent = RAVIUCB(6, 2, 0.5, 100, rewards=r, beta=0.3, eta=2.0)
+    agent = RAVIUCB(6, 2, discount=0.5, horizon=100, rewards=r, beta=0.3, eta=2.0)
     agent.reset(np.random.default_rng(0))
     # epoch 1: Q_1 = 0 gives V_1 = 0, pi_1 = uniform, Q_2 = clip(r + beta / sqrt(1))
     np.testing.assert_array_equal(agent.values, 0.0)
@@ -67,7 +67,7 @@ def test_tabular_agent_bonus_and_estimate_written_out():
     """After a few transitions and an epoch end: P_hat = N'/N with N from 1, CB = beta /
     sqrt(N), and one regularized step from the previous epoch's policy and Q."""
     r = np.full((3, 2), 0.2)
-    agent = RAVIUCB(3, 2, 0.8, 100, rewards=r, beta=0.5, eta=1.5)
+    agent = RAVIUCB(3, 2, discount=0.8, horizon=100, rewards=r, beta=0.5, eta=1.5)
     agent.reset(np.random.default_rng(1))
     log_pi0, q0 = agent.log_policy.copy(), agent.q.copy()
     for s, a, s2 in [(0, 1, 2), (0, 1, 2), (0, 1, 1), (2, 0, 0)]:
@@ -89,7 +89,7 @@ def test_tabular_agent_bonus_and_estimate_written_out():
 
 
 def test_unknown_rewards_are_empirical_means():
-    agent = RAVIUCB(2, 1, 0.5, 10, beta=0.0, eta=1.0)
+    agent = RAVIUCB(2, 1, discount=0.5, horizon=10, beta=0.0, eta=1.0)
     agent.reset(np.random.default_rng(0))
     agent.update(0, 0, 0.3, 0, False)
     agent.update(0, 0, 0.5, 1, True)
@@ -186,7 +186,7 @@ class _Recording(RAVIUCBLinear):
 @pytest.mark.slow
 def test_linear_agent_inverse_after_10k_steps():
     env = LinearMixtureMDP.random(8, 2, 4, seed=3)
-    agent = _Recording(env.features, env.mdp.R, 0.9, 10_000, beta_scale=0.05)
+    agent = _Recording(env.features, env.mdp.R, discount=0.9, horizon=10_000, beta_scale=0.05)
     agent.recorded = []
     op.experiments.run(agent, DiscountedResets(env, 0.9), steps=10_000, seed=0)
     X = np.array(agent.recorded)
@@ -201,9 +201,11 @@ def test_linear_agent_inverse_after_10k_steps():
 
 def test_tabular_agent_runs_on_riverswim():
     env = riverswim_env(0.9)
-    agent = RAVIUCB(6, 2, 0.9, 3000, beta_scale=0.05)
+    agent = RAVIUCB(6, 2, discount=0.9, horizon=3000, beta_scale=0.05)
     trace = op.experiments.run(agent, env, steps=3000, seed=4)
-    again = op.experiments.run(RAVIUCB(6, 2, 0.9, 3000, beta_scale=0.05), env, 3000, seed=4)
+    again = op.experiments.run(
+        RAVIUCB(6, 2, discount=0.9, horizon=3000, beta_scale=0.05), env, 3000, seed=4
+    )
     np.testing.assert_array_equal(trace.actions, again.actions)
     assert trace.criterion == "discounted" and np.isfinite(trace.regret).all()
     assert agent.epochs == trace.episodes + 1  # the first epoch, then one per reset
@@ -216,7 +218,7 @@ def test_tabular_agent_respects_the_action_mask():
     mdp = riverswim(6)
     mask = np.ones((6, 2), bool)
     mask[2:4, 0] = False
-    agent = RAVIUCB(6, 2, 0.8, 500, action_mask=mask, beta_scale=0.1)
+    agent = RAVIUCB(6, 2, discount=0.8, horizon=500, action_mask=mask, beta_scale=0.1)
     trace = op.experiments.run(agent, DiscountedResets(TabularEnv(mdp), 0.8), 500, seed=1)
     assert not np.any((trace.states >= 2) & (trace.states < 4) & (trace.actions == 0))
     assert np.all(agent.policy[~mask] == 0)
@@ -224,9 +226,9 @@ def test_tabular_agent_respects_the_action_mask():
 
 def test_linear_agent_runs_on_a_linear_mixture():
     env = DiscountedResets(LinearMixtureMDP.random(20, 2, 4, seed=0), 0.9)
-    agent = RAVIUCBLinear(env.features, env.mdp.R, 0.9, 3000, beta_scale=0.05)
+    agent = RAVIUCBLinear(env.features, env.mdp.R, discount=0.9, horizon=3000, beta_scale=0.05)
     trace = op.experiments.run(agent, env, steps=3000, seed=2)
-    again = RAVIUCBLinear(env.features, env.mdp.R, 0.9, 3000, beta_scale=0.05)
+    again = RAVIUCBLinear(env.features, env.mdp.R, discount=0.9, horizon=3000, beta_scale=0.05)
     np.testing.assert_array_equal(
         op.experiments.run(again, env, 3000, seed=2).actions, trace.actions
     )
@@ -370,9 +372,11 @@ def test_agents_never_return_an_overflowed_step(linear):
     Q = +-1e308 and the best action at probability e^-700, V_k overflows although it is
     finite; the epoch's planning raises FloatingPointError instead of acting on -inf."""
     if linear:
-        agent = RAVIUCBLinear(_psi(2, 2, 2), np.zeros((2, 2)), 0.9, 100, eta=1e-306)
+        agent = RAVIUCBLinear(
+            _psi(2, 2, 2), np.zeros((2, 2)), discount=0.9, horizon=100, eta=1e-306
+        )
     else:
-        agent = RAVIUCB(2, 2, 0.9, 100, eta=1e-306)
+        agent = RAVIUCB(2, 2, discount=0.9, horizon=100, eta=1e-306)
     agent.reset(np.random.default_rng(0))
     agent.log_policy = np.array([[0.0, -700.0], [-np.log(2), -np.log(2)]])
     agent.q = np.array([[-1e308, 1e308], [0.0, 1.0]])

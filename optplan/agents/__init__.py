@@ -1,16 +1,19 @@
-"""Agents: the :class:`Agent` protocol and one module per algorithm family; build any of them
-from an environment or a model with :func:`make_agent` (``make_agent("mdp-ucb", env)``)."""
+"""Agents: the :class:`Agent` protocol and one module per algorithm family, each ending with
+its builders; build any of them from an environment or a model with :func:`make_agent`
+(``make_agent("mdp-ucb", env)``), whose table is :mod:`optplan.agents.registry`."""
 
+from ._env import env_model, env_shape
 from .base import Agent, PolicyAgent
 from .baselines import OracleAgent, RandomAgent
-from .bayes_models import ContinuingPSRL, ContinuingUBE, MomentMatching
 from .bql import BayesianQLearning
-from .factory import agent_names, make_agent
 from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
-from .k_learning import PSRL, KLearning, LayeredPosterior
+from .k_learning import KLearning, LayeredPosterior
+from .moment_matching import MomentMatching
+from .psrl import PSRL, ContinuingPSRL
 from .qlearning import EpsilonGreedyQ, SoftQ
 from .ravi import RAVIUCB, RAVIUCBLinear
-from .ube import UBE, CountBonus
+from .registry import AGENTS, agent_names, get_agent, make_agent, register_agent
+from .ube import UBE, ContinuingUBE, CountBonus
 from .ucrl import KLUCRL, UCRL2
 
 __all__ = [
@@ -38,6 +41,11 @@ __all__ = [
     "ContinuingPSRL",
     "ContinuingUBE",
     "MomentMatching",
+    "AGENTS",
     "make_agent",
     "agent_names",
+    "register_agent",
+    "get_agent",
+    "env_model",
+    "env_shape",
 ]

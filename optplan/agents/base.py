@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .._checks import OptplanError, OptplanTypeError, check_int, first_bad, index_str
+from ..posteriors import NormalGamma
 from ..problems.base import check_method, check_solver
 from ..result import OPTIMAL, PlanResult
 
@@ -31,6 +32,8 @@ __all__ = [
     "check_agent_mask",
     "check_count",
     "check_rng",
+    "check_normal_gamma",
+    "thompson_action",
 ]
 
 
@@ -125,6 +128,19 @@ def check_count(name: str, value) -> int:
     return check_int(name, value, 1)
 
 
+def check_normal_gamma(name: str, params) -> tuple[float, float, float, float]:
+    """A Normal-Gamma prior or posterior ``(mu0, lam, alpha, beta)`` as four floats; an error
+    naming ``name`` (or the bad field) otherwise."""
+    try:
+        mu0, lam, alpha, beta = (float(v) for v in params)
+    except (TypeError, ValueError):
+        raise OptplanError(
+            f"{name} must be four numbers (mu0, lam, alpha, beta), got {params!r}"
+        ) from None
+    NormalGamma(mu0, lam, alpha, beta)  # names the bad field
+    return mu0, lam, alpha, beta
+
+
 def check_rng(rng) -> np.random.Generator:
     """The run's generator handed to ``reset``."""
     if not isinstance(rng, np.random.Generator):
@@ -211,11 +227,37 @@ class ConicFallback:
         )
         return None
 
+    def solve_planned(self, problem) -> PlanResult:
+        """``problem`` solved by :attr:`method`: by CVXPY when ``"conic"`` (the fast path when
+        that status is not acceptable), else by the fast path."""
+        res = self.solve_conic(problem) if self.method == "conic" else None
+        return problem.solve("fast") if res is None else res
+
+    def solve_checked(self, problem, what: str) -> PlanResult:
+        """:meth:`solve_planned`, and a ``RuntimeError`` naming ``what`` when even the answer
+        kept is not a success."""
+        res = self.solve_planned(problem)
+        if not res.success:
+            raise RuntimeError(f"{what} ended {res.status!r}: {res.message}")
+        return res
+
     def stats(self) -> dict:
         """Scalars for the experiment record: conic fallbacks and statuses."""
         out = {"fallbacks": self.fallbacks}
         out.update({f"status_{k}": v for k, v in sorted(self.statuses.items())})
         return out
+
+
+def thompson_action(rng, forced: int, greedy: int, q: np.ndarray, zeta: float, sd) -> int:
+    """``argmax_b q_b + zeta eps_b sd_b`` with ``eps ~ N(0, I)`` drawn from ``rng``; no draw in a
+    state with a single admissible action (``forced >= 0``, played) or with ``zeta = 0`` (the
+    ``greedy`` action)."""
+    if forced >= 0:
+        return int(forced)
+    if zeta == 0.0:
+        return int(greedy)
+    eps = rng.standard_normal(q.shape[-1])
+    return int(np.argmax(q + zeta * eps * sd))
 
 
 def continuing_mask(action_mask, S: int, A: int) -> tuple[np.ndarray, np.ndarray]:

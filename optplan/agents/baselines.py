@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import OptplanTypeError
+from .._params import Component
 from ..mdp import FiniteHorizonMDP, TabularMDP
 from ..problems.criteria import planning_problem, resolve_criterion
 from ..result import PlanResult
+from ._env import env_model, env_shape
 from .base import LayerClock, check_agent_mask, check_count, check_rng, one_hot_policy
 
 __all__ = ["RandomAgent", "OracleAgent"]
@@ -29,7 +31,7 @@ class RandomAgent:
         the steps since :meth:`reset` or the last ``done`` to know its layer.
     """
 
-    def __init__(self, n_states: int, n_actions: int, action_mask=None) -> None:
+    def __init__(self, n_states: int, n_actions: int, *, action_mask=None) -> None:
         S = check_count("n_states", n_states)
         A = check_count("n_actions", n_actions)
         mask = check_agent_mask(action_mask, S, A)
@@ -52,7 +54,7 @@ class RandomAgent:
     @classmethod
     def for_mdp(cls, mdp: TabularMDP | FiniteHorizonMDP) -> RandomAgent:
         """A random agent with the sizes and admissible actions of ``mdp``."""
-        return cls(mdp.n_states, mdp.n_actions, mdp.action_mask)
+        return cls(mdp.n_states, mdp.n_actions, action_mask=mdp.action_mask)
 
     def reset(self, rng: np.random.Generator) -> None:
         """Take the run's generator; the agent learns nothing, so there is nothing to forget."""
@@ -116,6 +118,7 @@ class OracleAgent:
     def __init__(
         self,
         mdp: TabularMDP | FiniteHorizonMDP,
+        *,
         criterion: str | None = None,
         method: str = "fast",
     ) -> None:
@@ -162,3 +165,21 @@ class OracleAgent:
 
     def __repr__(self) -> str:
         return f"OracleAgent({self.mdp!r}, criterion={self.criterion!r})"
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _random(env, criterion):
+    _, S, A, mask = env_shape(env)
+    return RandomAgent(S, A, action_mask=mask)
+
+
+def _oracle(env, criterion):
+    return OracleAgent(env_model(env), criterion=criterion)
+
+
+BUILDERS = (
+    Component("random", _random, (), "uniformly random admissible actions"),
+    Component("oracle", _oracle, (), "optimal policy of the true model (regret ~ 0)"),
+)

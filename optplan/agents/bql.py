@@ -51,8 +51,10 @@ import numpy as np
 from scipy import special
 
 from .._checks import OptplanError, check_choice, check_int, check_real
+from .._params import Component, Param
 from ..posteriors import DRAFT_REWARD_PRIOR, NormalGamma
-from .base import check_count, check_rng, continuing_mask
+from ._posterior_agent import DRAFT_GAMMA, NG_PRIOR_PARAMS, continuing_args, ng_prior
+from .base import check_count, check_normal_gamma, check_rng, continuing_mask
 
 __all__ = [
     "BayesianQLearning",
@@ -176,17 +178,6 @@ def kl_projection(moments: MixtureMoments) -> tuple[float, float, float, float]:
     return mu0, lam, alpha, alpha / e_tau
 
 
-def _ng(name: str, params) -> tuple[float, float, float, float]:
-    try:
-        mu0, lam, alpha, beta = (float(v) for v in params)
-    except (TypeError, ValueError):
-        raise OptplanError(
-            f"{name} must be four numbers (mu0, lam, alpha, beta), got {params!r}"
-        ) from None
-    NormalGamma(mu0, lam, alpha, beta)  # names the bad field
-    return mu0, lam, alpha, beta
-
-
 def mixture_moments(
     current,
     reward: float,
@@ -203,9 +194,9 @@ def mixture_moments(
     ``following=None``: the transition ended an episode, ``z = reward`` exactly (the moments
     of one Normal-Gamma update). ``method="monte-carlo"`` needs ``rng``.
     """
-    current = _ng("current", current)
+    current = check_normal_gamma("current", current)
     if following is not None:
-        following = _ng("following", following)
+        following = check_normal_gamma("following", following)
     check_choice("method", method, MOMENT_MATCH)
     reward = check_real("reward", reward)
     discount = check_real("discount", discount, 0.0, 1.0)
@@ -319,6 +310,7 @@ class BayesianQLearning:
         self,
         n_states,
         n_actions,
+        *,
         discount=0.9,
         prior=DRAFT_REWARD_PRIOR,
         moment_match="quadrature",
@@ -331,7 +323,7 @@ class BayesianQLearning:
         A = check_count("n_actions", n_actions)
         self.n_states, self.n_actions = S, A
         self.discount = check_real("discount", discount, 0.0, 1.0, high_open=True)
-        self.prior = _ng("prior", prior)
+        self.prior = check_normal_gamma("prior", prior)
         self.moment_match = check_choice("moment_match", moment_match, MOMENT_MATCH)
         self.n_samples = check_int("n_samples", n_samples, 1)
         self.action = check_choice("action", action, ACTION_RULES)
@@ -408,3 +400,35 @@ class BayesianQLearning:
             f"discount={self.discount}, prior={self.prior}, moment_match={self.moment_match!r}, "
             f"action={self.action!r})"
         )
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _bql(env, criterion, prior_mu0, prior_lam, prior_alpha, prior_beta, **params):
+    prior = ng_prior(prior_mu0, prior_lam, prior_alpha, prior_beta)
+    return BayesianQLearning(**continuing_args(env, "bql"), prior=prior, **params)
+
+
+BUILDERS = (
+    Component(
+        "bql",
+        _bql,
+        (
+            DRAFT_GAMMA,
+            *NG_PRIOR_PARAMS,
+            Param(
+                "moment_match", "str", "quadrature", "'quadrature' (exact) or 'monte-carlo' (draft)"
+            ),
+            Param("n_samples", "int", 1000, "draws of the Monte-Carlo moment match"),
+            Param("action", "str", "sample", "'sample' (Thompson, the draft) or 'quantile'"),
+            Param(
+                "quantile",
+                "float",
+                0.9,
+                "upper quantile of each action's marginal (action=quantile)",
+            ),
+        ),
+        "Bayesian Q-learning (Dearden et al.; bayesian-methods-tabular-rl App. BQL), continuing",
+    ),
+)

@@ -34,29 +34,32 @@ recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its st
 (the paper's "rigged" start, §5.1); they count as past steps for ``t``, ``T[x]`` and
 ``T[x, a]``.
 
-This module is the reference implementation, one Python step at a time (some 0.6 to 1.6 ms a
-step on the 3-state example). :func:`optplan.experiments.run` runs an agent of exactly these
-four classes with ``method="fast"`` on a plain :class:`~optplan.envs.TabularEnv` (fewer than
-200 states, no reward noise) in one compiled loop instead
-(:mod:`optplan.experiments.index_compiled`, numba), with the same results bit for bit and
-some 25 to 50 us a step; ``run(..., engine="python")`` keeps this loop.
+This module is the reference implementation, one Python step at a time.
+:func:`optplan.experiments.run` runs an agent of exactly these four classes with
+``method="fast"`` on a plain :class:`~optplan.envs.TabularEnv` (fewer than 200 states, no
+reward noise) in one compiled loop instead (:mod:`optplan.experiments.index_compiled`, numba),
+with the same results bit for bit; ``run(..., engine="python")`` keeps this loop.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 
 from .._checks import OptplanError, as_numeric
+from .._params import Component, Param
 from ..dp import greedy, masked, policy_iteration
 from ..fast.kl_ball import kl_ball_index
 from ..fast.kl_inf import kl_inf_rate
 from ..fast.l1_ball import l1_ball_index
+from ..modelfile import load_counts
 from ..posteriors import sample_dirichlet
 from ..problems import KLBallIndex, KLInfRate, L1BallIndex
 from ..result import INFEASIBLE, OPTIMAL
+from ._env import continuing_shape, env_model
 from .base import ConicFallback, check_agent_mask, check_rng
 
 __all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS"]
@@ -73,7 +76,7 @@ class TransitionEstimator:
     initial_counts : array (S, A, S) of pseudo-counts >= 0, optional
     """
 
-    def __init__(self, rewards, action_mask=None, initial_counts=None):
+    def __init__(self, rewards, *, action_mask=None, initial_counts=None):
         R = as_numeric("rewards", rewards)
         if R.ndim != 2 or not np.isfinite(R).all():
             raise OptplanError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
@@ -193,10 +196,14 @@ class IndexAgent(ConicFallback, ABC):
 
     name = "index"
 
-    def __init__(self, rewards, action_mask=None, initial_counts=None, method="fast", solver=None):
+    def __init__(
+        self, rewards, *, action_mask=None, initial_counts=None, method="fast", solver=None
+    ):
         _check_rewards(type(self).__name__, self.name, rewards)
         self.init_fallback(method, solver)
-        self.estimator = TransitionEstimator(rewards, action_mask, initial_counts)
+        self.estimator = TransitionEstimator(
+            rewards, action_mask=action_mask, initial_counts=initial_counts
+        )
         self.n_states, self.n_actions = self.estimator.S, self.estimator.A
         self.rng: np.random.Generator | None = None
         self.last_indices: np.ndarray | None = None
@@ -233,19 +240,19 @@ class IndexAgent(ConicFallback, ABC):
 
 
 class _BallIndexAgent(IndexAgent):
-    """``u_a = r + index(p_hat, v_hat, radius(ln t, T))``; untried actions: ``r + max v``."""
+    """``u_a = r + index(p_hat, v_hat, radius(ln t, T))``; untried actions: ``r + max v``.
+
+    A subclass names its ball: ``_index``, the batched fast index ``(p, v, radius,
+    validate=False) -> BatchResult``, and ``_problem``, the problem class whose conic path
+    computes one index.
+    """
+
+    _index: Callable
+    _problem: type
 
     @abstractmethod
     def _radius(self, log_t: float, T: np.ndarray) -> np.ndarray:
         """Ball radius per tried action from ``ln t`` and the counts ``T[x, a]``."""
-
-    @abstractmethod
-    def _fast(self, p: np.ndarray, v: np.ndarray, radius: np.ndarray):
-        """Batched fast index (a ``BatchResult``)."""
-
-    @abstractmethod
-    def _problem(self, p: np.ndarray, v: np.ndarray, radius: float):
-        """The problem object whose conic path computes one index."""
 
     def indices(self, state: int) -> np.ndarray:
         e = self.estimator
@@ -257,7 +264,7 @@ class _BallIndexAgent(IndexAgent):
         u[acts[~tried]] = e.R[state, acts[~tried]] + e.v.max()
         if tried.any():
             radius = self._radius(math.log(e.t), T[tried])
-            fast = self._fast(p[tried], e.v, radius).value
+            fast = self._index(p[tried], e.v, radius, validate=False).value
             if self.method == "conic":
                 fast = np.array(
                     [
@@ -275,15 +282,11 @@ class MDPUCB(_BallIndexAgent):
     index of radius ``ln t / T[x, a]``. See :mod:`optplan.agents.index_agents`."""
 
     name = "mdp-ucb"
+    _index = staticmethod(kl_ball_index)
+    _problem = KLBallIndex
 
     def _radius(self, log_t, T):
         return log_t / T
-
-    def _fast(self, p, v, radius):
-        return kl_ball_index(p, v, radius, validate=False)
-
-    def _problem(self, p, v, radius):
-        return KLBallIndex(p, v, radius)
 
 
 @_with_parameters
@@ -292,15 +295,11 @@ class OLP(_BallIndexAgent):
     ``sqrt(2 ln t / T[x, a])``."""
 
     name = "olp"
+    _index = staticmethod(l1_ball_index)
+    _problem = L1BallIndex
 
     def _radius(self, log_t, T):
         return np.sqrt(2.0 * log_t / T)
-
-    def _fast(self, p, v, radius):
-        return l1_ball_index(p, v, radius, validate=False)
-
-    def _problem(self, p, v, radius):
-        return L1BallIndex(p, v, radius)
 
 
 @_with_parameters
@@ -360,3 +359,34 @@ class MDPPS(IndexAgent):
 
 
 _with_parameters(MDPPS, " MDP-PS solves no optimization problem: accepted for a uniform interface.")
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _builder(cls):
+    def build(env, criterion, method, solver, initial_counts):
+        refusal = f"{cls.name} is for continuing (average-reward) environments"
+        S, A, mask = continuing_shape(env, refusal)
+        counts = load_counts(initial_counts, S, A) if initial_counts else None
+        return cls(
+            env_model(env).R, action_mask=mask, initial_counts=counts, method=method, solver=solver
+        )
+
+    return build
+
+
+_PARAMS = (
+    Param("method", "str", "fast", "index by 'fast' (closed form / root) or 'conic' (CVXPY)"),
+    Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+    Param("initial_counts", "str", "", "TOML file with T[x][a][y] pseudo-counts (rigged start)"),
+)
+BUILDERS = tuple(
+    Component(cls.name, _builder(cls), _PARAMS, doc)
+    for cls, doc in (
+        (MDPUCB, "MDP-UCB: KL-ball index (accelerating-ucb-indices-mdp Eq. 2)"),
+        (OLP, "OLP: L1-ball index (Tewari & Bartlett)"),
+        (MDPDMED, "MDP-DMED: KL-minimization discrepancies (Theorem 3 conventions)"),
+        (MDPPS, "MDP-PS: Dirichlet posterior samples of the current state's rows"),
+    )
+)

@@ -1,4 +1,5 @@
-r"""Episodic Bayesian agents on layered models: K-learning (Algorithm 1) and PSRL.
+r"""K-learning (k-learning-variational-bayesian-rl Algorithm 1) on layered models, and the
+episode bookkeeping it shares with the episodic PSRL (:mod:`optplan.agents.psrl`).
 
 Both keep the same conjugate posterior (:class:`LayeredPosterior`), per layer ``l``, state
 ``s`` and action ``a``:
@@ -12,8 +13,7 @@ Both keep the same conjugate posterior (:class:`LayeredPosterior`), per layer ``
 K-learning (k-learning-variational-bayesian-rl Algorithm 1) plans once per episode on the
 posterior means and counts: a temperature from the schedule (Eq. 10) or the optimal ``tau*``
 of problem (11) (:class:`~optplan.problems.k_learning.KLearningTemperature`, fast or conic),
-K-values (Eq. 6), then acts by the Boltzmann policy (Eq. 9). PSRL samples one model from the
-posterior per episode and acts greedily by backward induction on it.
+K-values (Eq. 6), then acts by the Boltzmann policy (Eq. 9).
 
 With ``transition_prior="deterministic"`` and ``bonus="posterior"`` (the bonus from the
 posterior actually held: :func:`optplan.posteriors.k_bonus_numerators`), tau* K-learning
@@ -39,24 +39,27 @@ import numpy as np
 
 from .. import soft
 from .._checks import OptplanError, as_numeric, check_choice, check_positive
-from ..dp import backward_induction
+from .._params import Component, Param
 from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
+from ._env import env_model, env_shape
 from .base import ConicFallback, LayerClock, check_count, check_rng
 
-__all__ = ["LayeredPosterior", "KLearning", "PSRL", "TEMPERATURES"]  # LayeredPosterior: re-export
+__all__ = ["LayeredPosterior", "KLearning", "TEMPERATURES"]  # LayeredPosterior: re-export
 
 TEMPERATURES = ("optimal", "schedule")
 
 
-class _Episodic(ABC):
-    """Layer bookkeeping shared by the episodic agents; ``plan()`` runs at each episode start."""
+class EpisodicAgent(ABC):
+    """Posterior and layer bookkeeping shared by the episodic agents (K-learning, PSRL);
+    ``plan()`` runs at each episode start."""
 
     def __init__(
         self,
-        n_layers,
         n_states,
         n_actions,
+        *,
+        n_layers,
         sigma=1.0,
         prior_var=1.0,
         transition_prior=None,
@@ -101,21 +104,18 @@ class _Episodic(ABC):
         """Compute the policy of the episode that starts now (from :attr:`posterior`)."""
 
 
-class KLearning(ConicFallback, _Episodic):
+class KLearning(ConicFallback, EpisodicAgent):
     """K-learning for episodic layered MDPs (k-learning-variational-bayesian-rl Algorithm 1).
 
     Parameters
     ----------
-    n_layers, n_states, n_actions : int
-        ``L``, states per layer, actions.
-    temperature : {"optimal", "schedule"}
-        ``"optimal"``: ``tau*`` of problem (11) each episode; ``"schedule"``: Eq. 10 with ``S``
-        the total number of states ``L * n_states``.
-    method : {"fast", "conic"}
-        How ``tau*`` is computed. A conic failure (any status but optimal) falls back to the
-        fast path for that episode; :attr:`fallbacks` counts them and :attr:`statuses` keeps
-        the conic statuses.
-    solver : {"CLARABEL", "ECOS", "SCS"}, optional
+    n_states, n_actions : int
+        States per layer, actions.
+    n_layers : int
+        ``L``.
+    temperature : {"optimal", "schedule"}, default "optimal"
+        How the temperature is set each episode: ``"optimal"``, ``tau*`` of problem (11);
+        ``"schedule"``, Eq. 10 with ``S`` the total number of states ``L * n_states``.
     sigma, prior_var, transition_prior :
         The posterior (:class:`LayeredPosterior`); ``sigma`` is also the bonus's noise scale.
         ``transition_prior="deterministic"``: each pair has one unknown next state (DeepSea).
@@ -130,6 +130,11 @@ class KLearning(ConicFallback, _Episodic):
     unvisited : {"hoeffding", "paper"}
         Under the deterministic prior, an unvisited pair's transition term: ``Span^2 / 4`` or
         ``Span^2``.
+    method : {"fast", "conic"}, default "fast"
+        How ``tau*`` is computed. A conic failure (any status but optimal) falls back to the
+        fast path for that episode; :attr:`fallbacks` counts them and :attr:`statuses` keeps
+        the conic statuses.
+    solver : {"CLARABEL", "ECOS", "SCS"}, optional
 
     Attributes
     ----------
@@ -140,19 +145,17 @@ class KLearning(ConicFallback, _Episodic):
 
     def __init__(
         self,
-        n_layers,
         n_states,
         n_actions,
+        *,
+        n_layers,
         temperature="optimal",
-        method="fast",
-        solver=None,
-        sigma=1.0,
-        prior_var=1.0,
-        transition_prior=None,
-        initial=None,
         bonus="paper",
         span=None,
         unvisited="hoeffding",
+        method="fast",
+        solver=None,
+        **posterior,
     ):
         check_choice("bonus", bonus, K_BONUSES)
         check_choice("unvisited", unvisited, UNVISITED_TERMS)
@@ -162,9 +165,7 @@ class KLearning(ConicFallback, _Episodic):
             raise OptplanError(f"temperature must be one of {TEMPERATURES}, got {temperature!r}")
         self.temperature = temperature
         self.init_fallback(method, solver)
-        _Episodic.__init__(
-            self, n_layers, n_states, n_actions, sigma, prior_var, transition_prior, initial
-        )
+        EpisodicAgent.__init__(self, n_states, n_actions, n_layers=n_layers, **posterior)
         if self.n_actions < 2:
             raise OptplanError("KLearning needs at least 2 actions")
 
@@ -189,9 +190,7 @@ class KLearning(ConicFallback, _Episodic):
             self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
         else:
             problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial, c)
-            res = None if self.method == "fast" else self.solve_conic(problem)
-            if res is None:
-                res = problem.solve("fast")
+            res = self.solve_planned(problem)
             self.tau = float(res.x)
             if self.tau > 0 and self.method == "fast":
                 self.K = res.q
@@ -221,34 +220,75 @@ class KLearning(ConicFallback, _Episodic):
         )
 
 
-class PSRL(_Episodic):
-    """Posterior sampling for episodic layered MDPs (Osband et al. 2013; the k-learning paper's
-    main comparator): one model drawn from :class:`LayeredPosterior` per episode, then the
-    greedy policy of that model by backward induction.
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
 
-    Parameters
-    ----------
-    n_layers, n_states, n_actions : int
-        ``L``, states per layer, actions (counts, not an environment: to build from one use
-        ``make_agent("psrl", env)``, which reads them and ``initial`` from its model).
-    sigma : float > 0, default 1.0
-        Known reward noise sd of the Gaussian reward posterior.
-    prior_var : float > 0, default 1.0
-        Prior variance of each mean reward (prior mean 0).
-    transition_prior : float > 0 or "deterministic", optional
-        Dirichlet pseudo-count per next state (default ``1 / S``); ``"deterministic"``: each
-        pair has one unknown next state (DeepSea). See :class:`LayeredPosterior`.
-    initial : array (S,), optional
-        Start distribution (uniform by default).
-    """
+TRANSITIONS = ("dirichlet", "deterministic")
 
-    def plan(self) -> None:
-        R, P = self.posterior.sample(self.rng)
-        self.Q, _ = backward_induction(P, R)
-        self.policy = self.Q.argmax(axis=-1)
 
-    def select_action(self, state: int) -> int:
-        return int(self.policy[self.clock.current(), state])
+def episodic_shape(env, who: str):
+    """``(L, S, A, initial)`` of an episodic environment whose every action is admissible."""
+    L, S, A, mask = env_shape(env)
+    if L is None:
+        raise OptplanError(f"{who} is for episodic (finite-horizon) environments")
+    if not mask.all():
+        raise OptplanError(f"{who} assumes every action is admissible everywhere")
+    return L, S, A, env_model(env).initial
 
-    def __repr__(self) -> str:
-        return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"
+
+def posterior_args(env, who: str, transitions: str, transition_prior) -> dict:
+    """The sizes, start distribution and transition prior of an episodic agent on ``env``:
+    ``transitions`` is ``"dirichlet"`` (pseudo-count ``transition_prior``) or
+    ``"deterministic"`` (one unknown next state per pair, no pseudo-count)."""
+    L, S, A, initial = episodic_shape(env, who)
+    check_choice("transitions", transitions, TRANSITIONS)
+    if transitions == "deterministic":
+        if transition_prior is not None:
+            raise OptplanError(
+                "transition_prior (a Dirichlet pseudo-count) does not apply with "
+                f"transitions = 'deterministic', got {transition_prior!r}"
+            )
+        transition_prior = "deterministic"
+    return {
+        "n_states": S,
+        "n_actions": A,
+        "n_layers": L,
+        "initial": initial,
+        "transition_prior": transition_prior,
+    }
+
+
+#: The posterior's parameters, shared with ``psrl``.
+POSTERIOR_PARAMS = (
+    Param("sigma", "float", 1.0, "reward noise scale (posterior and K-learning bonus)"),
+    Param("prior_var", "float", 1.0, "prior variance of each mean reward (prior mean 0)"),
+    Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
+    Param(
+        "transitions",
+        "str",
+        "dirichlet",
+        "'dirichlet' (learned) or 'deterministic' (one unknown next state per pair)",
+    ),
+)
+
+
+def _k_learning(env, criterion, transitions, transition_prior, **params):
+    args = posterior_args(env, "k-learning", transitions, transition_prior)
+    return KLearning(**args, **params)
+
+
+BUILDERS = (
+    Component(
+        "k-learning",
+        _k_learning,
+        (
+            Param("temperature", "str", "optimal", "'optimal' (problem 11) or 'schedule' (Eq. 10)"),
+            Param("method", "str", "fast", "tau* by 'fast' or 'conic'"),
+            Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+            *POSTERIOR_PARAMS,
+            Param("bonus", "str", "paper", "'paper' (Eq. 6 as printed) or 'posterior'"),
+            Param("span", "float", None, "value span in the posterior bonus; unset: L - 1 - l"),
+            Param("unvisited", "str", "hoeffding", "deterministic prior: 'hoeffding' or 'paper'"),
+        ),
+        "K-learning (k-learning Algorithm 1), episodic",
+    ),
+)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import OptplanError, check_real
+from .._params import Component, Param
+from ._env import env_shape
 from .base import LayerClock, check_agent_mask, check_count, greedy_policy
 
 __all__ = ["EpsilonGreedyQ", "SoftQ"]
@@ -46,11 +48,12 @@ class _TabularQ:
         self,
         n_states,
         n_actions,
+        *,
+        n_layers=None,
         discount=0.99,
         learning_rate=None,
         q_init=0.0,
         action_mask=None,
-        n_layers=None,
     ):
         self.n_states = check_count("n_states", n_states)
         self.n_actions = check_count("n_actions", n_actions)
@@ -137,32 +140,20 @@ class EpsilonGreedyQ(_TabularQ):
     Parameters
     ----------
     n_states, n_actions : int
-    epsilon : float in [0, 1]
-    discount : float in [0, 1]
-    learning_rate : float in (0, 1], optional
-        Constant step size; ``1 / n(s, a)`` if omitted.
-    q_init : float
-        Initial Q-values (optimistic initialization if large).
-    action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
     n_layers : int, optional
         Episodic layered environments: index the table by (layer, state).
+    epsilon : float in [0, 1], default 0.1
+    discount : float in [0, 1], default 0.99
+    learning_rate : float in (0, 1], optional
+        Constant step size; ``1 / n(s, a)`` if omitted.
+    q_init : float, default 0
+        Initial Q-values (optimistic initialization if large).
+    action_mask : array_like of bool, shape (S, A) or (L, S, A), optional
     """
 
-    def __init__(
-        self,
-        n_states,
-        n_actions,
-        epsilon=0.1,
-        discount=0.99,
-        learning_rate=None,
-        q_init=0.0,
-        action_mask=None,
-        n_layers=None,
-    ):
+    def __init__(self, n_states, n_actions, *, epsilon=0.1, **table):
         self.epsilon = _check_unit("epsilon", epsilon)
-        super().__init__(
-            n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers
-        )
+        super().__init__(n_states, n_actions, **table)
 
     def current_policy(self) -> np.ndarray:
         """``epsilon`` uniform over the admissible actions, ``1 - epsilon`` uniform over the
@@ -183,27 +174,16 @@ class SoftQ(_TabularQ):
 
     Parameters
     ----------
-    temperature : float > 0
-    (the others as :class:`EpsilonGreedyQ`)
+    temperature : float > 0, default 0.05
+    n_states, n_actions, n_layers, discount, learning_rate, q_init, action_mask :
+        As :class:`EpsilonGreedyQ`.
     """
 
-    def __init__(
-        self,
-        n_states,
-        n_actions,
-        temperature=0.05,
-        discount=0.99,
-        learning_rate=None,
-        q_init=0.0,
-        action_mask=None,
-        n_layers=None,
-    ):
+    def __init__(self, n_states, n_actions, *, temperature=0.05, **table):
         if not isinstance(temperature, (int, float)) or not (0 < temperature < np.inf):
             raise OptplanError(f"temperature must be a positive number, got {temperature!r}")
         self.temperature = float(temperature)
-        super().__init__(
-            n_states, n_actions, discount, learning_rate, q_init, action_mask, n_layers
-        )
+        super().__init__(n_states, n_actions, **table)
 
     def policy(self, state: int) -> np.ndarray:
         """Action probabilities in ``state`` (at the current layer; 0 on masked actions)."""
@@ -231,3 +211,35 @@ class SoftQ(_TabularQ):
     def select_action(self, state: int) -> int:
         p = self.policy(state)
         return int(min(np.searchsorted(np.cumsum(p), self.rng.random() * p.sum()), len(p) - 1))
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _builder(cls):
+    def build(env, criterion, **params):
+        L, S, A, mask = env_shape(env)
+        return cls(S, A, n_layers=L, action_mask=mask, **params)
+
+    return build
+
+
+_Q_PARAMS = (
+    Param("discount", "float", 0.99, "discount of the Q-learning target"),
+    Param("learning_rate", "float", None, "constant step size; unset: 1/n(s, a)"),
+    Param("q_init", "float", 0.0, "initial Q-values"),
+)
+BUILDERS = (
+    Component(
+        "epsilon-greedy",
+        _builder(EpsilonGreedyQ),
+        (Param("epsilon", "float", 0.1, "exploration probability"), *_Q_PARAMS),
+        "Q-learning with epsilon-greedy actions",
+    ),
+    Component(
+        "soft-q",
+        _builder(SoftQ),
+        (Param("temperature", "float", 0.05, "Boltzmann temperature"), *_Q_PARAMS),
+        "Q-learning with Boltzmann (softmax) actions",
+    ),
+)

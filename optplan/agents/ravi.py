@@ -36,7 +36,9 @@ from .._checks import (
     check_positive,
     check_real,
 )
+from .._params import Component, Param
 from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
+from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
 from .base import check_agent_mask, check_count, check_rng
 
 __all__ = [
@@ -192,6 +194,7 @@ class RAVIUCB(_RAVI):
         self,
         n_states,
         n_actions,
+        *,
         discount,
         horizon,
         rewards=None,
@@ -285,6 +288,7 @@ class RAVIUCBLinear(_RAVI):
         self,
         features,
         rewards,
+        *,
         discount,
         horizon,
         beta=None,
@@ -348,3 +352,87 @@ class RAVIUCBLinear(_RAVI):
             f"discount={self.discount}, horizon={self.horizon}, eta={self.eta:.3g}, "
             f"beta={self.beta:.3g})"
         )
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _ravi_args(env, who, discount, horizon, eta, eta_scale, beta, beta_scale, delta):
+    """The shared arguments of the RAVI-UCB agents: the discount (the environment's unless
+    given), ``T``, ``eta = eta_scale * (eta or Theorem 4.1's)``."""
+    S, A, mask = continuing_shape(
+        env, f"{who} is for continuing environments (with discounted resets)"
+    )
+    if horizon is None:
+        raise OptplanError(
+            f"{who}: set horizon, the T that the default eta and beta are tuned for (e.g. the "
+            "run's steps)"
+        )
+    if horizon < 1:
+        raise OptplanError(f"{who}: horizon must be a positive integer, got {horizon!r}")
+    gamma = env_discount(env, who, discount)
+    gamma = check_real("discount", gamma, 0.0, 1.0, low_open=True, high_open=True)
+    eta_scale = check_real("eta_scale", eta_scale, 0.0, None, low_open=True)
+    if eta is None:
+        eta = default_eta(A, 1.0 / (1.0 - gamma), horizon)
+    else:
+        eta = check_real("eta", eta, 0.0, None, low_open=True)
+    return {
+        "discount": gamma,
+        "horizon": horizon,
+        "eta": eta_scale * eta,
+        "beta": beta,
+        "beta_scale": beta_scale,
+        "delta": delta,
+        "action_mask": mask,
+    }
+
+
+def _ravi_ucb(env, criterion, known_rewards, **params):
+    args = _ravi_args(env, "ravi-ucb", **params)
+    mdp = env_model(env)
+    rewards = mdp.R if known_rewards else None
+    return RAVIUCB(mdp.n_states, mdp.n_actions, rewards=rewards, **args)
+
+
+def _ravi_ucb_linear(env, criterion, lam, theta_bound, **params):
+    args = _ravi_args(env, "ravi-ucb-linear", **params)
+    features = getattr(getattr(env, "unwrapped", env), "features", None)
+    if features is None:
+        raise OptplanError(
+            "ravi-ucb-linear needs an environment with known features psi(x, a, x') "
+            f"(e.g. linear-mixture), got {env!r}"
+        )
+    return RAVIUCBLinear(features, env_model(env).R, lam=lam, theta_bound=theta_bound, **args)
+
+
+_PARAMS = (
+    DISCOUNT_FROM_ENV,
+    Param("horizon", "int", None, "T of Theorem 4.1's eta and the bonus's beta (required)"),
+    Param("beta_scale", "float", 1.0, "multiplies beta"),
+    Param("beta", "float", None, "bonus scale beta; unset: the paper's (Lemma 5.1 / Thm 5.6)"),
+    Param("eta_scale", "float", 1.0, "multiplies eta"),
+    Param("eta", "float", None, "learning rate; unset: Theorem 4.1's sqrt(2 log A / (H^2 T))"),
+    Param("delta", "float", None, "confidence of the bonus; unset: 1 / T"),
+)
+BUILDERS = (
+    Component(
+        "ravi-ucb",
+        _ravi_ucb,
+        (
+            *_PARAMS,
+            Param("known_rewards", "bool", True, "the true mean rewards (the paper); else learned"),
+        ),
+        "RAVI-UCB, tabular (Algorithm 2): one regularized optimistic step per reset epoch",
+    ),
+    Component(
+        "ravi-ucb-linear",
+        _ravi_ucb_linear,
+        (
+            *_PARAMS,
+            Param("lam", "float", 1.0, "ridge regularization lambda"),
+            Param("theta_bound", "float", 1.0, "bound B on ||theta||_2 (raised to the features')"),
+        ),
+        "RAVI-UCB for linear mixture MDPs (Algorithm 3); needs the env's features (linear-mixture)",
+    ),
+)

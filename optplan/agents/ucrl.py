@@ -37,8 +37,10 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .._checks import OptplanError, as_array, check_choice, check_positive, check_real
+from .._params import Component, Param
 from ..problems import OptimisticPlanning
 from ..result import SOLUTION_PRESENT
+from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
 from .base import ConicFallback, check_agent_mask, check_count, check_rng, one_hot_policy
 
 __all__ = ["UCRL2", "KLUCRL"]
@@ -54,15 +56,15 @@ class _UCRL(ConicFallback, ABC):
         Confidence level of the sets.
     r_max : float > 0, default 1
         Reward range the reward radius is scaled by.
-    action_mask : bool array (S, A), optional
-    method : {"fast", "conic"}
-    solver : str, optional
     criterion : {"average", "discounted"}, default "average"
         What the optimistic MDP is solved for.
     discount : float in (0, 1), required for ``"discounted"``
     rewards : array (S, A), optional
         Known mean rewards: used as ``r_hat`` with reward radius 0 (the confidence sets are
         then over the transitions only).
+    action_mask : bool array (S, A), optional
+    method : {"fast", "conic"}, default "fast"
+    solver : str, optional
     """
 
     name = "ucrl"
@@ -74,14 +76,15 @@ class _UCRL(ConicFallback, ABC):
         self,
         n_states,
         n_actions,
+        *,
         delta=0.05,
         r_max=1.0,
-        action_mask=None,
-        method="fast",
-        solver=None,
         criterion="average",
         discount=None,
         rewards=None,
+        action_mask=None,
+        method="fast",
+        solver=None,
     ):
         self.n_states = check_count("n_states", n_states)
         self.n_actions = check_count("n_actions", n_actions)
@@ -236,3 +239,58 @@ class KLUCRL(_UCRL):
 _PARAMETERS_DOC = _UCRL.__doc__[_UCRL.__doc__.index("    Parameters") :]
 for _cls in (UCRL2, KLUCRL):
     _cls.__doc__ = _cls.__doc__.rstrip() + "\n\n" + _PARAMETERS_DOC
+
+
+# --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
+
+
+def _builder(cls):
+    def build(env, criterion, **params):
+        refusal = f"{cls.name} is for continuing (average-reward) environments"
+        S, A, mask = continuing_shape(env, refusal)
+        return cls(S, A, action_mask=mask, **params)
+
+    return build
+
+
+def _ucrl2_discounted(env, criterion, discount, known_rewards, **params):
+    S, A, mask = continuing_shape(env, "ucrl2-discounted is for continuing environments")
+    discount = env_discount(env, "ucrl2-discounted", discount)
+    rewards = env_model(env).R if known_rewards else None
+    return UCRL2(
+        S, A, criterion="discounted", discount=discount, rewards=rewards, action_mask=mask, **params
+    )
+
+
+_PARAMS = (
+    Param("delta", "float", 0.05, "confidence level of the sets"),
+    Param("r_max", "float", 1.0, "reward range the reward radius is scaled by"),
+    Param("method", "str", "fast", "optimistic MDP by 'fast' (EVI) or 'conic' (CVXPY)"),
+    Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
+)
+BUILDERS = (
+    Component(
+        UCRL2.name,
+        _builder(UCRL2),
+        _PARAMS,
+        "UCRL2 (Jaksch et al.): L1 confidence sets, doubling episodes, EVI",
+    ),
+    Component(
+        KLUCRL.name,
+        _builder(KLUCRL),
+        _PARAMS,
+        "KL-UCRL (Filippi et al.): KL confidence sets, doubling episodes, EVI",
+    ),
+    Component(
+        "ucrl2-discounted",
+        _ucrl2_discounted,
+        (
+            *_PARAMS[:2],
+            DISCOUNT_FROM_ENV,
+            Param("known_rewards", "bool", True, "use the true mean rewards (no reward radius)"),
+            *_PARAMS[2:],
+        ),
+        "UCRL2-style discounted optimistic planning: UCRL2's L1 radii and doubling episodes, the "
+        "discounted optimistic MDP (EVI + exact finish)",
+    ),
+)
