@@ -22,6 +22,15 @@ def allowed_error(
     return float(a + r * scale)
 
 
+def solver_tolerances(solver: str, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """``(rtol, atol)``: the given ones (finite, ``>= 0``), else the solver's row of
+    :data:`~optplan.problems.base.SOLVER_TOL` (``solver`` already checked)."""
+    d_rtol, d_atol = SOLVER_TOL[solver]
+    rtol = d_rtol if rtol is None else check_positive("rtol", rtol, allow_zero=True)
+    atol = d_atol if atol is None else check_positive("atol", atol, allow_zero=True)
+    return rtol, atol
+
+
 def tolerances(name: str, rtol: float, atol: float, sqrt_quantities=frozenset()):
     """``(atol, rtol)`` for quantity ``name`` (square roots for ``sqrt_quantities``)."""
     if name in sqrt_quantities:
@@ -111,9 +120,7 @@ def cross_check(
             f"problem must be an optplan problem object, got {type(problem).__name__}"
         )
     solver = check_solver(solver)
-    d_rtol, d_atol = SOLVER_TOL[solver]
-    rtol = d_rtol if rtol is None else check_positive("rtol", rtol, allow_zero=True)
-    atol = d_atol if atol is None else check_positive("atol", atol, allow_zero=True)
+    rtol, atol = solver_tolerances(solver, rtol, atol)
     problem.check_options("fast", None, fast_options)  # both paths' options, before either runs
     problem.check_options("conic", solver, conic_options)
     fast = problem.solve(method="fast", **(fast_options or {}))

@@ -51,8 +51,10 @@ from __future__ import annotations
 
 from .builtin import BUILTIN, optplan_fast
 from .declared import Box, DeclaredProblem, Nonnegative, Simplex
-from .engine import check_instance, parse_answer, verify
-from .report import Answer, Counterexample, Outcome, VerifyReport, Worst
+from .engine import verify
+from .instance import check_instance, parse_answer
+from .outcome import Answer, Outcome, Worst
+from .report import Counterexample, VerifyReport
 
 #: The stems :func:`verify` knows.
 PROBLEMS = tuple(BUILTIN)

@@ -9,75 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..result import OPTIMAL, PlanResult, _jsonable
+from ..result import PlanResult, _jsonable
+from .instance import check_instance
+from .outcome import MAX_LISTED, Answer, Outcome, Worst, worse
 
 __all__ = ["Answer", "Outcome", "Worst", "Counterexample", "VerifyReport", "literal"]
-
-#: Instances listed individually in a report (failures, exceptions); the counts cover all.
-MAX_LISTED = 100
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The user's answer, read by the return convention: ``value``; ``x`` and
-    ``multiplier`` where the function returned them (``None`` otherwise)."""
-
-    value: float
-    x: Any = None
-    multiplier: Any = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One instance: the conic status, the user's answer or exception, the errors.
-
-    ``errors[name] = (abs_err, scale, allowed)``; ``failed`` lists the failure kinds
-    (quantities beyond tolerance, ``"bad output"``, ``"status"``, ``"raises <Type>"``), empty
-    when the instance agrees or was not compared.
-    """
-
-    inputs: dict
-    status: str
-    conic: PlanResult | None = None
-    answer: Answer | None = None
-    output: Any = None
-    exception: str | None = None
-    fn_warnings: tuple = ()
-    conic_exception: str | None = None
-    errors: dict = field(default_factory=dict)
-    failed: tuple = ()
-    certified: tuple = ()
-    reason: str = ""
-    invalid: str = ""
-    fn_seconds: float = 0.0
-    conic_seconds: float = 0.0
-
-    @property
-    def compared(self) -> bool:
-        """The solver said ``optimal`` (so the instance counts)."""
-        return self.status == OPTIMAL and not self.invalid
-
-    @property
-    def agree(self) -> bool:
-        return self.compared and not self.failed
-
-
-@dataclass(frozen=True)
-class Worst:
-    """The largest error of one quantity over the run, relative to what was allowed."""
-
-    quantity: str
-    abs_err: float
-    scale: float
-    allowed: float
-    index: int
-
-    @property
-    def ratio(self) -> float:
-        """``abs_err / allowed``: above 1 is a disagreement."""
-        if self.allowed > 0:
-            return self.abs_err / self.allowed
-        return 0.0 if self.abs_err == 0 else np.inf
 
 
 def _literal_value(value) -> str:
@@ -170,8 +106,6 @@ class Counterexample:
 
     def check(self, fn, **kwargs):
         """Run ``fn`` on this instance again (:func:`optplan.verification.check_instance`)."""
-        from .engine import check_instance
-
         kwargs.setdefault("options", self.options)
         return check_instance(fn, self.problem, self.inputs, **kwargs)
 
@@ -324,6 +258,58 @@ class VerifyReport:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    def record(self, index: int, outcome: Outcome) -> None:
+        """Count instance ``index``'s outcome: statuses, exceptions, agreement, certificates,
+        the worst error per quantity and the failures by kind."""
+        if outcome.invalid:
+            self.invalid += 1
+            return
+        for text in outcome.fn_warnings:
+            self.fn_warnings[text] += 1
+        if outcome.conic_exception is not None:
+            self.n_conic_exceptions += 1
+            if len(self.conic_exceptions) < MAX_LISTED:
+                self.conic_exceptions.append({"index": index, "exception": outcome.conic_exception})
+        self.statuses[outcome.status] += 1
+        if outcome.exception is not None:
+            self.n_exceptions += 1
+            if len(self.exceptions) < MAX_LISTED:
+                self.exceptions.append(
+                    {
+                        "index": index,
+                        "exception": outcome.exception,
+                        "status": outcome.status,
+                        "counted": outcome.compared,
+                    }
+                )
+        if outcome.compared:
+            self._count_compared(index, outcome)
+        if outcome.failed:
+            self.kinds[outcome.failed[0]] += 1
+            if len(self.failures) < MAX_LISTED:
+                self.failures.append(
+                    {"index": index, "kinds": list(outcome.failed), "reason": outcome.reason}
+                )
+
+    def _count_compared(self, index: int, outcome: Outcome) -> None:
+        """Agreement, certificates and the worst errors of a compared instance."""
+        self.compared += 1
+        if outcome.exception is not None:
+            self.raised += 1
+        elif outcome.failed:
+            self.disagreed += 1
+        else:
+            self.agreed += 1
+        for qname in outcome.certified:
+            self.certified[qname] += 1
+        for qname, (err, scale, allowed) in outcome.errors.items():
+            if qname in outcome.certified or qname.endswith("_alt"):
+                continue  # proved optimal / a certificate only: not a worst error
+            w = self.worst.get(qname)
+            cand = Worst(qname, err, scale, allowed, index)
+            if w is None or worse(cand, w):
+                self.worst[qname] = cand
 
     def summary(self, counterexamples: bool = True) -> str:
         verdict = "AGREE" if self.ok else "DISAGREE"
