@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
 
 __version__ = "0.1.0"
 
@@ -40,8 +39,8 @@ _LAZY = {
     "from_gymnasium": ".bridges",
     "from_mdptoolbox": ".bridges",
     "to_mdptoolbox": ".bridges",
-    "describe": ".describe",
-    "Description": ".describe",
+    "describe": ".hardness",
+    "Description": ".hardness",
     "cross_check": ".crosscheck",
     "SOLVER_TOL": ".crosscheck",
     # problems
@@ -96,19 +95,6 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-
-class _Package(types.ModuleType):
-    """The package module: loading the submodule :mod:`optplan.describe` must not rebind
-    ``optplan.describe``, the function (the import system sets a parent's attribute to each
-    submodule it loads; the eager imports used to overwrite it back)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and _LAZY.get(name) is not None:
-            return  # a submodule that shares a public name other than its own
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 if "gymnasium" in sys.modules:
     # Gymnasium is loaded already (``gymnasium.make("optplan:optplan/DeepSea-v0")`` imports this

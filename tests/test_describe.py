@@ -12,8 +12,8 @@ import pytest
 
 import optplan as op
 from optplan.cli import main
-from optplan.describe import describe, mixing
 from optplan.dp import closed_classes, limiting_matrix
+from optplan.hardness import describe, mixing
 from optplan.problems import HittingTimes
 
 

@@ -68,10 +68,10 @@ def test_every_public_name_resolves_and_is_listed():
 
 
 def test_a_submodule_does_not_shadow_the_function_of_the_same_name():
-    """``optplan.describe`` is a module and ``op.describe`` the function, whichever loads
+    """``op.describe`` is the function of the module ``optplan.hardness``, whichever loads
     first (the import system binds each loaded submodule on its package)."""
     code = (
-        "import optplan.describe, optplan as op\n"
+        "import optplan.hardness, optplan as op\n"
         "assert callable(op.describe) and op.describe.__name__ == 'describe', op.describe\n"
         "import optplan.mdp\n"
         "assert op.mdp.TabularMDP is op.TabularMDP"

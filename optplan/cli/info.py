@@ -1,4 +1,4 @@
-"""``optplan info MODEL``: the hardness report of a model (:func:`optplan.describe.describe`)."""
+"""``optplan info MODEL``: the hardness report of a model (:func:`optplan.hardness.describe`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..bench import solver_name
 from ..bridges import from_gymnasium
-from ..describe import describe
+from ..hardness import describe
 from ..mdp import TabularMDP
 from ..modelfile import load_model
 from .solve import CLIError

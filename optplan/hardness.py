@@ -155,54 +155,15 @@ def describe(
         raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
     check_choice("method", method, ("fast", "both"))
     check_int("max_policies", max_policies, 0)
-    P, R, mask = mdp.P, mdp.R, mdp.action_mask
-    S, A = R.shape
-    scale = 1.0 + float(np.abs(R[mask]).max())
+    S, A = mdp.R.shape
+    scale = 1.0 + float(np.abs(mdp.R[mdp.action_mask]).max())
     checks = {}
-    c = classify(P, mask, max_policies)
-    structure = {
-        "kind": c.kind,
-        "communicating": c.communicating,
-        "weakly_communicating": c.weakly_communicating,
-        "unichain": c.unichain,
-        "closed_sets": [s.tolist() for s in c.closed_sets],
-        "transient_under_every_policy": np.flatnonzero(c.transient).tolist(),
-    }
-    avg = AverageRewardPlanning(mdp, multichain="solve")
-    if method == "both":
-        chk = cross_check(avg, solver=solver)
-        res = chk.fast
-        checks["gain_bias"] = _check(chk)
-    else:
-        res = avg.solve()
+    structure = _structure(mdp, max_policies)
+    res = _gain_bias(mdp, method, solver, checks)
     g, h = res.gain + 0.0, res.bias + 0.0  # + 0.0: no negative zeros in the report
-    if S > DIAMETER_MAX_STATES:
-        diameter = {"value": None, "why": f"not computed above {DIAMETER_MAX_STATES} states"}
-    else:
-        ht = HittingTimes(mdp)
-        if method == "both" and S <= CONIC_DIAMETER_MAX_STATES:
-            chk = cross_check(ht, solver=solver)
-            hit = chk.fast
-            checks["diameter"] = _check(chk)
-        else:
-            hit = ht.solve()
-        T = hit.values
-        off = ~np.eye(S, dtype=bool)
-        worst = np.unravel_index(np.where(off, T, -1.0).argmax(), T.shape)
-        diameter = {
-            "value": hit.value,
-            "worst_pair": {"from": int(worst[1]), "to": int(worst[0])},
-            "status": hit.status,
-        }
-    pg = masked(backup(P, np.zeros_like(R), g), mask)
-    gain_gaps = (g[:, None] - pg)[mask]
-    a1 = mask & (pg >= g[:, None] - GAP_TOL * scale)
-    bias_gaps = (g + h)[:, None] - backup(P, R, h)
-    gaps = {
-        "gain": gap_stats(gain_gaps, GAP_TOL * scale),
-        "bias": gap_stats(bias_gaps[a1], GAP_TOL * scale),
-    }
-    P_pi, _ = policy_model(P, R, res.policy)
+    diameter = _diameter(mdp, method, solver, checks)
+    gaps = _gaps(mdp, g, h, scale)
+    P_pi, _ = policy_model(mdp.P, mdp.R, res.policy)
     ev = evaluate_multichain(P_pi, np.zeros(S))
     mix = {"recurrent_classes": int(ev.labels.max() + 1), **mixing(P_pi)}
     return Description(
@@ -223,6 +184,67 @@ def describe(
         mixing=mix,
         checks=checks,
     )
+
+
+def _structure(mdp: TabularMDP, max_policies: int) -> dict:
+    """The report's ``structure`` (:func:`optplan.dp.classify`)."""
+    c = classify(mdp.P, mdp.action_mask, max_policies)
+    return {
+        "kind": c.kind,
+        "communicating": c.communicating,
+        "weakly_communicating": c.weakly_communicating,
+        "unichain": c.unichain,
+        "closed_sets": [s.tolist() for s in c.closed_sets],
+        "transient_under_every_policy": np.flatnonzero(c.transient).tolist(),
+    }
+
+
+def _solved(problem, method: str, solver: str, checks: dict, key: str):
+    """The fast result of ``problem``; with ``method="both"`` cross-checked, the check recorded
+    in ``checks[key]``."""
+    if method == "both":
+        chk = cross_check(problem, solver=solver)
+        checks[key] = _check(chk)
+        return chk.fast
+    return problem.solve()
+
+
+def _gain_bias(mdp: TabularMDP, method: str, solver: str, checks: dict):
+    """The multichain gain and largest optimal bias (``AverageRewardPlanning``)."""
+    avg = AverageRewardPlanning(mdp, multichain="solve")
+    return _solved(avg, method, solver, checks, "gain_bias")
+
+
+def _diameter(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
+    """The report's ``diameter`` (:class:`HittingTimes`), its conic check up to
+    :data:`CONIC_DIAMETER_MAX_STATES` states."""
+    S = mdp.n_states
+    if S > DIAMETER_MAX_STATES:
+        return {"value": None, "why": f"not computed above {DIAMETER_MAX_STATES} states"}
+    conic = method == "both" and S <= CONIC_DIAMETER_MAX_STATES
+    hit = _solved(HittingTimes(mdp), "both" if conic else "fast", solver, checks, "diameter")
+    T = hit.values
+    off = ~np.eye(S, dtype=bool)
+    worst = np.unravel_index(np.where(off, T, -1.0).argmax(), T.shape)
+    return {
+        "value": hit.value,
+        "worst_pair": {"from": int(worst[1]), "to": int(worst[0])},
+        "status": hit.status,
+    }
+
+
+def _gaps(mdp: TabularMDP, g: np.ndarray, h: np.ndarray, scale: float) -> dict:
+    """The report's ``gaps``: gain gaps over the admissible pairs, bias gaps over the pairs
+    with no gain gap."""
+    P, R, mask = mdp.P, mdp.R, mdp.action_mask
+    pg = masked(backup(P, np.zeros_like(R), g), mask)
+    gain_gaps = (g[:, None] - pg)[mask]
+    a1 = mask & (pg >= g[:, None] - GAP_TOL * scale)
+    bias_gaps = (g + h)[:, None] - backup(P, R, h)
+    return {
+        "gain": gap_stats(gain_gaps, GAP_TOL * scale),
+        "bias": gap_stats(bias_gaps[a1], GAP_TOL * scale),
+    }
 
 
 def _check(chk) -> dict:
