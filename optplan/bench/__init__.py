@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from . import index_agents, indices, k_temperature, optimistic, planning, ravi, ube
-from ._common import solver_name
+from ._options import solver_name
 
 __all__ = ["Suite", "SUITES", "BENCHED_STEMS", "solver_name"]
 
@@ -55,75 +56,34 @@ class Suite:
     #: for the progress bar's ETA; without it the bar counts and times, with no ETA.
     total: Callable[[argparse.Namespace], int] | None = None
 
+    @classmethod
+    def of(cls, module: ModuleType, bench: Callable[..., list[dict]]) -> Suite:
+        """The suite of a bench module: its ``HELP``, ``STEMS``, ``table``, ``header`` and
+        ``add_arguments``, and the ``check``, ``finish``, ``meta`` and ``total`` it defines."""
+        optional = {k: getattr(module, k, None) for k in ("check", "finish", "meta", "total")}
+        return cls(
+            help=module.HELP,
+            bench=bench,
+            table=module.table,
+            header=module.header,
+            add_arguments=module.add_arguments,
+            stems=module.STEMS,
+            **optional,
+        )
 
+
+#: ``optplan bench <name>``: the suites, in the order of ``optplan bench --help``.
 SUITES: dict[str, Suite] = {
-    "planning": Suite(
-        help="known-model planning: fast DP vs LP solvers",
-        bench=planning.bench_planning,
-        table=lambda rows, args: planning.format_table(rows, args.solvers),
-        header=planning.header,
-        add_arguments=planning.add_arguments,
-        stems=planning.STEMS,
-        total=lambda args: len(args.criteria) * len(args.sizes),
-        meta=planning.meta,
-    ),
-    "indices": Suite(
-        help="index problems (KL ball, KL-inf, L1 ball): compute time vs |S| (paper Figs. 1-2)",
-        bench=indices.bench_indices,
-        table=lambda rows, args: indices.format_index_table(rows, args.solvers),
-        header=indices.header,
-        add_arguments=indices.add_arguments,
-        stems=indices.STEMS,
-        check=indices.check,
-        finish=indices.finish,
-        meta=indices.meta,
-    ),
-    "k-learning": Suite(
-        help="K-learning optimal temperature (problem 11): fast vs conic solvers",
-        bench=k_temperature.bench_k_temperature,
-        table=lambda rows, args: k_temperature.format_k_table(rows, args.solvers),
-        header=k_temperature.header,
-        add_arguments=k_temperature.add_arguments,
-        stems=k_temperature.STEMS,
-        total=lambda args: len(args.sizes),
-    ),
-    "index-agents": Suite(
-        help="MDP-UCB / OLP / MDP-DMED / MDP-PS steps per second, fast vs conic",
-        bench=index_agents.bench_index_agents,
-        table=lambda rows, args: index_agents.format_index_agents_table(rows),
-        header=index_agents.header,
-        add_arguments=index_agents.add_arguments,
-        stems=index_agents.STEMS,
-        total=index_agents.total,
-    ),
-    "ube": Suite(
-        help="uncertainty Bellman equation and moment matching: fast vs LP solvers",
-        bench=ube.bench_ube,
-        table=lambda rows, args: ube.format_ube_table(rows, args.solvers),
-        header=ube.header,
-        add_arguments=ube.add_arguments,
-        stems=ube.STEMS,
-        meta=ube.meta,
-        total=ube.total,
-    ),
-    "optimistic": Suite(
-        help="optimistic planning over L1/KL confidence sets: EVI vs the convex program",
-        bench=optimistic.bench_optimistic,
-        table=lambda rows, args: optimistic.format_table(rows, args.solvers),
-        header=optimistic.header,
-        add_arguments=optimistic.add_arguments,
-        stems=optimistic.STEMS,
-        total=lambda args: len(args.variants) * len(args.sizes),
-    ),
-    "ravi": Suite(
-        help="RAVI-UCB's clipped optimistic fixed point: exact DP and RAVI's iteration vs LPs",
-        bench=ravi.bench_ravi,
-        table=lambda rows, args: ravi.format_table(rows, args.solvers),
-        header=ravi.header,
-        add_arguments=ravi.add_arguments,
-        stems=ravi.STEMS,
-        total=ravi.total,
-    ),
+    name: Suite.of(module, bench)
+    for name, module, bench in (
+        ("planning", planning, planning.bench_planning),
+        ("indices", indices, indices.bench_indices),
+        ("k-learning", k_temperature, k_temperature.bench_k_temperature),
+        ("index-agents", index_agents, index_agents.bench_index_agents),
+        ("ube", ube, ube.bench_ube),
+        ("optimistic", optimistic, optimistic.bench_optimistic),
+        ("ravi", ravi, ravi.bench_ravi),
+    )
 }
 
 #: Every problem stem timed by some suite.

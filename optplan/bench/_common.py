@@ -1,10 +1,8 @@
-"""Helpers shared by the bench suites: timing, input checks, and the argument types of their
-command-line options (each refuses a bad value with a message naming the flag, before any
-timing)."""
+"""Helpers shared by the bench suites: timing, input checks, and the conic solves (quiet, or in
+a forked child killed at a time cap)."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import multiprocessing
 import statistics
@@ -13,27 +11,21 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_real
-from ..problems import SOLVERS
 from ..problems.base import check_solver
+from ..result import OPTIMAL
 
 __all__ = [
     "timed",
     "timed_median",
-    "solver_name",
-    "positive_int",
-    "nonneg_int",
-    "fraction",
-    "nonneg_seconds",
-    "nonneg_float",
+    "timed_optimal",
     "check_sizes",
     "check_solvers",
     "check_seconds",
     "check_choices",
-    "add_sizes",
-    "add_actions",
-    "add_count",
-    "add_solvers",
-    "add_conic_cap",
+    "check_runs",
+    "conic_quiet",
+    "conic_capped",
+    "forkable",
 ]
 
 
@@ -61,62 +53,13 @@ def timed_median(fn: Callable, runs: int = FAST_RUNS):
     return out, float(statistics.median(times))
 
 
-def solver_name(value: str) -> str:
-    """A conic solver name for the command line, case-insensitive, as the upper-case name."""
-    if value.upper() not in SOLVERS:
-        raise argparse.ArgumentTypeError(f"unknown solver {value!r}; choose from {SOLVERS}")
-    return value.upper()
-
-
-def _integer(text: str, low: int, kind: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < low:
-        raise argparse.ArgumentTypeError(f"must be {kind}, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """Argument type: an integer >= 1."""
-    return _integer(text, 1, "a positive integer")
-
-
-def nonneg_int(text: str) -> int:
-    """Argument type: an integer >= 0."""
-    return _integer(text, 0, "a non-negative integer")
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def fraction(text: str) -> float:
-    """Argument type: a number in ``[0, 1)``."""
-    value = _number(text)
-    if value is None or not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), got {text!r}")
-    return value
-
-
-def nonneg_seconds(text: str) -> float:
-    """Argument type: a number of seconds >= 0 (``inf``: no cap)."""
-    value = _number(text)
-    if value is None or not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    """Argument type: a finite number >= 0 (tolerances)."""
-    value = _number(text)
-    if value is None or not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
+def timed_optimal(problem, path: str, timer: Callable = timed):
+    """``(result, seconds)`` of ``problem``'s fast path timed by ``timer``; any status but
+    optimal on a bench instance is an error naming the ``path``."""
+    res, t = timer(lambda: problem.solve(method="fast"))
+    if res.status != OPTIMAL:
+        raise RuntimeError(f"{path}: {res.status} on a bench instance: {res.message}")
+    return res, t
 
 
 def check_sizes(sizes: Sequence[int], low: int = 1, name: str = "sizes") -> list[int]:
@@ -203,47 +146,14 @@ def conic_capped(problem, warmup, solver: str, seconds: float):
     return out
 
 
-# The options most suites share: one definition each, so every suite's --help reads alike.
-def add_sizes(parser: argparse.ArgumentParser, default: list[int], help: str) -> None:
-    """``--sizes N [N ...]``: the problem sizes timed."""
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=default, help=help)
-
-
-def add_actions(parser: argparse.ArgumentParser, default: int) -> None:
-    """``--actions A`` (``dest="n_actions"``): actions per state."""
-    parser.add_argument(
-        "--actions",
-        dest="n_actions",
-        metavar="ACTIONS",
-        type=positive_int,
-        default=default,
-        help="actions per state",
-    )
-
-
-def add_count(parser: argparse.ArgumentParser, flag: str, default: int, help: str) -> None:
-    """A positive count such as ``--repeats`` or ``--instances``."""
-    parser.add_argument(flag, type=positive_int, default=default, help=help)
-
-
-def add_solvers(
-    parser: argparse.ArgumentParser, nargs: str = "+", help: str = "conic solvers to time"
-) -> None:
-    """``--solvers NAME [NAME ...]`` (case-insensitive), all of them by default."""
-    parser.add_argument(
-        "--solvers", type=solver_name, nargs=nargs, default=list(SOLVERS), help=help
-    )
-
-
-def add_conic_cap(
-    parser: argparse.ArgumentParser, default: float, help: str, metavar: str | None = None
-) -> None:
-    """``--max-conic-seconds T``: the suite's time cap on a conic solver."""
-    parser.add_argument(
-        "--max-conic-seconds",
-        dest="max_conic_seconds",
-        type=nonneg_seconds,
-        default=default,
-        metavar=metavar,
-        help=help,
+def check_runs(
+    sizes: Sequence[int], n_actions: int, repeats: int, solvers: Sequence[str]
+) -> tuple[list[int], int, int, list[str]]:
+    """The options of a suite that times ``repeats`` random instances with ``n_actions``
+    actions per size, checked in this order."""
+    return (
+        check_sizes(sizes),
+        check_int("n_actions", n_actions),
+        check_int("repeats", repeats),
+        check_solvers(solvers),
     )

@@ -39,7 +39,8 @@ from ..experiments.index_compiled import compiled_reason
 from ..generators import random_dirichlet
 from ..mdp import check_model_size
 from ..modelfile import load_model
-from ._common import add_actions, add_sizes, check_sizes, positive_int
+from ._common import check_sizes
+from ._options import add_actions, add_count, add_sizes
 
 __all__ = [
     "AGENT_CLASSES",
@@ -47,11 +48,14 @@ __all__ = [
     "PAPER_MODEL",
     "bench_index_agents",
     "format_index_agents_table",
+    "HELP",
+    "table",
     "header",
     "total",
     "add_arguments",
 ]
 
+HELP = "MDP-UCB / OLP / MDP-DMED / MDP-PS steps per second, fast vs conic"
 AGENT_CLASSES = {"mdp-ucb": MDPUCB, "olp": OLP, "mdp-dmed": MDPDMED, "mdp-ps": MDPPS}
 #: Problem stems timed on their own: none (the index problems are timed by ``indices``; here
 #: they are inside whole agent steps).
@@ -187,6 +191,11 @@ def format_index_agents_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def table(rows: list[dict], args: argparse.Namespace) -> str:
+    """The text table of the rows for the command line."""
+    return format_index_agents_table(rows)
+
+
 def header(args: argparse.Namespace) -> str:
     """The text printed above the table."""
     return (
@@ -210,18 +219,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` is a keyword of :func:`bench_index_agents`."""
     add_sizes(parser, [3, 30, 300], "numbers of states")
     add_actions(parser, 4)
-    parser.add_argument(
-        "--fast-steps",
-        type=positive_int,
-        default=2000,
-        help="agent steps timed, fast index path in the Python loop",
-    )
-    parser.add_argument(
-        "--compiled-steps",
-        type=positive_int,
-        default=20000,
-        help="agent steps timed, compiled loop",
-    )
+    add_count(parser, "--fast-steps", 2000, "agent steps timed, fast index path in the Python loop")
+    add_count(parser, "--compiled-steps", 20000, "agent steps timed, compiled loop")
     parser.add_argument(
         "--models",
         nargs="*",
@@ -230,6 +229,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"model files timed as cases before the random sizes (default {PAPER_MODEL}, "
         "the paper's 3-state example; none: --models with no path)",
     )
-    parser.add_argument(
-        "--conic-steps", type=positive_int, default=20, help="agent steps timed, conic path"
-    )
+    add_count(parser, "--conic-steps", 20, "agent steps timed, conic path")

@@ -13,42 +13,40 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._checks import (
-    MissingDependency,
-    OptplanError,
-    check_int,
-    check_real,
-    check_writable,
-    write_error,
-)
+from .._checks import OptplanError, check_int, check_real, check_writable
 from ..fast.kl_ball import kl_ball_index
 from ..fast.kl_inf import kl_inf_rate
 from ..fast.l1_ball import l1_ball_index
 from ..problems import SOLVERS, KLBallIndex, KLInfRate, L1BallIndex
 from ..result import OPTIMAL, OPTIMAL_INACCURATE, SOLUTION_PRESENT
-from ._common import (
-    check_seconds,
-    check_sizes,
-    check_solvers,
-    fraction,
-    nonneg_int,
-    nonneg_seconds,
-    positive_int,
-    solver_name,
-    timed,
-)
+from ._common import check_seconds, check_sizes, check_solvers, timed
+from ._options import add_choices, add_conic_cap, add_count, add_fraction, add_sizes, add_solvers
+from ._rows import solvers_table, table_lines
 from .cases import INDEX_PROBLEMS, random_index_instance
-from .peers import PEERS
+from .index_peers import (
+    PEER_LOOP_S,
+    PEER_RUNS,
+    check_peers,
+    kernel_lanes,
+    make_contenders,
+    peer_entries,
+    peer_table,
+    time_contenders,
+)
+from .index_plot import plot_indices, require_matplotlib
 
 __all__ = [
     "INDEX_PATHS",
     "MAX_BATCH_ELEMENTS",
     "STEMS",
+    "HELP",
     "index_paths",
     "bench_indices",
     "format_index_table",
+    "kernel_lanes",
     "plot_indices",
     "require_matplotlib",
+    "table",
     "header",
     "add_arguments",
     "check",
@@ -56,6 +54,7 @@ __all__ = [
     "meta",
 ]
 
+HELP = "index problems (KL ball, KL-inf, L1 ball): compute time vs |S| (paper Figs. 1-2)"
 #: ``stem -> (problem class, batched fast function)`` of each index problem.
 INDEX_PATHS = {
     cls.stem: (cls, batched)
@@ -187,7 +186,7 @@ def bench_indices(
         p, v, r = random_index_instance(np.random.default_rng(12345), 5, problem)
         cls(p, v, r).solve(method="fast")
         batched(p[None], v[None], np.array([r]))
-        contenders = _contenders(problem, batched) if peers else {}
+        contenders = make_contenders(problem, batched) if peers else {}
         for fn in contenders.values():
             fn(p, v, r)
         for solver in solvers:
@@ -196,84 +195,20 @@ def bench_indices(
         for S in sizes:
             rng = np.random.default_rng([seed, k, S])
             cases = [random_index_instance(rng, S, problem, zeros) for _ in range(instances)]
-            times: dict[str, list[float]] = {"fast": []} | {s: [] for s in solvers}
-            statuses: dict[str, list[str]] = {s: [] for s in solvers}
-            messages: dict[str, list[str]] = {"fast": []} | {s: [] for s in solvers}
-            errs = dict.fromkeys(solvers, None)
-            rel_errs = dict.fromkeys(solvers, None)
-            spent = dict.fromkeys(solvers, 0.0)
-            fast_values, fast_fail = [], 0
+            row = {"problem": problem, "S": S, "instances": instances}
             peer_times = {name: [] for name in contenders}
             peer_diff = dict.fromkeys(contenders, 0.0)
             # the peers first, on every instance of this size, before any conic solve
             for p, v, r in cases if contenders else ():
-                _time_contenders(contenders, p, v, r, peer_times, peer_diff)
-            for p, v, r in cases:
-                prob = cls(p, v, r)
-                fast, t = timed(lambda prob=prob: prob.solve(method="fast"))
-                times["fast"].append(t)
-                fast_values.append(fast.value)
-                fast_fail += not fast.success
-                _note(messages["fast"], fast)
-                for solver in solvers:
-                    if solver in tripped:
-                        continue
-                    res, t = timed(lambda prob=prob, s=solver: _conic(prob, s))
-                    times[solver].append(t)
-                    statuses[solver].append(res.status)
-                    _note(messages[solver], res)
-                    spent[solver] += t
-                    if res.status == OPTIMAL and fast.success:
-                        err = abs(fast.value - res.value)
-                        rel = err / (1.0 + abs(res.value))
-                        errs[solver] = max(errs[solver] or 0.0, err)
-                        rel_errs[solver] = max(rel_errs[solver] or 0.0, rel)
-                    if spent[solver] > max_conic_seconds:
-                        tripped[solver] = S
-
-            med, q25, q75 = _quartiles(times["fast"])
-            row = {
-                "problem": problem,
-                "S": S,
-                "instances": instances,
-                "fast_s": med,
-                "fast_q25": q25,
-                "fast_q75": q75,
-                "fast_fail": fast_fail,
-                "fast_messages": messages["fast"],
-            }
-            res, t = _time_batch(batched, cases)
-            row["batch_s"] = t / instances
-            row["batch_fail"] = int((~res.success).sum())
-            diff = np.abs(np.asarray(res.value) - np.asarray(fast_values))
-            row["batch_err"] = float(diff[np.isfinite(diff)].max(initial=0.0))
-            row["bigbatch_n"] = batch
-            row["bigbatch_s"] = row["bigbatch_fail"] = None
-            if batch > 0 and S * batch <= MAX_BATCH_ELEMENTS:
-                big_rng = np.random.default_rng([seed, k, S, 1])
-                big = [random_index_instance(big_rng, S, problem, zeros) for _ in range(batch)]
-                res, t = _time_batch(batched, big)
-                del big
-                row["bigbatch_s"] = t / batch
-                row["bigbatch_fail"] = int((~res.success).sum())
-                del res
-
+                time_contenders(contenders, p, v, r, peer_times, peer_diff)
+            times, statuses, messages, errs, fast_values = _time_singles(
+                row, cls, cases, solvers, tripped, max_conic_seconds
+            )
+            _batch_entries(row, batched, cases, fast_values, batch, [seed, k, S, 1], zeros)
             for solver in solvers:
-                med, q25, q75 = _quartiles(times[solver])
-                counts = {st: statuses[solver].count(st) for st in sorted(set(statuses[solver]))}
-                row[f"{solver}_s"] = med
-                row[f"{solver}_q25"] = q25
-                row[f"{solver}_q75"] = q75
-                row[f"{solver}_timed"] = len(times[solver])
-                row[f"{solver}_ratio"] = None if med is None else med / row["fast_s"]
-                row[f"{solver}_ratio_batch"] = None if med is None else med / row["batch_s"]
-                row[f"{solver}_fail"] = sum(st not in SOLUTION_PRESENT for st in statuses[solver])
-                row[f"{solver}_inaccurate"] = counts.get(OPTIMAL_INACCURATE, 0)
-                row[f"{solver}_statuses"] = counts
-                row[f"{solver}_messages"] = messages[solver]
-                row[f"{solver}_err"] = errs[solver]
-                row[f"{solver}_rel_err"] = rel_errs[solver]
-                row[f"{solver}_skipped"] = None
+                _solver_entries(
+                    row, solver, times[solver], statuses[solver], messages[solver], errs[solver]
+                )
                 if solver in tripped:
                     at = tripped[solver]
                     row[f"{solver}_skipped"] = f"skipped after {max_conic_seconds:g} s" + (
@@ -284,96 +219,95 @@ def bench_indices(
             ratios = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
             row["best_ratio"] = min(ratios) if ratios else None
             if contenders:
-                mine = float(np.median(peer_times.pop("optplan")))
-                kern = float(np.median(peer_times.pop(KERNEL)))
-                row["optplan_s"] = mine
-                row["kernel_s"] = kern
-                row["kernel_max_abs_diff"] = peer_diff[KERNEL]
-                row["peers"] = {
-                    name: {
-                        "s": float(np.median(t)),
-                        "ratio": float(np.median(t)) / mine,
-                        "ratio_kernel": float(np.median(t)) / kern,
-                        "max_abs_diff": peer_diff[name],
-                    }
-                    for name, t in peer_times.items()
-                }
+                peer_entries(row, peer_times, peer_diff)
             rows.append(row)
             if progress:
                 _index_progress(progress, row, solvers)
     return rows
 
 
-#: Rounds per instance with ``peers``: in each, every contender runs a loop of calls (about
-#: :data:`PEER_LOOP_S` seconds, at least one call), round-robin; the median round is kept.
-PEER_RUNS = 5
-PEER_LOOP_S = 2e-4
+def _time_singles(row: dict, cls, cases: list, solvers, tripped: dict, cap: float) -> tuple:
+    """Each instance of ``cases`` solved by the fast path and by every solver not yet over
+    ``cap`` seconds at this size (``tripped``: ``solver -> the size where it went over``);
+    the row's fast-path entries set. Returns per solver its times, statuses, messages and
+    largest ``(absolute, relative)`` disagreement, and the fast values."""
+    S = row["S"]
+    times: dict[str, list[float]] = {"fast": []} | {s: [] for s in solvers}
+    statuses: dict[str, list[str]] = {s: [] for s in solvers}
+    messages: dict[str, list[str]] = {"fast": []} | {s: [] for s in solvers}
+    errs = dict.fromkeys(solvers, None)
+    rel_errs = dict.fromkeys(solvers, None)
+    spent = dict.fromkeys(solvers, 0.0)
+    fast_values, fast_fail = [], 0
+    for p, v, r in cases:
+        prob = cls(p, v, r)
+        fast, t = timed(lambda prob=prob: prob.solve(method="fast"))
+        times["fast"].append(t)
+        fast_values.append(fast.value)
+        fast_fail += not fast.success
+        _note(messages["fast"], fast)
+        for solver in solvers:
+            if solver in tripped:
+                continue
+            res, t = timed(lambda prob=prob, s=solver: _conic(prob, s))
+            times[solver].append(t)
+            statuses[solver].append(res.status)
+            _note(messages[solver], res)
+            spent[solver] += t
+            if res.status == OPTIMAL and fast.success:
+                err = abs(fast.value - res.value)
+                rel = err / (1.0 + abs(res.value))
+                errs[solver] = max(errs[solver] or 0.0, err)
+                rel_errs[solver] = max(rel_errs[solver] or 0.0, rel)
+            if spent[solver] > cap:
+                tripped[solver] = S
+    med, q25, q75 = _quartiles(times["fast"])
+    row |= {"fast_s": med, "fast_q25": q25, "fast_q75": q75, "fast_fail": fast_fail}
+    row["fast_messages"] = messages["fast"]
+    errs = {s: (errs[s], rel_errs[s]) for s in solvers}
+    return times, statuses, messages, errs, fast_values
 
 
-def check_peers() -> None:
-    """The peers are compiled with numba: refuse before any timing when it is missing."""
-    from . import peers as _peers
-
-    if not _peers.available():
-        raise MissingDependency('--peers needs numba: pip install "optplan[jit]"')
-
-
-def _contenders(problem: str, batched: Callable) -> dict[str, Callable]:
-    """``{"optplan": the public fast function on one instance, peer name: peer}``."""
-    out = {"optplan": lambda p, v, r: batched(p, v, r).value, KERNEL: kernel_lanes()[problem]}
-    out.update(dict(PEERS.get(problem, ())))
-    return out
-
-
-#: The contender name of optplan's compiled kernel lane in :func:`_time_contenders`.
-KERNEL = "optplan-kernel"
-
-
-def kernel_lanes() -> dict[str, Callable]:
-    """``stem -> f(p, v, param)``: optplan's compiled row kernel for one instance, called as
-    the public functions call it (the one-signature entry points of
-    :func:`optplan.fast._index_kernels.lanes`, ``_*_into``: ``q`` written into a fresh array)
-    but with the input check off, returning the value only. The work a peer of
-    :mod:`optplan.bench.peers` does (a compiled function on already-valid float64 arrays),
-    to compare kernels with kernels; the public functions add the checks and the result
-    object. Needs numba."""
-    from ..fast import _index_kernels
-
-    k = _index_kernels.lanes()
-    kl, inf, l1 = k["_kl_ball_into"], k["_kl_inf_into"], k["_l1_into"]
-    empty = np.empty
-    return {
-        "kl_ball": lambda p, v, r: kl(p, v, r, 100, False, empty(p.shape[0]))[0],
-        "kl_inf": lambda p, v, r: inf(p, v, r, 100, False, empty(p.shape[0]))[0],
-        "l1_ball": lambda p, v, r: l1(p, v, r, False, empty(p.shape[0]))[0],
-    }
+def _batch_entries(row: dict, batched, cases, fast_values, batch, big_seed, zeros) -> None:
+    """``batch_*``: one batched call on the row's instances; ``bigbatch_*``: one on ``batch``
+    fresh instances (seeded by ``big_seed``), when ``S * batch <= MAX_BATCH_ELEMENTS``."""
+    S, problem = row["S"], row["problem"]
+    res, t = _time_batch(batched, cases)
+    row["batch_s"] = t / len(cases)
+    row["batch_fail"] = int((~res.success).sum())
+    diff = np.abs(np.asarray(res.value) - np.asarray(fast_values))
+    row["batch_err"] = float(diff[np.isfinite(diff)].max(initial=0.0))
+    row["bigbatch_n"] = batch
+    row["bigbatch_s"] = row["bigbatch_fail"] = None
+    if batch > 0 and S * batch <= MAX_BATCH_ELEMENTS:
+        big_rng = np.random.default_rng(big_seed)
+        big = [random_index_instance(big_rng, S, problem, zeros) for _ in range(batch)]
+        res, t = _time_batch(batched, big)
+        del big
+        row["bigbatch_s"] = t / batch
+        row["bigbatch_fail"] = int((~res.success).sum())
+        del res
 
 
-def _time_contenders(contenders, p, v, r, times, diff) -> None:
-    """Per contender, the median over ``PEER_RUNS`` round-robin rounds of the mean time of a
-    loop of calls (the loop's length set once per instance from one call: about
-    ``PEER_LOOP_S`` seconds), so a microsecond call is timed in steady state, as an agent
-    calling it step after step sees it, and load drifts hit every contender alike; and the
-    largest |value - optplan's|."""
-    values, loops = {}, {}
-    for name, fn in contenders.items():
-        value, t = timed(lambda fn=fn: fn(p, v, r))
-        values[name] = float(value)
-        loops[name] = max(1, min(1000, int(PEER_LOOP_S / max(t, 1e-9))))
-    runs = {name: [] for name in contenders}
-    for _ in range(PEER_RUNS):
-        for name, fn in contenders.items():
-            n = loops[name]
-
-            def loop(fn=fn, n=n):
-                for _ in range(n):
-                    fn(p, v, r)
-
-            runs[name].append(timed(loop)[1] / n)
-    for name in contenders:
-        times[name].append(float(np.median(runs[name])))
-        if name != "optplan":
-            diff[name] = max(diff[name], abs(values[name] - values["optplan"]))
+def _solver_entries(row: dict, solver: str, times, statuses, messages, errs) -> None:
+    """One solver's entries of the row (``errs``: its largest absolute and relative
+    disagreements with the fast path)."""
+    err, rel_err = errs
+    med, q25, q75 = _quartiles(times)
+    counts = {st: statuses.count(st) for st in sorted(set(statuses))}
+    row[f"{solver}_s"] = med
+    row[f"{solver}_q25"] = q25
+    row[f"{solver}_q75"] = q75
+    row[f"{solver}_timed"] = len(times)
+    row[f"{solver}_ratio"] = None if med is None else med / row["fast_s"]
+    row[f"{solver}_ratio_batch"] = None if med is None else med / row["batch_s"]
+    row[f"{solver}_fail"] = sum(st not in SOLUTION_PRESENT for st in statuses)
+    row[f"{solver}_inaccurate"] = counts.get(OPTIMAL_INACCURATE, 0)
+    row[f"{solver}_statuses"] = counts
+    row[f"{solver}_messages"] = messages
+    row[f"{solver}_err"] = err
+    row[f"{solver}_rel_err"] = rel_err
+    row[f"{solver}_skipped"] = None
 
 
 def _index_progress(progress: Callable[[str], None], row: dict, solvers: Sequence[str]) -> None:
@@ -404,15 +338,20 @@ def _e(x: float | None, width: int, spec: str = ".2e") -> str:
     return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
 
 
+def _e(x: float | None, width: int, spec: str = ".2e") -> str:
+    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
+
+
 def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per (problem, S); columns: the fast path (single call, per instance in the
     N-batch and in the large batch), then per solver its median, ratio to the fast single
     call, failures/inaccurate, and the max abs and relative disagreement with the fast path.
     A ``*`` marks a median over fewer than N instances (the solver went over the time cap)."""
-    head = f"{'problem':<9}{'S':>7}{'fast s':>10}{'batch/N':>10}{'batch/B':>10}"
-    for s in solvers:  # a 47-character block per solver
-        head += f"{s + ' s':>12}{'ratio':>8}{'fail/inacc':>11}{'abs err':>8}{'rel err':>8}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(  # a 47-character block per solver
+        f"{'problem':<9}{'S':>7}{'fast s':>10}{'batch/N':>10}{'batch/B':>10}",
+        solvers,
+        lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail/inacc':>11}{'abs err':>8}{'rel err':>8}",
+    )
     notes = []
     for r in rows:
         line = (
@@ -439,158 +378,11 @@ def format_index_table(rows: list[dict], solvers: Sequence[str]) -> str:
                 f"{_e(r[f'{s}_err'], 8, '.0e')}{_e(r[f'{s}_rel_err'], 8, '.0e')}"
             )
         lines.append(line)
-    return "\n".join(lines + notes + _peer_table(rows))
+    return "\n".join(lines + notes + peer_table(rows))
 
 
-def _peer_table(rows: list[dict]) -> list[str]:
-    """The ``--peers`` block: per (problem, S) optplan's public fast function (one call, and
-    per row of the large batch), optplan's kernel lane alone and each peer, in microseconds,
-    with both ratios: peer / public call and peer / kernel lane."""
-    rows = [r for r in rows if "peers" in r]
-    if not rows:
-        return []
-    names = list(dict.fromkeys(n for r in rows for n in r["peers"]))
-    head = f"{'problem':<9}{'S':>7}{'public us':>11}{'kernel us':>11}{'batch/B us':>12}"
-    for n in names:
-        head += f"{n + ' us':>15}{'/public':>9}{'/kernel':>9}{'|diff|':>9}"
-    lines = [
-        "",
-        "peers (same instances; per instance the median of 5 round-robin rounds of ~0.2 ms "
-        "call loops, then the median over instances; us per call):",
-        "  public = optplan's public function (kl_ball_index(p, v, r) etc.): inputs checked, "
-        "a BatchResult (value, q*, multiplier, status);",
-        "  kernel = optplan's compiled row kernel alone on the same already-valid float64 "
-        "arrays, no checks, value only: the work a peer does;",
-        "  /public, /kernel = peer us / public us, peer us / kernel us (> 1: optplan is "
-        "faster); |diff| = max |peer value - public value|.",
-        head,
-        "-" * len(head),
-    ]
-    for r in rows:
-        big = r["bigbatch_s"]
-        line = f"{r['problem']:<9}{r['S']:>7}{r['optplan_s'] * 1e6:>11.2f}"
-        line += f"{r['kernel_s'] * 1e6:>11.2f}"
-        line += f"{'-':>12}" if big is None else f"{big * 1e6:>12.3f}"
-        for n in names:
-            pr = r["peers"].get(n)
-            if pr is None:
-                line += f"{'':>42}"
-                continue
-            line += (
-                f"{pr['s'] * 1e6:>15.2f}{pr['ratio']:>8.2f}x{pr['ratio_kernel']:>8.2f}x"
-                f"{pr['max_abs_diff']:>9.0e}"
-            )
-        lines.append(line)
-    return lines
-
-
-PATH_STYLES = {
-    "fast": ("fast (single call)", "C0", "o", "-"),
-    "batch": ("fast, the N instances in one batched call (time / N)", "C0", "s", "--"),
-    "bigbatch": ("fast, B fresh instances in one batched call (time / B)", "C0", "^", ":"),
-    "CLARABEL": ("CLARABEL", "C1", "o", "-"),
-    "ECOS": ("ECOS", "C2", "D", "-"),
-    "SCS": ("SCS", "C3", "v", "-"),
-}
-
-
-def require_matplotlib():
-    """``matplotlib.figure.Figure``, or a :class:`MissingDependency` saying how to install it."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise MissingDependency(
-            "plotting needs matplotlib: pip install 'optplan[plot]' (or matplotlib)"
-        ) from exc
-    return Figure
-
-
-def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | None = None):
-    """Log-log PNG of compute time vs ``|S|``: one panel per problem, one line per path or
-    solver (medians, 25-75% bands where there are several instances). Needs matplotlib (the
-    ``plot`` extra); draws on a bare ``Figure`` (no pyplot, no global backend change)."""
-    Figure = require_matplotlib()
-    path = check_writable("plot file", path)
-    problems = list(dict.fromkeys(r["problem"] for r in rows))
-    fig = Figure(figsize=(5.2 * len(problems), 4.6), layout="constrained")
-    axes = fig.subplots(1, len(problems), sharey=True, squeeze=False)[0]
-    for ax, problem in zip(axes, problems, strict=True):
-        sel = [r for r in rows if r["problem"] == problem]
-        S = np.array([r["S"] for r in sel], dtype=float)
-        n = sel[0]["instances"]
-        series = [("fast", "fast_s", "fast_q25", "fast_q75"), ("batch", "batch_s", None, None)]
-        series.append(("bigbatch", "bigbatch_s", None, None))
-        series += [(s, f"{s}_s", f"{s}_q25", f"{s}_q75") for s in solvers]
-        for key, med_key, lo_key, hi_key in series:
-            label, color, marker, style = PATH_STYLES.get(key, (key, None, "o", "-"))
-            label = label.replace(" N ", f" {n} ").replace("/ N)", f"/ {n})")
-            big = sel[0].get("bigbatch_n")
-            if big:
-                label = label.replace(" B ", f" {big:,} ").replace("/ B)", f"/ {big:,})")
-            y = np.array([np.nan if r[med_key] is None else r[med_key] for r in sel])
-            if np.isnan(y).all():
-                continue
-            # A size where the solver hit its time cap: drawn hollow, with "k/n" instances
-            # timed; larger sizes were not run (no point).
-            capped = [
-                i
-                for i, r in enumerate(sel)
-                if r.get(f"{key}_skipped") and r.get(f"{key}_timed") and np.isfinite(y[i])
-            ]
-            full = [i for i in range(len(sel)) if i not in capped]
-            ax.plot(S, y, linestyle=style, marker=marker, color=color, label=label, markevery=full)
-            for i in capped:
-                ax.plot(
-                    S[i],
-                    y[i],
-                    linestyle="none",
-                    marker=marker,
-                    markersize=8,
-                    markerfacecolor="white",
-                    markeredgecolor=color,
-                )
-                ax.annotate(
-                    f"{sel[i][f'{key}_timed']}/{n} timed; larger S not run",
-                    (S[i], y[i]),
-                    xytext=(-8, 6),
-                    textcoords="offset points",
-                    ha="right",
-                    fontsize=7,
-                    color=color,
-                )
-            if lo_key is not None:
-                lo = np.array([np.nan if r[lo_key] is None else r[lo_key] for r in sel])
-                hi = np.array([np.nan if r[hi_key] is None else r[hi_key] for r in sel])
-                ax.fill_between(S, lo, hi, color=color, alpha=0.2, linewidth=0)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(problem)
-        ax.set_xlabel("|S|")
-        ax.set_xticks(S, [f"{v:,.0f}" for v in S])
-        ax.grid(True, which="major", alpha=0.3)
-    axes[0].set_ylabel("wall seconds per instance\n(median; band: 25-75% of instances)")
-    handles = {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(lab, h)
-    fig.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=3,
-        fontsize=8,
-        frameon=False,
-    )
-    fig.suptitle(
-        title
-        or f"Index compute time vs |S| ({rows[0]['instances']} random instances per size, "
-        "log-log); hollow: solver stopped at its time cap"
-    )
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise write_error("plot file", path, exc) from exc
-    return path
+#: The text table of the rows for the command line.
+table = solvers_table(format_index_table)
 
 
 def header(args: argparse.Namespace) -> str:
@@ -610,48 +402,26 @@ def header(args: argparse.Namespace) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options; each ``dest`` but ``plot`` is a keyword of :func:`bench_indices`."""
-    parser.add_argument(
-        "--sizes",
-        type=positive_int,
-        nargs="+",
-        default=[10, 100, 1000, 10000],
-        help="numbers of states |S|",
-    )
-    parser.add_argument(
-        "--instances", type=positive_int, default=15, help="random instances per size"
-    )
-    parser.add_argument(
-        "--problems",
-        nargs="+",
-        choices=INDEX_PROBLEMS,
-        default=list(INDEX_PROBLEMS),
-        help="index problems to time",
-    )
-    parser.add_argument(
-        "--solvers",
-        type=solver_name,
-        nargs="+",
-        default=list(SOLVERS),
-        help="conic solvers to time",
-    )
-    parser.add_argument(
+    add_sizes(parser, [10, 100, 1000, 10000], "numbers of states |S|")
+    add_count(parser, "--instances", 15, "random instances per size")
+    add_choices(parser, "--problems", INDEX_PROBLEMS, "index problems to time")
+    add_solvers(parser)
+    add_count(
+        parser,
         "--batch",
-        type=nonneg_int,
-        default=1000,
+        1000,
+        "also time one batched fast call on B instances (when S*B <= 1e7; 0: never)",
         metavar="B",
-        help="also time one batched fast call on B instances (when S*B <= 1e7; 0: never)",
+        zero=True,
     )
-    parser.add_argument(
-        "--max-conic-seconds",
-        type=nonneg_seconds,
-        default=120.0,
-        metavar="T",
-        help="stop timing a conic solver once it has spent T s on one size (and skip it on "
+    add_conic_cap(
+        parser,
+        120.0,
+        "stop timing a conic solver once it has spent T s on one size (and skip it on "
         "larger sizes); reported as skipped",
+        metavar="T",
     )
-    parser.add_argument(
-        "--zeros", type=fraction, default=0.0, help="fraction of zero-probability states in p"
-    )
+    add_fraction(parser, "--zeros", 0.0, "fraction of zero-probability states in p")
     parser.add_argument("--plot", metavar="FILE", help="write a log-log PNG of time vs |S|")
     parser.add_argument(
         "--peers",

@@ -12,7 +12,6 @@ against the default kernel.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -20,18 +19,23 @@ import numpy as np
 from .._checks import check_int
 from ..mdp import check_model_size
 from ..problems import SOLVERS, KLearningTemperature
-from ._common import (
-    add_conic_cap,
-    add_count,
-    add_sizes,
-    add_solvers,
-    check_seconds,
-    check_sizes,
-    check_solvers,
-)
+from ._common import check_seconds, check_sizes, check_solvers, timed
+from ._options import add_conic_cap, add_count, add_sizes, add_solvers
+from ._rows import median, solvers_table, table_lines
 from .cases import deepsea_instance
 
-__all__ = ["STEMS", "bench_k_temperature", "format_k_table", "header", "add_arguments"]
+__all__ = [
+    "STEMS",
+    "HELP",
+    "bench_k_temperature",
+    "format_k_table",
+    "table",
+    "total",
+    "header",
+    "add_arguments",
+]
+
+HELP = "K-learning optimal temperature (problem 11): fast vs conic solvers"
 
 #: The problem stems this suite times (every instance is a :func:`deepsea_instance`).
 STEMS = frozenset({KLearningTemperature.stem})
@@ -66,13 +70,11 @@ def bench_k_temperature(
         problems = [deepsea_instance(L, rng) for _ in range(instances)]
         fast_times, fast, numpy_times, kernel_dtau = [], [], [], []
         for p in problems:
-            t0 = time.perf_counter()
-            res = p.solve("fast")
-            fast_times.append(time.perf_counter() - t0)
+            res, t = timed(lambda p=p: p.solve("fast"))
+            fast_times.append(t)
             fast.append(res)
-            t0 = time.perf_counter()
-            ref = p.solve("fast", kernel="numpy")
-            numpy_times.append(time.perf_counter() - t0)
+            ref, t = timed(lambda p=p: p.solve("fast", kernel="numpy"))
+            numpy_times.append(t)
             kernel_dtau.append(abs(ref.x - res.x) / res.x)
         row = {
             "L": L,
@@ -89,29 +91,10 @@ def bench_k_temperature(
             if solver in skip:
                 row["solvers"][solver] = {"skipped": True}
                 continue
-            times, statuses, dtau, dval = [], {}, [], []
-            spent = 0.0
-            for p, f in zip(problems, fast, strict=True):
-                t0 = time.perf_counter()
-                res = p.solve("conic", solver=solver)
-                dt = time.perf_counter() - t0
-                spent += dt
-                statuses[res.status] = statuses.get(res.status, 0) + 1
-                if res.status == "optimal":
-                    times.append(dt)
-                    dtau.append(abs(res.x - f.x) / f.x)
-                    dval.append(abs(res.value - f.value) / (1 + abs(f.value)))
-                if spent > max_conic_seconds:
-                    skip.add(solver)
-                    break
-            med = float(np.median(times)) if times else None
-            row["solvers"][solver] = {
-                "median_s": med,
-                "ratio": None if med is None else med / row["fast_median_s"],
-                "statuses": statuses,
-                "max_rel_tau_diff": max(dtau) if dtau else None,
-                "max_rel_value_diff": max(dval) if dval else None,
-            }
+            entry, over = _solver_entry(problems, fast, solver, max_conic_seconds)
+            row["solvers"][solver] = entry | {"ratio": _ratio(entry["median_s"], row)}
+            if over:
+                skip.add(solver)
         if progress:
             progress(
                 f"L={L}: fast {row['fast_median_s'] * 1e3:.2f} ms ({row['kernel']}), "
@@ -121,14 +104,44 @@ def bench_k_temperature(
     return rows
 
 
+def _ratio(med: float | None, row: dict) -> float | None:
+    return None if med is None else med / row["fast_median_s"]
+
+
+def _solver_entry(problems, fast, solver: str, max_conic_seconds: float) -> tuple[dict, bool]:
+    """One solver's entry of a depth's row (its ``ratio`` still ``None``), and whether it spent more
+    than ``max_conic_seconds`` (then it stopped there, and is skipped at larger depths)."""
+    times, statuses, dtau, dval = [], {}, [], []
+    spent = 0.0
+    for p, f in zip(problems, fast, strict=True):
+        res, dt = timed(lambda p=p: p.solve("conic", solver=solver))
+        spent += dt
+        statuses[res.status] = statuses.get(res.status, 0) + 1
+        if res.status == "optimal":
+            times.append(dt)
+            dtau.append(abs(res.x - f.x) / f.x)
+            dval.append(abs(res.value - f.value) / (1 + abs(f.value)))
+        if spent > max_conic_seconds:
+            break
+    entry = {
+        "median_s": median(times),
+        "ratio": None,
+        "statuses": statuses,
+        "max_rel_tau_diff": max(dtau) if dtau else None,
+        "max_rel_value_diff": max(dval) if dval else None,
+    }
+    return entry, spent > max_conic_seconds
+
+
 def format_k_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per depth: the fast medians on both kernels, the duality gap and ``tau*``,
     then per solver its median, the ratio to the fast median, ``dtau`` and optimal counts."""
     kernel = rows[0]["kernel"] if rows else "?"
-    head = f"{'L':>3} {'pairs':>6} {kernel + ' ms':>9} {'numpy ms':>9} {'gap':>8} {'tau*':>8}"
-    for s in solvers:
-        head += f" | {s[:8]:>8} ms {'x fast':>7} {'dtau':>8} {'ok':>5}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(
+        f"{'L':>3} {'pairs':>6} {kernel + ' ms':>9} {'numpy ms':>9} {'gap':>8} {'tau*':>8}",
+        solvers,
+        lambda s: f" | {s[:8]:>8} ms {'x fast':>7} {'dtau':>8} {'ok':>5}",
+    )
     for r in rows:
         line = (
             f"{r['L']:>3} {r['pairs']:>6} {r['fast_median_s'] * 1e3:>9.3f} "
@@ -148,6 +161,15 @@ def format_k_table(rows: list[dict], solvers: Sequence[str]) -> str:
             line += f" | {ms:>11} {ratio:>7} {dt:>8} {ok:>2}/{n:<2}"
         lines.append(line)
     return "\n".join(lines)
+
+
+#: The text table of the rows for the command line.
+table = solvers_table(format_k_table)
+
+
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_k_temperature` reports: one per depth."""
+    return len(args.sizes)
 
 
 def header(args: argparse.Namespace) -> str:

@@ -13,6 +13,7 @@ run at the larger ones (reported as over the cap, with the lower bound on its ra
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,22 +23,28 @@ from ..problems import SOLVERS, OptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
     FAST_RUNS,
-    add_actions,
-    add_conic_cap,
-    add_count,
-    add_sizes,
-    add_solvers,
     check_choices,
+    check_runs,
     check_seconds,
-    check_sizes,
-    check_solvers,
-    conic_capped,
     timed_median,
+    timed_optimal,
 )
+from ._options import add_actions, add_choices, add_conic_cap, add_count, add_sizes, add_solvers
+from ._rows import CappedConic, median, solver_entries, solvers_table, table_lines
 from .cases import random_optimistic
 
-__all__ = ["STEMS", "bench_optimistic", "format_table", "header", "add_arguments"]
+__all__ = [
+    "STEMS",
+    "HELP",
+    "bench_optimistic",
+    "format_table",
+    "table",
+    "header",
+    "total",
+    "add_arguments",
+]
 
+HELP = "optimistic planning over L1/KL confidence sets: EVI vs the convex program"
 STEMS = frozenset({OptimisticPlanning.stem})
 VARIANTS = ("l1-discounted", "l1-average", "kl-discounted", "kl-average")
 
@@ -64,10 +71,7 @@ def bench_optimistic(
     gets ``_skipped`` there and above, and ``_ratio_above`` (cap / EVI median, a lower bound)
     at that size.
     """
-    sizes = check_sizes(sizes)
-    n_actions = check_int("n_actions", n_actions)
-    repeats = check_int("repeats", repeats)
-    solvers = check_solvers(solvers)
+    sizes, n_actions, repeats, solvers = check_runs(sizes, n_actions, repeats, solvers)
     variants = check_choices("variants", variants, VARIANTS)
     max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
     seed = check_int("seed", seed, 0)
@@ -79,74 +83,64 @@ def bench_optimistic(
         small.solve(method="fast")
         for solver in solvers:
             small.solve(method="conic", solver=solver)
-        cut: dict[str, int] = {}  # solver -> the size at which a solve went over the cap
+        conic = CappedConic(solvers, max_conic_seconds)
         for S in sizes:
             rng = np.random.default_rng([seed, S, VARIANTS.index(variant)])
-            times = {"fast": []} | {s: [] for s in solvers}
-            sweeps, optimal = [], dict.fromkeys(solvers, 0)
-            errs = dict.fromkeys(solvers, 0.0)
-            ok_ratios: dict[str, list[float]] = {s: [] for s in solvers}
-            for _ in range(repeats):
-                problem = random_optimistic(rng, S, n_actions, ball, criterion)
-                fast, t_fast = timed_median(lambda p=problem: p.solve(method="fast"))
-                if fast.status != OPTIMAL:
-                    raise RuntimeError(f"EVI: {fast.status} on a bench instance: {fast.message}")
-                times["fast"].append(t_fast)
-                sweeps.append(fast.iterations)
-                for solver in solvers:
-                    if solver in cut:
-                        continue
-                    res, t = conic_capped(problem, small, solver, max_conic_seconds)
-                    if res is None:  # killed at the cap: no ratio at this size or above
-                        cut[solver] = S
-                        continue
-                    times[solver].append(t)
-                    if res.status == OPTIMAL:
-                        optimal[solver] += 1
-                        ok_ratios[solver].append(t / t_fast)
-                    if res.status in SOLUTION_PRESENT:
-                        errs[solver] = max(errs[solver], abs(res.value - fast.value))
-            row = {
-                "variant": variant,
-                "S": S,
-                "A": n_actions,
-                "instances": repeats,
-                "fast_s": float(np.median(times["fast"])),
-                "fast_sweeps": int(np.median(sweeps)),
-            }
-            for solver in solvers:
-                if solver in cut:
-                    row[f"{solver}_skipped"] = (
-                        f"a solve ran over the {max_conic_seconds:g} s cap at S = {cut[solver]}"
-                    )
-                    if cut[solver] == S:  # the cut solve alone bounds the ratio from below
-                        row[f"{solver}_ratio_above"] = max_conic_seconds / row["fast_s"]
-                    continue
-                med = float(np.median(times[solver]))
-                row[f"{solver}_skipped"] = None
-                row[f"{solver}_s"] = med
-                row[f"{solver}_ratio"] = med / row["fast_s"]
-                row[f"{solver}_optimal"] = optimal[solver]
-                row[f"{solver}_err"] = errs[solver]
-                row[f"{solver}_ok_ratio"] = (
-                    float(np.median(ok_ratios[solver])) if ok_ratios[solver] else None
-                )
-            ok = [row[f"{s}_ok_ratio"] for s in solvers if row.get(f"{s}_ok_ratio") is not None]
-            row["best_ratio"] = min(ok) if ok else None
+            make = functools.partial(random_optimistic, rng, S, n_actions, ball, criterion)
+            row = {"variant": variant, "S": S, "A": n_actions, "instances": repeats}
+            _size_row(row, make, conic, small)
             rows.append(row)
             if progress:
-                best = "none optimal" if not ok else f"{row['best_ratio']:.0f}x"
+                best = "none optimal" if row["best_ratio"] is None else f"{row['best_ratio']:.0f}x"
                 progress(f"{variant} S={S}: EVI {row['fast_s']:.2e}s, best conic ratio {best}")
     return rows
+
+
+def _size_row(row: dict, make: Callable, conic: CappedConic, small) -> None:
+    """Fill the row of one size (``row`` holds its ``S`` and ``instances``): that many
+    instances of ``make()``, each solved by EVI (median of :data:`FAST_RUNS` runs) and by
+    every solver still running."""
+    solvers, S = conic.solvers, row["S"]
+    times = {"fast": []} | {s: [] for s in solvers}
+    sweeps, optimal = [], dict.fromkeys(solvers, 0)
+    errs = dict.fromkeys(solvers, 0.0)
+    ok_ratios: dict[str, list[float]] = {s: [] for s in solvers}
+    for _ in range(row["instances"]):
+        problem = make()
+        fast, t_fast = timed_optimal(problem, "EVI", timed_median)
+        times["fast"].append(t_fast)
+        sweeps.append(fast.iterations)
+        for solver, res, t in conic.solves(problem, small, S, times):
+            if res.status == OPTIMAL:
+                optimal[solver] += 1
+                ok_ratios[solver].append(t / t_fast)
+            if res.status in SOLUTION_PRESENT:
+                errs[solver] = max(errs[solver], abs(res.value - fast.value))
+    row["fast_s"] = float(np.median(times["fast"]))
+    row["fast_sweeps"] = int(np.median(sweeps))
+    for solver in solvers:
+        if conic.skipped(row, solver):
+            if conic.cut[solver] == S:  # the cut solve alone bounds the ratio from below
+                row[f"{solver}_ratio_above"] = conic.seconds / row["fast_s"]
+            continue
+        solver_entries(
+            row,
+            solver,
+            median(times[solver]),
+            optimal=optimal[solver],
+            err=errs[solver],
+            ok_ratio=median(ok_ratios[solver]),
+        )
+    ok = [row[f"{s}_ok_ratio"] for s in solvers if row.get(f"{s}_ok_ratio") is not None]
+    row["best_ratio"] = min(ok) if ok else None
 
 
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per (variant, S): EVI's median and sweeps, then per solver its median, the
     ratio, optimal instances and the largest value difference."""
-    head = f"{'variant':<15}{'S':>5}{'EVI s':>10}{'sweeps':>7}"
-    for s in solvers:
-        head += f"{s + ' s':>12}{'ratio':>8}{'opt':>5}{'max err':>10}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(
+        f"{'variant':<15}{'S':>5}{'EVI s':>10}{'sweeps':>7}", solvers, CappedConic.head
+    )
     for r in rows:
         line = f"{r['variant']:<15}{r['S']:>5}{r['fast_s']:>10.2e}{r['fast_sweeps']:>7}"
         for s in solvers:
@@ -155,12 +149,13 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
                 text = f"over cap, ratio > {above:.0f}x" if above else "skipped (over cap below)"
                 line += f"{text:>35}"
                 continue
-            line += (
-                f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x"
-                f"{r[f'{s}_optimal']:>3}/{r['instances']}{r[f'{s}_err']:>10.1e}"
-            )
+            line += CappedConic.cells(r, s)
         lines.append(line)
     return "\n".join(lines)
+
+
+#: The text table of the rows for the command line.
+table = solvers_table(format_table)
 
 
 def header(args: argparse.Namespace) -> str:
@@ -172,18 +167,18 @@ def header(args: argparse.Namespace) -> str:
     )
 
 
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_optimistic` reports: one per variant and size."""
+    return len(args.variants) * len(args.sizes)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_optimistic`."""
     add_sizes(parser, [10, 50, 200], "numbers of states")
     add_actions(parser, 4)
     add_count(parser, "--repeats", 3, "random instances per size (medians)")
     add_solvers(parser)
-    parser.add_argument(
-        "--variants",
-        nargs="+",
-        choices=VARIANTS,
-        default=list(VARIANTS),
-        help="confidence set (l1, kl) x criterion",
-    )
+    add_choices(parser, "--variants", VARIANTS, "confidence set (l1, kl) x criterion")
     add_conic_cap(
         parser,
         60.0,

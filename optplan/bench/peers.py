@@ -44,19 +44,20 @@ state, both needed by ``f``).
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
+
+from .._jit import Jit
 
 __all__ = ["PEERS", "rl_agents_kl_ball", "filippi_kl_ball", "max_proba_l1", "available"]
 
 
 def available() -> bool:
     """Whether the compiled peers can run (numba installed: ``pip install "optplan[jit]"``)."""
-    from ..fast import _index_kernels
+    from ..fast import _kernels
 
-    return _index_kernels.AVAILABLE
+    return _kernels.AVAILABLE
 
 
 def _newton_iteration(f, df, eps, x0, a, weight=0.9, max_iter=1000):
@@ -106,6 +107,11 @@ def rl_agents_kl_ball(p: np.ndarray, v: np.ndarray, d: float, tol: float = 1e-12
     return float(q @ v)
 
 
+#: The compiled peers (numba, on first use).
+_JIT = Jit("the compiled peers", cache=True, nogil=True, error_model="numpy")
+
+
+@_JIT
 def _filippi(p, v, d, rtol):  # pragma: no cover - compiled by numba
     S = p.shape[0]
     V = -math.inf
@@ -166,6 +172,7 @@ def _filippi(p, v, d, rtol):  # pragma: no cover - compiled by numba
     return val
 
 
+@_JIT
 def _max_proba(p, v, d):  # pragma: no cover - compiled by numba
     S = p.shape[0]
     order = np.argsort(v)
@@ -195,24 +202,16 @@ def _max_proba(p, v, d):  # pragma: no cover - compiled by numba
     return val
 
 
-@functools.cache
-def _compiled():
-    import numba
-
-    jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-    return jit(_filippi), jit(_max_proba)
-
-
 def filippi_kl_ball(p: np.ndarray, v: np.ndarray, d: float, rtol: float = 1e-12) -> float:
     """``max q.v s.t. KL(p||q) <= d`` by Filippi et al.'s bisection, compiled (numba)."""
     if d <= 0.0:
         return float(p @ v)
-    return _compiled()[0](p, v, d, rtol)
+    return _JIT.compiled()["_filippi"](p, v, d, rtol)
 
 
 def max_proba_l1(p: np.ndarray, v: np.ndarray, d: float) -> float:
     """``max q.v s.t. ||q - p||_1 <= d`` by UCRL2's sort-based step, compiled (numba)."""
-    return _compiled()[1](p, v, d)
+    return _JIT.compiled()["_max_proba"](p, v, d)
 
 
 #: ``problem stem -> ((column name, function), ...)``: the peers timed per index problem.

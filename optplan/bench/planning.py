@@ -8,7 +8,7 @@ interleaved instance by instance, so machine noise hits both paths alike. Median
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -23,29 +23,27 @@ from ..problems import (
     HittingTimes,
 )
 from ..result import SOLUTION_PRESENT
-from ._common import (
-    add_actions,
-    add_count,
-    add_sizes,
-    add_solvers,
-    check_choices,
-    check_sizes,
-    check_solvers,
-    timed,
-)
+from ._common import check_choices, check_runs, timed
+from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
+from ._rows import median, solver_entries, solvers_table, table_lines
 from .cases import random_mdp
+from .peers_planning import PEERS, RVI_EPSILON, require, run_peer
 
 __all__ = [
     "PLANNING_PROBLEMS",
     "PLANNING_HORIZON",
     "STEMS",
+    "HELP",
     "bench_planning",
     "format_table",
+    "table",
+    "total",
     "header",
     "meta",
     "add_arguments",
 ]
 
+HELP = "known-model planning: fast DP vs LP solvers"
 #: Layers of the finite-horizon rows: the random stationary MDP repeated this many times.
 PLANNING_HORIZON = 10
 #: ``criterion -> (problem class, the model it is given, from a random stationary MDP)``.
@@ -95,78 +93,23 @@ def bench_planning(
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`).
     """
-    sizes = check_sizes(sizes)
-    n_actions = check_int("n_actions", n_actions)
-    repeats = check_int("repeats", repeats)
-    solvers = check_solvers(solvers)
+    sizes, n_actions, repeats, solvers = check_runs(sizes, n_actions, repeats, solvers)
     criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
     seed = check_int("seed", seed, 0)
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
     check_model_size(max(sizes), n_actions, layers)
     if peers:
-        from .peers_planning import PEERS, require, run_peer
-
         require()  # before any timing
     rows = []
     for criterion in criteria:
         cls, model = PLANNING_PROBLEMS[criterion]
-        # untimed: the first calls import (SciPy's LAPACK, pymdptoolbox's modules, numba's
-        # cached kernel of the iterative evaluation from ITERATIVE_MIN_STATES states on)
-        for n in (8, ITERATIVE_MIN_STATES) if max(sizes) >= ITERATIVE_MIN_STATES else (8,):
-            warm = cls(model(random_mdp(np.random.default_rng(seed), n, n_actions)))
-            fast = warm.solve(method="fast")
-            for name in PEERS.get(criterion, ()) if peers else ():
-                run_peer(name, warm.mdp, fast)
+        names = PEERS.get(criterion, ()) if peers else ()
+        _warm_up(cls, model, names, max(sizes), n_actions, seed)
         for S in sizes:
             rng = np.random.default_rng([seed, S])
-            names = PEERS.get(criterion, ()) if peers else ()
-            times = {"fast": []} | {s: [] for s in solvers} | {f"peer_{n}": [] for n in names}
-            fails = dict.fromkeys(solvers, 0)
-            errs = dict.fromkeys(solvers, 0.0) | dict.fromkeys(names, 0.0)
-            for _ in range(repeats):
-                problem = cls(model(random_mdp(rng, S, n_actions)))
-                # with peers, each contender runs PEER_RUNS times in a row on the instance,
-                # its median run kept: steady state, as in a planning loop. (A run right after
-                # the other contender's finds its data out of cache: at S = 500 the fast
-                # path's first solve after pymdptoolbox's run takes ~0.3 ms more.)
-                rounds: dict[str, list[float]] = {"fast": []}
-                for _ in range(PEER_RUNS if names else 1):
-                    fast, t = timed(lambda p=problem: p.solve(method="fast"))
-                    rounds["fast"].append(t)
-                for name in names:
-                    for _ in range(PEER_RUNS):
-                        t, err = run_peer(name, problem.mdp, fast)
-                        rounds.setdefault(name, []).append(t)
-                        errs[name] = max(errs[name], err)
-                times["fast"].append(float(np.median(rounds["fast"])))
-                for name in names:
-                    times[f"peer_{name}"].append(float(np.median(rounds[name])))
-                for solver in solvers:
-                    res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
-                    times[solver].append(t)
-                    if res.status in SOLUTION_PRESENT:
-                        errs[solver] = max(errs[solver], abs(res.value - fast.value))
-                    else:
-                        fails[solver] += 1
-            row = {
-                "criterion": criterion,
-                "S": S,
-                "A": n_actions,
-                "instances": repeats,
-                "fast_s": float(np.median(times["fast"])),
-            }
-            for solver in solvers:
-                med = float(np.median(times[solver]))
-                row[f"{solver}_s"] = med
-                row[f"{solver}_ratio"] = med / row["fast_s"]
-                row[f"{solver}_fail"] = fails[solver]
-                row[f"{solver}_err"] = errs[solver]
-            row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
-            for name in names:
-                med = float(np.median(times[f"peer_{name}"]))
-                row[f"peer_{name}_s"] = med
-                row[f"peer_{name}_ratio"] = med / row["fast_s"]
-                row[f"peer_{name}_err"] = errs[name]
+            row = {"criterion": criterion, "S": S, "A": n_actions, "instances": repeats}
+            instances = (cls(model(random_mdp(rng, S, n_actions))) for _ in range(repeats))
+            _size_row(row, instances, solvers, names)
             rows.append(row)
             if progress:
                 ratios = [f"best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
@@ -175,18 +118,65 @@ def bench_planning(
     return rows
 
 
+def _warm_up(cls, model, names, largest: int, n_actions: int, seed: int) -> None:
+    """Untimed: the first calls import (SciPy's LAPACK, pymdptoolbox's modules, numba's cached
+    kernel of the iterative evaluation from ITERATIVE_MIN_STATES states on)."""
+    for n in (8, ITERATIVE_MIN_STATES) if largest >= ITERATIVE_MIN_STATES else (8,):
+        warm = cls(model(random_mdp(np.random.default_rng(seed), n, n_actions)))
+        fast = warm.solve(method="fast")
+        for name in names:
+            run_peer(name, warm.mdp, fast)
+
+
+def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Sequence[str]) -> None:
+    """Fill the row of one size: each of the ``instances`` solved by the fast path, each peer
+    of ``names`` and each conic solver."""
+    times = {"fast": []} | {s: [] for s in solvers} | {f"peer_{n}": [] for n in names}
+    fails = dict.fromkeys(solvers, 0)
+    errs = dict.fromkeys(solvers, 0.0) | dict.fromkeys(names, 0.0)
+    for problem in instances:
+        # with peers, each contender runs PEER_RUNS times in a row on the instance, its median
+        # run kept: steady state, as in a planning loop (a run right after the other
+        # contender's finds its data out of cache)
+        rounds: dict[str, list[float]] = {"fast": []}
+        for _ in range(PEER_RUNS if names else 1):
+            fast, t = timed(lambda p=problem: p.solve(method="fast"))
+            rounds["fast"].append(t)
+        for name in names:
+            for _ in range(PEER_RUNS):
+                t, err = run_peer(name, problem.mdp, fast)
+                rounds.setdefault(name, []).append(t)
+                errs[name] = max(errs[name], err)
+        times["fast"].append(float(np.median(rounds["fast"])))
+        for name in names:
+            times[f"peer_{name}"].append(float(np.median(rounds[name])))
+        for solver in solvers:
+            res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
+            times[solver].append(t)
+            if res.status in SOLUTION_PRESENT:
+                errs[solver] = max(errs[solver], abs(res.value - fast.value))
+            else:
+                fails[solver] += 1
+    row["fast_s"] = float(np.median(times["fast"]))
+    for solver in solvers:
+        solver_entries(row, solver, median(times[solver]), fail=fails[solver], err=errs[solver])
+    row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
+    for name in names:
+        solver_entries(row, f"peer_{name}", median(times[f"peer_{name}"]), err=errs[name])
+
+
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     """One line per (criterion, S): the fast median, then per solver its median, the ratio to
     the fast median, failures and the max value difference; then per pymdptoolbox peer (when
     timed, ``-`` on rows without that peer) its median, ratio and max disagreement."""
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
     peers = [n for n in ("RVI", "PI") if any(f"peer_{n}_s" in r for r in rows)]
-    head = f"{'criterion':<{width}}{'S':>5}{'fast s':>10}"
-    for s in solvers:
-        head += f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}"
-    for n in peers:
-        head += f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(
+        f"{'criterion':<{width}}{'S':>5}{'fast s':>10}",
+        solvers,
+        lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}",
+        "".join(f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
+    )
     for r in rows:
         line = f"{r['criterion']:<{width}}{r['S']:>5}{r['fast_s']:>10.2e}"
         for s in solvers:
@@ -206,6 +196,15 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+#: The text table of the rows for the command line.
+table = solvers_table(format_table)
+
+
+def total(args: argparse.Namespace) -> int:
+    """How many progress lines :func:`bench_planning` reports: one per criterion and size."""
+    return len(args.criteria) * len(args.sizes)
+
+
 def header(args: argparse.Namespace) -> str:
     """The text printed above the table."""
     horizon = (
@@ -218,8 +217,6 @@ def header(args: argparse.Namespace) -> str:
         "instances per size, median wall seconds; ratio = conic median / fast median (same run)"
     )
     if getattr(args, "peers", False):
-        from .peers_planning import RVI_EPSILON
-
         text += (
             "\npeers: pymdptoolbox RelativeValueIteration (epsilon="
             f"{RVI_EPSILON:g}) on average rows, PolicyIteration on discounted rows, run() "
@@ -234,8 +231,6 @@ def meta(args: argparse.Namespace) -> dict:
     """The ``--json`` settings: the peers and their stopping tolerance, when timed."""
     if not getattr(args, "peers", False):
         return {}
-    from .peers_planning import PEERS, RVI_EPSILON
-
     return {
         "peers": {
             "package": "pymdptoolbox",
@@ -258,10 +253,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help='also time pymdptoolbox (RVI, PI) on the same instances ("optplan[bench]")',
     )
-    parser.add_argument(
+    add_choices(
+        parser,
         "--criteria",
-        nargs="+",
-        choices=tuple(PLANNING_PROBLEMS),
-        default=list(DEFAULT_CRITERIA),
-        help="planning criteria to time",
+        tuple(PLANNING_PROBLEMS),
+        "planning criteria to time",
+        DEFAULT_CRITERIA,
     )

@@ -13,6 +13,7 @@ child killed at ``max_conic_seconds``; a solver cut off at one size is not run a
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Callable, Sequence
 
@@ -25,34 +26,35 @@ from ..generators import random_dirichlet
 from ..mdp import check_model_size
 from ..problems import SOLVERS, ClippedOptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
-from ._common import (
+from ._common import check_choices, check_seconds, check_sizes, check_solvers, timed, timed_optimal
+from ._options import (
     add_actions,
+    add_choices,
     add_conic_cap,
     add_count,
     add_sizes,
     add_solvers,
-    check_choices,
-    check_seconds,
-    check_sizes,
-    check_solvers,
-    conic_capped,
-    positive_int,
-    timed,
+    open_fraction,
+    positive_float,
 )
+from ._rows import CappedConic, median, solver_entries, solvers_table, table_lines
 from .cases import random_clipped_optimistic
 
 __all__ = [
     "total",
+    "HELP",
     "STEMS",
     "PARTS",
     "bench_ravi",
     "bench_ravi_agents",
     "format_table",
     "format_agent_table",
+    "table",
     "header",
     "add_arguments",
 ]
 
+HELP = "RAVI-UCB's clipped optimistic fixed point: exact DP and RAVI's iteration vs LPs"
 STEMS = frozenset({ClippedOptimisticPlanning.stem})
 #: What ``optplan bench ravi`` measures: the planning problem, the agents, or both.
 PARTS = ("planning", "agents")
@@ -77,9 +79,16 @@ def bench_ravi(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """The planning rows (``part = "planning"``, :func:`bench_planning_rows`) and the agent
-    rows (``part = "agents"``, :func:`bench_ravi_agents`), as ``parts`` asks. Every argument
-    is checked before any timing."""
+    """The planning rows (``part = "planning"``) and the agent rows (``part = "agents"``,
+    :func:`bench_ravi_agents`), as ``parts`` asks. Every argument is checked before any timing.
+
+    A planning row holds the median wall time of the exact fast path, of the RAVI iteration
+    (``eta``, to ``tol = 1e-8``) and of each conic solver at one size ``S``: ``part``, ``S``,
+    ``A``, ``instances``, ``fast_s``, ``rounds`` and ``clipped`` (medians of clipped-set rounds
+    and clipped states), ``ravi_s``, ``ravi_steps`` (median), ``ravi_err`` (max ``|V_ravi -
+    V|``); per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal``, ``_err`` (max
+    ``|V_conic - V|``), ``_skipped``.
+    """
     parts = check_choices("parts", parts, PARTS)
     if "agents" in parts:
         agent_args = _check_agent_args(
@@ -87,104 +96,74 @@ def bench_ravi(
         )
     rows = []
     if "planning" in parts:
-        rows += bench_planning_rows(
-            sizes, n_actions, repeats, discount, eta, solvers, max_conic_seconds, seed, progress
+        sizes = check_sizes(sizes)
+        n_actions = check_int("n_actions", n_actions)
+        repeats = check_int("repeats", repeats)
+        discount = check_real("discount", discount, 0.0, 1.0, low_open=True, high_open=True)
+        eta = check_real("eta", eta, 0.0, None, low_open=True)
+        conic = CappedConic(
+            check_solvers(solvers), check_seconds("max_conic_seconds", max_conic_seconds)
         )
+        seed = check_int("seed", seed, 0)
+        rows += _planning_rows(sizes, n_actions, repeats, discount, eta, conic, seed, progress)
     if "agents" in parts:
         rows += bench_ravi_agents(*agent_args, progress=progress)
     return rows
 
 
-def bench_planning_rows(
-    sizes: Sequence[int] = (10, 50, 200),
-    n_actions: int = 4,
-    repeats: int = 3,
-    discount: float = 0.95,
-    eta: float = 10.0,
-    solvers: Sequence[str] = SOLVERS,
-    max_conic_seconds: float = 60.0,
-    seed: int = 0,
-    progress: Callable[[str], None] | None = None,
-) -> list[dict]:
-    """Median wall time of the exact fast path, of the RAVI iteration (``eta``, to ``tol =
-    1e-8``) and of each conic solver, per size ``S``.
-
-    Row keys: ``part`` (``"planning"``), ``S``, ``A``, ``instances``, ``fast_s``, ``rounds``
-    and ``clipped`` (medians of clipped-set rounds and clipped states), ``ravi_s``,
-    ``ravi_steps`` (median), ``ravi_err`` (max ``|V_ravi - V|``); per solver ``<SOLVER>_s``,
-    ``_ratio`` (conic / fast), ``_optimal``, ``_err`` (max ``|V_conic - V|``), ``_skipped``.
-    """
-    sizes = check_sizes(sizes)
-    n_actions = check_int("n_actions", n_actions)
-    repeats = check_int("repeats", repeats)
-    discount = check_real("discount", discount, 0.0, 1.0, low_open=True, high_open=True)
-    eta = check_real("eta", eta, 0.0, None, low_open=True)
-    solvers = check_solvers(solvers)
-    max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
-    seed = check_int("seed", seed, 0)
+def _planning_rows(sizes, n_actions, repeats, discount, eta, conic, seed, progress) -> list[dict]:
+    """The planning rows of :func:`bench_ravi`, its arguments checked."""
     small = random_clipped_optimistic(np.random.default_rng(12345), 3, n_actions, discount)
     small.solve(method="fast")  # warm-up, untimed
-    for solver in solvers:
+    for solver in conic.solvers:
         small.solve(method="conic", solver=solver)
-    cut: dict[str, int] = {}
     rows = []
     for S in sizes:
-        rng = np.random.default_rng([seed, S])
-        times = {"fast": [], "ravi": []} | {s: [] for s in solvers}
-        rounds, clipped, steps = [], [], []
-        ravi_err, optimal, errs = 0.0, dict.fromkeys(solvers, 0), dict.fromkeys(solvers, 0.0)
-        for _ in range(repeats):
-            problem = random_clipped_optimistic(rng, S, n_actions, discount)
-            fast, t = timed(lambda p=problem: p.solve(method="fast"))
-            if fast.status != OPTIMAL:
-                raise RuntimeError(f"fast path: {fast.status} on a bench instance: {fast.message}")
-            times["fast"].append(t)
-            rounds.append(fast.info["rounds"])
-            clipped.append(int(fast.info["clipped"].sum()))
-            ravi, t = timed(lambda p=problem: p.solve(algorithm="ravi", eta=eta, tol=1e-8))
-            times["ravi"].append(t)
-            steps.append(ravi.iterations)
-            ravi_err = max(ravi_err, float(np.abs(ravi.values - fast.values).max()))
-            for solver in solvers:
-                if solver in cut:
-                    continue
-                res, t = conic_capped(problem, small, solver, max_conic_seconds)
-                if res is None:
-                    cut[solver] = S
-                    continue
-                times[solver].append(t)
-                optimal[solver] += res.status == OPTIMAL
-                if res.status in SOLUTION_PRESENT:
-                    err = float(np.abs(res.values - fast.values).max())
-                    errs[solver] = max(errs[solver], err)
-        row = {
-            "part": "planning",
-            "S": S,
-            "A": n_actions,
-            "instances": repeats,
-            "fast_s": float(np.median(times["fast"])),
-            "rounds": int(np.median(rounds)),
-            "clipped": int(np.median(clipped)),
-            "ravi_s": float(np.median(times["ravi"])),
-            "ravi_steps": int(np.median(steps)),
-            "ravi_err": ravi_err,
-        }
-        for solver in solvers:
-            if solver in cut:
-                row[f"{solver}_skipped"] = (
-                    f"a solve ran over the {max_conic_seconds:g} s cap at S = {cut[solver]}"
-                )
-                continue
-            med = float(np.median(times[solver]))
-            row[f"{solver}_skipped"] = None
-            row[f"{solver}_s"] = med
-            row[f"{solver}_ratio"] = med / row["fast_s"]
-            row[f"{solver}_optimal"] = optimal[solver]
-            row[f"{solver}_err"] = errs[solver]
+        make = functools.partial(
+            random_clipped_optimistic, np.random.default_rng([seed, S]), S, n_actions, discount
+        )
+        row = {"part": "planning", "S": S, "A": n_actions, "instances": repeats}
+        _planning_size(row, make, eta, conic, small)
         rows.append(row)
         if progress:
             progress(f"S={S}: fast {row['fast_s']:.2e}s, RAVI {row['ravi_s']:.2e}s")
     return rows
+
+
+def _planning_size(row: dict, make: Callable, eta: float, conic: CappedConic, small) -> None:
+    """Fill the planning row of one size (``row`` holds its ``S`` and ``instances``): that
+    many instances of ``make()``, each solved exactly, by RAVI's iteration and by every conic
+    solver still running."""
+    solvers, S = conic.solvers, row["S"]
+    times = {"fast": [], "ravi": []} | {s: [] for s in solvers}
+    rounds, clipped, steps = [], [], []
+    ravi_err, optimal, errs = 0.0, dict.fromkeys(solvers, 0), dict.fromkeys(solvers, 0.0)
+    for _ in range(row["instances"]):
+        problem = make()
+        fast, t = timed_optimal(problem, "fast path")
+        times["fast"].append(t)
+        rounds.append(fast.info["rounds"])
+        clipped.append(int(fast.info["clipped"].sum()))
+        ravi, t = timed(lambda p=problem: p.solve(algorithm="ravi", eta=eta, tol=1e-8))
+        times["ravi"].append(t)
+        steps.append(ravi.iterations)
+        ravi_err = max(ravi_err, float(np.abs(ravi.values - fast.values).max()))
+        for solver, res, _ in conic.solves(problem, small, S, times):
+            optimal[solver] += res.status == OPTIMAL
+            if res.status in SOLUTION_PRESENT:
+                err = float(np.abs(res.values - fast.values).max())
+                errs[solver] = max(errs[solver], err)
+    row["fast_s"] = float(np.median(times["fast"]))
+    row["rounds"] = int(np.median(rounds))
+    row["clipped"] = int(np.median(clipped))
+    row["ravi_s"] = float(np.median(times["ravi"]))
+    row["ravi_steps"] = int(np.median(steps))
+    row["ravi_err"] = ravi_err
+    for solver in solvers:
+        if not conic.skipped(row, solver):
+            solver_entries(
+                row, solver, median(times[solver]), optimal=optimal[solver], err=errs[solver]
+            )
 
 
 def _check_agent_args(agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed):
@@ -228,8 +207,10 @@ def _agent(name: str, env, horizon: int):
     """A fresh agent with the paper's defaults for ``T = horizon``."""
     mdp = env.mdp
     if name == "ravi-ucb":
-        return RAVIUCB(mdp.n_states, mdp.n_actions, env.discount, horizon, rewards=mdp.R)
-    return RAVIUCBLinear(env.features, mdp.R, env.discount, horizon)
+        return RAVIUCB(
+            mdp.n_states, mdp.n_actions, discount=env.discount, horizon=horizon, rewards=mdp.R
+        )
+    return RAVIUCBLinear(env.features, mdp.R, discount=env.discount, horizon=horizon)
 
 
 def bench_ravi_agents(
@@ -318,24 +299,20 @@ def format_planning_table(rows: list[dict], solvers: Sequence[str]) -> str:
     head = (
         f"{'S':>5}{'fast s':>10}{'rounds':>7}{'clip':>6}{'RAVI s':>10}{'steps':>7}{'RAVI err':>10}"
     )
-    for s in solvers:
-        head += f"{s + ' s':>12}{'ratio':>8}{'opt':>5}{'max err':>10}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(head, solvers, CappedConic.head)
     for r in rows:
         line = (
             f"{r['S']:>5}{r['fast_s']:>10.2e}{r['rounds']:>7}{r['clipped']:>6}"
             f"{r['ravi_s']:>10.2e}{r['ravi_steps']:>7}{r['ravi_err']:>10.1e}"
         )
         for s in solvers:
-            if r.get(f"{s}_skipped"):
-                line += f"{'over cap':>35}"
-                continue
-            line += (
-                f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x"
-                f"{r[f'{s}_optimal']:>3}/{r['instances']}{r[f'{s}_err']:>10.1e}"
-            )
+            line += f"{'over cap':>35}" if r.get(f"{s}_skipped") else CappedConic.cells(r, s)
         lines.append(line)
     return "\n".join(lines)
+
+
+#: The text table of the rows for the command line.
+table = solvers_table(format_table)
 
 
 def total(args: argparse.Namespace) -> int:
@@ -368,72 +345,26 @@ def header(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _discount(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a discount in (0, 1), got {text!r}")
-    return value
-
-
-def _eta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a learning rate > 0, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_ravi`."""
     add_sizes(parser, [10, 50, 200], "numbers of states (planning part)")
     add_actions(parser, 4)
     add_count(parser, "--repeats", 3, "random instances per size (medians)")
     parser.add_argument(
-        "--discount", type=_discount, default=0.95, help="discount gamma (planning part)"
+        "--discount", type=open_fraction, default=0.95, help="discount gamma (planning part)"
     )
-    parser.add_argument("--eta", type=_eta, default=10.0, help="RAVI's learning rate")
+    parser.add_argument("--eta", type=positive_float, default=10.0, help="RAVI's learning rate")
     add_solvers(parser)
     add_conic_cap(
         parser,
         60.0,
         "each conic solve is killed after this long; that solver is skipped at larger sizes",
     )
+    add_choices(parser, "--parts", PARTS, "what to measure")
+    add_sizes(parser, [6, 20, 100], "numbers of states (agents part)", "--agent-sizes")
+    add_sizes(parser, [2, 8, 32], "ravi-ucb-linear's d", "--dims")
+    add_count(parser, "--agent-steps", 3000, "agent steps per timed run")
+    add_count(parser, "--agent-repeats", 3, "timed runs per agent and size (medians)")
     parser.add_argument(
-        "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"
-    )
-    parser.add_argument(
-        "--agent-sizes",
-        dest="agent_sizes",
-        type=positive_int,
-        nargs="+",
-        default=[6, 20, 100],
-        help="numbers of states (agents part)",
-    )
-    parser.add_argument(
-        "--dims", type=positive_int, nargs="+", default=[2, 8, 32], help="ravi-ucb-linear's d"
-    )
-    parser.add_argument(
-        "--agent-steps",
-        dest="agent_steps",
-        type=positive_int,
-        default=3000,
-        help="agent steps per timed run",
-    )
-    parser.add_argument(
-        "--agent-repeats",
-        dest="agent_repeats",
-        type=positive_int,
-        default=3,
-        help="timed runs per agent and size (medians)",
-    )
-    parser.add_argument(
-        "--agent-discount",
-        dest="agent_discount",
-        type=_discount,
-        default=0.9,
-        help="discount gamma (agents part)",
+        "--agent-discount", type=open_fraction, default=0.9, help="discount gamma (agents part)"
     )

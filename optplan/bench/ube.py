@@ -34,23 +34,16 @@ from ..problems import SOLVERS, MomentMatchingVariance, UncertaintyBellman
 from ..problems.base import SOLVER_TOL
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
-    add_actions,
-    add_conic_cap,
-    add_count,
-    add_sizes,
-    add_solvers,
     check_seconds,
     check_sizes,
     check_solvers,
     conic_capped,
     conic_quiet,
     forkable,
-    fraction,
-    nonneg_int,
-    positive_int,
-    solver_name,
     timed,
 )
+from ._options import add_actions, add_conic_cap, add_count, add_fraction, add_sizes, add_solvers
+from ._rows import solvers_table, table_lines
 from .cases import random_moment_matching, random_ube
 
 __all__ = [
@@ -60,11 +53,14 @@ __all__ = [
     "STEMS",
     "bench_ube",
     "format_ube_table",
+    "HELP",
+    "table",
     "header",
     "add_arguments",
     "meta",
 ]
 
+HELP = "uncertainty Bellman equation and moment matching: fast vs LP solvers"
 #: ``stem -> random instance maker (rng, S, A, discount, next_states)`` of this suite.
 UBE_PROBLEMS = {
     UncertaintyBellman.stem: random_ube,
@@ -147,19 +143,7 @@ def bench_ube(
     mm_pairs = check_int("mm_pairs", mm_pairs, 0)
     mm_solvers = [s for s in check_solvers(mm_solvers) if s in solvers]
     seed = check_int("seed", seed, 0)
-    plan = [(UncertaintyBellman.stem, FAST_ALGORITHMS, solvers, s) for s in sizes]
-    if mm_pairs:
-        plan.append((MomentMatchingVariance.stem, ("direct",), mm_solvers, mm_pairs))
-    for stem, _, _, n in plan:
-        if n % n_actions:
-            flag = "mm_pairs" if stem == MomentMatchingVariance.stem else "sizes"
-            raise OptplanError(
-                f"{flag} counts state-action pairs |S||A| and must be a multiple of the number "
-                f"of actions ({n_actions}), got {n}"
-            )
-        S = n // n_actions
-        check_model_size(S, n_actions, subject=f"{n} pairs (n_states={S}, n_actions={n_actions})")
-
+    plan = _plan(sizes, n_actions, solvers, mm_pairs, mm_solvers)
     # warm-up (imports, the solvers' first-call overheads), untimed; forked children inherit it
     small = {}
     for stem, make in UBE_PROBLEMS.items():
@@ -175,89 +159,119 @@ def bench_ube(
         S = pairs // n_actions
         # one problem's instances of one size do not depend on the other sizes asked for
         rng = np.random.default_rng([seed, list(UBE_PROBLEMS).index(stem), pairs])
-        fast_times = {a: [] for a in algorithms}
-        fast_iters = {a: [] for a in algorithms}
-        fast_fail = dict.fromkeys(algorithms, 0)
-        times = {s: [] for s in run_solvers}
-        statuses = {s: [] for s in run_solvers}
-        spent = dict.fromkeys(run_solvers, 0.0)
-        killed = dict.fromkeys(run_solvers, False)
-        u_rel = {(a, s): None for a in algorithms for s in run_solvers}
-        y_rel = dict(u_rel)
-        beyond = dict.fromkeys(u_rel, 0)
+        size = _SizeTimes(algorithms, run_solvers, max_conic_seconds)
         for _ in range(instances):
             problem = UBE_PROBLEMS[stem](rng, S, n_actions, discount, next_states)
-            fast = {}
-            for a in algorithms:
-                # untimed first: after a fork the first write to each shared page faults here
-                small[stem].solve(method="fast", algorithm=a)
-                res, t = timed(lambda p=problem, a=a: p.solve(method="fast", algorithm=a))
-                fast[a] = res
-                fast_times[a].append(t)
-                fast_iters[a].append(res.iterations or 0)
-                fast_fail[a] += not res.success
-            for solver in run_solvers:
-                if (stem, solver) in tripped:
-                    continue
-                left = max_conic_seconds - spent[solver]
-                res, t = conic_capped(problem, small[stem], solver, left)
-                spent[solver] += t
-                if res is None:
-                    killed[solver] = True
-                    tripped[(stem, solver)] = pairs
-                    continue
-                times[solver].append(t)
-                statuses[solver].append(res.status)
-                if res.status in SOLUTION_PRESENT:
-                    for a in algorithms:
-                        if not fast[a].success:
-                            continue
-                        du, dy, off = _agreement(problem, fast[a], res, solver)
-                        u_rel[(a, solver)] = max(u_rel[(a, solver)] or 0.0, du)
-                        y_rel[(a, solver)] = max(y_rel[(a, solver)] or 0.0, dy)
-                        beyond[(a, solver)] += off
-                if spent[solver] > max_conic_seconds:
-                    tripped[(stem, solver)] = pairs
-            del problem, fast
-
+            size.instance(problem, small[stem], tripped, stem, pairs)
+            del problem
         for a in algorithms:
-            row = {
-                "problem": stem,
-                "fast": a,
-                "pairs": pairs,
-                "S": S,
-                "A": n_actions,
-                "instances": instances,
-                "fast_s": float(np.median(fast_times[a])),
-                "fast_fail": fast_fail[a],
-                "fast_iterations": int(np.median(fast_iters[a])),
-            }
-            for solver in solvers:
-                _solver_entries(
-                    row,
-                    solver,
-                    times.get(solver, []),
-                    statuses.get(solver, []),
-                    (u_rel.get((a, solver)), y_rel.get((a, solver)), beyond.get((a, solver), 0)),
-                )
-                at = tripped.get((stem, solver))
-                if solver not in run_solvers:
-                    row[f"{solver}_skipped"] = "not run (--mm-solvers)"
-                elif at is not None:
-                    how = "killed mid-solve at" if killed[solver] else "skipped after"
-                    row[f"{solver}_skipped"] = f"{how} {max_conic_seconds:g} s" + (
-                        f" ({len(times[solver])} of {instances} instances timed)"
-                        if at == pairs
-                        else f" at pairs={at}"
-                    )
-            ok = [row[f"{s}_ok_s"] for s in solvers if row[f"{s}_ok_s"] is not None]
-            some = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
-            row["best_ratio"] = min(ok) / row["fast_s"] if ok else None
-            row["best_ratio_any"] = min(some, default=None)
+            row = {"problem": stem, "fast": a, "pairs": pairs, "S": S, "A": n_actions}
+            row["instances"] = instances
+            size.fill(row, solvers, tripped.get)
             rows.append(row)
             if progress:
                 _progress(progress, row, solvers)
     return rows
+
+
+def _plan(sizes, n_actions, solvers, mm_pairs, mm_solvers) -> list[tuple]:
+    """``(stem, fast algorithms, solvers, pairs)`` per row group, each size checked."""
+    plan = [(UncertaintyBellman.stem, FAST_ALGORITHMS, solvers, s) for s in sizes]
+    if mm_pairs:
+        plan.append((MomentMatchingVariance.stem, ("direct",), mm_solvers, mm_pairs))
+    for stem, _, _, n in plan:
+        if n % n_actions:
+            flag = "mm_pairs" if stem == MomentMatchingVariance.stem else "sizes"
+            raise OptplanError(
+                f"{flag} counts state-action pairs |S||A| and must be a multiple of the number "
+                f"of actions ({n_actions}), got {n}"
+            )
+        S = n // n_actions
+        check_model_size(S, n_actions, subject=f"{n} pairs (n_states={S}, n_actions={n_actions})")
+    return plan
+
+
+class _SizeTimes:
+    """The timings and agreements of one (problem, size): per fast algorithm and per solver
+    run there (a solver's conic solves are shared by the rows of every fast algorithm)."""
+
+    def __init__(self, algorithms: Sequence[str], solvers: Sequence[str], cap: float) -> None:
+        self.algorithms, self.solvers, self.cap = algorithms, solvers, cap
+        self.fast_times = {a: [] for a in algorithms}
+        self.fast_iters = {a: [] for a in algorithms}
+        self.fast_fail = dict.fromkeys(algorithms, 0)
+        self.times = {s: [] for s in solvers}
+        self.statuses = {s: [] for s in solvers}
+        self.spent = dict.fromkeys(solvers, 0.0)
+        self.killed = dict.fromkeys(solvers, False)
+        self.u_rel = {(a, s): None for a in algorithms for s in solvers}
+        self.y_rel = dict(self.u_rel)
+        self.beyond = dict.fromkeys(self.u_rel, 0)
+
+    def instance(self, problem, small, tripped: dict, stem: str, pairs: int) -> None:
+        """Solve ``problem`` by every fast algorithm, then by every solver not yet over the
+        cap (``tripped``: ``(stem, solver) -> pairs`` where it went over)."""
+        fast = {}
+        for a in self.algorithms:
+            # untimed first: after a fork the first write to each shared page faults here
+            small.solve(method="fast", algorithm=a)
+            res, t = timed(lambda p=problem, a=a: p.solve(method="fast", algorithm=a))
+            fast[a] = res
+            self.fast_times[a].append(t)
+            self.fast_iters[a].append(res.iterations or 0)
+            self.fast_fail[a] += not res.success
+        for solver in self.solvers:
+            if (stem, solver) in tripped:
+                continue
+            left = self.cap - self.spent[solver]
+            res, t = conic_capped(problem, small, solver, left)
+            self.spent[solver] += t
+            if res is None:
+                self.killed[solver] = True
+                tripped[(stem, solver)] = pairs
+                continue
+            self.times[solver].append(t)
+            self.statuses[solver].append(res.status)
+            if res.status in SOLUTION_PRESENT:
+                self._agree(problem, fast, res, solver)
+            if self.spent[solver] > self.cap:
+                tripped[(stem, solver)] = pairs
+
+    def _agree(self, problem, fast: dict, res, solver: str) -> None:
+        for a in self.algorithms:
+            if not fast[a].success:
+                continue
+            du, dy, off = _agreement(problem, fast[a], res, solver)
+            self.u_rel[(a, solver)] = max(self.u_rel[(a, solver)] or 0.0, du)
+            self.y_rel[(a, solver)] = max(self.y_rel[(a, solver)] or 0.0, dy)
+            self.beyond[(a, solver)] += off
+
+    def fill(self, row: dict, solvers: Sequence[str], tripped_at: Callable) -> None:
+        """The rest of the row of fast algorithm ``row["fast"]``, with an entry per solver of
+        ``solvers`` (those not run here say so)."""
+        a, pairs = row["fast"], row["pairs"]
+        row["fast_s"] = float(np.median(self.fast_times[a]))
+        row["fast_fail"] = self.fast_fail[a]
+        row["fast_iterations"] = int(np.median(self.fast_iters[a]))
+        for solver in solvers:
+            key = (a, solver)
+            agreement = (self.u_rel.get(key), self.y_rel.get(key), self.beyond.get(key, 0))
+            times = self.times.get(solver, [])
+            _solver_entries(row, solver, times, self.statuses.get(solver, []), agreement)
+            at = tripped_at((row["problem"], solver))
+            if solver not in self.solvers:
+                row[f"{solver}_skipped"] = "not run (--mm-solvers)"
+            elif at is not None:
+                how = "killed mid-solve at" if self.killed[solver] else "skipped after"
+                row[f"{solver}_skipped"] = f"{how} {self.cap:g} s" + (
+                    f" ({len(times)} of {row['instances']} instances timed)"
+                    if at == pairs
+                    else f" at pairs={at}"
+                )
+        ok = [row[f"{s}_ok_s"] for s in solvers if row[f"{s}_ok_s"] is not None]
+        some = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
+        row["best_ratio"] = min(ok) / row["fast_s"] if ok else None
+        row["best_ratio_any"] = min(some, default=None)
 
 
 def _solver_entries(row: dict, solver: str, times, statuses, agreement) -> None:
@@ -305,10 +319,11 @@ def format_ube_table(rows: list[dict], solvers: Sequence[str]) -> str:
     solver went over the time cap); notes under the table name every status other than
     ``optimal``, every disagreement beyond tolerance and every fast failure."""
     width = max([10] + [len(r["problem"]) + 1 for r in rows])
-    head = f"{'problem':<{width}}{'fast':<10}{'pairs':>6}{'S':>6}{'fast s':>10}"
-    for s in solvers:  # a 43-character block per solver
-        head += f"{s + ' s':>12}{'ratio':>8}{'ok/n':>7}{'u rel':>8}{'y rel':>8}"
-    lines = [head, "-" * len(head)]
+    lines = table_lines(  # a 43-character block per solver
+        f"{'problem':<{width}}{'fast':<10}{'pairs':>6}{'S':>6}{'fast s':>10}",
+        solvers,
+        lambda s: f"{s + ' s':>12}{'ratio':>8}{'ok/n':>7}{'u rel':>8}{'y rel':>8}",
+    )
     notes: list[str] = []
 
     def note(text: str) -> None:
@@ -349,6 +364,10 @@ def format_ube_table(rows: list[dict], solvers: Sequence[str]) -> str:
     return "\n".join(lines + notes)
 
 
+#: The text table of the rows for the command line.
+table = solvers_table(format_ube_table)
+
+
 def header(args: argparse.Namespace) -> str:
     """The text printed above the table."""
     mm = (
@@ -377,10 +396,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, [100, 1000, 10000], "numbers of state-action pairs |S||A| (multiples of --actions)"
     )
     add_actions(parser, 5)
-    parser.add_argument(
-        "--next-states", type=positive_int, default=3, help="next states per pair (Garnet)"
-    )
-    parser.add_argument("--discount", type=fraction, default=0.9, help="discount gamma")
+    add_count(parser, "--next-states", 3, "next states per pair (Garnet)")
+    add_fraction(parser, "--discount", 0.9, "discount gamma")
     add_count(parser, "--instances", 5, "random instances per size")
     add_solvers(parser)
     add_conic_cap(
@@ -390,20 +407,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(and skip it on larger sizes); reported as skipped",
         metavar="T",
     )
-    parser.add_argument(
+    add_count(
+        parser,
         "--mm-pairs",
-        type=nonneg_int,
-        default=1000,
+        1000,
+        "|S||A| of the moment-matching row (0: no such row)",
         metavar="PAIRS",
-        help="|S||A| of the moment-matching row (0: no such row)",
+        zero=True,
     )
-    parser.add_argument(
-        "--mm-solvers",
-        type=solver_name,
-        nargs="+",
+    add_solvers(
+        parser,
+        help="conic solvers of the moment-matching row",
+        flag="--mm-solvers",
         default=["CLARABEL"],
         metavar="SOLVER",
-        help="conic solvers of the moment-matching row",
     )
 
 

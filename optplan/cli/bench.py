@@ -8,7 +8,7 @@ import json
 import sys
 
 from ..bench import SUITES
-from ..bench._common import nonneg_int
+from ..bench._options import nonneg_int
 from ..experiments.threads import blas_threads, describe
 
 __all__ = ["add_parser", "cmd_bench"]

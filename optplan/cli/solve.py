@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..bench import solver_name
-from ..bench._common import nonneg_float
+from ..bench._options import nonneg_float
 from ..bench.cases import deepsea_instance
 from ..crosscheck import cross_check
 from ..mdp import FiniteHorizonMDP, TabularMDP

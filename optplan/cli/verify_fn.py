@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..bench._common import nonneg_float, nonneg_int, positive_int, solver_name
+from ..bench._options import nonneg_float, nonneg_int, positive_int, solver_name
 from .solve import CLIError
 
 __all__ = ["add_parser", "cmd_verify_fn", "load_object"]
