@@ -145,6 +145,85 @@ def _array(entry, shape: tuple):
 _DOMAINS = (Box, Simplex)
 
 
+def _check_domains(domains) -> None:
+    """``domains`` is a non-empty dict of named :class:`Box` / :class:`Simplex` domains."""
+    if not isinstance(domains, dict) or not domains:
+        raise OptplanTypeError(
+            f"DeclaredProblem: domains must be a non-empty dict {{name: domain}}, got {domains!r}"
+        )
+    for key, dom in domains.items():
+        if not isinstance(key, str):
+            raise OptplanTypeError(f"DeclaredProblem: domain names must be strings, got {key!r}")
+        if not isinstance(dom, _DOMAINS):
+            raise OptplanTypeError(
+                f"DeclaredProblem: domains[{key!r}] must be a Box, Nonnegative or Simplex, "
+                f"got {dom!r}"
+            )
+
+
+def _parameter_domains(params: dict, domains: dict) -> dict:
+    """The domains of a ``cvxpy.Problem``'s parameters ``params``: one per parameter, each
+    with the parameter's shape."""
+    missing = sorted(set(params) - set(domains))
+    extra = sorted(set(domains) - set(params))
+    if missing or extra:
+        raise OptplanError(
+            "DeclaredProblem: the domains must name the problem's parameters exactly: "
+            + "; ".join(
+                m
+                for m in (
+                    f"no domain for {missing}" if missing else "",
+                    f"no parameter named {extra}" if extra else "",
+                )
+                if m
+            )
+            + f" (parameters: {sorted(params)})"
+        )
+    fixed = {}
+    for key, dom in domains.items():
+        shape = tuple(params[key].shape)
+        default = ("S",) if isinstance(dom, Simplex) else ()
+        if dom.shape not in (default, shape):
+            raise OptplanError(
+                f"DeclaredProblem: domains[{key!r}] has shape {dom.shape}, but parameter "
+                f"{key!r} has shape {shape}"
+            )
+        if 0 in shape:
+            raise OptplanError(f"DeclaredProblem: the domain of {key!r} is empty (shape {shape})")
+        if isinstance(dom, Simplex) and len(shape) < 1:
+            raise OptplanError(
+                f"DeclaredProblem: Simplex domain of {key!r} needs a vector parameter, got a scalar"
+            )
+        fixed[key] = Simplex(shape) if isinstance(dom, Simplex) else Box(shape, dom.low, dom.high)
+    return fixed
+
+
+def _check_dims(domains: dict, dims: dict | None) -> dict:
+    """``{name: (low, high)}`` for every dimension name of the domains' shapes."""
+    names = {d for dom in domains.values() for d in dom.shape if isinstance(d, str)}
+    dims = dict(dims or {})
+    for key in sorted(names - set(dims)):
+        raise OptplanError(
+            f"DeclaredProblem: dimension {key!r} is used in a shape but has no range in "
+            f"dims (give dims={{{key!r}: (low, high)}})"
+        )
+    checked = {}
+    for key, rng in dims.items():
+        try:
+            lo, hi = (int(r) for r in rng)
+        except (TypeError, ValueError):
+            raise OptplanTypeError(
+                f"DeclaredProblem: dims[{key!r}] must be a pair (low, high) of ints, got {rng!r}"
+            ) from None
+        if lo < 1 or lo > hi:
+            raise OptplanError(
+                f"DeclaredProblem: the domain is empty: dims[{key!r}] = {rng!r} (need "
+                "1 <= low <= high)"
+            )
+        checked[key] = (lo, hi)
+    return checked
+
+
 class DeclaredProblem:
     """A problem the user declares: a CVXPY formulation plus the domains of its inputs.
 
@@ -189,62 +268,11 @@ class DeclaredProblem:
     ):
         import cvxpy as cp
 
-        if not isinstance(domains, dict) or not domains:
-            raise OptplanTypeError(
-                f"DeclaredProblem: domains must be a non-empty dict {{name: domain}}, got "
-                f"{domains!r}"
-            )
-        for key, dom in domains.items():
-            if not isinstance(key, str):
-                raise OptplanTypeError(
-                    f"DeclaredProblem: domain names must be strings, got {key!r}"
-                )
-            if not isinstance(dom, _DOMAINS):
-                raise OptplanTypeError(
-                    f"DeclaredProblem: domains[{key!r}] must be a Box, Nonnegative or Simplex, "
-                    f"got {dom!r}"
-                )
+        _check_domains(domains)
         self.parameters = None
         if isinstance(formulation, cp.Problem):
-            params = {p.name(): p for p in formulation.parameters()}
-            missing = sorted(set(params) - set(domains))
-            extra = sorted(set(domains) - set(params))
-            if missing or extra:
-                raise OptplanError(
-                    "DeclaredProblem: the domains must name the problem's parameters exactly: "
-                    + "; ".join(
-                        m
-                        for m in (
-                            f"no domain for {missing}" if missing else "",
-                            f"no parameter named {extra}" if extra else "",
-                        )
-                        if m
-                    )
-                    + f" (parameters: {sorted(params)})"
-                )
-            fixed = {}
-            for key, dom in domains.items():
-                shape = tuple(params[key].shape)
-                default = ("S",) if isinstance(dom, Simplex) else ()
-                if dom.shape not in (default, shape):
-                    raise OptplanError(
-                        f"DeclaredProblem: domains[{key!r}] has shape {dom.shape}, but parameter "
-                        f"{key!r} has shape {shape}"
-                    )
-                if 0 in shape:
-                    raise OptplanError(
-                        f"DeclaredProblem: the domain of {key!r} is empty (shape {shape})"
-                    )
-                if isinstance(dom, Simplex) and len(shape) < 1:
-                    raise OptplanError(
-                        f"DeclaredProblem: Simplex domain of {key!r} needs a vector parameter, "
-                        "got a scalar"
-                    )
-                fixed[key] = (
-                    Simplex(shape) if isinstance(dom, Simplex) else Box(shape, dom.low, dom.high)
-                )
-            domains = fixed
-            self.parameters = params
+            self.parameters = {p.name(): p for p in formulation.parameters()}
+            domains = _parameter_domains(self.parameters, domains)
             default_name = "declared problem"
         elif callable(formulation):
             default_name = getattr(formulation, "__name__", "declared problem")
@@ -253,28 +281,7 @@ class DeclaredProblem:
                 "DeclaredProblem: formulation must be a function returning a cvxpy.Problem or "
                 f"a cvxpy.Problem with Parameters, got {type(formulation).__name__}"
             )
-        names = {d for dom in domains.values() for d in dom.shape if isinstance(d, str)}
-        dims = dict(dims or {})
-        for key in sorted(names - set(dims)):
-            raise OptplanError(
-                f"DeclaredProblem: dimension {key!r} is used in a shape but has no range in "
-                f"dims (give dims={{{key!r}: (low, high)}})"
-            )
-        checked = {}
-        for key, rng in dims.items():
-            try:
-                lo, hi = (int(r) for r in rng)
-            except (TypeError, ValueError):
-                raise OptplanTypeError(
-                    f"DeclaredProblem: dims[{key!r}] must be a pair (low, high) of ints, got "
-                    f"{rng!r}"
-                ) from None
-            if lo < 1 or lo > hi:
-                raise OptplanError(
-                    f"DeclaredProblem: the domain is empty: dims[{key!r}] = {rng!r} (need "
-                    "1 <= low <= high)"
-                )
-            checked[key] = (lo, hi)
+        checked = _check_dims(domains, dims)
         if x is not None and not isinstance(x, str):
             raise OptplanTypeError(f"DeclaredProblem: x must be a variable's name, got {x!r}")
         if multiplier is not None and (

@@ -194,6 +194,18 @@ class _Run:
             if self.bar is not None:
                 self.bar.close()
 
+    def conclude(self, strategy, shrink: int, problem, options) -> None:
+        """After the generation phase: the distinct instances, the square-root quantities
+        shown, and one counterexample per failure kind (the first ``shrink`` kinds shrunk)."""
+        report, target = self.report, self.target
+        report.distinct = len(self.cache)
+        shown = set(target.quantities) | set(report.worst)
+        report.sqrt_tol = tuple(sorted(q for q in target.sqrt_tol if q in shown))
+        for i, kind in enumerate(sorted(self.first, key=self.first.get)):
+            skipped = f"shrink={shrink} kinds shrunk"
+            ce = self.counterexample(strategy, kind, i < shrink, skipped, problem, options)
+            report.counterexamples.append(ce)
+
     def counterexample(self, strategy, kind: str, shrink: bool, skipped: str, problem, options):
         """The counterexample of ``kind``: shrunk when ``shrink``, else its first instance
         (with the note ``skipped``)."""
@@ -293,16 +305,26 @@ def verify(
     """
     check_fn(fn)
     target = resolve_target(problem, options, fn)
-    n = check_int("n", n, 1)
-    seed = check_int("seed", seed, 0)
+    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
     shrink = check_int("shrink", shrink, 0)
     solver = check_solver(solver)
     rtol, atol = solver_tolerances(solver, rtol, atol)
     require_hypothesis()
     strategy = target.strategy()
+    report = _new_report(target, _fn_name(fn), solver, seed, n, rtol, atol)
+    start = time.perf_counter()
+    run = _Run(target, fn, report, solver_options, progress)
+    run.generate(strategy)
+    run.conclude(strategy, shrink, problem, options)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _new_report(target, fn_name: str, solver, seed, n, rtol, atol) -> VerifyReport:
+    """The empty report of a run (with a note when masks are not drawn)."""
     report = VerifyReport(
         problem=target.label,
-        fn=_fn_name(fn),
+        fn=fn_name,
         solver=solver,
         seed=seed,
         n=n,
@@ -312,17 +334,6 @@ def verify(
     )
     if getattr(target, "masks", False) and not target.settings.get("masks"):
         report.notes.append("no action masks drawn: fn takes no action_mask keyword")
-    start = time.perf_counter()
-    run = _Run(target, fn, report, solver_options, progress)
-    run.generate(strategy)
-    report.distinct = len(run.cache)
-    shown = set(target.quantities) | set(report.worst)
-    report.sqrt_tol = tuple(sorted(q for q in target.sqrt_tol if q in shown))
-    for i, kind in enumerate(sorted(run.first, key=run.first.get)):
-        skipped = f"shrink={shrink} kinds shrunk"
-        ce = run.counterexample(strategy, kind, i < shrink, skipped, problem, options)
-        report.counterexamples.append(ce)
-    report.seconds = time.perf_counter() - start
     return report
 
 
