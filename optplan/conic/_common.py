@@ -166,6 +166,43 @@ def run(problem: cp.Problem, solver: str, solver_options: dict | None = None) ->
     return ConicRun(status, message, solver, iterations, seconds)
 
 
+def run_bounded(
+    problem: cp.Problem, solver: str, solver_options: dict | None, why: str
+) -> ConicRun:
+    """:func:`run` of a problem that is always feasible and bounded (``why`` says why): an
+    infeasible or unbounded status is the solver's numerical trouble
+    (:meth:`ConicRun.cannot_be`)."""
+    return run(problem, solver, solver_options).cannot_be(NOT_FEASIBLE_OR_BOUNDED, why)
+
+
+def run_stage(
+    problem: cp.Problem,
+    solver: str,
+    solver_options: dict | None,
+    why: str,
+    before: ConicRun | None = None,
+    label: str = "",
+    **fields,
+) -> tuple[ConicRun, PlanResult | None]:
+    """:func:`run_bounded`, as the stage ``label`` after ``before`` when given
+    (:meth:`ConicRun.then`): ``(run, failed)``, with ``failed`` the result to return when
+    there is no solution (:func:`no_solution` with ``fields``), else ``None``."""
+    result = run_bounded(problem, solver, solver_options, why)
+    if before is not None:
+        result = before.then(result, label)
+    return result, no_solution(result, **fields)
+
+
+def run_bias_stage(
+    problem: cp.Problem, solver: str, solver_options: dict | None, before: ConicRun, **fields
+) -> tuple[ConicRun, PlanResult | None]:
+    """:func:`run_stage` of an average-reward bias LP (stage 2) after its gain LP ``before``
+    (stage 1), whose answer, with the gain raised by its own largest violation, is
+    feasible."""
+    why = "stage 1's answer is feasible and the bias is bounded"
+    return run_stage(problem, solver, solver_options, why, before, "stage 2 (bias)", **fields)
+
+
 def admissible_pairs(mask: np.ndarray) -> tuple[np.ndarray, ...]:
     """Indices of the admissible pairs (one Bellman inequality each), in C order."""
     return np.nonzero(mask)
@@ -192,6 +229,16 @@ def bellman_matrix(
     return (E - discount * Pm).tocsr()
 
 
+def bellman_rows(
+    P: np.ndarray, R: np.ndarray, mask: np.ndarray, discount: float = 1.0
+) -> tuple[sp.csr_matrix, np.ndarray, tuple[np.ndarray, ...]]:
+    """The Bellman inequalities ``(E - discount P) v >= r`` of the pairs of ``mask``, one per
+    pair in C order: ``(E - discount P, r, (s_idx, a_idx))`` (:func:`bellman_matrix`)."""
+    s_idx, a_idx = admissible_pairs(mask)
+    A = bellman_matrix(P[s_idx, a_idx], s_idx, P.shape[0], discount)
+    return A, R[s_idx, a_idx], (s_idx, a_idx)
+
+
 def scatter(
     values: np.ndarray, index: tuple[np.ndarray, ...], shape: tuple[int, ...]
 ) -> np.ndarray:
@@ -212,6 +259,14 @@ def conic_result(run: ConicRun, **fields) -> PlanResult:
         solve_time=run.seconds,
         **fields,
     )
+
+
+def planning_result(
+    run: ConicRun, value: float, values: np.ndarray, multiplier, **fields
+) -> PlanResult:
+    """:func:`conic_result` of a planning problem, whose variable ``x`` is its value function
+    ``values`` (``multiplier``: the Bellman inequalities' duals; ``fields``: q, policy ...)."""
+    return conic_result(run, value=value, x=values, multiplier=multiplier, values=values, **fields)
 
 
 def no_solution(run: ConicRun, **fields) -> PlanResult | None:

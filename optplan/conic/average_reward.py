@@ -18,12 +18,15 @@ from ..problems.average_reward import settle_multichain
 from ..problems.base import SOLVER_TOL
 from ..result import MULTICHAIN, NUMERICAL_ERROR, SOLUTION_PRESENT, PlanResult
 from ._common import (
-    NOT_FEASIBLE_OR_BOUNDED,
+    ConicRun,
     admissible_pairs,
-    bellman_matrix,
+    bellman_rows,
     conic_result,
     no_solution,
-    run,
+    planning_result,
+    run_bias_stage,
+    run_bounded,
+    run_stage,
     scatter,
 )
 
@@ -33,9 +36,14 @@ TIGHT_TOL = 1e-8
 
 
 def _bellman(mdp):
-    s_idx, a_idx = admissible_pairs(mdp.action_mask)
-    A = bellman_matrix(mdp.P[s_idx, a_idx], s_idx, mdp.n_states, 1.0)
-    return A, mdp.R[s_idx, a_idx], (s_idx, a_idx)
+    """The Bellman inequalities of the admissible pairs (:func:`bellman_rows`, no discount)."""
+    return bellman_rows(mdp.P, mdp.R, mdp.action_mask)
+
+
+def _refused(run: ConicRun, status: str, message: str, **fields) -> PlanResult:
+    """A result without a value: ``status`` with ``message`` (the LP's policy cannot be
+    evaluated, or is multichain), the rest of ``run`` kept."""
+    return conic_result(run._replace(status=status, message=message), value=np.nan, **fields)
 
 
 def formulate(problem) -> cp.Problem:
@@ -73,84 +81,83 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         return solve_multichain(problem, solver, solver_options)
     mdp = problem.mdp
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED,
-        "a large gain is always feasible and the gain is bounded below by any policy's",
-    )
-    failed = no_solution(result)
+    why = "a large gain is always feasible and the gain is bounded below by any policy's"
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
-    phi, v = prob.var_dict["gain"].value, prob.var_dict["bias"].value
-    gain = float(phi)
-    pairs = admissible_pairs(mdp.action_mask)
+    gain, v = float(prob.var_dict["gain"].value), prob.var_dict["bias"].value
     y = np.clip(prob.constraints[0].dual_value, 0.0, None)
-    occupancy = scatter(y / y.sum(), pairs, mdp.R.shape)
+    occupancy = scatter(y / y.sum(), admissible_pairs(mdp.action_mask), mdp.R.shape)
     pi = occupancy.sum(axis=1)
-    scale = 1.0 + np.abs(mdp.R).max()
     visited = pi > 1e-6 * pi.max()
     q_lp = masked(backup(mdp.P, mdp.R, v), mdp.action_mask)
     policy = np.where(visited, occupancy.argmax(axis=1), greedy(q_lp))
-    try:
-        gains = class_gains(mdp.P, mdp.R, policy)
-    except EvaluationError as exc:
-        return conic_result(
-            result._replace(status=NUMERICAL_ERROR, message=f"the LP's policy: {exc}"),
-            value=np.nan,
-            policy=policy,
-            occupancy=occupancy,
-            info={"lp_gain": gain},
-        )
-    if gains.size > 1:
-        # the scalar-gain LP gives the best class's gain, not the gain from every state, and
-        # its stage 2 cannot pin the bias of several classes: the multichain LP decides
-        message = (
-            f"the LP's policy has {gains.size} recurrent classes with gains "
-            f"{np.round(gains, 6).tolist()}: the model is multichain and the unichain "
-            "LP (one scalar gain) does not apply"
-        )
-        refused = conic_result(
-            result._replace(status=MULTICHAIN, message=message),
-            value=np.nan,
-            policy=policy,
-            occupancy=occupancy,
-            info={"lp_gain": gain},
-        )
+    refused = _refuse_multichain(result, mdp, policy, occupancy, gain)
+    if refused is not None:
+        if refused.status != MULTICHAIN:
+            return refused
         return settle_multichain(refused, solve_multichain(problem, solver, solver_options), mdp)
-    residual = q_lp.max(axis=1) - v - gain
-    stage2 = bool(np.abs(residual).max() > TIGHT_TOL * scale)
+    scale = 1.0 + np.abs(mdp.R).max()
+    stage2 = bool(np.abs(q_lp.max(axis=1) - v - gain).max() > TIGHT_TOL * scale)
     if stage2:
-        # phi = stage-1 gain plus stage 1's own largest constraint violation: (phi, v) of
-        # stage 1 is then exactly feasible, so solver round-off cannot make stage 2 infeasible
-        # (a fixed slack instead would loosen the bias by slack x the chain's hitting times)
-        A, r, _ = _bellman(mdp)
-        violation = max(0.0, float(np.max(r - A @ v - gain)))
-        prob2 = formulate_bias(problem, gain + violation, pi)
-        stage2_run = run(prob2, solver, solver_options).cannot_be(
-            NOT_FEASIBLE_OR_BOUNDED, "stage 1's answer is feasible and the bias is bounded"
-        )
-        result = result.then(stage2_run, "stage 2 (bias)")
-        failed = no_solution(result, occupancy=occupancy, info={"lp_gain": gain})
+        stage1, fields = (result, gain, v), {"occupancy": occupancy, "info": {"lp_gain": gain}}
+        result, failed, v = _solve_bias(problem, stage1, pi, solver, solver_options, **fields)
         if failed:
             return failed
-        v = prob2.var_dict["bias"].value
     h = v - pi @ v
     q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
     policy = np.where(visited, policy, greedy(q))
     bellman = float(np.max(np.abs(q.max(axis=1) - h - gain)))
     result = result.checked(bellman, scale, "Bellman residual")
-    return conic_result(
+    info = {"stage2": stage2, "bellman_residual": bellman}
+    return planning_result(
         result,
-        value=gain,
-        x=h,
-        multiplier=occupancy,
-        values=h,
+        gain,
+        h,
+        occupancy,
         q=q,
         policy=policy,
         gain=gain,
         bias=h,
         occupancy=occupancy,
-        info={"stage2": stage2, "bellman_residual": bellman},
+        info=info,
     )
+
+
+def _refuse_multichain(result: ConicRun, mdp, policy, occupancy, gain: float):
+    """The result refusing stage 1's answer, or ``None`` when its policy is unichain:
+    ``numerical_error`` when the policy's class gains cannot be computed, ``multichain`` when
+    it has several recurrent classes (the scalar-gain LP gives the best class's gain, not the
+    gain from every state, and its stage 2 cannot pin the bias of several classes: the
+    multichain LP decides)."""
+    fields = {"policy": policy, "occupancy": occupancy, "info": {"lp_gain": gain}}
+    try:
+        gains = class_gains(mdp.P, mdp.R, policy)
+    except EvaluationError as exc:
+        return _refused(result, NUMERICAL_ERROR, f"the LP's policy: {exc}", **fields)
+    if gains.size == 1:
+        return None
+    message = (
+        f"the LP's policy has {gains.size} recurrent classes with gains "
+        f"{np.round(gains, 6).tolist()}: the model is multichain and the unichain "
+        "LP (one scalar gain) does not apply"
+    )
+    return _refused(result, MULTICHAIN, message, **fields)
+
+
+def _solve_bias(problem, stage1, pi, solver, solver_options, **fields):
+    """Stage 2 after ``stage1 = (run, gain, v)``: ``(run, failed, bias)``, with ``failed``
+    as :func:`run_stage`'s (``fields`` in it) and the bias ``None`` then.
+
+    Its gain is stage 1's plus stage 1's own largest constraint violation: ``(gain, v)`` of
+    stage 1 is then exactly feasible, so solver round-off cannot make stage 2 infeasible (a
+    fixed slack instead would loosen the bias by slack x the chain's hitting times)."""
+    result, gain, v = stage1
+    A, r, _ = _bellman(problem.mdp)
+    violation = max(0.0, float(np.max(r - A @ v - gain)))
+    prob2 = formulate_bias(problem, gain + violation, pi)
+    result, failed = run_bias_stage(prob2, solver, solver_options, result, **fields)
+    return result, failed, None if failed else prob2.var_dict["bias"].value
 
 
 def formulate_multichain(problem) -> cp.Problem:
@@ -183,11 +190,10 @@ def formulate_multichain_bias(problem, gain, keep, big_m: float) -> cp.Problem:
     equal the bias of a gain-optimal policy (linear algebra), which is ``<= h*``.
     """
     mdp = problem.mdp
-    s_idx, a_idx = np.nonzero(keep)
-    A = bellman_matrix(mdp.P[s_idx, a_idx], s_idx, mdp.n_states, 1.0)
+    A, r, (s_idx, _) = bellman_rows(mdp.P, mdp.R, keep)
     h = cp.Variable(mdp.n_states, name="bias")
     w = cp.Variable(mdp.n_states, name="w")
-    slack = gain[s_idx] + A @ h - mdp.R[s_idx, a_idx]
+    slack = gain[s_idx] + A @ h - r
     # w has a free constant (rows of P sum to 1); pinning it by sum w = 0 cut Clarabel's
     # optimal_inaccurate from 8 to 2 of tests/test_multichain.py's 300 models, but one bias
     # then came out 1.4e-7 off (1.9e-8 at most without): left free
@@ -249,10 +255,9 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
     mdp = problem.mdp
     S = mdp.n_states
     prob = formulate_multichain(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED, "a large constant gain is feasible and g >= every policy's gain"
-    )
-    failed = no_solution(result, gain=np.full(S, np.nan), bias=np.full(S, np.nan))
+    why = "a large constant gain is feasible and g >= every policy's gain"
+    nan = {"gain": np.full(S, np.nan), "bias": np.full(S, np.nan)}
+    result, failed = run_stage(prob, solver, solver_options, why, **nan)
     if failed:
         return failed
     g = prob.var_dict["gain"].value
@@ -266,41 +271,17 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
     try:
         ev = evaluate_multichain(*policy_model(mdp.P, mdp.R, policy))
     except EvaluationError as exc:
-        return conic_result(
-            result._replace(status=NUMERICAL_ERROR, message=f"the LP's policy: {exc}"),
-            value=np.nan,
-            gain=g,
-            policy=policy,
-            occupancy=x,
-        )
+        message = f"the LP's policy: {exc}"
+        return _refused(result, NUMERICAL_ERROR, message, gain=g, policy=policy, occupancy=x)
     # g raised by stage 1's own largest violation of g + h >= r + P h: stage 1's h is then
     # exactly feasible in the bias LP's first constraint (on a recurrent class that
     # constraint sums to mu (g - r) >= 0, which a g 1e-11 low from the solver makes infeasible)
     h1 = prob.var_dict["bias"].value
     q1 = masked(backup(mdp.P, mdp.R, h1), keep)
     g2 = g + max(0.0, float(np.max(q1.max(axis=1) - g - h1)))
-    info = {}
-    for big_m in BIG_M:  # a larger M only if the certificate fails (loop over attempts)
-        prob2 = formulate_multichain_bias(problem, g2, keep, big_m)
-        stage2 = run(prob2, solver, solver_options).cannot_be(
-            NOT_FEASIBLE_OR_BOUNDED, "feasible for M large enough, and h >= h* when feasible"
-        )
-        if stage2.status not in SOLUTION_PRESENT:
-            continue
-        h = prob2.var_dict["bias"].value
-        q = masked(backup(mdp.P, mdp.R, h), keep)
-        a2 = keep & (q >= (g2 + h)[:, None] - KEEP_TOL * scale)
-        z = scatter(np.clip(prob2.constraints[1].dual_value, 0.0, None), np.nonzero(keep), x.shape)
-        policy = lp_policy(mdp.P, a2, z, z)
-        try:
-            ev = evaluate_multichain(*policy_model(mdp.P, mdp.R, policy))
-        except EvaluationError:
-            continue
-        certificate = float(max(np.abs(ev.bias - h).max(), np.abs(ev.gain - g).max()))
-        info = {"big_m": big_m, "bias_certificate": certificate}
-        rtol, atol = SOLVER_TOL[solver]
-        if certificate <= atol + rtol * scale:
-            break
+    stage2, h, policy, ev, info = _certified_bias(
+        problem, (g, g2, keep, scale), (policy, ev), solver, solver_options
+    )
     result = result.then(stage2, "stage 2 (bias)")
     info.update(recurrent=ev.recurrent, stationary=ev.stationary)
     failed = no_solution(
@@ -321,12 +302,11 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
         info.get("bias_certificate", np.inf), scale, "bias certificate |h - h_d| (d its policy)"
     )
     info["optimality_residual"] = residual
-    return conic_result(
+    return planning_result(
         result,
-        value=float(mdp.initial @ g),
-        x=h,
-        multiplier=x,
-        values=h,
+        float(mdp.initial @ g),
+        h,
+        x,
         q=q,
         policy=policy,
         gain=g,
@@ -334,3 +314,39 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
         occupancy=x,
         info=info,
     )
+
+
+def _certified_bias(problem, gains, start, solver: str, solver_options: dict | None):
+    """The bias LP at each ``M`` of :data:`BIG_M` in turn until the exact bias of its dual
+    policy certifies it (a larger ``M`` only if the certificate fails), given ``gains = (g,
+    g2, keep, scale)`` (the gain, the bias LP's raised gain, the gain-optimal pairs and the
+    reward scale): ``(run, h, policy, ev, info)`` of the last attempt. ``h`` is ``None`` when
+    no attempt found one; ``policy`` and its evaluation ``ev`` are ``start``'s until an
+    attempt replaces them."""
+    mdp = problem.mdp
+    g, g2, keep, scale = gains
+    policy, ev = start
+    h, info = None, {}
+    why = "feasible for M large enough, and h >= h* when feasible"
+    for big_m in BIG_M:  # loop over attempts
+        prob2 = formulate_multichain_bias(problem, g2, keep, big_m)
+        stage2 = run_bounded(prob2, solver, solver_options, why)
+        if stage2.status not in SOLUTION_PRESENT:
+            continue
+        h = prob2.var_dict["bias"].value
+        q = masked(backup(mdp.P, mdp.R, h), keep)
+        a2 = keep & (q >= (g2 + h)[:, None] - KEEP_TOL * scale)
+        z = scatter(
+            np.clip(prob2.constraints[1].dual_value, 0.0, None), np.nonzero(keep), mdp.R.shape
+        )
+        policy = lp_policy(mdp.P, a2, z, z)
+        try:
+            ev = evaluate_multichain(*policy_model(mdp.P, mdp.R, policy))
+        except EvaluationError:
+            continue
+        certificate = float(max(np.abs(ev.bias - h).max(), np.abs(ev.gain - g).max()))
+        info = {"big_m": big_m, "bias_certificate": certificate}
+        rtol, atol = SOLVER_TOL[solver]
+        if certificate <= atol + rtol * scale:
+            break
+    return stage2, h, policy, ev, info

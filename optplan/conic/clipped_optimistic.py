@@ -16,14 +16,7 @@ import numpy as np
 from ..dp import masked
 from ..problems.base import SOLVER_TOL
 from ..result import PlanResult
-from ._common import (
-    NOT_FEASIBLE_OR_BOUNDED,
-    admissible_pairs,
-    bellman_matrix,
-    conic_result,
-    no_solution,
-    run,
-)
+from ._common import bellman_rows, planning_result, run_stage
 
 
 def formulate(problem, clipped: np.ndarray | None = None) -> cp.Problem:
@@ -34,12 +27,10 @@ def formulate(problem, clipped: np.ndarray | None = None) -> cp.Problem:
     S = problem.n_states
     U = np.zeros(S, dtype=bool) if clipped is None else np.asarray(clipped, dtype=bool)
     mask = problem.action_mask & ~U[:, None]
-    s_idx, a_idx = admissible_pairs(mask)
     V = cp.Variable(S, name="V")
     constraints = []
-    if s_idx.size:
-        A = bellman_matrix(problem.p_hat[s_idx, a_idx], s_idx, S, problem.discount)
-        c = problem.r[s_idx, a_idx] + problem.bonus[s_idx, a_idx]
+    if mask.any():
+        A, c, _ = bellman_rows(problem.p_hat, problem.r + problem.bonus, mask, problem.discount)
         constraints.append(A @ V >= c)
     if U.any():
         constraints.append(V[np.flatnonzero(U)] == problem.horizon)
@@ -54,11 +45,10 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     result = None
     for rounds in range(1, S + 2):  # loop over clipped sets (U shrinks after round 1)
         prob = formulate(problem, U)
-        stage = run(prob, solver, solver_options).cannot_be(
-            NOT_FEASIBLE_OR_BOUNDED, "every clipped-set LP is feasible and bounded"
+        why, label = "every clipped-set LP is feasible and bounded", f"round {rounds}"
+        result, failed = run_stage(
+            prob, solver, solver_options, why, result, label, info={"rounds": rounds}
         )
-        result = stage if result is None else result.then(stage, f"round {rounds}")
-        failed = no_solution(result, info={"rounds": rounds})
         if failed:
             return failed
         V = prob.var_dict["V"].value
@@ -79,13 +69,5 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     # the LP's own policy where its dual names one (every free state carries occupancy under
     # the uniform weights); clipped states are not constrained: greedy in Q there
     policy = np.where(U, masked(Q, problem.action_mask).argmax(axis=1), occupancy.argmax(axis=1))
-    return conic_result(
-        result,
-        value=float(np.mean(V)),
-        x=V,
-        multiplier=occupancy,
-        values=V,
-        q=Q,
-        policy=policy,
-        info={"clipped": U, "rounds": rounds, "residual": residual},
-    )
+    info = {"clipped": U, "rounds": rounds, "residual": residual}
+    return planning_result(result, float(np.mean(V)), V, occupancy, q=Q, policy=policy, info=info)

@@ -7,34 +7,22 @@ import numpy as np
 
 from ..dp import backup, masked
 from ..result import PlanResult
-from ._common import (
-    NOT_FEASIBLE_OR_BOUNDED,
-    admissible_pairs,
-    bellman_matrix,
-    conic_result,
-    no_solution,
-    run,
-    scatter,
-)
+from ._common import admissible_pairs, bellman_rows, planning_result, run_stage, scatter
 
 
 def formulate(problem) -> cp.Problem:
     """``min w @ V  s.t.  (E - gamma P) V >= r`` over the admissible pairs (constraint 0)."""
     mdp = problem.mdp
-    s_idx, a_idx = admissible_pairs(mdp.action_mask)
-    A = bellman_matrix(mdp.P[s_idx, a_idx], s_idx, mdp.n_states, mdp.discount)
+    A, r, _ = bellman_rows(mdp.P, mdp.R, mdp.action_mask, mdp.discount)
     V = cp.Variable(mdp.n_states, name="V")
-    bellman = A @ V >= mdp.R[s_idx, a_idx]
-    return cp.Problem(cp.Minimize(problem.weights @ V), [bellman])
+    return cp.Problem(cp.Minimize(problem.weights @ V), [A @ V >= r])
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     mdp = problem.mdp
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED, "every discounted LP is feasible and bounded"
-    )
-    failed = no_solution(result)
+    why = "every discounted LP is feasible and bounded"
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
     V = prob.var_dict["V"].value
@@ -45,13 +33,6 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     policy = occupancy.argmax(axis=1)
     residual = float(np.max(np.abs(q.max(axis=1) - V)))
     result = result.checked(residual, 1.0 + float(np.abs(V).max()), "Bellman residual")
-    return conic_result(
-        result,
-        value=float(mdp.initial @ V),
-        x=V,
-        multiplier=occupancy,
-        values=V,
-        q=q,
-        policy=policy,
-        occupancy=occupancy,
+    return planning_result(
+        result, float(mdp.initial @ V), V, occupancy, q=q, policy=policy, occupancy=occupancy
     )

@@ -7,15 +7,7 @@ import numpy as np
 
 from ..dp import backup, forward_occupancy, greedy, masked
 from ..result import PlanResult
-from ._common import (
-    NOT_FEASIBLE_OR_BOUNDED,
-    admissible_pairs,
-    bellman_matrix,
-    conic_result,
-    no_solution,
-    run,
-    scatter,
-)
+from ._common import admissible_pairs, bellman_matrix, planning_result, run_stage, scatter
 
 
 def formulate(problem) -> cp.Problem:
@@ -34,14 +26,11 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     mdp = problem.mdp
     L, S, _ = mdp.R.shape
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED, "every finite-horizon LP is feasible and bounded"
-    )
-    failed = no_solution(result)
+    why = "every finite-horizon LP is feasible and bounded"
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
-    v = prob.var_dict["V"].value
-    V = v.reshape(L, S)
+    V = prob.var_dict["V"].value.reshape(L, S)
     V_next = np.vstack([V[1:], np.zeros((1, S))])
     q = np.stack(
         [masked(backup(mdp.P[l], mdp.R[l], V_next[l]), mdp.action_mask[l]) for l in range(L)]
@@ -54,13 +43,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     )
     residual = float(np.max(np.abs(q.max(axis=-1) - V)))
     result = result.checked(residual, 1.0 + float(np.abs(V).max()), "Bellman residual")
-    return conic_result(
-        result,
-        value=float(mdp.initial @ V[0]),
-        x=V,
-        multiplier=dual,
-        values=V,
-        q=q,
-        policy=policy,
-        occupancy=forward_occupancy(mdp.P, mdp.initial, policy),
+    occupancy = forward_occupancy(mdp.P, mdp.initial, policy)
+    return planning_result(
+        result, float(mdp.initial @ V[0]), V, dual, q=q, policy=policy, occupancy=occupancy
     )

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from ..dp import masked
 from ..result import PlanResult
-from ._common import NOT_FEASIBLE_OR_BOUNDED, conic_result, no_solution, run
+from ._common import conic_result, run_stage
 
 
 def formulate(problem) -> cp.Problem:
@@ -39,10 +39,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     mdp = problem.mdp
     S = mdp.n_states
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED, "T = 0 is feasible and a proper policy bounds T"
-    )
-    failed = no_solution(result)
+    why = "T = 0 is feasible and a proper policy bounds T"
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
     reach, stays = problem.reach, problem.stays()

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import MULTICHAIN, PlanResult
-from ._common import NOT_FEASIBLE_OR_BOUNDED, admissible_pairs, conic_result, no_solution, run
+from ._common import admissible_pairs, conic_result, run_bias_stage, run_stage
 
 
 def _inner_dual(ball: str, P: np.ndarray, d: np.ndarray, V):
@@ -103,13 +103,12 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
             value=np.nan, status=MULTICHAIN, message=why, method="conic", solver=solver
         )
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED,
+    why = (
         "g = max(r + beta) with h = 0 is feasible and g >= min r"
         if average
-        else "the optimistic fixed point is feasible and bounded below",
+        else "the optimistic fixed point is feasible and bounded below"
     )
-    failed = no_solution(result)
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
     y, kernel = _duals_and_kernel(problem, prob)
@@ -120,11 +119,9 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         # stage 1's point is exactly feasible at g + its own violation, so round-off cannot make
         # stage 2 infeasible
         prob2 = formulate(problem, g + _bellman_violation(prob, problem), stationary)
-        stage2 = run(prob2, solver, solver_options).cannot_be(
-            NOT_FEASIBLE_OR_BOUNDED, "stage 1's answer is feasible and the bias is bounded"
+        result, failed = run_bias_stage(
+            prob2, solver, solver_options, result, multiplier=y, info={"lp_gain": g}
         )
-        result = result.then(stage2, "stage 2 (bias)")
-        failed = no_solution(result, multiplier=y, info={"lp_gain": g})
         if failed:
             return failed
         V = prob2.var_dict["h"].value

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import PlanResult
-from ._common import NOT_FEASIBLE_OR_BOUNDED, conic_result, no_solution, run
+from ._common import conic_result, run_stage
 
 
 def bellman_operator(problem) -> sp.csr_matrix:
@@ -50,11 +50,8 @@ def formulate(problem) -> cp.Problem:
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     prob = formulate(problem)
-    result = run(prob, solver, solver_options).cannot_be(
-        NOT_FEASIBLE_OR_BOUNDED,
-        "the fixed point is feasible and every feasible u lies above it (w > 0)",
-    )
-    failed = no_solution(result)
+    why = "the fixed point is feasible and every feasible u lies above it (w > 0)"
+    result, failed = run_stage(prob, solver, solver_options, why)
     if failed:
         return failed
     shape = problem.local.shape
