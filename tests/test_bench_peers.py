@@ -82,8 +82,8 @@ def test_kernel_lanes_give_the_public_values():
 
 def test_peers_without_numba_refused_before_timing(monkeypatch):
     from optplan._checks import MissingDependency
-    from optplan.fast import _index_kernels
+    from optplan.fast import _kernels
 
-    monkeypatch.setattr(_index_kernels, "AVAILABLE", False)
+    monkeypatch.setattr(_kernels, "AVAILABLE", False)
     with pytest.raises(MissingDependency, match="--peers needs numba"):
         bench_indices(sizes=[5], instances=1, solvers=["CLARABEL"], peers=True)

@@ -1,4 +1,4 @@
-"""The compiled index kernels (optplan.fast._index_kernels) against the numpy references
+"""The compiled index kernels (optplan.fast._kernels) against the numpy references
 (optplan.fast.kl_ball, kl_inf, l1_ball): statuses, values, q* and multipliers on random and
 edge-case rows; the one-instance lane against the batched kernel; the fast log."""
 
@@ -7,24 +7,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optplan.fast import _index_kernels, _roots, kl_ball
+from optplan.fast import _kernels, _roots, kl_ball
 from optplan.fast.kl_ball import kl_ball_index
 from optplan.fast.kl_inf import kl_inf_rate
 from optplan.fast.l1_ball import l1_ball_index
 from optplan.result import OptplanError
 
 pytestmark = pytest.mark.skipif(
-    not _index_kernels.AVAILABLE, reason="numba not installed (pip install 'optplan[jit]')"
+    not _kernels.AVAILABLE, reason="numba not installed (pip install 'optplan[jit]')"
 )
 
 
 def test_constants_are_the_references():
-    assert _index_kernels.STEP_RTOL == _roots.STEP_RTOL
-    assert _index_kernels.G_RTOL == _roots.G_RTOL
-    assert _index_kernels.FINAL_STEP == _roots.FINAL_STEP
-    assert _index_kernels.LARGE_S == kl_ball._LARGE_S
-    assert _index_kernels.S_CAP == kl_ball._S_CAP
-    assert _index_kernels.TINY == np.finfo(float).tiny
+    assert _kernels.STEP_RTOL == _roots.STEP_RTOL
+    assert _kernels.G_RTOL == _roots.G_RTOL
+    assert _kernels.FINAL_STEP == _roots.FINAL_STEP
+    assert _kernels.LARGE_S == kl_ball._LARGE_S
+    assert _kernels.S_CAP == kl_ball._S_CAP
+    assert _kernels.TINY == np.finfo(float).tiny
 
 
 def rows(seed: int, B: int, S: int, v_scale: float, ties: bool, log_d: tuple[float, float]):
@@ -108,14 +108,14 @@ def test_compiled_kernel_handles_the_common_rows():
     v = rng.normal(size=S)
     d = S / n
     out = [np.empty(B), np.empty((B, S)), np.empty(B), np.empty(B, dtype=int)]
-    handled = _index_kernels.kl_ball_rows(p, np.broadcast_to(v, p.shape), d, 100, *out)
+    handled = _kernels.kl_ball_rows(p, np.broadcast_to(v, p.shape), d, 100, *out)
     assert handled.mean() > 0.95, handled.mean()
 
 
 def test_kernel_option_errors(monkeypatch):
     with pytest.raises(OptplanError, match="kernel must be one of"):
         kl_ball_index([0.5, 0.5], [0.0, 1.0], 0.1, kernel="fortran")
-    monkeypatch.setattr(_index_kernels, "AVAILABLE", False)
+    monkeypatch.setattr(_kernels, "AVAILABLE", False)
     with pytest.raises(OptplanError, match="needs numba"):
         kl_ball_index([0.5, 0.5], [0.0, 1.0], 0.1, kernel="numba")
     # auto without numba: the numpy reference
@@ -341,7 +341,7 @@ def test_one_instance_lane_keeps_the_checks(fn, name):
 
 
 def test_fast_log_is_within_an_ulp():
-    k = _index_kernels._kernels()
+    k = _kernels.kernels()
     rng = np.random.default_rng(0)
     x = np.concatenate(
         [
@@ -375,7 +375,7 @@ def test_fast_log_is_within_an_ulp():
 def test_large_rows_use_the_vector_loops():
     """Rows with >= VECTOR_N supported states (the vectorized fill) against numpy, including
     tiny masses on the best state and radii at both ends."""
-    S = 3 * _index_kernels.VECTOR_N
+    S = 3 * _kernels.VECTOR_N
     p, v = tiny_rows(11, 30, S)
     d = 10.0 ** np.random.default_rng(1).uniform(-12, 3, 30)
     assert_same(p, v, d)
@@ -421,7 +421,7 @@ def test_l1_partial_sort_equals_the_full_sort(ties):
 @settings(max_examples=300, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
-    S=st.integers(_index_kernels.L1_INSERTION_N, 300),
+    S=st.integers(_kernels.L1_INSERTION_N, 300),
     order=st.sampled_from(["random", "ascending", "descending", "few values", "constant"]),
     zeros=st.sampled_from([0.0, 0.5, 0.95]),
 )
@@ -449,7 +449,7 @@ def test_l1_partial_sort_on_ordered_and_tied_rows(seed, S, order, zeros):
 def test_long_rows_sample_start_and_loose_bracket():
     """Rows of >= SUB_N states (a sample's root as the start, the bracket's upper end from
     min delta) against numpy: the same root."""
-    S = _index_kernels.SUB_N + 500
+    S = _kernels.SUB_N + 500
     p, v = tiny_rows(13, 6, S)
     p[0] = np.random.default_rng(2).dirichlet(np.ones(S))
     d = np.array([1e-9, 1e-3, 0.05, 0.7, 5.0, 200.0])
@@ -472,7 +472,7 @@ def test_into_lanes_equal_the_one_lanes(seed, S, ties, validate):
     one-instance lane) give the ``_*_one`` kernels' outcome bit for bit: values, ``q``,
     multipliers, iterations and codes, on random and edge-case rows (radii 0, negative, tiny,
     huge; targets at and past the ends; ties; zeros; long rows that drain by selection)."""
-    k = _index_kernels._kernels()
+    k = _kernels.kernels()
     p, v, d = rows(seed, 6, S, 1.0, ties, (-10, 3))
     pi, vi, rho = kl_inf_rows(seed, 6, S, 1.0, ties, 0.3)
     pl, vl, dl = l1_rows(seed, 6, S, ties, 0.3)
@@ -488,14 +488,14 @@ def test_into_lanes_equal_the_one_lanes(seed, S, ties, validate):
         q = np.full(S, 7.0)
         into = k["_kl_inf_into"](pi[i], vi[i], rho[i], 100, validate, q)
         assert into[2:] == one[2:4]
-        if one[3] != _index_kernels.LEFT:
+        if one[3] != _kernels.LEFT:
             _same_bits(into[:2], one[:2])
             _same_bits(q, one[4])
         one = k["_l1_one"](pl[i], vl[i], dl[i], validate)
         q = np.full(S, 7.0)
         into = k["_l1_into"](pl[i], vl[i], dl[i], validate, q)
         assert into[2] == one[2]
-        if one[2] != _index_kernels.LEFT:
+        if one[2] != _kernels.LEFT:
             _same_bits(into[:2], one[:2])
             _same_bits(q, one[3])
 

@@ -212,7 +212,7 @@ def test_compact_compiled_rows_equal_the_full_numpy_rows(seed, S, A, radii, ties
     back in compiled calls when numba is present) and through the numpy kernel, both equal the
     batched KL-ball index on the full rows with the numpy kernel: values (the sweeps' ``values``
     and the finish's call) and the maximizing ``q``."""
-    from optplan.fast import _index_kernels
+    from optplan.fast import _kernels
     from optplan.fast.kl_ball import kl_ball_index
     from optplan.fast.optimistic import _BallRows
 
@@ -240,7 +240,7 @@ def test_compact_compiled_rows_equal_the_full_numpy_rows(seed, S, A, radii, ties
         numpy_rows = _BallRows(prob)
         numpy_rows.lean = False
         paths.append(numpy_rows)
-    assert rows.lean == _index_kernels.AVAILABLE
+    assert rows.lean == _kernels.AVAILABLE
     for r in paths:
         value, q, status = r(v)
         assert (status == ref.status).all()

@@ -9,7 +9,7 @@ loop (the Python code stays the reference; ``tests/test_index_agents_compiled.py
 the two), because every floating-point result the decisions depend on is computed by the same
 code or the same operations in the same order:
 
-- the indices: the compiled row kernels of :mod:`optplan.fast._index_kernels`
+- the indices: the compiled row kernels of :mod:`optplan.fast._kernels`
   (``_kl_ball_rows``, ``_l1_rows``, ``_kl_inf_rows``), the very functions the reference's
   batched calls run; a row they leave to numpy (``LEFT``, e.g. a radius of 0) sends the whole
   batch to the reference function (:func:`~optplan.fast.kl_ball.kl_ball_index`,
@@ -33,24 +33,27 @@ process (numpy and SciPy each ship their own OpenBLAS); the compiled path is use
 they agree bit for bit.
 
 Compiled on first use and cached by numba, with the cache keyed on this module's source and on
-:mod:`optplan.fast._index_kernels`' (whose kernels the loop inlines; numba's own key would
-not see a change there): a first compile takes about 30 s, loading from the cache well under
-a second.
+those of :mod:`optplan.fast._kernels` (whose kernels the loop inlines; numba's own key would
+not see a change there: see :class:`optplan._jit.Jit`): a first compile takes about 30 s,
+loading from the cache well under a second.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
-from . import _index_kernels
+from .. import _jit
+from . import _kernels
+from ._kernels.kl_ball import _kl_ball_rows
+from ._kernels.kl_inf import _kl_inf_rows
+from ._kernels.l1_ball import _l1_rows
 
 __all__ = ["AVAILABLE", "run_index_loop", "oracle_loop", "self_check", "UCB", "OLP", "DMED", "PS"]
 
 #: numba is installed (the ``jit`` extra).
-AVAILABLE = _index_kernels.AVAILABLE
+AVAILABLE = _kernels.AVAILABLE
 
 #: Agent kinds of :func:`run_index_loop`.
 UCB, OLP, DMED, PS = 0, 1, 2, 3
@@ -88,9 +91,20 @@ def _py_threshold(Tx, x):
 
 
 # ---------------------------------------------------------------------------------------
-# Compiled helpers (numba binds them on first use; see _compiled)
+# Compiled helpers
+
+#: The loop and its helpers: compiled after the index kernels they call, ``objmode`` bound
+#: for the rare calls back into Python.
+_JIT = _jit.Jit(
+    "the compiled agent loop",
+    uses=(_kernels.jit,),
+    setup=lambda numba: {"objmode": numba.objmode},
+    cache=True,
+    error_model="numpy",
+)
 
 
+@_JIT
 def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
     """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (``pairwise_sum`` in
     ``loops_utils.h``: sequential below 8 terms, else eight interleaved partial sums)."""
@@ -120,6 +134,7 @@ def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
     return res
 
 
+@_JIT
 def _pw_sum(a, lo, n):  # pragma: no cover - compiled by numba
     """numpy's pairwise sum of ``a[lo:lo + n]``, ``n <= 2 * 128`` (one split in halves whose
     first has a multiple of 8 terms; not recursive: numba's cache mishandles recursion)."""
@@ -132,11 +147,13 @@ def _pw_sum(a, lo, n):  # pragma: no cover - compiled by numba
     return _pw_block(a, lo, n2) + _pw_block(a, lo + n2, n - n2)
 
 
+@_JIT
 def _row_sum(a):  # pragma: no cover - compiled by numba
     """``a.sum()`` of a 1-d contiguous array, as numpy's ``add.reduce``."""
     return 0.0 + _pw_sum(a, 0, a.shape[0])
 
 
+@_JIT
 def _matvec(M, v, out):  # pragma: no cover - compiled by numba
     """``out = M @ v`` as numpy computes it (BLAS ``dgemv``; ``ddot`` for one row)."""
     if M.shape[0] == 1:
@@ -145,6 +162,7 @@ def _matvec(M, v, out):  # pragma: no cover - compiled by numba
         out[:] = np.dot(M, v)
 
 
+@_JIT
 def _argmax(u):  # pragma: no cover - compiled by numba
     """``np.argmax``: the first maximum, the first NaN if any."""
     best = 0
@@ -156,6 +174,7 @@ def _argmax(u):  # pragma: no cover - compiled by numba
     return best
 
 
+@_JIT
 def _evaluate(p_hat, R, policy, M, b, row):  # pragma: no cover - compiled by numba
     """Gain and bias (``h[0] = 0``) of ``policy`` on ``p_hat``: the bordered system of
     :func:`optplan.dp.evaluate_average` with :func:`optplan.dp.generator`'s diagonal."""
@@ -177,6 +196,7 @@ def _evaluate(p_hat, R, policy, M, b, row):  # pragma: no cover - compiled by nu
     return np.linalg.solve(M, b)
 
 
+@_JIT
 def _policy_iteration(p_hat, R, good, policy, q, M, b, row, max_iter):  # pragma: no cover
     """:func:`optplan.dp.policy_iteration` (average reward, ``S <`` ITERATIVE_MIN_STATES, every
     policy unichain since ``p_hat > 0``) warm-started from ``policy`` (updated in place).
@@ -222,6 +242,7 @@ def _policy_iteration(p_hat, R, good, policy, q, M, b, row, max_iter):  # pragma
     return sol[S], sol[:S].copy(), -1
 
 
+@_JIT
 def _good_row(x, Tx, Txa, mask, good):  # pragma: no cover - compiled by numba
     """Row ``x`` of :meth:`TransitionEstimator.good_actions`."""
     A = mask.shape[1]
@@ -248,6 +269,7 @@ def _good_row(x, Tx, Txa, mask, good):  # pragma: no cover - compiled by numba
             good[x, a] = mask[x, a]
 
 
+@_JIT
 def _ball_indices(
     kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
 ):  # noqa: E501  # pragma: no cover
@@ -274,7 +296,7 @@ def _ball_indices(
     if B == 0:
         return
     if kind == UCB:
-        _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])  # noqa: F821
+        _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])
         left = False
         for i in range(B):
             if not flag[i]:
@@ -285,11 +307,12 @@ def _ball_indices(
                 out = _py_kl_ball(Pc, vc, Dc)
             val[:B] = out
     else:
-        _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])  # noqa: F821
+        _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])
     for i in range(B):
         u[acts[i]] = R[x, acts[i]] + val[i]
 
 
+@_JIT
 def _dmed_indices(
     x, log_t, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its, code, acts
 ):  # noqa: E501  # pragma: no cover
@@ -312,7 +335,7 @@ def _dmed_indices(
     u[best] = 0.0
     if B == 0:
         return best
-    _kl_inf_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], code[:B])  # noqa: F821
+    _kl_inf_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], code[:B])
     left = False
     for i in range(B):
         if code[i] == -1:  # LEFT
@@ -336,6 +359,7 @@ def _dmed_indices(
     return best
 
 
+@_JIT
 def _ps_indices(x, rng, R, mask, T, v, u, G, Q, W):  # pragma: no cover - compiled by numba
     """``MDPPS.indices(x)`` into ``u``: ``sample_dirichlet(T[x] + 1, rng)`` row by row."""
     S, A = R.shape
@@ -351,6 +375,7 @@ def _ps_indices(x, rng, R, mask, T, v, u, G, Q, W):  # pragma: no cover - compil
         u[a] = R[x, a] + W[a] if mask[x, a] else -math.inf
 
 
+@_JIT
 def _search_right(cdf, u):  # pragma: no cover - compiled by numba
     """``np.searchsorted(cdf, u, side="right")``."""
     lo, hi = 0, cdf.shape[0]
@@ -363,6 +388,7 @@ def _search_right(cdf, u):  # pragma: no cover - compiled by numba
     return lo
 
 
+@_JIT
 def _run(
     kind,
     steps,
@@ -457,6 +483,7 @@ def _run(
     return DONE, steps, t, gain, v, best, -1, state
 
 
+@_JIT
 def _oracle(steps, state, policy, R, cdf, rng, rewards):  # pragma: no cover - compiled by numba
     """:func:`optplan.experiments.run.oracle_run` on a continuing noiseless environment."""
     for k in range(steps):
@@ -466,70 +493,9 @@ def _oracle(steps, state, policy, R, cdf, rng, rewards):  # pragma: no cover - c
     return state
 
 
-def _kernel_stamp() -> str:
-    """A hash of :mod:`optplan.fast._index_kernels`' source, whose kernels the loop inlines."""
-    import hashlib
-    from pathlib import Path
-
-    return hashlib.sha256(Path(_index_kernels.__file__).read_bytes()).hexdigest()
-
-
-def _stamped(dispatcher, stamp: str):
-    """``dispatcher`` with numba's cache keyed on this file's source (numba's own stamp) and
-    on ``stamp``: a change of the index kernels invalidates the cached loop (numba's cache
-    alone would not see it). Without the internals this relies on, no cache at all."""
-    try:
-        cache_file = dispatcher._cache._cache_file
-        cache_file._source_stamp = (cache_file._source_stamp, stamp)
-    except AttributeError:  # pragma: no cover - another numba version's internals
-        from numba.core.caching import NullCache
-
-        dispatcher._cache = NullCache()
-    return dispatcher
-
-
-_COMPILED: dict = {}
-_LOCK = threading.Lock()
-_HELPERS = (
-    "_pw_block",
-    "_pw_sum",
-    "_row_sum",
-    "_matvec",
-    "_argmax",
-    "_evaluate",
-    "_policy_iteration",
-    "_good_row",
-    "_ball_indices",
-    "_dmed_indices",
-    "_ps_indices",
-    "_search_right",
-)
-
-
 def _compiled() -> dict:
     """The jitted loop and helpers, made on first use (after the index kernels)."""
-    if _COMPILED:
-        return _COMPILED
-    if not AVAILABLE:
-        raise RuntimeError('the compiled agent loop needs numba: pip install "optplan[jit]"')
-    with _LOCK:
-        if not _COMPILED:
-            import numba
-
-            k = _index_kernels._kernels()
-            g = globals()
-            g["objmode"] = numba.objmode
-            for name in ("_kl_ball_rows", "_l1_rows", "_kl_inf_rows"):
-                g[name] = k[name]
-            opts = {"cache": True, "error_model": "numpy"}
-            stamp = _kernel_stamp()
-            for name in _HELPERS:
-                g[name] = _stamped(numba.njit(**opts)(g[name]), stamp)
-            out = {name: g[name] for name in _HELPERS}
-            out["_run"] = _stamped(numba.njit(**opts)(_run), stamp)
-            out["_oracle"] = _stamped(numba.njit(**opts)(_oracle), stamp)
-            _COMPILED.update(out)
-    return _COMPILED
+    return _JIT.table or _JIT.compiled()
 
 
 _CHECK: list = []

@@ -73,7 +73,7 @@ def single_row(p, v, param):
     """``(p, v, param)`` for a compiled kernel's one-row lane, or ``None`` when the inputs are
     not one plain instance (``p``, ``v`` contiguous, aligned float64 arrays of shape ``(S,)``,
     ``param`` a real scalar): those take the general path. The lane's compiled call checks the
-    values (:func:`optplan.fast._index_kernels._valid_one`) and sends what it cannot vouch for
+    values (:func:`optplan.fast._kernels.common._valid_one`) and sends what it cannot vouch for
     to the general path too, whose checks raise the errors naming the field and value. No copy,
     no ``asarray``: the lane exists for its per-call overhead."""
     # cheapest tests first (dtype identity: numpy's float64 dtype is a singleton)

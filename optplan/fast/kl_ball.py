@@ -34,7 +34,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
-from . import _index_kernels
+from . import _kernels
 from ._batch import batch_result, flat_batch, single_result, single_row
 from ._options import choose_kernel
 from ._roots import newton_bracketed
@@ -74,7 +74,7 @@ def kl_ball_index(
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
     kernel : {"auto", "numpy", "numba"}
-        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._index_kernels` on the rows
+        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._kernels` on the rows
         it handles, this module's numpy kernel (the reference) on the rest; ``"auto"`` (default)
         picks numba when it is installed (``pip install "optplan[jit]"``). One instance given as
         float64 arrays ``p``, ``v`` of shape ``(S,)`` and a scalar radius goes straight to the
@@ -90,21 +90,21 @@ def kl_ball_index(
     if type(max_iter) is not int or max_iter < 1:
         check_int("max_iter", max_iter)
     if kernel == "auto":
-        compiled = _index_kernels.AVAILABLE
+        compiled = _kernels.AVAILABLE
     else:
-        compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, its, handled = (_index_kernels.LANES or _index_kernels.lanes())[
-            "_kl_ball_into"
-        ](*one, min(max_iter, _index_kernels.MAX_ITER_CAP), validate is True or bool(validate), q)
+        value, lam, its, handled = (_kernels.LANES or _kernels.lanes())["_kl_ball_into"](
+            *one, min(max_iter, _kernels.MAX_ITER_CAP), validate is True or bool(validate), q
+        )
         if handled:
             return single_result(value, q, lam, its, start, "halley")
     p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
     if compiled:
         value, q, lam, status, iterations = outputs
-        handled = _index_kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
+        handled = _kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
         rest = np.flatnonzero(~handled)
         if rest.size:  # the rows the compiled kernel leaves to the reference
             sub = tuple(out[rest] for out in outputs)

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
-from . import _index_kernels
+from . import _kernels
 from ._batch import batch_result, flat_batch, single_result, single_row
 from ._options import choose_kernel
 from ._roots import newton_bracketed
@@ -59,7 +59,7 @@ def kl_inf_rate(
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
     kernel : {"auto", "numpy", "numba"}
-        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._index_kernels` (the same
+        ``"numba"``: the compiled row kernel of :mod:`optplan.fast._kernels` (the same
         steps, one compiled loop per row; one instance of float64 ``(S,)`` arrays and a scalar
         target goes straight to it), this module's numpy kernel (the reference) on the rows
         it leaves (no convergence); ``"auto"`` (default) picks numba when it is installed.
@@ -73,24 +73,24 @@ def kl_inf_rate(
     if type(max_iter) is not int or max_iter < 1:
         check_int("max_iter", max_iter)
     if kernel == "auto":
-        compiled = _index_kernels.AVAILABLE
+        compiled = _kernels.AVAILABLE
     else:
-        compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
     one = single_row(p, v, target) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, its, code = (_index_kernels.LANES or _index_kernels.lanes())["_kl_inf_into"](
-            *one, min(max_iter, _index_kernels.MAX_ITER_CAP), validate is True or bool(validate), q
+        value, lam, its, code = (_kernels.LANES or _kernels.lanes())["_kl_inf_into"](
+            *one, min(max_iter, _kernels.MAX_ITER_CAP), validate is True or bool(validate), q
         )
-        if code != _index_kernels.LEFT:
-            status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
+        if code != _kernels.LEFT:
+            status = INFEASIBLE if code == _kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, its, start, "newton", status)
     p, v, rho, batch, outputs = flat_batch(p, v, target, "target", validate)
     if compiled:
         value, q, lam, status, iterations = outputs
-        code = _index_kernels.kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations)
-        status[code == _index_kernels.INFEASIBLE_ROW] = INFEASIBLE
-        rest = np.flatnonzero(code == _index_kernels.LEFT)
+        code = _kernels.kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations)
+        status[code == _kernels.INFEASIBLE_ROW] = INFEASIBLE
+        rest = np.flatnonzero(code == _kernels.LEFT)
         if rest.size:  # the rows the compiled kernel leaves to the reference
             sub = tuple(out[rest] for out in outputs)
             _numpy_rows(p[rest], v[rest], rho[rest], max_iter, sub)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
-from . import _index_kernels
+from . import _kernels
 from ._batch import broadcast_index_inputs, flag_overflow, single_result, single_row
 from ._options import choose_kernel
 
@@ -44,7 +44,7 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
         Check the inputs (default); ``False`` skips the checks for inputs that already
         passed them.
     kernel : {"auto", "numpy", "numba"}
-        ``"numba"``: the compiled closed form of :mod:`optplan.fast._index_kernels` (the same
+        ``"numba"``: the compiled closed form of :mod:`optplan.fast._kernels` (the same
         drain order and formulas, one compiled loop per row; one instance of float64 ``(S,)``
         arrays and a scalar radius goes straight to it); ``"numpy"``: this module's numpy code
         (the reference); ``"auto"`` (default): numba when it is installed.
@@ -57,17 +57,17 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
     """
     start = time.perf_counter()
     if kernel == "auto":
-        compiled = _index_kernels.AVAILABLE
+        compiled = _kernels.AVAILABLE
     else:
-        compiled = choose_kernel(kernel, _index_kernels.AVAILABLE) == "numba"
+        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
-        value, lam, code = (_index_kernels.LANES or _index_kernels.lanes())["_l1_into"](
+        value, lam, code = (_kernels.LANES or _kernels.lanes())["_l1_into"](
             *one, validate is True or bool(validate), q
         )
-        if code != _index_kernels.LEFT:
-            status = INFEASIBLE if code == _index_kernels.INFEASIBLE_ROW else OPTIMAL
+        if code != _kernels.LEFT:
+            status = INFEASIBLE if code == _kernels.INFEASIBLE_ROW else OPTIMAL
             return single_result(value, q, lam, 0, start, "closed_form", status)
     if validate:
         p, v, d = check_index_inputs(p, v, radius, "radius")
@@ -81,9 +81,9 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
     if compiled:
         v = v[(0,) * (v.ndim - 1)][None] if shared_v else v.reshape(-1, S)
         value, q, lam = np.empty(n), np.empty((n, S)), np.empty(n)
-        code = _index_kernels.l1_rows(p, v, d, shared_v, value, q, lam)
+        code = _kernels.l1_rows(p, v, d, shared_v, value, q, lam)
         status = np.full(n, OPTIMAL, dtype="<U20")
-        status[code == _index_kernels.INFEASIBLE_ROW] = INFEASIBLE
+        status[code == _kernels.INFEASIBLE_ROW] = INFEASIBLE
     else:
         value, q, lam, status = _numpy_rows(p, v, d, shared_v)
     flag_overflow(value, status)

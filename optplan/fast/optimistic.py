@@ -17,7 +17,7 @@ from ..dp import (
     n_recurrent_classes,
 )
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
-from . import _index_kernels
+from . import _kernels
 from ._options import check_tol_iter
 from .kl_ball import kl_ball_index
 from .l1_ball import l1_ball_index
@@ -51,7 +51,7 @@ class _BallRows:
         self.ball = (d > 0) & problem.action_mask
         self.all_ball = bool(self.ball.all())
         self.index = l1_ball_index if problem.ball == "l1" else kl_ball_index
-        self.lean = problem.ball == "kl" and _index_kernels.AVAILABLE
+        self.lean = problem.ball == "kl" and _kernels.AVAILABLE
         self.p, self.d = P[self.ball], d[self.ball]
         n, S = self.p.shape
         supp = self.p > 0
@@ -108,7 +108,7 @@ class _BallRows:
         kernel on the rows they leave."""
         n, S = self.p.shape
         value = np.empty(n)
-        handled, vr, where, q = _index_kernels.kl_ball_gathered(
+        handled, vr, where, q = _kernels.kl_ball_gathered(
             self.pc,
             self.cols,
             self.zero,
@@ -134,7 +134,7 @@ class _BallRows:
         if self.lean:  # the compiled KL rows, the numpy reference only on the rows it leaves
             n = p.shape[0]
             value, q, lam = np.empty(n), np.empty(p.shape), np.empty(n)
-            handled = _index_kernels.kl_ball_rows(
+            handled = _kernels.kl_ball_rows(
                 p, v, self.d, 100, value, q, lam, np.empty(n, dtype=np.int64)
             )
             if handled.all():
