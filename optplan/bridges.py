@@ -104,17 +104,34 @@ def from_gymnasium(
     """
     if terminal not in TERMINAL_MODES:
         raise OptplanError(f"terminal must be one of {TERMINAL_MODES}, got {terminal!r}")
+    env = _environment(env_or_id, make_kwargs)
+    table = _table(env)
+    inner = getattr(env, "unwrapped", env)
+    S, A = _table_shape(table, terminal)
+    outcomes = _checked_outcomes(table, S, A)
+    rho = _initial(inner, initial, S)
+    P, R, rho = _assemble(outcomes, S, A, rho, terminal)
+    if name is None:
+        name = getattr(getattr(env, "spec", None), "id", None) or type(inner).__name__
+    return TabularMDP(P, R, discount, rho, name=check_label("name", name))
+
+
+def _environment(env_or_id, make_kwargs: dict):
+    """``env_or_id``, or ``gymnasium.make(env_or_id, **make_kwargs)`` for an id string."""
     if isinstance(env_or_id, str):
         import gymnasium as gym
 
-        env = gym.make(env_or_id, **make_kwargs)
-    else:
-        if make_kwargs:
-            raise OptplanTypeError(
-                f"keyword arguments {sorted(make_kwargs)} are for gymnasium.make and apply "
-                f"only when env_or_id is an id string"
-            )
-        env = env_or_id
+        return gym.make(env_or_id, **make_kwargs)
+    if make_kwargs:
+        raise OptplanTypeError(
+            f"keyword arguments {sorted(make_kwargs)} are for gymnasium.make and apply "
+            f"only when env_or_id is an id string"
+        )
+    return env_or_id
+
+
+def _table(env) -> dict:
+    """:func:`table_of`, or the ``TypeError`` saying what :func:`from_gymnasium` needs."""
     table = table_of(env)
     if table is None:
         raise OptplanTypeError(
@@ -123,7 +140,12 @@ def from_gymnasium(
             f"(Gymnasium's toy-text FrozenLake, Taxi, CliffWalking have one); "
             f"{type(getattr(env, 'unwrapped', env)).__name__} has none"
         )
-    inner = getattr(env, "unwrapped", env)
+    return table
+
+
+def _table_shape(table: dict, terminal: str) -> tuple[int, int]:
+    """``(S, A)`` of the table (``A`` from ``P[0]``), the model's size checked before any
+    dense allocation (one state more with ``terminal="absorbing"``)."""
     S = len(table)
     if S == 0:
         raise OptplanError("env.unwrapped.P is empty: the model needs at least one state")
@@ -132,11 +154,13 @@ def from_gymnasium(
         raise OptplanError(f"env.unwrapped.P[0] must be a non-empty dict of actions, got {first!r}")
     A = len(first)
     n_out = S + 1 if terminal == "absorbing" else S
-    check_model_size(
-        n_out, A, subject=f"the Gymnasium table of {S} states and {A} actions"
-    )  # before any dense allocation
+    check_model_size(n_out, A, subject=f"the Gymnasium table of {S} states and {A} actions")
+    return S, A
 
-    # One pass over the table into flat arrays; everything after is vectorized.
+
+def _outcomes(table: dict, S: int, A: int) -> tuple[np.ndarray, ...]:
+    """One pass over the table into flat arrays ``(s, a, next_state, prob, reward,
+    terminated)``, one entry per listed outcome; everything after is vectorized."""
     s_idx, a_idx, nxt, prob, rew, term = [], [], [], [], [], []
     for s in range(S):
         row = table.get(s)
@@ -162,13 +186,20 @@ def from_gymnasium(
                 prob.append(p)
                 rew.append(r)
                 term.append(bool(done))
-    s_idx = np.asarray(s_idx, dtype=np.intp)
-    a_idx = np.asarray(a_idx, dtype=np.intp)
-    nxt = np.asarray(nxt, dtype=np.intp)
-    prob = np.asarray(prob, dtype=float)
-    rew = np.asarray(rew, dtype=float)
-    term = np.asarray(term, dtype=bool)
+    return (
+        np.asarray(s_idx, dtype=np.intp),
+        np.asarray(a_idx, dtype=np.intp),
+        np.asarray(nxt, dtype=np.intp),
+        np.asarray(prob, dtype=float),
+        np.asarray(rew, dtype=float),
+        np.asarray(term, dtype=bool),
+    )
 
+
+def _checked_outcomes(table: dict, S: int, A: int) -> tuple[np.ndarray, ...]:
+    """:func:`_outcomes`, checked: next states in range, probabilities finite and ``>= 0``,
+    rewards finite, and the probabilities of each ``P[s][a]`` summing to 1."""
+    s_idx, a_idx, nxt, prob, rew, term = flat = _outcomes(table, S, A)
     bad = (nxt < 0) | (nxt >= S)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -192,8 +223,14 @@ def from_gymnasium(
             f"the probabilities of env.unwrapped.P[{s}][{a}] (state {s}, action {a}) sum to "
             f"{float(sums[s, a])!r}, not 1 (tolerance {ROW_SUM_TOL})"
         )
+    return flat
 
-    rho = _initial(inner, initial, S)
+
+def _assemble(outcomes, S: int, A: int, rho: np.ndarray, terminal: str):
+    """``(P, R, initial)`` of the model from the checked ``outcomes``: expected rewards, and
+    the terminating transitions sent to the appended absorbing state or to ``rho``."""
+    s_idx, a_idx, nxt, prob, rew, term = outcomes
+    n_out = S + 1 if terminal == "absorbing" else S
     R = np.zeros((n_out, A))
     np.add.at(R, (s_idx, a_idx), prob * rew)
     P = np.zeros((n_out, A, n_out))
@@ -211,10 +248,7 @@ def from_gymnasium(
         P, R = P[:S, :, :S], R[:S]
     # Normalize rows exactly (sums checked above), so row sums are 1 to round-off.
     P /= P.sum(axis=-1, keepdims=True)
-    if name is None:
-        spec = getattr(env, "spec", None)
-        name = getattr(spec, "id", None) or type(inner).__name__
-    return TabularMDP(P, R, discount, rho, name=check_label("name", name))
+    return P, R, rho
 
 
 def _initial(inner, initial, S: int) -> np.ndarray:

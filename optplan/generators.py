@@ -118,6 +118,18 @@ def riverswim(
     gamma = _check_discount(discount)
     r_left = _check_real("r_left", r_left)
     r_right = _check_real("r_right", r_right)
+    swim = _swim_right(p_right, p_stay, p_right_first, p_stay_last)
+    initial = _uniform_start(start, S)
+    R = np.zeros((S, 2))
+    R[0, 0] = r_left
+    R[S - 1, 1] = r_right
+    P = _river_transitions(S, *swim)
+    return TabularMDP(P, R, discount=gamma, initial=initial, name="riverswim")
+
+
+def _swim_right(p_right, p_stay, p_right_first, p_stay_last) -> tuple[float, ...]:
+    """:func:`riverswim`'s probabilities of swimming right, checked: ``(p_right, p_stay,
+    p_left, p_right_first, p_stay_last)`` with ``p_left = 1 - p_right - p_stay``."""
     p_right = _check_prob("p_right", p_right)
     p_stay = _check_prob("p_stay", p_stay)
     p_right_first = _check_prob("p_right_first", p_right_first)
@@ -125,7 +137,11 @@ def riverswim(
     p_left = 1.0 - p_right - p_stay
     if p_left < -1e-12:
         raise OptplanError(f"p_right + p_stay must be <= 1, got {p_right!r} + {p_stay!r}")
-    p_left = max(p_left, 0.0)
+    return p_right, p_stay, max(p_left, 0.0), p_right_first, p_stay_last
+
+
+def _uniform_start(start, S: int) -> np.ndarray:
+    """The uniform distribution over ``start`` (a state index or a non-empty list of them)."""
     if isinstance(start, np.ndarray):
         start = start.tolist()
     starts = (
@@ -138,7 +154,14 @@ def riverswim(
     starts = [_check_int("start", s, 0) for s in starts]
     if max(starts) >= S:
         raise OptplanError(f"start must contain states in [0, {S - 1}], got {start!r}")
+    initial = np.zeros(S)
+    initial[np.unique(starts)] = 1.0
+    initial /= initial.sum()
+    return initial
 
+
+def _river_transitions(S: int, p_right, p_stay, p_left, p_right_first, p_stay_last):
+    """:func:`riverswim`'s ``P`` ``(S, 2, S)``: action 0 drifts left, action 1 swims right."""
     s = np.arange(S)
     P = np.zeros((S, 2, S))
     P[s, 0, np.maximum(s - 1, 0)] = 1.0
@@ -150,13 +173,7 @@ def riverswim(
     P[0, 1, 0] = 1.0 - p_right_first
     P[S - 1, 1, S - 1] = p_stay_last
     P[S - 1, 1, S - 2] = 1.0 - p_stay_last
-    R = np.zeros((S, 2))
-    R[0, 0] = r_left
-    R[S - 1, 1] = r_right
-    initial = np.zeros(S)
-    initial[np.unique(starts)] = 1.0
-    initial /= initial.sum()
-    return TabularMDP(P, R, discount=gamma, initial=initial, name="riverswim")
+    return P
 
 
 #: Reward models of :func:`random_dirichlet`.
