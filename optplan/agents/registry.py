@@ -5,9 +5,9 @@ way to build any of them from an environment or a model.
 Each family module ends with its builders and their typed, documented parameters
 (``BUILDERS``, a tuple of :class:`~optplan._params.Component`); this table collects them. A
 builder ``build(env, criterion, **params)`` reads from the environment only what the agent is
-allowed to know (:mod:`optplan.agents._env`). The experiments' registry holds this same table
-(:data:`AGENTS`): a sweep's agent and ``make_agent`` go through the same builder with the same
-defaults.
+allowed to know (:mod:`optplan.agents._env`). The sweeps' registry
+(:mod:`optplan.sweeps.registry`) holds this same table (:data:`AGENTS`): a sweep's agent and
+``make_agent`` go through the same builder with the same defaults.
 
 Examples
 --------
