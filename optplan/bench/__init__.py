@@ -5,7 +5,8 @@ One module per suite (:mod:`.planning`, :mod:`.indices`, :mod:`.k_temperature`,
 seeded random instances, :mod:`.cases`, shared with the tests. :data:`SUITES` says, per
 suite, everything the command line needs, so ``optplan bench`` is one command for all of them;
 :data:`BENCHED_STEMS` is the set of problem stems some suite times, read off the suites' own
-tables.
+tables, and :data:`STEM_SUITES` (:func:`bench_row`) says which suite times each stem of the
+problems' table (:mod:`optplan.problems.stems`).
 
 Every ratio printed comes from timings taken in the same run, interleaved instance by
 instance, so machine noise hits both paths alike. Medians, not means.
@@ -18,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
+from .._checks import OptplanError
+from ..problems import stems as _stems
 from . import index_agents, indices, k_temperature, optimistic, planning, ravi, ube
 from ._options import solver_name
 
-__all__ = ["Suite", "SUITES", "BENCHED_STEMS", "solver_name"]
+__all__ = ["Suite", "SUITES", "BENCHED_STEMS", "STEM_SUITES", "bench_row", "solver_name"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,21 @@ SUITES: dict[str, Suite] = {
 
 #: Every problem stem timed by some suite.
 BENCHED_STEMS: frozenset[str] = frozenset().union(*(s.stems for s in SUITES.values()))
+
+#: ``stem -> the suite that times it`` (the first of :data:`SUITES` that does), for the stems
+#: of the problems' table (:mod:`optplan.problems.stems`) in its order; a stem no suite times
+#: is missing.
+STEM_SUITES: dict[str, str] = {
+    stem: next(name for name, suite in SUITES.items() if stem in suite.stems)
+    for stem in _stems.stems()
+    if stem in BENCHED_STEMS
+}
+
+
+def bench_row(stem: str) -> str:
+    """The suite (a key of :data:`SUITES`) whose rows time the problem ``stem``: ``optplan
+    bench <suite>``. A stem of the problems' table that no suite times is an error."""
+    _stems.row(stem)  # an unknown stem: the table's error, with its suggestion
+    if stem not in STEM_SUITES:
+        raise OptplanError(f"no bench suite times the problem {stem!r}")
+    return STEM_SUITES[stem]

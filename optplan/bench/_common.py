@@ -43,9 +43,8 @@ FAST_RUNS = 5
 def timed_median(fn: Callable, runs: int = FAST_RUNS):
     """``(fn(), median wall seconds of runs)``: for millisecond solves timed next to forked
     conic children. After a ``fork`` every page the parent writes faults once (copy on write,
-    even after the child has exited): about 600 faults, 1 ms, on the first 2.7 ms EVI solve
-    after each fork, measured with ``resource.getrusage``. The median of a few runs is the
-    solve, not the fork's aftermath."""
+    even after the child has exited), so the first solve after each fork pays hundreds of
+    page faults. The median of a few runs is the solve, not the fork's aftermath."""
     times, out = [], None
     for _ in range(runs):
         out, t = timed(fn)

@@ -131,8 +131,7 @@ def bench_index_agents(
                 compiled, _ = _rate(cls, mdp, "fast", compiled_steps, seed, counts, "compiled")
             # first calls compile the row kernels (numba) or import CVXPY: not timed. The
             # Python loop's warm-up plays the timed run's steps: a short one can miss a
-            # kernel the run reaches later, which then compiles inside the timing (on a
-            # fresh numba cache: seconds)
+            # kernel the run reaches later, which then compiles inside the timing
             _rate(cls, mdp, "fast", fast_steps, seed, counts)
             fast, _ = _rate(cls, mdp, "fast", fast_steps, seed, counts)
             _rate(cls, mdp, "conic", 1, seed, counts)

@@ -151,21 +151,47 @@ def bench_indices(
       (max ``|fast - conic| / (1 + |conic|)``), ``_skipped`` (``None`` or why);
     - ``best_ratio``: the smallest ``<SOLVER>_ratio`` (``None`` if no solver ran).
 
-    With ``peers`` (needs numba), each instance is also solved, in round-robin loops of calls
-    (:func:`_time_contenders`: the median of :data:`PEER_RUNS` rounds), by optplan's public
-    fast function (``kl_ball_index(p, v, r)`` etc., inputs checked, a ``BatchResult``), by
-    optplan's compiled kernel lane alone (:func:`kernel_lanes`: the row kernel on the same
-    already-valid float64 arrays, no checks, the value only: the work a peer does) and by the
-    peer transcriptions of :mod:`optplan.bench.peers` for that problem; the row gets
-    ``optplan_s`` and ``kernel_s`` (medians over the instances), ``kernel_max_abs_diff``
-    (kernel value vs public value) and ``peers``: ``{name: {"s", "ratio" (peer /
-    optplan_s), "ratio_kernel" (peer / kernel_s), "max_abs_diff" (of the values, vs the
-    public function's)}}``.
+    With ``peers`` (needs numba), each instance is also solved in round-robin loops of calls
+    by optplan's public fast function, its compiled kernel lane alone and the peer
+    transcriptions of :mod:`optplan.bench.peers` (:mod:`optplan.bench.index_peers`); the row
+    gets ``optplan_s``, ``kernel_s``, ``kernel_max_abs_diff`` and ``peers``
+    (:func:`~optplan.bench.index_peers.peer_entries`).
 
     Every argument is checked before any timing: ``sizes`` and ``instances`` positive
     integers (``sizes >= 2`` with ``kl_inf``, whose target needs two states), ``batch >= 0``,
     ``zeros`` in ``[0, 1)``, ``max_conic_seconds >= 0``.
     """
+    problems, sizes, instances, solvers, batch, max_conic_seconds, zeros, seed = _checked(
+        problems, sizes, instances, solvers, batch, max_conic_seconds, zeros, seed, peers
+    )
+    rows = []
+    for k, problem in enumerate(problems):
+        cls, batched = index_paths(problem)
+        contenders = _warm_up(problem, cls, batched, solvers, peers)
+        tripped: dict[str, int] = {}  # solver -> the size at which it went over the cap
+        for S in sizes:
+            rng = np.random.default_rng([seed, k, S])
+            cases = [random_index_instance(rng, S, problem, zeros) for _ in range(instances)]
+            row = {"problem": problem, "S": S, "instances": instances}
+            peer_times = {name: [] for name in contenders}
+            peer_diff = dict.fromkeys(contenders, 0.0)
+            # the peers first, on every instance of this size, before any conic solve
+            for p, v, r in cases if contenders else ():
+                time_contenders(contenders, p, v, r, peer_times, peer_diff)
+            singles = _time_singles(row, cls, cases, solvers, tripped, max_conic_seconds)
+            _batch_entries(row, batched, cases, singles[-1], batch, [seed, k, S, 1], zeros)
+            _solvers_entries(row, solvers, singles, tripped, max_conic_seconds)
+            if contenders:
+                peer_entries(row, peer_times, peer_diff)
+            rows.append(row)
+            if progress:
+                _index_progress(progress, row, solvers)
+    return rows
+
+
+def _checked(problems, sizes, instances, solvers, batch, max_conic_seconds, zeros, seed, peers):
+    """The arguments of :func:`bench_indices`, checked in this order (``problems`` as a
+    list); with ``peers``, numba must be there."""
     if isinstance(problems, (str, bytes)):
         problems = [problems]
     for problem in problems:
@@ -179,51 +205,40 @@ def bench_indices(
     seed = check_int("seed", seed, 0)
     if peers:
         check_peers()
-    rows = []
-    for k, problem in enumerate(problems):
-        cls, batched = index_paths(problem)
-        # warm-up (imports, solvers' first-call overheads), untimed
-        p, v, r = random_index_instance(np.random.default_rng(12345), 5, problem)
-        cls(p, v, r).solve(method="fast")
-        batched(p[None], v[None], np.array([r]))
-        contenders = make_contenders(problem, batched) if peers else {}
-        for fn in contenders.values():
-            fn(p, v, r)
-        for solver in solvers:
-            _conic(cls(p, v, r), solver)
-        tripped: dict[str, int] = {}  # solver -> the size at which it went over the cap
-        for S in sizes:
-            rng = np.random.default_rng([seed, k, S])
-            cases = [random_index_instance(rng, S, problem, zeros) for _ in range(instances)]
-            row = {"problem": problem, "S": S, "instances": instances}
-            peer_times = {name: [] for name in contenders}
-            peer_diff = dict.fromkeys(contenders, 0.0)
-            # the peers first, on every instance of this size, before any conic solve
-            for p, v, r in cases if contenders else ():
-                time_contenders(contenders, p, v, r, peer_times, peer_diff)
-            times, statuses, messages, errs, fast_values = _time_singles(
-                row, cls, cases, solvers, tripped, max_conic_seconds
+    return problems, sizes, instances, solvers, batch, max_conic_seconds, zeros, seed
+
+
+def _warm_up(problem: str, cls, batched: Callable, solvers, peers: bool) -> dict[str, Callable]:
+    """Untimed first calls (imports, the solvers' first-call overheads); the peer contenders
+    (:func:`~optplan.bench.index_peers.make_contenders`; none without ``peers``)."""
+    p, v, r = random_index_instance(np.random.default_rng(12345), 5, problem)
+    cls(p, v, r).solve(method="fast")
+    batched(p[None], v[None], np.array([r]))
+    contenders = make_contenders(problem, batched) if peers else {}
+    for fn in contenders.values():
+        fn(p, v, r)
+    for solver in solvers:
+        _conic(cls(p, v, r), solver)
+    return contenders
+
+
+def _solvers_entries(row: dict, solvers, singles: tuple, tripped: dict, cap: float) -> None:
+    """Each solver's entries of the row (from :func:`_time_singles`), why it was skipped, and
+    ``best_ratio``."""
+    times, statuses, messages, errs, _ = singles
+    for solver in solvers:
+        _solver_entries(
+            row, solver, times[solver], statuses[solver], messages[solver], errs[solver]
+        )
+        if solver in tripped:
+            at = tripped[solver]
+            row[f"{solver}_skipped"] = f"skipped after {cap:g} s" + (
+                f" ({len(times[solver])} of {row['instances']} instances timed)"
+                if at == row["S"]
+                else f" at S={at}"
             )
-            _batch_entries(row, batched, cases, fast_values, batch, [seed, k, S, 1], zeros)
-            for solver in solvers:
-                _solver_entries(
-                    row, solver, times[solver], statuses[solver], messages[solver], errs[solver]
-                )
-                if solver in tripped:
-                    at = tripped[solver]
-                    row[f"{solver}_skipped"] = f"skipped after {max_conic_seconds:g} s" + (
-                        f" ({len(times[solver])} of {instances} instances timed)"
-                        if at == S
-                        else f" at S={at}"
-                    )
-            ratios = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
-            row["best_ratio"] = min(ratios) if ratios else None
-            if contenders:
-                peer_entries(row, peer_times, peer_diff)
-            rows.append(row)
-            if progress:
-                _index_progress(progress, row, solvers)
-    return rows
+    ratios = [row[f"{s}_ratio"] for s in solvers if row[f"{s}_ratio"] is not None]
+    row["best_ratio"] = min(ratios) if ratios else None
 
 
 def _time_singles(row: dict, cls, cases: list, solvers, tripped: dict, cap: float) -> tuple:

@@ -1,4 +1,4 @@
-"""pymdptoolbox as a peer of ``optplan bench planning --peers`` (issue 19 item 5).
+"""pymdptoolbox as a peer of ``optplan bench planning --peers``.
 
 pymdptoolbox (S. Cordwell et al., https://github.com/sawcordwell/pymdptoolbox, the Python
 port of INRA's MDPtoolbox) is run on the same instances as optplan's fast path, in the
@@ -7,8 +7,8 @@ same run, interleaved instance by instance:
 - average reward: ``mdptoolbox.mdp.RelativeValueIteration`` with ``epsilon`` =
   :data:`RVI_EPSILON`. It stops when ``span(V_{k+1} - V_k) < epsilon`` and reports
   ``gain + min(V_{k+1} - V_k)``; the optimal gain lies between that minimum and the
-  maximum, so its error is below ``epsilon``. Its default ``epsilon = 0.01`` stops after 3
-  iterations at S = 500 with the gain 9e-4 off: not a comparison of equals.
+  maximum, so its error is below ``epsilon``. Its default ``epsilon = 0.01`` stops after a
+  few iterations with the gain far off optplan's: not a comparison of equals.
 - discounted: ``mdptoolbox.mdp.PolicyIteration`` (exact evaluation by a linear solve, the
   default ``eval_type``), at the suite's discount. pymdptoolbox's policy iteration is for
   discounted models only (its evaluation solves ``(I - gamma P) V = R``, singular at
@@ -32,7 +32,7 @@ from .._checks import MissingDependency
 __all__ = ["RVI_EPSILON", "PEERS", "require", "run_peer"]
 
 #: pymdptoolbox's ``RelativeValueIteration(epsilon=)``: the gain it reports is within this of
-#: the optimal gain, far below the 1e-9 agreement the issue asks for.
+#: the optimal gain, far below the 1e-9 agreement the planning rows check.
 RVI_EPSILON = 1e-12
 
 #: ``criterion -> peer names`` (pymdptoolbox classes, see the module docstring).
