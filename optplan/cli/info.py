@@ -10,22 +10,9 @@ from ..bridges import from_gymnasium
 from ..hardness import describe
 from ..mdp import TabularMDP
 from ..modelfile import load_model
-from .solve import CLIError
+from .solve import CLIError, key_values
 
 __all__ = ["add_parser", "cmd_info", "load_any_model"]
-
-
-def _literal(text: str):
-    """``"false"`` -> False, ``"4"`` -> 4, ``"0.5"`` -> 0.5, else the string."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def load_any_model(model: str, terminal: str = "absorbing", env_args=()) -> TabularMDP:
@@ -41,12 +28,7 @@ def load_any_model(model: str, terminal: str = "absorbing", env_args=()) -> Tabu
         return mdp
     if model.endswith(".toml") or "/" in model and not model.startswith("optplan/"):
         raise CLIError(f"no such model file: {model}")
-    kwargs = {}
-    for item in env_args:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--env-arg must be key=value, got {item!r}")
-        kwargs[key] = _literal(value)
+    kwargs = key_values(env_args, "--env-arg must be key=value", booleans=True)
     try:
         import gymnasium as gym
     except ImportError:  # pragma: no cover - gymnasium is a dependency

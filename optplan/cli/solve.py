@@ -38,6 +38,30 @@ class CLIError(OptplanError):
     """A user error: printed without a traceback, exit status 2."""
 
 
+def key_values(pairs, error: str, booleans: bool = False) -> dict:
+    """``{key: value}`` of ``KEY=VALUE`` strings, each value an int, else a float, else (with
+    ``booleans``, ``true``/``false`` in any case first) the string; a malformed pair is a
+    :class:`CLIError` ``"<error>, got <pair>"``."""
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"{error}, got {pair!r}")
+        out[key] = _scalar(value, booleans)
+    return out
+
+
+def _scalar(text: str, booleans: bool):
+    if booleans and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def model_problem(model, args: argparse.Namespace):
     """The planning problem of ``--criterion`` (default: the model's own), ``--discount`` and
     ``--horizon``, by :func:`optplan.problems.planning_problem`; the flags a stationary model

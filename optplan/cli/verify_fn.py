@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ..bench._options import nonneg_float, nonneg_int, positive_int, solver_name
-from .solve import CLIError
+from .solve import CLIError, key_values
 
 __all__ = ["add_parser", "cmd_verify_fn", "load_object"]
 
@@ -57,23 +57,8 @@ def load_object(spec: str, what: str = "function"):
     return getattr(module, name)
 
 
-def _value(text: str):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _options(pairs) -> dict | None:
-    out = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--option expects KEY=VALUE, got {pair!r}")
-        out[key] = _value(value)
-    return out or None
+    return key_values(pairs, "--option expects KEY=VALUE") or None
 
 
 def cmd_verify_fn(args: argparse.Namespace) -> int:

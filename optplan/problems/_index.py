@@ -3,9 +3,12 @@ functional forms: errors name the argument, the batch index and the value."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._checks import OptplanError, as_numeric, check_distribution, check_finite
+from .base import Problem
 
 
 def check_distribution_rows(name: str, p) -> np.ndarray:
@@ -71,3 +74,13 @@ def single_instance(problem, param_name: str, batched_name: str) -> None:
     object.__setattr__(problem, "p", np.array(p))
     object.__setattr__(problem, "v", np.array(v))
     object.__setattr__(problem, param_name, float(param))
+
+
+@dataclass(frozen=True, eq=False)
+class IndexProblem(Problem):
+    """An index problem of one instance: a distribution ``p`` and values ``v`` over ``S``
+    next states (each subclass adds its scalar parameter and validates all three with
+    :func:`single_instance`)."""
+
+    p: np.ndarray
+    v: np.ndarray

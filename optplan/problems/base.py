@@ -262,3 +262,22 @@ class Problem(ABC):
         the caller."""
         mult = np.nan if answer.multiplier is None else answer.multiplier
         return self.compare(PlanResult(answer.value, answer.x, mult, status="optimal"), reference)
+
+
+def store_readonly(problem: Problem, **arrays: np.ndarray) -> None:
+    """Store validated arrays on a frozen problem object, read-only (in the order given)."""
+    for name, arr in arrays.items():
+        arr.setflags(write=False)
+        object.__setattr__(problem, name, arr)
+
+
+class EstimatedKernel:
+    """Sizes of a problem over an estimated kernel ``p_hat`` of shape ``(S, A, S)``."""
+
+    @property
+    def n_states(self) -> int:
+        return self.p_hat.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.p_hat.shape[1]

@@ -13,12 +13,12 @@ from ..mdp import check_action_mask
 from ..result import OPTIMAL, PlanResult
 from ..soft import check_substochastic, check_unit_rewards
 from ._compare import answer_errors, diff
-from .base import Problem
+from .base import EstimatedKernel, Problem, store_readonly
 from .optimistic import _per_pair
 
 
 @dataclass(frozen=True, eq=False)
-class ClippedOptimisticPlanning(Problem):
+class ClippedOptimisticPlanning(EstimatedKernel, Problem):
     r"""The fixed point of RAVI-UCB's optimistic operator with the data frozen:
 
     .. math:: Q(s, a) = \Pi_H\big[r(s, a) + CB(s, a) + \gamma \textstyle\sum_{s'}
@@ -84,18 +84,8 @@ class ClippedOptimisticPlanning(Problem):
         bonus = _per_pair("bonus", self.bonus, (S, A))
         gamma = check_real("discount", self.discount, 0.0, 1.0, low_open=True, high_open=True)
         mask = check_action_mask(self.action_mask, (S, A))
-        for name, arr in (("p_hat", P), ("r", r), ("bonus", bonus), ("action_mask", mask)):
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        store_readonly(self, p_hat=P, r=r, bonus=bonus, action_mask=mask)
         object.__setattr__(self, "discount", gamma)
-
-    @property
-    def n_states(self) -> int:
-        return self.p_hat.shape[0]
-
-    @property
-    def n_actions(self) -> int:
-        return self.p_hat.shape[1]
 
     @property
     def horizon(self) -> float:

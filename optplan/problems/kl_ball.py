@@ -8,12 +8,11 @@ import numpy as np
 
 from ..result import PlanResult
 from ._compare import diff
-from ._index import single_instance
-from .base import Problem
+from ._index import IndexProblem, single_instance
 
 
 @dataclass(frozen=True, eq=False)
-class KLBallIndex(Problem):
+class KLBallIndex(IndexProblem):
     r"""``C(p, v, d) = max { q . v : q in the simplex, KL(p || q) <= d }``.
 
     ``KL(p||q) = sum_{p_x > 0} p_x log(p_x / q_x)``; ``p`` may have zeros (mass may move to a
@@ -29,8 +28,6 @@ class KLBallIndex(Problem):
     radius : float
     """
 
-    p: np.ndarray
-    v: np.ndarray
     radius: float
     stem = "kl_ball"
     sqrt_tol_quantities = frozenset({"x", "multiplier"})

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..result import PlanResult
-from ._index import single_instance
-from .base import Problem
+from ._index import IndexProblem, single_instance
 from .kl_ball import index_compare, kl_divergence, simplex_residual
 
 
 @dataclass(frozen=True, eq=False)
-class KLInfRate(Problem):
+class KLInfRate(IndexProblem):
     r"""``D(p, v, rho) = min { KL(p || q) : q in the simplex, q . v >= rho }``.
 
     ``x = q*``; ``multiplier`` = the multiplier of ``q . v >= rho``, ``dD/drho``. Edge cases
@@ -28,8 +27,6 @@ class KLInfRate(Problem):
     target : float
     """
 
-    p: np.ndarray
-    v: np.ndarray
     target: float
     stem = "kl_inf"
     sqrt_tol_quantities = frozenset({"x", "multiplier"})

@@ -8,8 +8,7 @@ import numpy as np
 
 from ..result import PlanResult
 from ._compare import diff
-from ._index import single_instance
-from .base import Problem
+from ._index import IndexProblem, single_instance
 from .kl_ball import simplex_residual
 
 #: Values of ``v`` closer than ``TIE_TOL * max(1, max |v|)`` form one tie class when ``q*`` is
@@ -25,7 +24,7 @@ KINK_TOL = 1e-5
 
 
 @dataclass(frozen=True, eq=False)
-class L1BallIndex(Problem):
+class L1BallIndex(IndexProblem):
     r"""``B(p, v, d) = max { q . v : q in the simplex, ||q - p||_1 <= d }``.
 
     An LP (the paper gives it in ``q+``/``q-`` form, §4.3) with a greedy solution: move
@@ -45,8 +44,6 @@ class L1BallIndex(Problem):
     radius : float
     """
 
-    p: np.ndarray
-    v: np.ndarray
     radius: float
     stem = "l1_ball"
 

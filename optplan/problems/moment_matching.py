@@ -11,7 +11,7 @@ from .._checks import OptplanError, as_array, check_real
 from ..result import PlanResult
 from ..uncertainty import check_dirichlet, moment_matching_local
 from ._compare import answer_errors
-from .base import Problem
+from .base import Problem, store_readonly
 from .ube import UncertaintyBellman, as_policy
 
 
@@ -80,9 +80,7 @@ class MomentMatchingVariance(Problem):
             raise OptplanError("moment-matching local term is negative beyond rounding")
         w = np.maximum(terms.w, 0.0)
         bellman = UncertaintyBellman(alpha / alpha.sum(-1, keepdims=True), pbar_policy, w, gamma)
-        for name, arr in (("alpha", alpha), ("reward_mean", mean)):
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        store_readonly(self, alpha=alpha, reward_mean=mean)
         object.__setattr__(self, "values", np.asarray(values, dtype=float))
         object.__setattr__(self, "discount", gamma)
         object.__setattr__(self, "terms", terms)

@@ -21,14 +21,14 @@ from ..mdp import check_action_mask
 from ..result import OPTIMAL, PlanResult
 from . import stems
 from ._compare import answer_errors, diff, diff_up_to_constant
-from .base import Problem
+from .base import EstimatedKernel, Problem, store_readonly
 
 BALLS = ("l1", "kl")
 OPTIMISTIC_CRITERIA = ("discounted", "average")
 
 
 @dataclass(frozen=True, eq=False)
-class OptimisticPlanning(Problem):
+class OptimisticPlanning(EstimatedKernel, Problem):
     r"""The optimistic MDP over L1 or KL confidence sets around ``p_hat``:
 
     .. math:: V(s) = \max_a \Big[\hat r(s,a) + \beta(s,a)
@@ -100,24 +100,8 @@ class OptimisticPlanning(Problem):
             gamma = check_real("discount", self.discount, 0.0, 1.0, high_open=True)
         else:
             gamma = None if self.discount is None else check_real("discount", self.discount, 0, 1)
-        for name, arr in (
-            ("p_hat", P),
-            ("r_hat", R),
-            ("radius", radius),
-            ("reward_radius", beta),
-            ("action_mask", mask),
-        ):
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        store_readonly(self, p_hat=P, r_hat=R, radius=radius, reward_radius=beta, action_mask=mask)
         object.__setattr__(self, "discount", gamma)
-
-    @property
-    def n_states(self) -> int:
-        return self.p_hat.shape[0]
-
-    @property
-    def n_actions(self) -> int:
-        return self.p_hat.shape[1]
 
     sqrt_tol_quantities = frozenset({"kernel"})
     #: a user's bias (average reward) passes when its residual in the optimality equation

@@ -17,7 +17,7 @@ from .._checks import (
 )
 from ..result import PlanResult
 from ._compare import answer_errors, diff
-from .base import Problem
+from .base import Problem, store_readonly
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,14 +107,7 @@ class UncertaintyBellman(Problem):
                 raise OptplanError(
                     f"weights must be > 0, got {float(w[idx])!r} at index {index_str(idx)}"
                 )
-        for name, arr in (
-            ("mean_transitions", P),
-            ("local", local),
-            ("policy", policy),
-            ("weights", w),
-        ):
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        store_readonly(self, mean_transitions=P, local=local, policy=policy, weights=w)
         object.__setattr__(self, "discount", gamma)
 
     @property

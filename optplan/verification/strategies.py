@@ -108,6 +108,16 @@ def _value_array(draw, shape, pool=BASE_VALUES, scales=SCALES) -> np.ndarray:
     return (v * draw(st.sampled_from(scales))).reshape(shape)
 
 
+def _seeded_kernel(draw, max_states: int, max_actions: int):
+    """``(S, A, full, rng, w)``: drawn sizes, the full shape ``(max_states, max_actions,
+    max_states)``, the seeded generator and transition weights of a drawn style cut to
+    ``(S, A, S)`` (the instance depends on the sizes only through the cut)."""
+    S, A = _sizes(draw, (1, max_states), (1, max_actions))
+    full = (max_states, max_actions, max_states)
+    rng = _rng(draw)
+    return S, A, full, rng, _seeded_weights(rng, full, draw(st.sampled_from(_STYLES)))[:S, :A, :S]
+
+
 def _seeded_weights(rng: np.random.Generator, shape, style: str) -> np.ndarray:
     """Unnormalized weights of one structural style at the full ``shape`` (the seeded branch;
     every entry depends on its own draws, so a leading slice is a smaller instance)."""
@@ -264,10 +274,7 @@ def mdps(
         R = _value_array(draw, (S, A))
         mask = draw(_mask((S, A))) if masks and draw(st.booleans()) else None
     else:
-        S, A = _sizes(draw, (1, max_states), (1, max_actions))
-        full = (max_states, max_actions, max_states)
-        rng = _rng(draw)
-        w = _seeded_weights(rng, full, draw(st.sampled_from(_STYLES)))[:S, :A, :S]
+        S, A, full, rng, w = _seeded_kernel(draw, max_states, max_actions)
         if unichain:
             w[..., 0] = np.maximum(w[..., 0], 1e-3)
         P = _normalize(w)
@@ -392,10 +399,8 @@ def ube_instances(draw, max_states: int = 40, max_actions: int = 5):
         local = _locals(draw, (S, A))
         policy = draw(policies(S, A))
     else:
-        S, A = _sizes(draw, (1, max_states), (1, max_actions))
-        full = (max_states, max_actions, max_states)
-        rng = _rng(draw)
-        P = _normalize(_seeded_weights(rng, full, draw(st.sampled_from(_STYLES)))[:S, :A, :S])
+        S, A, full, rng, w = _seeded_kernel(draw, max_states, max_actions)
+        P = _normalize(w)
         local = rng.random(full[:2])[:S, :A] * draw(st.sampled_from((1.0, 1e-6, 1e6)))
         actions = rng.integers(0, 2**31, size=max_states)[:S] % A
         probs = _seeded_weights(rng, full[:2], draw(st.sampled_from(_STYLES)))[:S, :A]
@@ -445,10 +450,8 @@ def optimistic_instances(
         ).reshape(S, A)
         mask = draw(_mask((S, A))) if masks and draw(st.booleans()) else None
     else:
-        S, A = _sizes(draw, (1, max_states), (1, max_actions))
-        full = (max_states, max_actions, max_states)
-        rng = _rng(draw)
-        P = _normalize(_seeded_weights(rng, full, draw(st.sampled_from(_STYLES)))[:S, :A, :S])
+        S, A, full, rng, w = _seeded_kernel(draw, max_states, max_actions)
+        P = _normalize(w)
         R = rng.random(full[:2])[:S, :A]
         n = rng.integers(1, 501, size=full[:2])[:S, :A]
         radius = np.sqrt(2.0 * S / n) * draw(st.sampled_from((1.0, 0.01, 10.0)))
@@ -491,10 +494,7 @@ def clipped_optimistic_instances(
         ).reshape(S, A)
         mask = draw(_mask((S, A))) if masks and draw(st.booleans()) else None
     else:
-        S, A = _sizes(draw, (1, max_states), (1, max_actions))
-        full = (max_states, max_actions, max_states)
-        rng = _rng(draw)
-        w = _seeded_weights(rng, full, draw(st.sampled_from(_STYLES)))[:S, :A, :S]
+        S, A, full, rng, w = _seeded_kernel(draw, max_states, max_actions)
         N = np.floor(np.exp(rng.uniform(0.0, np.log(500.0), full[:2])))[:S, :A]
         P = _normalize(w) * ((N - 1) / N)[..., None]
         r = (rng.random(full[:2]) ** 3)[:S, :A]
