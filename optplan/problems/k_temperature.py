@@ -162,9 +162,8 @@ class KLearningTemperature(Problem):
     stem = "k_temperature"
     sqrt_tol_quantities = frozenset({"x", "q"})
     #: ``tau*`` is not unique where the objective is flat (one layer, ``sigma = 0``: Eq. 6's
-    #: bonus is 0 and every small enough ``tau`` attains ``max`` of the rewards, found by
-    #: op.verify): it passes when ``x_alt``, its objective's gap to the optimum, is within the
-    #: value's tolerance.
+    #: bonus is 0 and every small enough ``tau`` attains ``max`` of the rewards): it passes
+    #: when ``x_alt``, its objective's gap to the optimum, is within the value's tolerance.
     certified_by = {"x": ("x_alt",)}
 
     def __post_init__(self):

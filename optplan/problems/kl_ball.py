@@ -48,8 +48,8 @@ class KLBallIndex(IndexProblem):
         multiplier exists only when ``v`` is constant on the support of ``p``, and then every
         ``lam >= max v - max_{p > 0} v`` is one (moving mass ``e`` off the support gains
         ``e`` times that gap and costs ``-log(1 - e) >= e`` of KL). There the key is
-        ``multiplier_range``: how far either multiplier lies below that bound (found by
-        ``op.verify``: ``p = [1], v = [0], d = 0``, fast 0 and Clarabel 1.21, both right).
+        ``multiplier_range``: how far either multiplier lies below that bound (``p = [1],
+        v = [0], d = 0``: fast 0 and Clarabel 1.21, both right).
         """
         degenerate = self.radius == 0
         out = index_compare(self.p, self.v, a, b, multiplier_unique=not degenerate)
@@ -69,7 +69,7 @@ class KLBallIndex(IndexProblem):
             )
             # stationarity in q: v_x + lam p_x / q_x = eta on the support (q_x > 0), weighted
             # by q_x (the value at stake: q_x = p_x = 5e-201 against an optimum of ~0 is off
-            # by nothing that matters, found by op.verify)
+            # by nothing that matters)
             m = (self.p > 0) & (a.x > 1e-290)  # (entries stored at the double floor excluded)
             if np.isfinite(a.multiplier) and m.any():
                 eta = self.v[m] + a.multiplier * self.p[m] / a.x[m]

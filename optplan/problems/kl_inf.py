@@ -30,8 +30,8 @@ class KLInfRate(IndexProblem):
     target: float
     stem = "kl_inf"
     sqrt_tol_quantities = frozenset({"x", "multiplier"})
-    #: ``q*`` is fixed only up to near-ties of ``v`` (``v = [0, 1, 1 - 1e-12]``, found by
-    #: op.verify): it passes when ``x_certificate`` proves it optimal.
+    #: ``q*`` is fixed only up to near-ties of ``v`` (``v = [0, 1, 1 - 1e-12]``): it passes
+    #: when ``x_certificate`` proves it optimal.
     certified_by = {"x": ("x_certificate",)}
 
     def __post_init__(self):
