@@ -146,17 +146,9 @@ def cmd_run(args) -> int:
     if not args.agent or not args.env:
         raise OptplanError("give --agent and --env (optplan run --list shows them)")
     a_params, e_params = split_params(args.param or [], args.agent, args.env)
+    options = ("seeds", "steps", "episodes", "criterion", "seed", "stop_when_solved")
     sweep = single_sweep(
-        args.agent,
-        args.env,
-        a_params,
-        e_params,
-        seeds=args.seeds,
-        steps=args.steps,
-        episodes=args.episodes,
-        criterion=args.criterion,
-        seed=args.seed,
-        stop_when_solved=args.stop_when_solved,
+        args.agent, args.env, a_params, e_params, **{k: getattr(args, k) for k in options}
     )
     if args.out:
         report = run_sweep(sweep, args.out, jobs=args.jobs, quiet=args.quiet or args.json)

@@ -68,15 +68,9 @@ NAMESPACE = "optplan"
 # --- builders of the environments that have no class of their own ---------------------------
 
 
-def riverswim(
-    n_states: int = 6,
-    reward_noise: float = 0.0,
-    *,
-    discount: float | None = None,
-    render_mode: str | None = None,
-):
+def riverswim(n_states: int = 6, reward_noise: float = 0.0, *, discount=None, render_mode=None):
     """RiverSwim (:func:`optplan.generators.riverswim`) as a continuing
-    :class:`~optplan.envs.TabularEnv`."""
+    :class:`~optplan.envs.TabularEnv` (``discount``: the model's, unset: none)."""
     from ..generators import riverswim as model
     from .tabular import TabularEnv
 

@@ -32,7 +32,7 @@ from gymnasium.utils import seeding
 from .._checks import OptplanError, check_int, check_positive
 from ..envs.ube_chain import CHAIN, ON_CHAIN, STOP, UBEChain
 
-__all__ = ["ChainBatch", "run_chain_batch", "AGENTS"]
+__all__ = ["ChainBatch", "run_chain_batch", "batch_runner", "AGENTS"]
 
 #: The agents the batch reproduces, with the parameter each takes.
 AGENTS = {"ube": "zeta", "count-bonus": "beta"}
@@ -161,6 +161,20 @@ def run_chain_batch(
         actions = _count_bonus(env, scale, seeds, episodes)
     regret = np.cumsum(env.root_gaps[actions], axis=1)
     return ChainBatch(seeds, actions, regret, time.perf_counter() - start)
+
+
+def batch_runner(agent: str, params: dict, env):
+    """``runner(seeds, episodes)``: :func:`run_chain_batch` of ``agent`` with ``params`` on
+    ``env``, when ``agent`` is one of :data:`AGENTS` and ``env`` a :class:`UBEChain` (its
+    configuration is checked when it runs); ``None`` otherwise. A row of
+    :data:`optplan.experiments.engines.BATCH_ENGINES`."""
+    if agent not in AGENTS or not isinstance(env, UBEChain):
+        return None
+
+    def runner(seeds, episodes: int) -> ChainBatch:
+        return run_chain_batch(agent, params, env, seeds, episodes)
+
+    return runner
 
 
 class _Chain:

@@ -1,8 +1,9 @@
 r"""The compiled run of the index agents: :func:`~optplan.experiments.run`'s loop for MDP-UCB,
 OLP, MDP-DMED and MDP-PS in one numba call, with the generic loop's results **exactly**.
 
-:func:`~optplan.experiments.run` (``engine="auto"``, the default) takes this path when
-:func:`compiled_reason` finds nothing against it, and the generic Python loop otherwise;
+:func:`~optplan.experiments.run` (``engine="auto"``, the default) takes this path, a row of
+:data:`optplan.experiments.engines.RUN_ENGINES`, when :func:`compiled_reason` finds nothing
+against it, and the generic Python loop otherwise;
 ``engine="python"`` forces the generic loop, ``engine="compiled"`` refuses (``ValueError``
 with the reason) what this path does not cover. What it covers:
 
@@ -34,16 +35,13 @@ import time
 import numpy as np
 
 from .._checks import OptplanError
-from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
+from ..agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..dp import ITERATIVE_MIN_STATES
 from ..envs import TabularEnv
 from ..fast import _agent_kernels as K
 from ..mdp import TabularMDP
 
-__all__ = ["ENGINES", "compiled_reason", "compiled_loop", "compiled_oracle_run"]
-
-#: ``engine=`` values of :func:`~optplan.experiments.run`.
-ENGINES = ("auto", "python", "compiled")
+__all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run"]
 
 _KINDS = {MDPUCB: K.UCB, OLP: K.OLP, MDPDMED: K.DMED, MDPPS: K.PS}
 
@@ -95,8 +93,8 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
 
 
 def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=None):
-    """Fill ``record`` (a ``_Record`` of :mod:`.run`) with ``steps`` steps of the compiled
-    loop; the caller has checked :func:`compiled_reason`."""
+    """Fill ``record`` (a :class:`~optplan.experiments.trace.Record`) with ``steps`` steps of
+    the compiled loop; the caller has checked :func:`compiled_reason`."""
     start = time.perf_counter()
     state, _ = env.reset(seed=env_seed)
     agent.reset(agent_rng)

@@ -81,7 +81,7 @@ def aggregate(rows: list[dict]) -> list[dict]:
     """Per (agent, env): tasks, failures, mean final regret with 95% CI, time to solve.
 
     ``rows`` are summary rows of a result store (:func:`optplan.sweeps.load_results`)
-    or of :func:`optplan.sweeps.store.summary_row`; failed tasks are counted, and left
+    or of :func:`optplan.sweeps.records.summary_row`; failed tasks are counted, and left
     out of the means. ``draft_normalized_regret`` (bayesian-methods-tabular-rl's metric) also
     gets the population standard deviation over the tasks, ``..._sd``, the spread the draft
     reports (rows without it, from older records, are left out of its mean).

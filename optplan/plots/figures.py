@@ -187,22 +187,8 @@ def scaling_figure(
         key = f"env.{p}"
         if any(key not in r for r in env_rows):
             raise OptplanError(f"environment {env_name!r} has no parameter {p!r}")
-        xs = sorted({r[key] for r in env_rows})
-        agent_labels = _select(dict.fromkeys(r["agent"] for r in env_rows), agents, "agent")
-        sizes = {}
-        for agent in agent_labels:
-            cells: dict = {x: [] for x in xs}
-            for r in env_rows:
-                if r["agent"] != agent:
-                    continue
-                v = r.get(metric) if r["status"] == "ok" else None
-                cells[r[key]].append(np.nan if v is None else float(v))
-            n = max(len(c) for c in cells.values())
-            Y = np.full((n, len(xs)), np.nan)
-            for j, x in enumerate(xs):
-                Y[: len(cells[x]), j] = cells[x]
-            sizes[agent] = (np.asarray(xs, dtype=float), Y)
-            some_nan = some_nan or bool(np.isnan(Y).any())
+        sizes = _scaling_sizes(env_rows, key, metric, agents)
+        some_nan = some_nan or any(bool(np.isnan(Y).any()) for _, Y in sizes.values())
         plots.plot_scaling(
             ax,
             sizes,
@@ -218,7 +204,32 @@ def scaling_figure(
             dodge=dodge,
         )
     plots.figure_legend(fig, axes)
-    spec = results.spec["sweep"]
+    fig.suptitle(_scaling_title(results.spec["sweep"], metric, some_nan, partial))
+    return fig
+
+
+def _scaling_sizes(env_rows: list[dict], key: str, metric: str, agents) -> dict:
+    """``agent -> (x, Y)`` of one panel: the sizes ``x`` (column ``key``) and ``Y[seed, j]``,
+    the metric at size ``x[j]`` (NaN for a failed task or an empty value)."""
+    xs = sorted({r[key] for r in env_rows})
+    sizes = {}
+    for agent in _select(dict.fromkeys(r["agent"] for r in env_rows), agents, "agent"):
+        cells: dict = {x: [] for x in xs}
+        for r in env_rows:
+            if r["agent"] != agent:
+                continue
+            v = r.get(metric) if r["status"] == "ok" else None
+            cells[r[key]].append(np.nan if v is None else float(v))
+        n = max(len(c) for c in cells.values())
+        Y = np.full((n, len(xs)), np.nan)
+        for j, x in enumerate(xs):
+            Y[: len(cells[x]), j] = cells[x]
+        sizes[agent] = (np.asarray(xs, dtype=float), Y)
+    return sizes
+
+
+def _scaling_title(spec: dict, metric: str, some_nan: bool, partial: bool) -> str:
+    """The figure's title: the sweep, the metric, the horizon and what hollow markers mean."""
     horizon = (
         f"{spec['steps']:,} steps" if spec.get("steps") else f"{spec.get('episodes', 0):,} episodes"
     )
@@ -229,10 +240,9 @@ def scaling_figure(
             if partial
             else "; sizes with an unfinished seed not drawn"
         )
-    fig.suptitle(
+    return (
         f"{spec['name']}: {metric.replace('_', ' ')} at the end of a run ({horizon}) vs size{note}"
     )
-    return fig
 
 
 def heatmap_figure(results: Results, env: str | None = None, agents=None, log: bool = True):

@@ -147,14 +147,7 @@ def plot_regret(
     every = _markevery(tt, markers, logx)
     for i, (label, y) in enumerate(curves.items()):
         runs = _runs(label, y, tt.size, "curves", tt.shape)
-        if stat == "median":
-            mean, lo, hi = _centre_and_bars(runs, "median", level)
-            band_lo, band_hi = mean - lo, mean + hi
-        elif stat == "mean":
-            mean, half = mean_ci(runs, axis=0, level=level)
-            band_lo, band_hi = mean - half, mean + half
-        else:
-            raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
+        mean, band_lo, band_hi = _band(runs, stat, level)
         kw = style(i)
         if every is None:
             kw["marker"] = None
@@ -167,17 +160,34 @@ def plot_regret(
             **kw,
         )
         ax.fill_between(tt, band_lo, band_hi, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0)
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
     if logx:
         ax.set_xscale("log")
+    _finish(ax, "step", ylabel, logy, title, legend and bool(curves))
+    return ax
+
+
+def _band(runs: np.ndarray, stat: str, level: float):
+    """``(centre, low, high)`` of a regret band over seeds: the mean and its confidence
+    interval, or the median and the quartiles."""
+    if stat == "median":
+        mean, lo, hi = _centre_and_bars(runs, "median", level)
+        return mean, mean - lo, mean + hi
+    if stat == "mean":
+        mean, half = mean_ci(runs, axis=0, level=level)
+        return mean, mean - half, mean + half
+    raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
+
+
+def _finish(ax, xlabel: str, ylabel: str, logy: bool, title, legend: bool) -> None:
+    """Axis labels, the log y scale, the title and the legend of a panel."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if logy:
         ax.set_yscale("log")
     if title is not None:
         ax.set_title(title)
-    if curves and legend:
+    if legend:
         ax.legend()
-    return ax
 
 
 def _markevery(t: np.ndarray, n: int, logx: bool) -> list[int] | None:
@@ -247,60 +257,67 @@ def plot_scaling(
 ) -> Axes:
     """Plot a metric against environment size, with confidence error bars.
 
+    Each label gets a line with markers (the i-th label ``STYLES[i]``'s) through the statistic
+    and error bars (the confidence half-width, or the quartiles). Unless `partial`, a size
+    where any seed is NaN (or infinite) is omitted: an instance an agent did not solve within
+    the cap is not plotted.
+
     Parameters
     ----------
     ax : matplotlib.axes.Axes
-        Where to draw.
     sizes : Mapping
-        ``label -> (x, y)`` with ``x`` of shape ``(m,)`` (environment sizes) and ``y`` of
-        shape ``(n_seeds, m)`` (the metric; a 1-D ``y`` is one seed). NaN means "not solved
-        within the cap".
+        ``label -> (x, y)``: ``x`` of shape ``(m,)`` (environment sizes), ``y`` of shape
+        ``(n_seeds, m)`` (a 1-D ``y`` is one seed; NaN: not solved within the cap).
     ylabel : str
     xlabel : str, default "size"
     reference : callable, optional
-        ``f(x) -> y``, drawn as a thin black dashed line over the union of all ``x`` (e.g.
-        ``lambda n: 2.0 ** (n - 1)``). Called on the array of sizes, or on each size if that
-        fails.
+        ``f(x) -> y`` (e.g. ``lambda n: 2.0 ** (n - 1)``), a thin black dashed line over the
+        union of all ``x``; called on the array of sizes, or on each size if that fails.
     reference_label : str, optional
         Legend entry of the reference line (default ``"reference"``).
     logy : bool, default True
-        Log-scale y axis.
     level : float, default 0.95
-        Confidence level of the error bars, see :func:`~optplan.experiments.stats.mean_ci`.
+        Confidence level of the error bars (:func:`~optplan.experiments.stats.mean_ci`).
     title : str, optional
     stat : {"mean", "median"}, default "mean"
-        ``"mean"``: the mean and a Student-t confidence interval; ``"median"``: the median and
-        the interquartile range (25th-75th percentile) of the seeds, which stays positive on
-        a log axis when the data do (a mean ± CI need not).
+        The mean and a Student-t interval, or the median and the interquartile range of the
+        seeds (positive on a log axis when the data are; a mean ± CI need not be).
     partial : bool, default False
-        Also draw sizes where only some seeds are finite: the statistic of the finite seeds,
-        with a hollow marker and the fraction ``"k/n"`` written beside it. Sizes where every
-        seed is finite have filled markers.
+        Also draw sizes where only some seeds are finite (their statistic), hollow, with the
+        fraction ``"k/n"`` beside; sizes where every seed is finite are filled.
     legend : bool, default True
-        Draw the panel's legend (a multi-panel figure may draw one :func:`figure_legend`).
+        The panel's legend (a multi-panel figure may draw one :func:`figure_legend`).
     ticks_at_data : bool, default True
-        Put the x ticks at the sizes present in the data only.
+        x ticks at the sizes in the data only.
     dodge : float, default 0
-        Shift the i-th of ``n`` labels' points to ``x * (1 + dodge * (i - (n - 1) / 2))`` so
-        that equal values at one size stay visible side by side (a relative shift, as suits a
-        log x axis); ticks stay at the sizes.
+        Shift the i-th of ``n`` labels' points to ``x * (1 + dodge * (i - (n - 1) / 2))``, so
+        that equal values at one size stay visible side by side; ticks stay at the sizes.
 
     Returns
     -------
     matplotlib.axes.Axes
-        `ax`. Each label gets a line with markers (the i-th label ``STYLES[i]``'s marker and
-        line style) through the statistic, and error bars (the confidence half-width, or the
-        quartiles). Unless `partial`, a size where any seed is NaN (or infinite) is omitted:
-        if an agent fails to solve an instance within the cap, that point is not plotted.
+        `ax`, with a line and error bars per label.
 
     Raises
     ------
     ValueError
-        If an ``x`` is not 1-D, a ``y`` does not have shape ``(n_seeds, m)``, or `level` is
-        not in ``(0, 1)``.
+        An ``x`` is not 1-D, a ``y`` not of shape ``(n_seeds, m)``, `level` not in ``(0, 1)``.
     """
     _matplotlib()
     level = check_level(level)
+    all_x = _scaling_lines(ax, sizes, stat, level, partial, dodge)
+    if reference is not None and all_x:
+        _reference_line(ax, reference, reference_label, np.unique(np.concatenate(all_x)))
+    if ticks_at_data and all_x:
+        ticks = np.unique(np.concatenate(all_x))
+        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+        ax.xaxis.set_minor_locator(_null_locator())
+    _finish(ax, xlabel, ylabel, logy, title, legend and bool(sizes))
+    return ax
+
+
+def _scaling_lines(ax, sizes, stat: str, level: float, partial: bool, dodge: float) -> list:
+    """Check and draw every label of :func:`plot_scaling`; the sizes ``x`` of each."""
     if stat not in ("mean", "median"):
         raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
     if not (math.isfinite(dodge) and 0.0 <= dodge * max(len(sizes) - 1, 0) < 1.0):
@@ -313,76 +330,72 @@ def plot_scaling(
         runs = _runs(label, y, xx.size, "sizes", xx.shape)
         all_x.append(xx)
         xx = xx * (1.0 + dodge * (i - (len(sizes) - 1) / 2.0))
-        finite = np.isfinite(runs)
-        n_ok = finite.sum(axis=0)
-        full = n_ok == runs.shape[0] if runs.shape[0] else np.zeros(xx.size, bool)
-        keep = (n_ok > 0) if partial else full
-        centre, lo, hi = _centre_and_bars(runs[:, keep], stat, level)
-        kw = style(i)
-        # The line carries the label (so it is the legend entry and can be found in
-        # ``ax.lines``); error bars and hollow markers are drawn separately in its colour.
-        (line,) = ax.plot(
-            xx[keep],
-            centre,
-            marker=kw["marker"],
-            linestyle=kw["linestyle"],
-            markersize=5,
-            markevery=[j for j, f in enumerate(full[keep]) if f],
-            label=str(label),
-        )
-        colour = line.get_color()
-        ax.errorbar(
-            xx[keep],
-            centre,
-            yerr=np.vstack([np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=0.0)]),
-            fmt="none",
-            ecolor=colour,
-            capsize=3,
-        )
-        some = ~full[keep]
-        if partial and some.any():
-            ax.plot(
-                xx[keep][some],
-                centre[some],
-                linestyle="none",
-                marker=kw["marker"],
-                markersize=6,
-                markerfacecolor="white",
-                markeredgecolor=colour,
-            )
-            for xv, yv, k in zip(xx[keep][some], centre[some], n_ok[keep][some], strict=True):
-                ax.annotate(
-                    f"{k}/{runs.shape[0]}",
-                    (xv, yv),
-                    xytext=(4, 3),
-                    textcoords="offset points",
-                    fontsize=7,
-                    color=colour,
-                )
-    if reference is not None and all_x:
-        xs = np.unique(np.concatenate(all_x))
+        _scaling_line(ax, i, label, xx, runs, stat, level, partial)
+    return all_x
+
+
+def _reference_line(ax, reference: Callable, label: str | None, xs: np.ndarray) -> None:
+    """The reference curve of :func:`plot_scaling`, a thin black dashed line at ``xs``."""
+    ax.plot(
+        xs,
+        _reference_values(reference, xs),
+        color="black",
+        linewidth=1.0,
+        linestyle=(0, (5, 3)),
+        zorder=1,
+        label=label if label is not None else "reference",
+    )
+
+
+def _scaling_line(ax, i: int, label, xx, runs, stat: str, level: float, partial: bool) -> None:
+    """The ``i``-th label of :func:`plot_scaling`: its line through the statistic, its error
+    bars, and (``partial``) the hollow markers with ``"k/n"`` of the sizes some seeds missed."""
+    finite = np.isfinite(runs)
+    n_ok = finite.sum(axis=0)
+    full = n_ok == runs.shape[0] if runs.shape[0] else np.zeros(xx.size, bool)
+    keep = (n_ok > 0) if partial else full
+    centre, lo, hi = _centre_and_bars(runs[:, keep], stat, level)
+    kw = style(i)
+    # The line carries the label (so it is the legend entry and can be found in
+    # ``ax.lines``); error bars and hollow markers are drawn separately in its colour.
+    (line,) = ax.plot(
+        xx[keep],
+        centre,
+        marker=kw["marker"],
+        linestyle=kw["linestyle"],
+        markersize=5,
+        markevery=[j for j, f in enumerate(full[keep]) if f],
+        label=str(label),
+    )
+    colour = line.get_color()
+    ax.errorbar(
+        xx[keep],
+        centre,
+        yerr=np.vstack([np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=0.0)]),
+        fmt="none",
+        ecolor=colour,
+        capsize=3,
+    )
+    some = ~full[keep]
+    if partial and some.any():
         ax.plot(
-            xs,
-            _reference_values(reference, xs),
-            color="black",
-            linewidth=1.0,
-            linestyle=(0, (5, 3)),
-            zorder=1,
-            label=reference_label if reference_label is not None else "reference",
+            xx[keep][some],
+            centre[some],
+            linestyle="none",
+            marker=kw["marker"],
+            markersize=6,
+            markerfacecolor="white",
+            markeredgecolor=colour,
         )
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if logy:
-        ax.set_yscale("log")
-    if ticks_at_data and all_x:
-        ticks = np.unique(np.concatenate(all_x))
-        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
-        ax.xaxis.set_minor_locator(_null_locator())
-    if title is not None:
-        ax.set_title(title)
-    if sizes and legend:
-        ax.legend()
-    return ax
+        for xv, yv, k in zip(xx[keep][some], centre[some], n_ok[keep][some], strict=True):
+            ax.annotate(
+                f"{k}/{runs.shape[0]}",
+                (xv, yv),
+                xytext=(4, 3),
+                textcoords="offset points",
+                fontsize=7,
+                color=colour,
+            )
 
 
 def _null_locator():

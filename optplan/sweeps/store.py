@@ -53,9 +53,6 @@ from .records import (
     FORMAT,
     LOCK_NAME,
     OPTIONAL_CURVE_KEYS,
-    PLOT_CURVE_KEYS,
-    SUMMARY_COLUMNS,
-    TIMING_COLUMNS,
     DamagedRecord,
     StoreLocked,
     StoreMismatch,
@@ -77,22 +74,7 @@ from .records import (
 )
 from .sweep import Sweep
 
-__all__ = [
-    "ResultStore",
-    "StoreMismatch",
-    "StoreLocked",
-    "StoreWarning",
-    "DamagedRecord",
-    "SUMMARY_COLUMNS",
-    "CURVE_KEYS",
-    "OPTIONAL_CURVE_KEYS",
-    "PLOT_CURVE_KEYS",
-    "TIMING_COLUMNS",
-    "DAMAGED_DIR",
-    "LOCK_NAME",
-    "summary_row",
-    "summary_columns",
-]
+__all__ = ["ResultStore", "StoreMismatch", "StoreLocked", "StoreWarning", "DamagedRecord"]
 
 
 class ResultStore:

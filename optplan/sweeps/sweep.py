@@ -302,6 +302,21 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
     where = source if source.startswith("<") else Path(source).name
     if not isinstance(data, dict):
         raise SweepError(f"{where}: a sweep must be a table, got {type(data).__name__}")
+    top = _top_level(data, source, where)
+    imports = _imports(data.get("imports", []), where)
+    agents = _configs(data.get("agents"), "agents", where)
+    envs = _configs(data.get("envs"), "envs", where)
+    _check_horizons(envs, top["episodes"], where)
+    sweep = Sweep(
+        **top, agents=tuple(agents), envs=tuple(envs), source=str(source), imports=imports
+    )
+    if validate:
+        _build_once(sweep, where)
+    return sweep
+
+
+def _top_level(data: dict, source: str, where: str) -> dict:
+    """The sweep's scalar fields (name, description, seeds, horizon, curves), checked."""
     extra = sorted(set(data) - _TOP_KEYS)
     if extra:
         raise SweepError(f"{where}: unknown key {extra[0]!r} (allowed: {sorted(_TOP_KEYS)})")
@@ -335,10 +350,21 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
     scale = curves.get("scale", "log")
     if scale not in ("log", "linear"):
         raise SweepError(f"{where}: curves.scale must be 'log' or 'linear', got {scale!r}")
+    return {
+        "name": name,
+        "description": description,
+        "seed": seed,
+        "seeds": seeds,
+        "steps": steps,
+        "episodes": episodes,
+        "stop_when_solved": stop,
+        "curve_points": points,
+        "curve_scale": scale,
+    }
 
-    imports = _imports(data.get("imports", []), where)
-    agents = _configs(data.get("agents"), "agents", where)
-    envs = _configs(data.get("envs"), "envs", where)
+
+def _check_horizons(envs: list[Config], episodes: int | None, where: str) -> None:
+    """Episodes need episodic environments; an episodic one takes no criterion."""
     for env in envs:
         episodic = registry.env_is_episodic(env.name, env.params)
         if episodes is not None and not episodic:
@@ -351,24 +377,6 @@ def sweep_from_dict(data: dict, source: str = "<dict>", validate: bool = True) -
                 f"{where}: envs {env.label!r} is episodic; its regret is finite_horizon, "
                 f"criterion {env.criterion!r} does not apply"
             )
-    sweep = Sweep(
-        name=name,
-        description=description,
-        seed=seed,
-        seeds=seeds,
-        steps=steps,
-        episodes=episodes,
-        stop_when_solved=stop,
-        curve_points=points,
-        curve_scale=scale,
-        agents=tuple(agents),
-        envs=tuple(envs),
-        source=str(source),
-        imports=imports,
-    )
-    if validate:
-        _build_once(sweep, where)
-    return sweep
 
 
 def _imports(value, where: str) -> tuple[str, ...]:
