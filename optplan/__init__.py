@@ -26,6 +26,8 @@ _LAZY = {
     "agents": None,
     "envs": None,
     "experiments": None,
+    "sweeps": None,
+    "plots": None,
     "uncertainty": None,
     "verification": None,
     # models, results, files, bridges
@@ -100,6 +102,6 @@ if "gymnasium" in sys.modules:
     # Gymnasium is loaded already (``gymnasium.make("optplan:optplan/DeepSea-v0")`` imports this
     # package, or the user imported gymnasium first): register the ``optplan/`` ids now, as
     # ``import optplan.envs`` does; otherwise they are registered when ``op.envs`` loads.
-    from .envs.gym_ids import register_gymnasium
+    from .envs.registry import register_gymnasium
 
     register_gymnasium()
