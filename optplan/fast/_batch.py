@@ -1,6 +1,9 @@
-"""The prologue and epilogue of every batched index kernel (``kl_ball``, ``kl_inf``,
-``l1_ball``): validate or broadcast the inputs to ``(B, S)`` rows, and reshape the per-row
-outputs back to the caller's batch shape as a :class:`~optplan.result.BatchResult`."""
+"""The dispatch shared by the three index kernels (``kl_ball``, ``kl_inf``, ``l1_ball``): the
+kernel chosen (:func:`use_compiled`), one plain instance sent to a compiled lane
+(:func:`single_row`, :func:`lane_result`), the batch validated or broadcast to ``(B, S)``
+rows (:func:`flat_batch`), solved by the compiled kernel with the reference on the rows it
+leaves (:func:`solve_rows`), and the per-row outputs reshaped back to the caller's batch shape
+as a :class:`~optplan.result.BatchResult` (:func:`batch_result`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,17 @@ import time
 import numpy as np
 
 from ..problems._index import broadcast_to_batch, check_index_inputs
-from ..result import NUMERICAL_ERROR, OPTIMAL, BatchResult
+from ..result import INFEASIBLE, NUMERICAL_ERROR, OPTIMAL, BatchResult
+from ._kernels.common import INFEASIBLE_ROW, LEFT
+from ._options import choose_kernel
+
+
+def use_compiled(kernel: str, available: bool) -> bool:
+    """Whether an index kernel runs compiled: ``kernel`` checked by :func:`choose_kernel`
+    (``"auto"``, the default, without the call: whether numba is ``available``)."""
+    if kernel == "auto":
+        return available
+    return choose_kernel(kernel, available) == "numba"
 
 
 def broadcast_index_inputs(p, v, param):
@@ -69,6 +82,25 @@ def batch_result(batch: tuple, outputs: tuple, start: float, solver: str):
     )
 
 
+def solve_rows(p, v, param, name, validate, max_iter, compiled_rows, numpy_rows, start, solver):
+    """The batched path of an iterative index kernel: the rows as ``(B, S)`` (:func:`flat_batch`,
+    ``name``: the parameter's name in errors), ``compiled_rows(p, v, param, max_iter,
+    outputs)`` on them (``None``: numpy only), which fills the outputs of the rows it solves
+    and returns the indices of those it leaves, the reference ``numpy_rows`` (same arguments)
+    on those or on all, and the :class:`~optplan.result.BatchResult` (:func:`batch_result`)."""
+    p, v, param, batch, outputs = flat_batch(p, v, param, name, validate)
+    if compiled_rows is None:
+        numpy_rows(p, v, param, max_iter, outputs)
+    else:
+        rest = compiled_rows(p, v, param, max_iter, outputs)
+        if rest.size:  # the rows the compiled kernel leaves to the reference
+            sub = tuple(out[rest] for out in outputs)
+            numpy_rows(p[rest], v[rest], param[rest], max_iter, sub)
+            for out, part in zip(outputs, sub, strict=True):
+                out[rest] = part
+    return batch_result(batch, outputs, start, solver)
+
+
 def single_row(p, v, param):
     """``(p, v, param)`` for a compiled kernel's one-row lane, or ``None`` when the inputs are
     not one plain instance (``p``, ``v`` contiguous, aligned float64 arrays of shape ``(S,)``,
@@ -109,6 +141,16 @@ def _status_0d(status: str) -> np.ndarray:
         arr.flags.writeable = False
         _STATUS_0D[status] = arr
     return arr
+
+
+def lane_result(code, value, x, multiplier, iterations, start: float, solver: str):
+    """:func:`single_result` of a compiled lane's outcome ``code`` (``DONE`` or
+    ``INFEASIBLE_ROW``), or ``None`` when the lane left the instance to the general path
+    (``LEFT``)."""
+    if code == LEFT:
+        return None
+    status = INFEASIBLE if code == INFEASIBLE_ROW else OPTIMAL
+    return single_result(value, x, multiplier, iterations, start, solver, status)
 
 
 def single_result(value, x, multiplier, iterations, start: float, solver: str, status=OPTIMAL):

@@ -69,60 +69,18 @@ def solve(
         methods meet a multichain policy (a constant optimal gain is then returned,
         ``optimal``); relative value iteration alone reports ``max_iter``.
     """
-    check_algorithm(algorithm, ALGORITHMS)
-    check_tol_iter(tol, max_iter)
-    if not (0.0 < aperiodicity < 1.0):
-        raise OptplanError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
+    _check_options(problem, algorithm, tol, max_iter, aperiodicity)
     if problem.multichain == "solve":
-        if algorithm != "policy_iteration":
-            raise OptplanError(
-                "multichain='solve' is solved by multichain policy iteration: algorithm must be "
-                f"'policy_iteration', got {algorithm!r}"
-            )
         return solve_multichain(problem, max_iter or 1_000)
     mdp = problem.mdp
     P, R, mask = mdp.P, mdp.R, mdp.action_mask
     start = time.perf_counter()
-    note = ""
-    rvi_tol = tol * max(1.0, float(np.abs(R[mask]).max()))
-    ev = q = None  # the returned policy's evaluation, when policy iteration ended on it
-    if algorithm == "policy_iteration":
-        pi_out, ev = average_policy_iteration(P, R, mask, None, max_iter or 1_000)
-        out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
-        if out[0] in (MULTICHAIN, NUMERICAL_ERROR):
-            note = out[1] + "; switched to relative value iteration. "
-            log.info("average reward: %s; switching to relative value iteration", out[1])
-            out = relative_value_iteration(P, R, mask, rvi_tol, 100_000, aperiodicity)
-            if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
-                out = (MULTICHAIN, *out[1:])
-    else:
-        out = relative_value_iteration(P, R, mask, rvi_tol, max_iter or 100_000, aperiodicity)
+    out, note, pi_out, ev = _optimal_policy(P, R, mask, algorithm, tol, max_iter, aperiodicity)
     status, message, policy, iterations = out
     message = (note + message if status != OPTIMAL else note).strip("; ")
-    if ev is None:
-        P_pi, r_pi = policy_model(P, R, policy)
-        n_classes = n_recurrent_classes(P_pi)
-    else:  # policy iteration checked the returned policy's chain and evaluated it
-        n_classes = 1
-    if status == OPTIMAL and n_classes > 1:
-        status, message = (
-            MULTICHAIN,
-            message + (f"the returned policy has {n_classes} recurrent classes"),
-        )
-    try:
-        if n_classes > 1:
-            raise EvaluationError("")
-        if ev is None:
-            ev = evaluate_unichain(P_pi, r_pi, stationary=True)
-        elif ev.normalized:  # policy iteration's last backup used the final bias
-            q = masked(pi_out.q, mask)
-        pi = ev.stationary()  # the same factorization (or iteration) as gain and bias
-        ev.normalize()
-        gain, h = ev.gain, ev.bias
-    except EvaluationError as exc:
-        if n_classes == 1:  # unichain, but not computable in double precision
-            status, message = NUMERICAL_ERROR, (note + str(exc)).strip("; ")
-        gain, h, pi = np.nan, np.full(mdp.n_states, np.nan), np.full(mdp.n_states, np.nan)
+    status, message, gain, h, pi, q = _evaluate_returned(
+        P, R, mask, policy, status, message, note, pi_out, ev
+    )
     occupancy = np.zeros_like(R)
     occupancy[np.arange(mdp.n_states), policy] = pi
     result = PlanResult(
@@ -147,6 +105,75 @@ def solve(
     return result
 
 
+def _check_options(problem, algorithm, tol, max_iter, aperiodicity) -> None:
+    """The options checked, with the errors naming them."""
+    check_algorithm(algorithm, ALGORITHMS)
+    check_tol_iter(tol, max_iter)
+    if not (0.0 < aperiodicity < 1.0):
+        raise OptplanError(f"aperiodicity must lie in (0, 1), got {aperiodicity!r}")
+    if problem.multichain == "solve" and algorithm != "policy_iteration":
+        raise OptplanError(
+            "multichain='solve' is solved by multichain policy iteration: algorithm must be "
+            f"'policy_iteration', got {algorithm!r}"
+        )
+
+
+def _optimal_policy(P, R, mask, algorithm, tol, max_iter, aperiodicity):
+    """``((status, message, policy, iterations), note, pi_out, ev)``: the unichain iteration
+    (``pi_out``: policy iteration's output, ``ev`` its last evaluation, ``None`` for relative
+    value iteration), relative value iteration taking over where policy iteration meets a
+    multichain or numerically singular iterate (``note`` says so)."""
+    note = ""
+    rvi_tol = tol * max(1.0, float(np.abs(R[mask]).max()))
+    pi_out = ev = None
+    if algorithm == "policy_iteration":
+        pi_out, ev = average_policy_iteration(P, R, mask, None, max_iter or 1_000)
+        out = (pi_out.status, pi_out.message, pi_out.policy, pi_out.iterations)
+        if out[0] in (MULTICHAIN, NUMERICAL_ERROR):
+            note = out[1] + "; switched to relative value iteration. "
+            log.info("average reward: %s; switching to relative value iteration", out[1])
+            out = relative_value_iteration(P, R, mask, rvi_tol, 100_000, aperiodicity)
+            if out[0] == MAX_ITER:  # a multichain policy exists and the gain is not constant
+                out = (MULTICHAIN, *out[1:])
+    else:
+        out = relative_value_iteration(P, R, mask, rvi_tol, max_iter or 100_000, aperiodicity)
+    return out, note, pi_out, ev
+
+
+def _evaluate_returned(P, R, mask, policy, status, message, note, pi_out, ev):
+    """``(status, message, gain, h, pi, q)`` of the returned policy: its exact gain, bias and
+    stationary distribution from one evaluation (``ev`` when policy iteration ended on it;
+    ``q`` its last backup, or ``None``), NaN with status ``multichain`` or
+    ``numerical_error`` where it has no unichain evaluation in double precision."""
+    q = None
+    if ev is None:
+        P_pi, r_pi = policy_model(P, R, policy)
+        n_classes = n_recurrent_classes(P_pi)
+    else:  # policy iteration checked the returned policy's chain and evaluated it
+        n_classes = 1
+    if status == OPTIMAL and n_classes > 1:
+        status, message = (
+            MULTICHAIN,
+            message + (f"the returned policy has {n_classes} recurrent classes"),
+        )
+    try:
+        if n_classes > 1:
+            raise EvaluationError("")
+        if ev is None:
+            ev = evaluate_unichain(P_pi, r_pi, stationary=True)
+        elif ev.normalized:  # policy iteration's last backup used the final bias
+            q = masked(pi_out.q, mask)
+        pi = ev.stationary()  # the same factorization (or iteration) as gain and bias
+        ev.normalize()
+        gain, h = ev.gain, ev.bias
+    except EvaluationError as exc:
+        if n_classes == 1:  # unichain, but not computable in double precision
+            status, message = NUMERICAL_ERROR, (note + str(exc)).strip("; ")
+        S = P.shape[0]
+        gain, h, pi = np.nan, np.full(S, np.nan), np.full(S, np.nan)
+    return status, message, gain, h, pi, q
+
+
 def solve_multichain(problem, max_iter: int) -> PlanResult:
     """Multichain policy iteration (Puterman §9.2, :func:`optplan.dp.multichain_policy_iteration`):
     the optimal gain of every state and the bias of the returned policy (``P*_d h = 0``)."""
@@ -155,40 +182,33 @@ def solve_multichain(problem, max_iter: int) -> PlanResult:
     start = time.perf_counter()
     out = multichain_policy_iteration(P, R, mask, max_iter=max_iter)
     S = mdp.n_states
-    if out.evaluation is None:
-        nan = np.full(S, np.nan)
-        return PlanResult(
-            value=np.nan,
-            x=nan,
-            status=out.status,
-            message=out.message,
-            method="fast",
-            solver="multichain_policy_iteration",
-            iterations=out.iterations,
-            solve_time=time.perf_counter() - start,
-            policy=out.policy,
-            gain=nan,
-            bias=nan,
-        )
     ev = out.evaluation
-    occupancy = limiting_occupancy(P, out.policy, ev, np.full(S, 1.0 / S))
+    if ev is None:  # no evaluation of the last policy: no numbers
+        nan = np.full(S, np.nan)
+        value, gain, bias, found = np.nan, nan, nan, {}
+    else:
+        occupancy = limiting_occupancy(P, out.policy, ev, np.full(S, 1.0 / S))
+        value, gain, bias = float(mdp.initial @ ev.gain), ev.gain, ev.bias
+        found = {
+            "multiplier": occupancy,
+            "values": bias,
+            "q": masked(backup(P, R, bias), mask),
+            "occupancy": occupancy,
+            "info": {"recurrent": ev.recurrent, "stationary": ev.stationary},
+        }
     return PlanResult(
-        value=float(mdp.initial @ ev.gain),
-        x=ev.bias,
-        multiplier=occupancy,
+        value=value,
+        x=bias,
         status=out.status,
         message=out.message,
         method="fast",
         solver="multichain_policy_iteration",
         iterations=out.iterations,
         solve_time=time.perf_counter() - start,
-        values=ev.bias,
-        q=masked(backup(P, R, ev.bias), mask),
         policy=out.policy,
-        gain=ev.gain,
-        bias=ev.bias,
-        occupancy=occupancy,
-        info={"recurrent": ev.recurrent, "stationary": ev.stationary},
+        gain=gain,
+        bias=bias,
+        **found,
     )
 
 

@@ -45,21 +45,29 @@ def _hard_max_result(problem, R, P, rho, start):
     pi /= pi.sum(axis=-1, keepdims=True)
     lam = layered_occupancy(pi, P, rho)
     value = float(rho @ V[0])
+    message = "no bonus on any pair (every bonus numerator is 0): tau* = 0, K = mean rewards"
+    info = {"dual_value": value, "gap": 0.0, "tau": 0.0, "evaluations": 0}
+    return _optimal(value, 0.0, message, 0, start, K, V, pi, lam, info)
+
+
+def _optimal(value, tau, message, iterations, start, K, V, pi, lam, info) -> PlanResult:
+    """The optimal result at ``tau``: ``q = K``, ``values = V``, ``policy = pi``,
+    ``occupancy = multiplier = lam``."""
     return PlanResult(
         value=value,
-        x=0.0,
+        x=tau,
         status=OPTIMAL,
-        message="no bonus on any pair (every bonus numerator is 0): tau* = 0, K = mean rewards",
+        message=message,
         method="fast",
         solver="brent",
-        iterations=0,
+        iterations=iterations,
         solve_time=time.perf_counter() - start,
         values=V,
         q=K,
         policy=pi,
         occupancy=lam,
         multiplier=lam,
-        info={"dual_value": value, "gap": 0.0, "tau": 0.0, "evaluations": 0},
+        info=info,
     )
 
 
@@ -122,39 +130,77 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
     terms, kernel = _terms_function(kernel, R, P, c, rho)
     if not c.any():
         return _hard_max_result(problem, R, P, rho, start)
+    dfdu = _Derivative(terms)
+    found = _bracket(dfdu, _start(dfdu, c, R), max_iter, start)
+    if isinstance(found, PlanResult):
+        return found
+    u_star, iterations = _root(dfdu, *found, xtol, max_iter)
+    if u_star is None:
+        return _max_iter(
+            f"Brent's method did not converge in {max_iter} iterations", iterations, start
+        )
+    tau = math.exp(u_star)
+    f, M, A, B, K, V, pi, lam = terms(tau, final=True)
+    dual = M + 2.0 * math.sqrt(A * B)
+    info = {
+        "tau": tau,
+        "dual_value": dual,
+        "gap": f - dual,
+        "derivative": A - B / tau**2,
+        "entropy_term": A,
+        "bonus_term": B,
+        "reward_term": M,
+        "evaluations": dfdu.evals + 1,
+        "kernel": kernel,
+    }
+    return _optimal(f, tau, "", iterations, start, K, V, pi, lam, info)
 
-    evals = 0
 
-    def dfdu(u: float) -> float:
-        nonlocal evals
-        evals += 1
+class _Derivative:
+    """``u -> f'(tau)`` at ``tau = e^u`` (``A - B / tau^2``), counting the evaluations of the
+    recursion (``evals``)."""
+
+    def __init__(self, terms):
+        self.terms = terms
+        self.evals = 0
+
+    def __call__(self, u: float) -> float:
+        self.evals += 1
         tau = math.exp(u)
-        _, _, A, B, *_ = terms(tau)
+        _, _, A, B, *_ = self.terms(tau)
         return A - B / tau**2
 
-    # Bracket: start at the problem's own scale, sqrt(B / A) at tau = 1 (the one-step fixed
-    # point) or sqrt(mean bonus / log A) (B over the largest entropy) when the policy at tau = 1
-    # is deterministic to round-off; then widen with doubling steps in log tau, moving the
-    # other end in as the sign tells, within tau in [1e-300, 1e300].
-    _, _, A1, B1, *_ = terms(1.0)
-    evals += 1
+
+def _start(dfdu: _Derivative, c, R) -> float:
+    """The bracket's centre in ``log tau``: the problem's own scale, ``sqrt(B / A)`` at
+    ``tau = 1`` (the one-step fixed point), or ``sqrt(mean bonus / log A)`` (B over the
+    largest entropy) when the policy at ``tau = 1`` is deterministic to round-off."""
+    _, _, A1, B1, *_ = dfdu.terms(1.0)
+    dfdu.evals += 1
     if A1 > 0 and B1 > 0 and math.isfinite(B1 / A1):
         u0 = 0.5 * math.log(B1 / A1)
     else:
         u0 = 0.5 * (math.log(max(float(c.mean()), 1e-300)) - math.log(math.log(R.shape[2])))
-    u0 = min(max(u0, _U_MIN + 1.0), _U_MAX - 1.0)
+    return min(max(u0, _U_MIN + 1.0), _U_MAX - 1.0)
+
+
+def _bracket(dfdu: _Derivative, u0: float, max_iter: int, start: float):
+    """``(lo, hi, f'(lo), f'(hi))`` around a sign change of ``f'`` (or a zero at an end),
+    widened from ``[u0 - 1/2, u0 + 1/2]`` with doubling steps in ``log tau``, the other end
+    moved in as the sign tells, within ``tau`` in ``[1e-300, 1e300]``; the ``max_iter`` result
+    when there is none."""
     lo, hi = u0 - 0.5, u0 + 0.5
     g_lo, g_hi = dfdu(lo), dfdu(hi)
     step = math.log(4.0)
     for _ in range(max_iter):
         if g_lo < 0 < g_hi or g_lo == 0 or g_hi == 0:
-            break
+            return lo, hi, g_lo, g_hi
         stuck = (g_lo > 0 and lo <= _U_MIN) or (g_hi < 0 and hi >= _U_MAX)
         if stuck or not (math.isfinite(g_lo) and math.isfinite(g_hi)):
             return _max_iter(
                 f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, "
                 f"{math.exp(hi):.3g}] (f' = {g_lo:.3g}, {g_hi:.3g})",
-                evals,
+                dfdu.evals,
                 start,
             )
         if g_lo > 0:  # the root is below lo
@@ -166,60 +212,29 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
             hi = min(hi + step, _U_MAX)
             g_hi = dfdu(hi)
         step *= 2.0
-    else:
-        return _max_iter(
-            f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
-            f"after {max_iter} expansions",
-            max_iter,
-            start,
-        )
-    if g_lo == 0:
-        u_star, iterations = lo, 0
-    elif g_hi == 0:
-        u_star, iterations = hi, 0
-    else:
-        u_star, rr = brentq(
-            dfdu,
-            lo,
-            hi,
-            xtol=xtol,
-            rtol=4 * np.finfo(float).eps,
-            maxiter=max_iter,
-            full_output=True,
-            disp=False,
-        )
-        iterations = rr.iterations
-        if not rr.converged:
-            return _max_iter(
-                f"Brent's method did not converge in {max_iter} iterations", iterations, start
-            )
-    tau = math.exp(u_star)
-    f, M, A, B, K, V, pi, lam = terms(tau, final=True)
-    evals += 1
-    dual = M + 2.0 * math.sqrt(A * B)
-    return PlanResult(
-        value=f,
-        x=tau,
-        status=OPTIMAL,
-        message="",
-        method="fast",
-        solver="brent",
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
-        values=V,
-        q=K,
-        policy=pi,
-        occupancy=lam,
-        multiplier=lam,
-        info={
-            "tau": tau,
-            "dual_value": dual,
-            "gap": f - dual,
-            "derivative": A - B / tau**2,
-            "entropy_term": A,
-            "bonus_term": B,
-            "reward_term": M,
-            "evaluations": evals,
-            "kernel": kernel,
-        },
+    return _max_iter(
+        f"no sign change of f'(tau) for tau in [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
+        f"after {max_iter} expansions",
+        max_iter,
+        start,
     )
+
+
+def _root(dfdu, lo, hi, g_lo, g_hi, xtol: float, max_iter: int):
+    """``(u*, iterations)``: the zero of ``f'`` in ``[lo, hi]`` by Brent's method (an end
+    where ``f'`` is 0 there); ``u* = None`` when Brent's method did not converge."""
+    if g_lo == 0:
+        return lo, 0
+    if g_hi == 0:
+        return hi, 0
+    u_star, rr = brentq(
+        dfdu,
+        lo,
+        hi,
+        xtol=xtol,
+        rtol=4 * np.finfo(float).eps,
+        maxiter=max_iter,
+        full_output=True,
+        disp=False,
+    )
+    return (u_star if rr.converged else None), rr.iterations

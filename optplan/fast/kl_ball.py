@@ -35,8 +35,7 @@ import numpy as np
 from .._checks import check_int
 from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from . import _kernels
-from ._batch import batch_result, flat_batch, single_result, single_row
-from ._options import choose_kernel
+from ._batch import single_result, single_row, solve_rows, use_compiled
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
@@ -89,10 +88,7 @@ def kl_ball_index(
     start = time.perf_counter()
     if type(max_iter) is not int or max_iter < 1:
         check_int("max_iter", max_iter)
-    if kernel == "auto":
-        compiled = _kernels.AVAILABLE
-    else:
-        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
+    compiled = use_compiled(kernel, _kernels.AVAILABLE)
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
@@ -101,25 +97,49 @@ def kl_ball_index(
         )
         if handled:
             return single_result(value, q, lam, its, start, "halley")
-    p, v, d, batch, outputs = flat_batch(p, v, radius, "radius", validate)
-    if compiled:
-        value, q, lam, status, iterations = outputs
-        handled = _kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
-        rest = np.flatnonzero(~handled)
-        if rest.size:  # the rows the compiled kernel leaves to the reference
-            sub = tuple(out[rest] for out in outputs)
-            _numpy_rows(p[rest], v[rest], d[rest], max_iter, sub)
-            for out, part in zip(outputs, sub, strict=True):
-                out[rest] = part
-    else:
-        _numpy_rows(p, v, d, max_iter, outputs)
-    return batch_result(batch, outputs, start, "halley")
+    rows = _compiled_rows if compiled else None
+    return solve_rows(
+        p, v, radius, "radius", validate, max_iter, rows, _numpy_rows, start, "halley"
+    )
+
+
+def _compiled_rows(p, v, d, max_iter, outputs) -> np.ndarray:
+    """The compiled row kernel on rows ``(B, S)``: fill ``outputs`` in place on the rows it
+    handles; return the indices of the others."""
+    value, q, lam, _, iterations = outputs
+    handled = _kernels.kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations)
+    return np.flatnonzero(~handled)
 
 
 def _numpy_rows(p, v, d, max_iter, outputs) -> None:
     """The reference kernel on rows ``(B, S)``: fill ``outputs`` (from ``flat_batch``) in
     place."""
     value, q, lam, status, iterations = outputs
+    supp, V, V_I, delta, P_top, constant = _support(p, v)
+    _closed_form_rows(p, v, d, outputs, supp, V, V_I, P_top, constant)
+    todo = np.flatnonzero((d > 0) & ~constant)
+    if not todo.size:
+        return
+    if todo.size == d.shape[0]:
+        pt, dt, delt = p, d, delta
+    else:
+        pt, dt, delt = p[todo], d[todo], delta[todo]
+    gap = V[todo] - V_I[todo]
+    lo, hi, s_max, s0, mean_delta = _bracket(pt, dt, delt, P_top[todo], gap)
+    g_dg = _StationarityRows(pt, dt, delt, P_top[todo], mean_delta)
+    s, iters, ok, boundary = _root_search(g_dg, lo, hi, s_max, s0, max_iter)
+    s, ell, w, u = _corrected(g_dg, delt, s, boundary)
+    qi, lam[todo] = _q_lam(pt, dt, s, ell, w, u, boundary)
+    q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
+    value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
+    iterations[todo] = iters
+    status[todo[~ok]] = MAX_ITER
+
+
+def _support(p, v):
+    """``(supp, V, V_I, delta, P_top, constant)`` of rows ``(B, S)``: the support ``p > 0``,
+    the best value and the best on the support, ``delta = V_I - v`` on the support (0 off it),
+    the mass at ``V_I`` and whether that is all of it (``v`` constant on the support)."""
     supp = p > 0
     V = v.max(axis=1)
     if supp.all():  # the common dense case: skip the masking passes
@@ -129,8 +149,13 @@ def _numpy_rows(p, v, d, max_iter, outputs) -> None:
         V_I = np.where(supp, v, -np.inf).max(axis=1)
         delta = np.where(supp, V_I[:, None] - v, 0.0)
     P_top = (p * (delta == 0.0)).sum(axis=1)
-    constant = P_top >= 1.0 - 1e-15
+    return supp, V, V_I, delta, P_top, P_top >= 1.0 - 1e-15
 
+
+def _closed_form_rows(p, v, d, outputs, supp, V, V_I, P_top, constant) -> None:
+    """The rows without a root search, in ``outputs``: ``d < 0`` (infeasible), ``d = 0``
+    (``q = p``) and ``v`` constant on the support."""
+    value, q, lam, status, _ = outputs
     infeasible = d < 0
     value[infeasible], status[infeasible] = -np.inf, INFEASIBLE
     zero = d == 0
@@ -149,115 +174,136 @@ def _numpy_rows(p, v, d, max_iter, outputs) -> None:
         q[flat] = with_leftover(qi, v[flat], supp[flat], V[flat])
         value[flat] = V[flat] - keep * (V[flat] - V_I[flat])
 
-    todo = np.flatnonzero((d > 0) & ~constant)
-    if todo.size:
-        if todo.size == d.shape[0]:
-            pt, dt, delt = p, d, delta
-        else:
-            pt, dt, delt = p[todo], d[todo], delta[todo]
-        log_delta = np.log(np.where(delt > 0, delt, 1.0))  # log delta, 0 where delta = 0
-        mean_delta = (pt * delt).sum(axis=1)
-        var_delta = np.maximum((pt * delt**2).sum(axis=1) - mean_delta**2, 1e-300)
-        lo = _log_expm1(dt) - np.log(mean_delta)
-        with np.errstate(over="ignore"):
-            hi = (dt - np.log(P_top[todo]) - (pt * log_delta).sum(axis=1)) / (1.0 - P_top[todo])
-        # Radii near the largest double put the root beyond 1e300; at s = 1e300 every state
-        # below V_I already has q below the double range, so the answer is the same there.
-        hi = np.minimum(hi + 1.0, _S_CAP)
-        lo = np.minimum(lo, hi - 1.0)
-        # eta >= V: s <= s_max = -log(V - V_I) when the best state has probability zero
-        gap = V[todo] - V_I[todo]
-        with np.errstate(divide="ignore"):
-            s_max = np.where(gap > 0, -np.log(gap), np.inf)
 
-        log_mean_delta = np.log(mean_delta)
+def _bracket(pt, dt, delt, P_top, gap):
+    """``(lo, hi, s_max, s0, mean_delta)``: the bracket of the root in ``s``, its cap
+    ``s_max = -log(V - V_I)`` (``eta >= V``), the start and ``sum p delta``."""
+    log_delta = np.log(np.where(delt > 0, delt, 1.0))  # log delta, 0 where delta = 0
+    mean_delta = (pt * delt).sum(axis=1)
+    var_delta = np.maximum((pt * delt**2).sum(axis=1) - mean_delta**2, 1e-300)
+    lo = _log_expm1(dt) - np.log(mean_delta)
+    with np.errstate(over="ignore"):
+        hi = (dt - np.log(P_top) - (pt * log_delta).sum(axis=1)) / (1.0 - P_top)
+    # Radii near the largest double put the root beyond 1e300; at s = 1e300 every state
+    # below V_I already has q below the double range, so the answer is the same there.
+    hi = np.minimum(hi + 1.0, _S_CAP)
+    lo = np.minimum(lo, hi - 1.0)
+    # eta >= V: s <= s_max = -log(V - V_I) when the best state has probability zero
+    with np.errstate(divide="ignore"):
+        s_max = np.where(gap > 0, -np.log(gap), np.inf)
+    with np.errstate(over="ignore"):
+        s0 = np.log(np.sqrt(2.0 * dt / var_delta))
+    return lo, hi, s_max, s0, mean_delta
 
-        def g_dg(s, idx):
-            part = idx.size < todo.size
-            delt_i, pt_i = (delt[idx], pt[idx]) if part else (delt, pt)
-            ell, w, u = _ell_w(delt_i, s)
-            pw = pt_i * w
-            a0 = pw.sum(axis=1)
-            L = (pt_i * ell).sum(axis=1)
-            log_a0 = _log_a0(a0, (pt_i * u).sum(axis=1))
-            g, scale = L + log_a0 - dt[idx], L - log_a0 + dt[idx]
-            a2 = (pw * w).sum(axis=1)
-            pwu = pw * u  # dw/ds = -w u
-            b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
-            dg = a2 / a0 - a0
-            d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
-            # The large-s form where L ~ (1 - P_top) s and log a0 ~ -s would cancel by more
-            # than 20 (mean delta e^s > e^20); below, the form above loses < 1e-14 and keeps
-            # Halley's steps.
-            big = s + log_mean_delta[idx] > _LARGE_S
-            if big.any():
-                g[big], dg[big], scale[big] = _g_large_s(
-                    s[big],
-                    delt_i[big],
-                    pt_i[big],
-                    P_top[todo][idx][big],
-                    dt[idx][big],
-                    mean_delta[idx][big],
-                )
-                d2g[big] = 0.0  # Newton steps there (Halley's needs g'', not worth it)
-            return g, dg, scale, d2g
 
-        capped = s_max < hi
-        boundary = np.zeros(todo.size, dtype=bool)
-        if capped.any():
-            ci = np.flatnonzero(capped)
-            g_cap = g_dg(s_max[ci], ci)[0]
-            boundary[ci[g_cap <= 0]] = True
-            hi = np.where(capped, s_max, hi)
-        with np.errstate(over="ignore"):
-            s0 = np.log(np.sqrt(2.0 * dt / var_delta))
-        s = np.where(boundary, s_max, 0.0)
-        iters = np.zeros(todo.size, dtype=int)
-        ok = np.ones(todo.size, dtype=bool)
-        inner = np.flatnonzero(~boundary)
-        if inner.size:
-            sub = lambda x, i: g_dg(x, inner[i])  # noqa: E731
-            s[inner], iters[inner], ok[inner] = newton_bracketed(
-                sub, s0[inner], lo[inner], hi[inner], max_iter
-            )
-        ell, w, u = _ell_w(delt, s)
-        # The root s* lies between two doubles: at s ~ 690 (best supported state with 1e-300
-        # of the mass) one ulp of s moves q by 6e-14 relative. One more Newton correction,
-        # kept outside s as the factor e^corr of e^s, puts q at round-off. Only where an ulp of
-        # s matters (|s| > 16, ulp >= 3.6e-15): elsewhere it would cost an evaluation for
-        # nothing.
-        corr = np.zeros(todo.size)
-        far = np.flatnonzero(~boundary & (np.abs(s) > 16.0) & (s <= 700.0))
-        if far.size:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                g_end, dg_end = g_dg(s[far], far)[:2]
-                corr[far] = np.where(dg_end > 0, -g_end / dg_end, 0.0)
-        fix = (np.abs(corr) <= 1e-12 * np.maximum(1.0, np.abs(s))) & (corr != 0)
-        if fix.any():
-            dz = delt[fix] * (np.exp(s[fix]) * np.exp(corr[fix]))[:, None]
-            w[fix], u[fix] = 1.0 / (1.0 + dz), dz / (1.0 + dz)
-            s = s + corr  # (rounds to s where corr is below an ulp: only e^s carried it)
-        L = (pt * ell).sum(axis=1)
-        pw = pt * w
+class _StationarityRows:
+    """``g_dg(s, idx) -> (g, g', scale, g'')``: the stationarity equation of rows ``idx`` (of
+    ``pt, dt, delt``) at ``s``, in the direct form or, where it would cancel, the large-s
+    form (:func:`_g_large_s`)."""
+
+    def __init__(self, pt, dt, delt, P_top, mean_delta):
+        self.pt, self.dt, self.delt, self.P_top = pt, dt, delt, P_top
+        self.mean_delta = mean_delta
+        self.log_mean_delta = np.log(mean_delta)
+
+    def __call__(self, s, idx):
+        dt = self.dt
+        part = idx.size < dt.shape[0]
+        delt_i, pt_i = (self.delt[idx], self.pt[idx]) if part else (self.delt, self.pt)
+        ell, w, u = _ell_w(delt_i, s)
+        pw = pt_i * w
         a0 = pw.sum(axis=1)
-        log_a0 = _log_a0(a0, (pt * u).sum(axis=1))
-        # q_x = lam p_x / (eta - v_x) = lam e^s p_x w_x. Interior (sum_I q = 1): lam e^s = 1/a0,
-        # so q = p w / a0 and lam = e^-s / a0, with no exp(L - d): L and d cancel when d is
-        # huge (1e18 and beyond). Boundary (eta = V, leftover mass): lam = exp(L - s - d).
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            log_lam = np.where(boundary, L - s - dt, -s - log_a0)
-            qi = np.where(boundary[:, None], pt * np.exp(L - dt)[:, None] * w, pw / a0[:, None])
-            lam[todo] = np.exp(log_lam)
-        # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
-        # state and d is large) is stored as the smallest normal double: KL(p||q) stays <= d
-        # (d is then far above KL's ~709 per unit of mass) and the value moves by < 1e-300
-        qi = np.where(pt > 0, np.maximum(qi, np.finfo(float).tiny), 0.0)
-        mass = qi.sum(axis=1)
-        qi = np.where(boundary[:, None], qi, qi / mass[:, None])  # interior: sum_I q = 1
-        q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
-        value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
-        iterations[todo] = iters
-        status[todo[~ok]] = MAX_ITER
+        L = (pt_i * ell).sum(axis=1)
+        log_a0 = _log_a0(a0, (pt_i * u).sum(axis=1))
+        g, scale = L + log_a0 - dt[idx], L - log_a0 + dt[idx]
+        a2 = (pw * w).sum(axis=1)
+        pwu = pw * u  # dw/ds = -w u
+        b1, b2 = pwu.sum(axis=1), (pwu * w).sum(axis=1)
+        dg = a2 / a0 - a0
+        d2g = (a2 * b1 - 2.0 * b2 * a0) / a0**2 + b1
+        # The large-s form where L ~ (1 - P_top) s and log a0 ~ -s would cancel by more
+        # than 20 (mean delta e^s > e^20); below, the form above loses < 1e-14 and keeps
+        # Halley's steps.
+        big = s + self.log_mean_delta[idx] > _LARGE_S
+        if big.any():
+            g[big], dg[big], scale[big] = _g_large_s(
+                s[big],
+                delt_i[big],
+                pt_i[big],
+                self.P_top[idx][big],
+                dt[idx][big],
+                self.mean_delta[idx][big],
+            )
+            d2g[big] = 0.0  # Newton steps there (Halley's needs g'', not worth it)
+        return g, dg, scale, d2g
+
+
+def _root_search(g_dg, lo, hi, s_max, s0, max_iter):
+    """``(s, iterations, converged, boundary)``: the root of each row, or ``s_max`` where the
+    equation is still negative there (the boundary case, ``eta = V``)."""
+    n = s0.shape[0]
+    capped = s_max < hi
+    boundary = np.zeros(n, dtype=bool)
+    if capped.any():
+        ci = np.flatnonzero(capped)
+        g_cap = g_dg(s_max[ci], ci)[0]
+        boundary[ci[g_cap <= 0]] = True
+        hi = np.where(capped, s_max, hi)
+    s = np.where(boundary, s_max, 0.0)
+    iters = np.zeros(n, dtype=int)
+    ok = np.ones(n, dtype=bool)
+    inner = np.flatnonzero(~boundary)
+    if inner.size:
+        sub = lambda x, i: g_dg(x, inner[i])  # noqa: E731
+        s[inner], iters[inner], ok[inner] = newton_bracketed(
+            sub, s0[inner], lo[inner], hi[inner], max_iter
+        )
+    return s, iters, ok, boundary
+
+
+def _corrected(g_dg, delt, s, boundary):
+    """``(s, ell, w, u)`` at the root with one more Newton correction where an ulp of ``s``
+    matters.
+
+    The root s* lies between two doubles: at s ~ 690 (best supported state with 1e-300 of the
+    mass) one ulp of s moves q by 6e-14 relative. One more Newton correction, kept outside s
+    as the factor e^corr of e^s, puts q at round-off. Only where an ulp of s matters (|s| >
+    16, ulp >= 3.6e-15): elsewhere it would cost an evaluation for nothing."""
+    ell, w, u = _ell_w(delt, s)
+    corr = np.zeros(s.shape[0])
+    far = np.flatnonzero(~boundary & (np.abs(s) > 16.0) & (s <= 700.0))
+    if far.size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            g_end, dg_end = g_dg(s[far], far)[:2]
+            corr[far] = np.where(dg_end > 0, -g_end / dg_end, 0.0)
+    fix = (np.abs(corr) <= 1e-12 * np.maximum(1.0, np.abs(s))) & (corr != 0)
+    if fix.any():
+        dz = delt[fix] * (np.exp(s[fix]) * np.exp(corr[fix]))[:, None]
+        w[fix], u[fix] = 1.0 / (1.0 + dz), dz / (1.0 + dz)
+        s = s + corr  # (rounds to s where corr is below an ulp: only e^s carried it)
+    return s, ell, w, u
+
+
+def _q_lam(pt, dt, s, ell, w, u, boundary):
+    """``(q on the support, lam)`` at the root (before the leftover mass)."""
+    L = (pt * ell).sum(axis=1)
+    pw = pt * w
+    a0 = pw.sum(axis=1)
+    log_a0 = _log_a0(a0, (pt * u).sum(axis=1))
+    # q_x = lam p_x / (eta - v_x) = lam e^s p_x w_x. Interior (sum_I q = 1): lam e^s = 1/a0,
+    # so q = p w / a0 and lam = e^-s / a0, with no exp(L - d): L and d cancel when d is
+    # huge (1e18 and beyond). Boundary (eta = V, leftover mass): lam = exp(L - s - d).
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        log_lam = np.where(boundary, L - s - dt, -s - log_a0)
+        qi = np.where(boundary[:, None], pt * np.exp(L - dt)[:, None] * w, pw / a0[:, None])
+        lam = np.exp(log_lam)
+    # a q*_x below the double range (e.g. e^-3900 when almost all of p sits on the best
+    # state and d is large) is stored as the smallest normal double: KL(p||q) stays <= d
+    # (d is then far above KL's ~709 per unit of mass) and the value moves by < 1e-300
+    qi = np.where(pt > 0, np.maximum(qi, np.finfo(float).tiny), 0.0)
+    mass = qi.sum(axis=1)
+    qi = np.where(boundary[:, None], qi, qi / mass[:, None])  # interior: sum_I q = 1
+    return qi, lam
 
 
 def _g_large_s(s, delta, p, P_top, d, mean_delta):

@@ -35,10 +35,9 @@ import time
 import numpy as np
 
 from .._checks import check_int
-from ..result import INFEASIBLE, MAX_ITER, OPTIMAL, BatchResult, PlanResult
+from ..result import INFEASIBLE, MAX_ITER, BatchResult, PlanResult
 from . import _kernels
-from ._batch import batch_result, flat_batch, single_result, single_row
-from ._options import choose_kernel
+from ._batch import lane_result, single_row, solve_rows, use_compiled
 from ._roots import newton_bracketed
 from ._simplex import with_leftover
 
@@ -72,33 +71,29 @@ def kl_inf_rate(
     start = time.perf_counter()
     if type(max_iter) is not int or max_iter < 1:
         check_int("max_iter", max_iter)
-    if kernel == "auto":
-        compiled = _kernels.AVAILABLE
-    else:
-        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
+    compiled = use_compiled(kernel, _kernels.AVAILABLE)
     one = single_row(p, v, target) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
         value, lam, its, code = (_kernels.LANES or _kernels.lanes())["_kl_inf_into"](
             *one, min(max_iter, _kernels.MAX_ITER_CAP), validate is True or bool(validate), q
         )
-        if code != _kernels.LEFT:
-            status = INFEASIBLE if code == _kernels.INFEASIBLE_ROW else OPTIMAL
-            return single_result(value, q, lam, its, start, "newton", status)
-    p, v, rho, batch, outputs = flat_batch(p, v, target, "target", validate)
-    if compiled:
-        value, q, lam, status, iterations = outputs
-        code = _kernels.kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations)
-        status[code == _kernels.INFEASIBLE_ROW] = INFEASIBLE
-        rest = np.flatnonzero(code == _kernels.LEFT)
-        if rest.size:  # the rows the compiled kernel leaves to the reference
-            sub = tuple(out[rest] for out in outputs)
-            _numpy_rows(p[rest], v[rest], rho[rest], max_iter, sub)
-            for out, part in zip(outputs, sub, strict=True):
-                out[rest] = part
-    else:
-        _numpy_rows(p, v, rho, max_iter, outputs)
-    return batch_result(batch, outputs, start, "newton")
+        res = lane_result(code, value, q, lam, its, start, "newton")
+        if res is not None:
+            return res
+    rows = _compiled_rows if compiled else None
+    return solve_rows(
+        p, v, target, "target", validate, max_iter, rows, _numpy_rows, start, "newton"
+    )
+
+
+def _compiled_rows(p, v, rho, max_iter, outputs) -> np.ndarray:
+    """The compiled row kernel on rows ``(B, S)``: fill ``outputs`` in place; return the
+    indices of the rows it leaves (no convergence)."""
+    value, q, lam, status, iterations = outputs
+    code = _kernels.kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations)
+    status[code == _kernels.INFEASIBLE_ROW] = INFEASIBLE
+    return np.flatnonzero(code == _kernels.LEFT)
 
 
 def _numpy_rows(p, v, rho, max_iter, outputs) -> None:

@@ -24,8 +24,7 @@ import numpy as np
 from ..problems._index import check_index_inputs
 from ..result import INFEASIBLE, OPTIMAL, BatchResult, PlanResult
 from . import _kernels
-from ._batch import broadcast_index_inputs, flag_overflow, single_result, single_row
-from ._options import choose_kernel
+from ._batch import broadcast_index_inputs, flag_overflow, lane_result, single_row, use_compiled
 
 
 def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> BatchResult:
@@ -56,19 +55,16 @@ def l1_ball_index(p, v, radius, validate: bool = True, kernel: str = "auto") -> 
         kink), ``status`` per element. Equal to a loop of scalar calls.
     """
     start = time.perf_counter()
-    if kernel == "auto":
-        compiled = _kernels.AVAILABLE
-    else:
-        compiled = choose_kernel(kernel, _kernels.AVAILABLE) == "numba"
+    compiled = use_compiled(kernel, _kernels.AVAILABLE)
     one = single_row(p, v, radius) if compiled else None
     if one is not None:  # one instance: checked and solved in one compiled call
         q = np.empty(one[0].shape[0])
         value, lam, code = (_kernels.LANES or _kernels.lanes())["_l1_into"](
             *one, validate is True or bool(validate), q
         )
-        if code != _kernels.LEFT:
-            status = INFEASIBLE if code == _kernels.INFEASIBLE_ROW else OPTIMAL
-            return single_result(value, q, lam, 0, start, "closed_form", status)
+        res = lane_result(code, value, q, lam, 0, start, "closed_form")
+        if res is not None:
+            return res
     if validate:
         p, v, d = check_index_inputs(p, v, radius, "radius")
     else:

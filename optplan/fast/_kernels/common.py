@@ -152,3 +152,12 @@ def valid_one(p, v, param: float) -> bool:
 
 def _floats(a):
     return np.ascontiguousarray(a, dtype=float)
+
+
+def call_rows(name: str, p, v, param, max_iter, outputs: tuple, flags: np.ndarray):
+    """The batched kernel ``name`` on rows ``p, v`` (``(B, S)``) with parameters ``param``
+    (``(B,)``), filling ``outputs`` (``value, q, lam, iterations``) and the per-row ``flags``
+    in place; returns ``flags``."""
+    kernel = (jit.table or jit.compiled())[name]
+    kernel(_floats(p), _floats(v), _floats(param), int(max_iter), *outputs, flags)
+    return flags

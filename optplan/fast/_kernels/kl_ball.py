@@ -44,6 +44,7 @@ from .common import (
     _floats,
     _leftover,
     _valid_one,
+    call_rows,
     jit,
 )
 from .logs import _fill, _fill_lib, _fill_same, _log1p_pos, _log_pos, _plogd, _sums, _sums_direct
@@ -403,12 +404,8 @@ def _scatter(q, where, out):  # pragma: no cover - compiled by numba
 def kl_ball_rows(p, v, d, max_iter, value, q, lam, iterations) -> np.ndarray:
     """Fill ``value, q, lam, iterations`` (in place) on the rows the compiled kernel handles;
     return that bool mask. ``p, v``: ``(B, S)``; ``d``: ``(B,)``."""
-    k = jit.table or jit.compiled()
-    handled = np.zeros(d.shape[0], dtype=np.bool_)
-    k["_kl_ball_rows"](
-        _floats(p), _floats(v), _floats(d), int(max_iter), value, q, lam, iterations, handled
-    )
-    return handled
+    outputs = (value, q, lam, iterations)
+    return call_rows("_kl_ball_rows", p, v, d, max_iter, outputs, np.zeros(d.shape[0], np.bool_))
 
 
 def kl_ball_one(p, v, d: float, max_iter: int, validate: bool):

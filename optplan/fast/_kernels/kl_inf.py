@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .common import DONE, INFEASIBLE_ROW, LEFT, _bracketed, _floats, _leftover, _valid_one, jit
+from .common import DONE, INFEASIBLE_ROW, LEFT, _bracketed, _leftover, _valid_one, call_rows, jit
 
 
 @jit(inline="always")
@@ -168,12 +168,8 @@ def _kl_inf_into(p, v, rho, max_iter, validate, q):  # pragma: no cover - compil
 def kl_inf_rows(p, v, rho, max_iter, value, q, lam, iterations) -> np.ndarray:
     """KL-inf rows: fill the outputs in place; return the per-row codes (``DONE``,
     ``INFEASIBLE_ROW``, ``LEFT``)."""
-    k = jit.table or jit.compiled()
-    code = np.empty(rho.shape[0], dtype=np.int64)
-    k["_kl_inf_rows"](
-        _floats(p), _floats(v), _floats(rho), int(max_iter), value, q, lam, iterations, code
-    )
-    return code
+    outputs = (value, q, lam, iterations)
+    return call_rows("_kl_inf_rows", p, v, rho, max_iter, outputs, np.empty(rho.shape[0], np.int64))
 
 
 def kl_inf_one(p, v, rho: float, max_iter: int, validate: bool):
