@@ -24,7 +24,7 @@ The exact Dirichlet moments (:func:`dirichlet_covariance`, :func:`dirichlet_vari
 :mod:`optplan.posteriors` and are re-exported here.
 
 ``Q_max`` comes from a *declared* bound on the mean rewards (:func:`q_max`), never from the true
-model (wave2.md, Ambiguities 4).
+model (docs/sources.md, Ambiguities 4).
 """
 
 from __future__ import annotations

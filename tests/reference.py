@@ -2,7 +2,7 @@
 
 Written from the definitions, independent of optplan's fast paths: the KL-ball index
 ``C(p, v, d) = max { q.v : KL(p||q) <= d }`` by the root of ``g(s) = KL(p || q(s)) - d`` along
-the optimal family ``q(s)`` (DESIGN.md "KL-ball index"), in 60 + log10(d) digits.
+the optimal family ``q(s)`` (docs/math.md "KL-ball index"), in 60 + log10(d) digits.
 """
 
 import mpmath as mp

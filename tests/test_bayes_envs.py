@@ -1,5 +1,5 @@
 """The environments of the Bayesian-methods study: DeepSeaChain, WideNarrow
-and PriorMDP. Their true models follow wave2.md's rules, stepping reproduces the models'
+and PriorMDP. Their true models follow docs/sources.md's rules, stepping reproduces the models'
 statistics, PriorMDP is a function of its seed, the registry builds them, bad input names the
 field, and the exact optimal Q-values at gamma = 0.9 are pinned against value iteration."""
 

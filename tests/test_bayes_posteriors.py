@@ -79,8 +79,8 @@ def test_transition_statistics_match_a_loop():
     np.testing.assert_allclose(sq, ref[2], rtol=1e-12)
 
 
-def test_update_formulas_of_wave2():
-    """wave2.md §1 written out: mu0', lam', alpha', beta' from n, rbar and the spread."""
+def test_normal_gamma_update_formulas():
+    """docs/sources.md §1 written out: mu0', lam', alpha', beta' from n, rbar and the spread."""
     mu0, lam, alpha, beta = 0.3, 4.0, 3.0, 3.0
     r = np.array([1.2, -0.4, 0.9, 2.5])
     n, rbar = r.size, r.mean()

@@ -126,7 +126,7 @@ def test_radius_zero_is_known_model_planning(ball):
 
 def ronanfr_max_proba(p, v, radius):
     """The L1 inner step of RonanFR/UCRL (``UCRL/evi/_max_proba.pyx``, HEAD 45f6cdb, as
-    described in ../shared/specs/wave2.md §5), transcribed independently: the best state by
+    described in docs/sources.md §5), transcribed independently: the best state by
     ``v`` gets ``min(1, p + radius / 2)``; mass is then removed from the lowest-``v`` states
     upward until the row sums to 1."""
     order = np.argsort(v, kind="stable")  # ascending

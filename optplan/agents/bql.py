@@ -1,5 +1,5 @@
 r"""Bayesian Q-learning (Dearden, Friedman and Russell 1998) as bayesian-methods-tabular-rl runs it
-(App. BQL, Eq. bqlupdate; wave2.md §1 "BQL"; the public code's ``BayesianQAgent``).
+(App. BQL, Eq. bqlupdate; docs/sources.md §1 "BQL"; the public code's ``BayesianQAgent``).
 
 The return ``z_sa`` of every admissible pair is Gaussian with unknown mean ``mu`` and precision
 ``tau``, and the posterior of ``(mu, tau)`` is a Normal-Gamma ``NG(mu0, lam, alpha, beta)`` per

@@ -26,7 +26,7 @@ from ._posterior_agent import (
 
 __all__ = ["MomentMatching", "STD_RULES"]
 
-#: Thompson standard deviation of :class:`MomentMatching` (wave2.md, Ambiguities 2).
+#: Thompson standard deviation of :class:`MomentMatching` (docs/sources.md, Ambiguities 2).
 STD_RULES = ("public-code", "paper")
 
 
@@ -47,7 +47,7 @@ class MomentMatching(ThompsonMeanModel):
     zeta : float >= 0, default 1.0
         Thompson noise scale (the draft: 1.0 throughout).
     std : {"public-code", "paper"}, default "public-code"
-        ``sd = sigma~ / gamma`` as the public code draws it (wave2.md Ambiguities 2: reproduce
+        ``sd = sigma~ / gamma`` as the public code draws it (docs/sources.md Ambiguities 2: reproduce
         with it), or ``sigma~`` as the draft and write-up write it.
     discount : float in (0, 1), default 0.9
     update_every, reward_prior, transition_prior, sum_of_squares, action_mask, method, solver :

@@ -321,7 +321,7 @@ class ContinuingUBE(ThompsonMeanModel):
     local : {"draft", "lemma1"}, default "draft"
     reward_bound : float > 0, default 1.0
         Declared ``|mean reward| <= reward_bound`` for ``Q_max`` (the public code reads the
-        true model's largest mean reward; an agent cannot: wave2.md Ambiguities 4).
+        true model's largest mean reward; an agent cannot: docs/sources.md Ambiguities 4).
     update_every, reward_prior, transition_prior, sum_of_squares, action_mask :
         As :class:`~optplan.agents.ContinuingPSRL` (``reward_prior`` needs ``alpha > 1``:
         ``Var mu``).

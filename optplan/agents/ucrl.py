@@ -11,11 +11,11 @@ Both keep counts ``N[s, a]``, ``N[s, a, s']`` and reward sums; at the start of e
 (uniform for a pair never tried, whose ball is then the whole simplex anyway) and ``r_hat`` the
 empirical mean reward (or the known rewards, with no reward radius, when ``rewards`` is given),
 and follow its policy until some pair's count within the episode reaches ``max(1, N_k[s, a])``
-(the doubling rule). The radii (../shared/specs/wave2.md §5):
+(the doubling rule). The radii (docs/sources.md §5):
 
 - **UCRL2** (L1): ``d = sqrt(14 S log(2 A t_k / delta) / max(1, N))``, reward radius
   ``r_max sqrt(7 log(2 S A t_k / delta) / (2 max(1, N)))``; EVI accuracy ``1 / sqrt(t_k)``,
-  ``delta`` fixed (Jaksch et al.; wave2.md "Ambiguities" 9);
+  ``delta`` fixed (Jaksch et al.; docs/sources.md "Ambiguities" 9);
 - **KL-UCRL** (KL): ``KL(p_hat || q) <= C_p / max(1, N)`` with ``B = log(2 e S^2 A log t /
   delta)``, ``C_p = S (B + log(B + 1 / log t) (1 + 1 / (B + 1 / log t)))``; reward radius
   ``C_r / sqrt(max(1, N))``, ``C_r = sqrt(log(4 S A log t / delta) / 1.99)``; ``t -> max(2, t)``

@@ -2,7 +2,7 @@
 
 Not bsuite's grid (:class:`~optplan.envs.DeepSea`): ``n`` states in a row, two actions, no
 rows, no horizon, no resets. With ``delta = 0.1 exp(-n / 4)`` and states ``0 .. n-1``
-(wave2.md §1, "Environments", the public code ``Environments.DeepSea`` being authoritative):
+(docs/sources.md §1, "Environments", the public code ``Environments.DeepSea`` being authoritative):
 
 * **left** (action 0): move to ``max(s - 1, 0)``, reward ``N(0, delta^2)``;
 * **right** (action 1) from ``s < n - 1``: to ``s + 1`` with probability ``1 - 1/n``, else
@@ -76,7 +76,7 @@ class DeepSeaChain(TransitionRewardEnv):
 
     Notes
     -----
-    Where the sources differ (wave2.md §1 and "Ambiguities"), this class follows the public
+    Where the sources differ (docs/sources.md §1 and "Ambiguities"), this class follows the public
     code and the write-up:
 
     * every reward is Gaussian with sd ``delta``, left's included (Ambiguity 6: the draft's

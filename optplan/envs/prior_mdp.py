@@ -100,7 +100,7 @@ class PriorMDP(TransitionRewardEnv):
 
     Notes
     -----
-    Where the sources differ (wave2.md §1 and "Ambiguities" 5), this class follows the
+    Where the sources differ (docs/sources.md §1 and "Ambiguities" 5), this class follows the
     write-up and the public code: ``lam = 1`` (the draft's appendix says
     ``lam = 3.00 x 10^2``), and the reward law is per ``(s, a, s')`` (the draft writes
     ``mu_{s,a}, tau_{s,a}``; the code draws one pair per transition).

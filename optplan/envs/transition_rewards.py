@@ -1,6 +1,6 @@
 """A tabular environment whose Gaussian rewards depend on the whole transition ``(s, a, s')``.
 
-The Bayesian-methods environments (bayesian-methods-tabular-rl App. env; wave2.md §1) pay
+The Bayesian-methods environments (bayesian-methods-tabular-rl App. env; docs/sources.md §1) pay
 ``r ~ N(mean[s, a, s'], sd[s, a, s']^2)``: DeepSea-chain's goal pays only on a *successful*
 "right" from the last state, PriorMDP draws one reward law per ``(s, a, s')``, and the agents'
 Normal-Gamma posteriors sit on the same ``(s, a, s')`` entries. The true model of

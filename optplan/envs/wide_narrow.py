@@ -2,7 +2,7 @@
 factored posteriors of BQL, UBE and moment matching.
 
 ``2n + 1`` states, deterministic transitions, rewards Gaussian per transition. With states
-``0 .. 2n`` (wave2.md §1, "Environments"; the public code ``Environments.WideNarrow``):
+``0 .. 2n`` (docs/sources.md §1, "Environments"; the public code ``Environments.WideNarrow``):
 
 * a *wide* state ``2k`` (``k < n``) has ``w`` actions, all moving to ``2k + 1``: action 0
   pays ``N(mu_high, sigma^2)`` (0.5, 1), every other ``N(mu_low, sigma^2)`` (0, 1);
@@ -75,7 +75,7 @@ class WideNarrow(TransitionRewardEnv):
 
     Notes
     -----
-    Where the sources differ (wave2.md §1, §2), this class follows the public code:
+    Where the sources differ (docs/sources.md §1, §2), this class follows the public code:
 
     * 0-indexed states: the wide states are the *even* ones (the draft counts from 1 and
       calls them odd), and the last state ``2n`` returns to 0 with reward exactly 0;

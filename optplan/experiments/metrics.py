@@ -23,7 +23,7 @@ Normalized regret divides by the oracle's expected cumulative reward (``NaN`` wh
 positive).
 
 *Draft regret* (bayesian-methods-tabular-rl; its code's regret of an agent against
-``run_oracle_experiment``; wave2.md §1 "Regret") uses realized rewards only: the oracle, the
+``run_oracle_experiment``; docs/sources.md §1 "Regret") uses realized rewards only: the oracle, the
 true model's optimal policy for the run's criterion (for the draft's continuing environments,
 discounted at their ``gamma = 0.9``), is *run* in the same environment from the same
 environment seed for as many steps. Both runs read one random stream: step ``t`` of the two

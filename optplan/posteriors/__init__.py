@@ -15,7 +15,7 @@ per-``(layer, state, action)`` posterior of the episodic agents (K-learning, PSR
   (:func:`dirichlet_variance`, :func:`dirichlet_covariance`, :func:`dirichlet_variance_sum`,
   :func:`dirichlet_variance_ratio_sum`).
 
-Normal-Gamma conventions (wave2.md §1): ``tau ~ Gamma(alpha, rate beta)``,
+Normal-Gamma conventions (docs/sources.md §1): ``tau ~ Gamma(alpha, rate beta)``,
 ``mu | tau ~ N(mu0, 1 / (lam tau))``; rewards ``r ~ N(mu, 1 / tau)``. The marginal of ``mu`` is
 a Student-t with ``2 alpha`` degrees of freedom, location ``mu0`` and scale
 ``sqrt(beta / (lam alpha))``, so ``Var[mu] = beta / (lam (alpha - 1))`` (``alpha > 1``).

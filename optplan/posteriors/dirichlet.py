@@ -91,7 +91,7 @@ class Dirichlet:
     ----------
     alpha : array_like, shape (..., K)
         Concentrations: finite, ``>= 0`` (a zero takes that entry out of the support), no
-        all-zero row. The write-up's prior is all ones over all states (wave2.md §1).
+        all-zero row. The write-up's prior is all ones over all states (docs/sources.md §1).
 
     Attributes
     ----------

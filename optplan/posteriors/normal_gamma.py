@@ -2,7 +2,7 @@
 ``NG(mu0, lam, alpha, beta)`` of bayesian-methods-tabular-rl (:class:`NormalGamma`,
 :func:`normal_gamma_update`, :func:`transition_statistics`).
 
-Conventions (wave2.md §1): ``tau ~ Gamma(alpha, rate beta)``, ``mu | tau ~ N(mu0, 1 / (lam
+Conventions (docs/sources.md §1): ``tau ~ Gamma(alpha, rate beta)``, ``mu | tau ~ N(mu0, 1 / (lam
 tau))``; rewards ``r ~ N(mu, 1 / tau)``. The marginal of ``mu`` is a Student-t with ``2 alpha``
 degrees of freedom, location ``mu0`` and scale ``sqrt(beta / (lam alpha))``, so ``Var[mu] =
 beta / (lam (alpha - 1))`` (``alpha > 1``).
@@ -28,11 +28,11 @@ from ._common import _broadcast, _counts, _frozen, _lead
 SUM_OF_SQUARES = ("correct", "public-code")
 
 #: ``(mu0, lam, alpha, beta)`` of the reward prior of the Bayesian-methods write-up's agents
-#: (App. A; wave2.md §1), per ``(s, a, s')``.
+#: (App. A; docs/sources.md §1), per ``(s, a, s')``.
 DRAFT_REWARD_PRIOR = (0.0, 4.0, 3.0, 3.0)
 
 #: ``(mu0, lam, alpha, beta)`` PriorMDP's rewards are drawn from (write-up and code;
-#: the draft's ``lam = 300`` is not used, wave2.md Ambiguities 5).
+#: the draft's ``lam = 300`` is not used, docs/sources.md Ambiguities 5).
 PRIOR_MDP_PRIOR = (0.0, 1.0, 4.0, 4.0)
 
 _NG_FIELDS = ("mu0", "lam", "alpha", "beta")
@@ -49,7 +49,7 @@ class StudentT(NamedTuple):
 def normal_gamma_update(
     mu0, lam, alpha, beta, counts, sums, sums_sq=None, sum_of_squares: str = "correct"
 ):
-    """The Normal-Gamma batch update of wave2.md §1 (bayesian-methods-tabular-rl), entry by
+    """The Normal-Gamma batch update of docs/sources.md §1 (bayesian-methods-tabular-rl), entry by
     entry, after ``n = counts`` rewards summing to ``sums`` (sum of squares ``sums_sq``):
 
     ``mu0' = (lam mu0 + n rbar) / (lam + n)``, ``lam' = lam + n``, ``alpha' = alpha + n / 2``,
@@ -145,7 +145,7 @@ class NormalGamma:
         Broadcast the parameters to this shape.
     sum_of_squares : {"correct", "public-code"}, default "correct"
         The spread term of :meth:`update` (see :func:`normal_gamma_update`): ``"public-code"``
-        reproduces the public code's ``(sum r)^2 / n`` slip (wave2.md §2, Ambiguities 3).
+        reproduces the public code's ``(sum r)^2 / n`` slip (docs/sources.md §2, Ambiguities 3).
 
     Attributes
     ----------

@@ -25,7 +25,7 @@ from .base import Problem
 class DiscountedPlanning(Problem):
     r"""Maximize the expected discounted return of a known ``TabularMDP``.
 
-    The LP (Puterman §6.9; DESIGN.md "Discounted"):
+    The LP (Puterman §6.9; docs/math.md "Discounted"):
 
     .. math:: \min_V\ w^\top V \quad \text{s.t.}\quad
               V_s \ge R_{sa} + \gamma \sum_{s'} P_{sas'} V_{s'} \quad \forall\, a \in A(s),

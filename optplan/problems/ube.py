@@ -40,7 +40,7 @@ class UncertaintyBellman(Problem):
     whose least feasible point is the fixed point (the operator is monotone) and whose dual
     ``y = (I - gamma^2 Pbar_pi)^{-T} w`` is the ``gamma^2``-discounted (unnormalized) occupancy
     of state-action pairs under ``pi`` started from ``w``; ``w`` is :attr:`weights` (ones by
-    default, the LP of DESIGN.md). Both paths return ``y`` as ``multiplier``.
+    default, the LP of docs/math.md). Both paths return ``y`` as ``multiplier``.
 
     Parameters
     ----------
