@@ -54,7 +54,7 @@ def k_problem():
 
 
 def cx(a):
-    """``a`` as a complex array with a zero imaginary part (numpy used to drop it silently)."""
+    """``a`` as a complex array with a zero imaginary part (a cast to float drops it)."""
     return np.asarray(a, dtype=float) + 0j
 
 

@@ -329,7 +329,7 @@ def test_load_sweep_errors(tmp_path):
     assert load_sweep(bad, validate=False).agents[0].params["epsilon"] == 2.0
 
 
-# --- regressions ------------------------------------------------------------------------------
+# --- labels and messages ------------------------------------------------------------------------
 
 
 def test_param_error_names_the_file_once():

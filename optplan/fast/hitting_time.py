@@ -20,7 +20,7 @@ def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.nda
     is reached with probability 1 from every state that gets an action; ``-1`` where none
     does. Preferring large masses (a widest-path tree) keeps the first evaluation well
     conditioned: a breadth-first step along a mass of 1e-94 is proper too, but its system
-    ``I - P_NN`` is singular in double precision (found by op.verify)."""
+    ``I - P_NN`` is singular in double precision."""
     S = P.shape[0]
     edges = np.where(allowed[:, :, None], P, 0.0)
     settled = goal.copy()

@@ -316,7 +316,7 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
         residual = float(np.max(Q.max(axis=1) - v - (g if average else 0.0)))
         # the fixed point to 1e-12 of the scale, or to the rounding of the values when they
         # are that large: a state escaping with probability 1e-12 has a bias of -1e12, whose
-        # Bellman residual cannot go below its last digit, 1.2e-4 (found by op.verify)
+        # Bellman residual cannot go below its last digit, 1.2e-4
         rounding = 8 * np.finfo(float).eps * float(np.abs(v).max())
         if residual <= 1e-12 * (scale if average else 1.0 + np.abs(v).max()) + rounding:
             fields["info"]["finish_steps"] = step_no

@@ -1,15 +1,14 @@
-"""What ``op.verify``'s self-check over optplan's own fast paths found at n = 2,000,
-each kept as a regression test with the shrunk counterexample it printed.
+"""Near-degenerate instances, each with the shrunk counterexample ``op.verify`` prints for it,
+on which optplan's own fast and conic paths must agree or say why they cannot.
 
-Two were wrong answers of optplan's (the hitting-time fast path: negative times with status
-``optimal`` and an ``EvaluationError`` instead of an answer, at transition masses of 1e-300;
-the optimistic average-reward finish, which could not certify a bias of 1e12). The others
-were comparisons asking for more than is defined: a non-unique or ill-conditioned quantity
-(``q*`` under near-ties, a multiplier where the dual is flat, ``tau*`` where the objective is
-flat, an occupancy at rewards of 1e-6) is now proved optimal by a certificate
-(:func:`optplan.crosscheck.judge`, ``Problem.certified_by``), and LP answers are compared on
-their data's scale; one was Clarabel reporting ``optimal`` for a point off the simplex, which
-the conic L1 path now downgrades.
+Tiny transition masses (1e-96 to 1e-300) for hitting times, where a fast path must still give
+the right times with status ``optimal``; an optimistic average-reward bias of 1e12, which the
+finish must certify; quantities that are not unique or are ill-conditioned (``q*`` under
+near-ties, a multiplier where the dual is flat, ``tau*`` where the objective is flat, an
+occupancy at rewards of 1e-6), which are proved optimal by a certificate
+(:func:`optplan.crosscheck.judge`, ``Problem.certified_by``) rather than compared; LP answers
+compared on their data's scale; and a conic L1 answer off the simplex, which is not called
+``optimal``.
 """
 
 from __future__ import annotations
@@ -287,7 +286,7 @@ FOUND = {
 
 
 @pytest.mark.parametrize("name", sorted(FOUND))
-def test_self_check_counterexamples_now_agree(name):
+def test_counterexamples_agree(name):
     stem, options, inputs = FOUND[name]
     fn = optplan_fast(stem, **(options or {}))
     out = check_instance(fn, stem, inputs, options=options)

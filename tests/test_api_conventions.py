@@ -1,5 +1,6 @@
-"""Small API promises: ``normalize=`` for float32 / rounded ``P``, ``run(...,
-episodes=)`` refused at once on an environment that never ends an episode, ``py.typed``."""
+"""API conventions: ``normalize=`` for float32 / rounded ``P``, ``run(..., episodes=)``
+refused at once on an environment that never ends an episode, the ``py.typed`` marker, and
+the package logger (a null handler; fallbacks and path switches logged once)."""
 
 from __future__ import annotations
 
