@@ -1,7 +1,7 @@
 r"""Whole runs of the index agents in one compiled loop (optional: needs ``numba``).
 
-:class:`~optplan.agents.index_agents.IndexAgent` with ``method="fast"`` spends ~100 to 750 us
-a step in Python: the estimator update, a warm-started Howard policy iteration
+:class:`~optplan.agents.index_agents.IndexAgent` with ``method="fast"`` spends most of a
+step in Python overhead: the estimator update, a warm-started Howard policy iteration
 (:func:`optplan.dp.policy_iteration`), the indices of the current state and the environment
 step, each a few dozen numpy calls on arrays of a handful of entries. :func:`run_index_loop`
 does all the steps of a run in one compiled call and gives **the same bits** as that Python
@@ -34,8 +34,8 @@ they agree bit for bit.
 
 Compiled on first use and cached by numba, with the cache keyed on this module's source and on
 those of :mod:`optplan.fast._kernels` (whose kernels the loop inlines; numba's own key would
-not see a change there: see :class:`optplan._jit.Jit`): a first compile takes about 30 s,
-loading from the cache well under a second.
+not see a change there: see :class:`optplan._jit.Jit`): the first compile is long, loading
+from the cache is quick.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def single_result(value, x, multiplier, iterations, start: float, solver: str, s
 
     Built without the frozen dataclass's ``__init__`` (eight ``object.__setattr__`` calls,
     as much as the compiled solve). ``value``, which nearly every caller reads, is made at
-    once (``np.array``: ~0.1 us; the descriptor's first access costs ~0.4); ``multiplier``
+    once (``np.array`` is cheaper than the descriptor's first access); ``multiplier``
     and ``iterations`` are not made up front: the instance dict keeps the scalars, and a
     descriptor of :class:`BatchResult` makes each 0-d array (the same dtype and value as
     :func:`batch_result`'s) on its first access."""

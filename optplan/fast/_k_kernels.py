@@ -7,9 +7,9 @@ evaluates with numpy: the backward recursion of Eq. 6 for ``K`` and ``V``
 numpy code is the reference: ``tests/test_k_learning_kernels.py`` compares the two, and the
 CVXPY cross-checks run on whichever kernel ``kernel="auto"`` picks.
 
-Why compiled: a numpy pass costs about 17 us per layer in interpreter and dispatch overhead
-for arrays of a few hundred entries (DeepSea, L = 20: 0.35 ms a pass, 13 to 17 passes per
-``tau*``), while the arithmetic is ``2 L S^2 A`` multiply-adds.
+Why compiled: a numpy pass spends its time in interpreter and dispatch overhead, a few numpy
+calls per layer on arrays of a few hundred entries, repeated for every trial ``tau`` of the
+search, while the arithmetic is ``2 L S^2 A`` multiply-adds.
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ def kernels() -> dict:
 
 #: ``name -> entry point`` of the one-instance lanes (``_*_into``) for the one signature the
 #: public functions call them with (1-d C float64 arrays, a float, an int, a bool): numba's
-#: compiled wrapper without the dispatcher's per-call typing of six arguments (about 0.4 us
-#: of a 4 us call at S = 10). :func:`optplan.fast._batch.single_row` vouches for the types.
+#: compiled wrapper without the dispatcher's per-call typing of six arguments (a noticeable
+#: part of a short call). :func:`optplan.fast._batch.single_row` vouches for the types.
 LANES: dict = {}
 
 #: ``max_iter`` passed to a lane is capped here (an int64 argument).

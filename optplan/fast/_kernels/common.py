@@ -4,8 +4,8 @@ safeguarded root-finding step of the KL ball and KL-inf.
 
 Every kernel is compiled with ``cache=True, nogil=True, error_model="numpy"`` (IEEE: ``1/0 =
 inf``); the small helpers with ``inline="always"`` (inlined in numba's IR: no call boundary,
-no reference counting of the array arguments per call, which cost ~40% of a row at
-``S = 10``), the sums with ``fastmath={"reassoc", "nsz"}`` (the order of a sum: it lets LLVM
+no reference counting of the array arguments per call, a large part of a short row's
+cost), the sums with ``fastmath={"reassoc", "nsz"}`` (the order of a sum: it lets LLVM
 vectorize them).
 """
 

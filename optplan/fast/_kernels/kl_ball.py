@@ -2,10 +2,9 @@ r"""The compiled KL-ball kernel: ``max q.v`` over ``KL(p || q) <= d``, one row a
 
 The numpy kernel of :mod:`optplan.fast.kl_ball` is the reference. It spends its time in
 interpreter and dispatch overhead: a Halley step is some 40 numpy calls on ``(B, S)``
-temporaries, about 0.3 ms for 200 rows of 4 states, while the arithmetic is a few hundred
-flops. Here one compiled function per row (:func:`_kl_row`) does the same steps in scalars,
-and the batched kernel loops over the rows inside the compiled code with ``O(S)`` work
-arrays (no ``B x S`` temporaries):
+temporaries, while the arithmetic is a few hundred flops. Here one compiled function per row
+(:func:`_kl_row`) does the same steps in scalars, and the batched kernel loops over the rows
+inside the compiled code with ``O(S)`` work arrays (no ``B x S`` temporaries):
 
 - the same setup (``V``, ``V_I``, ``delta``, ``P_top``, the explicit bracket, the boundary
   test at ``s_max``, the start ``s0``), except on rows of ``>= SUB_N`` supported states: the
@@ -21,9 +20,9 @@ arrays (no ``B x S`` temporaries):
   mass and the ``tiny`` floor.
 
 It leaves to the numpy kernel, which owns them: radius ``<= 0``, roots beyond ``s = 600``
-(its overflow-safe forms) and rows that do not converge. One instance from Python goes through
-:func:`_kl_ball_into`: ``q`` comes from the caller and only scalars are returned (boxing a
-returned array, or five work allocations, cost as much as a row at ``S = 10``).
+(its overflow-safe forms) and rows that do not converge. One instance from Python goes
+through :func:`_kl_ball_into`: ``q`` comes from the caller and only scalars are returned
+(boxing a returned array, or five work allocations, cost as much as a row at ``S = 10``).
 """
 
 from __future__ import annotations

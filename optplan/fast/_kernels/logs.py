@@ -1,14 +1,14 @@
 r"""A vectorizable ``log`` and the KL ball's per-element passes built on it.
 
-A pass of ``math.log1p`` costs ~14 ns an element (a libm call per element, which also stops
-LLVM from vectorizing the loop): at ``S = 10^4`` the KL-ball row's eight passes were 1.3 ms.
-The direct form's sums are therefore computed in two loops: one fills ``log1p(delta e^s)``,
-``w`` and ``u`` per element with a branch-free ``log`` (:func:`_log_pos`: fdlibm's
-``__ieee754_log`` reduction and polynomial, error < 1 ulp; the ``log1p`` correction ``c / u``
-of fdlibm's ``log1p``), which LLVM vectorizes; one sums them in four interleaved partial sums
-(a fixed order: a row gives the same bits alone or in a batch). Elements where ``delta e^s >
-1e300`` fall back to ``math.log1p``. Short rows (one scalar loop, :func:`_sums_direct`) use
-the same fast ``log1p``.
+A pass of ``math.log1p`` is a libm call per element, which also stops LLVM from vectorizing
+the loop, and a KL-ball row makes several such passes. The direct form's sums are therefore
+computed in two loops: one fills ``log1p(delta e^s)``, ``w`` and ``u`` per element with a
+branch-free ``log`` (:func:`_log_pos`: fdlibm's ``__ieee754_log`` reduction and polynomial,
+error < 1 ulp; the ``log1p`` correction ``c / u`` of fdlibm's ``log1p``), which LLVM
+vectorizes; one sums them in four interleaved partial sums (a fixed order: a row gives the
+same bits alone or in a batch). Elements where ``delta e^s > 1e300`` fall back to
+``math.log1p``. Short rows (one scalar loop, :func:`_sums_direct`) use the same fast
+``log1p``.
 """
 
 from __future__ import annotations
