@@ -1,4 +1,4 @@
-"""The Bayesian-methods study (bayesian-methods-tabular-rl; issue 14 item 5): PSRL, BQL, UBE,
+"""The Bayesian-methods study (bayesian-methods-tabular-rl): PSRL, BQL, UBE,
 moment matching and epsilon-greedy Q-learning on DeepSea-chain, WideNarrow and PriorMDP.
 
 Runs every ``models/sweeps/bayes-*.toml`` (one file per environment configuration, because the

@@ -20,11 +20,11 @@ DeepSea L = 50, one seed, K-learning with tau* and soft Q-learning)::
 
 writes ``k-learning-fig3.png`` (K-learning as printed),
 ``k-learning-fig3-deterministic.png`` (K-learning with the deterministic transition prior and
-the posterior bonus of issue 18) and ``k-learning-fig4.png`` (soft-Q), one colour scale per
+the posterior bonus) and ``k-learning-fig4.png`` (soft-Q), one colour scale per
 row, and prints the column reached in the last row and the goal visits at each snapshot.
 Cells right of the diagonal can never be reached and are left blank.
 
-The deterministic-prior configuration (issue 18)::
+The deterministic-prior configuration::
 
     optplan sweep models/sweeps/k-learning-fig2-deterministic.toml \
         --out results/k-learning-fig2-deterministic --jobs 2
@@ -154,7 +154,7 @@ def fig2(results_dir: str, out: Path) -> None:
     print(f"wrote {out}")
 
 
-#: The deterministic-prior configuration of issue 18 (models/sweeps/k-learning-fig2-deterministic).
+#: The deterministic-prior configuration (models/sweeps/k-learning-fig2-deterministic.toml).
 DETERMINISTIC = dict(transition_prior="deterministic", bonus="posterior", span=1.01)
 
 
@@ -299,7 +299,7 @@ def noise(seeds: int, L: int, cap: int) -> None:
 
 def tau_curve(out: Path, L: int, episodes: int, seed: int) -> None:
     """tau* against episodes on DeepSea L (noise 0.1), K-learning with each prior: the quantity
-    the explanation of issue 18 rests on."""
+    the comparison of the two transition priors rests on."""
     fig, (ax,) = new_figure(width=7.0, height=4.0)
     for prior, label, colour in (
         ("dirichlet", "Dirichlet 1/S prior, Eq. 6 bonus (as printed)", "C3"),

@@ -1,9 +1,9 @@
-"""RAVI-UCB's experiments (ravi-ucb-optimistic-planning-regularized-dp has none; issue 16 item
-4): RAVI-UCB (tabular, and linear on linear mixtures) against UCRL2-style discounted optimistic
-planning, continuing PSRL and epsilon-greedy Q-learning, in the paper's setting (each step resets
-to nu_0 with probability 1 - gamma), scored by the paper's regret
-``R_T = sum_t <mu* - mu^{pi_t}, r>`` over normalized discounted occupancies (exact, from the
-true model, one linear solve per policy the agent followed).
+"""RAVI-UCB's experiments (ravi-ucb-optimistic-planning-regularized-dp has none): RAVI-UCB (tabular,
+and linear on linear mixtures) against UCRL2-style discounted optimistic planning, continuing
+PSRL and epsilon-greedy Q-learning, in the paper's setting (each step resets to nu_0 with
+probability 1 - gamma), scored by the paper's regret ``R_T = sum_t <mu* - mu^{pi_t}, r>`` over
+normalized discounted occupancies (exact, from the true model, one linear solve per policy the
+agent followed).
 
 Sweeps (``models/sweeps/``), run in this order into ``results/<name>`` (resumable: finished tasks
 are skipped; the wall time of each run is logged in ``results/ravi-walltimes.json``):
