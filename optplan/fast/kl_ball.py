@@ -1,7 +1,7 @@
 r"""Fast path of ``KLBallIndex``: the KL-ball index by a 1-D safeguarded Newton search, batched.
 
 ``C(p, v, d) = max { q.v : q in simplex, KL(p||q) <= d }`` (accelerating-ucb-indices-mdp §4.1).
-Lagrangian duality in ``q`` (DESIGN.md) gives, with ``I = {x : p_x > 0}``,
+Lagrangian duality in ``q`` (docs/math.md) gives, with ``I = {x : p_x > 0}``,
 
 .. math:: C = \min_{\eta \ge V,\ \eta > V_I}\
           \eta - \exp\Big(\sum_{x \in I} p_x \log(\eta - v_x) - d\Big),
