@@ -21,6 +21,7 @@ from optplan import cli
 from optplan._checks import OptplanError, OptplanTypeError
 from optplan.agents.index_agents import MDPUCB
 from optplan.agents.k_learning import KLearning
+from optplan.bench import Runs
 from optplan.bench.index_agents import bench_index_agents
 from optplan.bench.indices import bench_indices, plot_indices
 from optplan.bench.k_temperature import bench_k_temperature
@@ -211,11 +212,21 @@ PYTHON_CASES = [
     ),
     ("soft_values-K-scalar", lambda: op.soft_values(1.0, 0.5), OptplanError, "K must have"),
     # the bench functions (public API too)
-    ("bench_planning-repeats-0", lambda: bench_planning(repeats=0), OptplanError, "repeats"),
-    ("bench_planning-sizes-0", lambda: bench_planning(sizes=[0]), OptplanError, r"sizes\[0\]"),
+    (
+        "bench_planning-repeats-0",
+        lambda: bench_planning(Runs(sizes=[10], repeats=0)),
+        OptplanError,
+        "repeats",
+    ),
+    (
+        "bench_planning-sizes-0",
+        lambda: bench_planning(Runs(sizes=[0])),
+        OptplanError,
+        r"sizes\[0\]",
+    ),
     (
         "bench_planning-sizes--5",
-        lambda: bench_planning(sizes=[3, -5]),
+        lambda: bench_planning(Runs(sizes=[3, -5])),
         OptplanError,
         r"sizes\[1\] must be a positive integer, got -5",
     ),

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from optplan.bench import Runs
 from optplan.bench.planning import bench_planning
 from optplan.cli import main
 from optplan.envs import TabularEnv
@@ -25,7 +26,7 @@ def blas_now() -> int:
 
 def test_peers_agree_on_the_same_instances():
     rows = bench_planning(
-        sizes=[12, 40], repeats=2, solvers=[], criteria=["average", "discounted"], peers=True
+        Runs(sizes=[12, 40], repeats=2, solvers=[]), criteria=["average", "discounted"], peers=True
     )
     assert [(r["criterion"], r["S"]) for r in rows] == [
         ("average", 12),

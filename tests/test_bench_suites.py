@@ -1,5 +1,6 @@
 """``optplan.bench``: every problem stem has a bench row, and the suite table drives the CLI."""
 
+import dataclasses
 import inspect
 import json
 
@@ -8,7 +9,7 @@ import pytest
 
 import optplan.problems as problems
 from optplan._checks import OptplanError
-from optplan.bench import BENCHED_STEMS, SUITES
+from optplan.bench import BENCHED_STEMS, SUITES, Runs
 from optplan.bench._common import forkable
 from optplan.bench.cases import (
     INDEX_PROBLEMS,
@@ -66,10 +67,16 @@ def test_the_cli_has_one_subcommand_per_suite():
         args = build_parser().parse_args(["bench", name])
         assert args.suite == name
         keywords = inspect.signature(suite.bench).parameters
-        # every bench keyword but progress is an option; the options that are not keywords
-        # are the command's own (and --plot, read by the suite's finish)
-        assert set(keywords) - {"progress"} <= set(vars(args))
-        assert set(vars(args)) - set(keywords) <= {
+        # every bench keyword but progress is made of options (an option object such as Runs
+        # of the options its fields name); the options no keyword takes are the command's own
+        # (and --plot, read by the suite's finish)
+        options = suite.options(args)
+        assert set(options) == set(keywords) - {"progress"}
+        used = set(options)
+        for value in options.values():
+            if dataclasses.is_dataclass(value):
+                used |= {f.name for f in dataclasses.fields(value)}
+        assert set(vars(args)) - used <= {
             "command",
             "suite",
             "func",
@@ -168,7 +175,9 @@ def test_ube_suite_tiny_run(capsys):
 
 @pytest.mark.skipif(not forkable(), reason="the cap interrupts a solve only where fork exists")
 def test_ube_time_cap_kills_a_solve_in_progress():
-    rows = bench_ube(sizes=(10, 20), instances=2, solvers=("CLARABEL",), max_conic_seconds=0.0)
+    rows = bench_ube(
+        Runs(sizes=(10, 20), n_actions=5, repeats=2, solvers=("CLARABEL",)), max_conic_seconds=0.0
+    )
     first, _, second, _, mm = rows
     assert first["CLARABEL_s"] is None and first["CLARABEL_timed"] == 0
     assert first["CLARABEL_skipped"] == "killed mid-solve at 0 s (0 of 2 instances timed)"
@@ -179,18 +188,18 @@ def test_ube_time_cap_kills_a_solve_in_progress():
 
 def test_ube_bad_sizes_are_named_before_timing():
     with pytest.raises(OptplanError, match="sizes counts state-action pairs .* got 12"):
-        bench_ube(sizes=(10, 12), n_actions=5)
+        bench_ube(Runs(sizes=(10, 12), n_actions=5))
     with pytest.raises(OptplanError, match="mm_pairs counts state-action pairs"):
-        bench_ube(sizes=(10,), mm_pairs=7)
+        bench_ube(Runs(sizes=(10,), n_actions=5), mm_pairs=7)
     with pytest.raises(OptplanError, match="model too large"):
-        bench_ube(sizes=(10**6,), n_actions=2)
+        bench_ube(Runs(sizes=(10**6,), n_actions=2))
 
 
 def test_bench_optimistic_tiny_run():
     from optplan.bench.optimistic import bench_optimistic, format_table
 
     rows = bench_optimistic(
-        sizes=[3], repeats=1, solvers=["CLARABEL"], variants=["l1-discounted", "kl-average"]
+        Runs(sizes=[3], repeats=1, solvers=["CLARABEL"]), variants=["l1-discounted", "kl-average"]
     )
     assert [r["variant"] for r in rows] == ["l1-discounted", "kl-average"]
     for r in rows:
@@ -203,7 +212,7 @@ def test_bench_optimistic_tiny_run():
             assert r["best_ratio"] is None and r["CLARABEL_ok_ratio"] is None
     assert "l1-discounted" in format_table(rows, ["CLARABEL"])
     with pytest.raises(OptplanError, match="variants"):
-        bench_optimistic(sizes=[3], variants=["l2-discounted"])
+        bench_optimistic(Runs(sizes=[3]), variants=["l2-discounted"])
 
 
 @pytest.mark.skipif(not forkable(), reason="the cap interrupts a solve only where fork exists")
@@ -211,9 +220,7 @@ def test_bench_optimistic_cap_cuts_a_solver_off():
     from optplan.bench.optimistic import bench_optimistic, format_table
 
     rows = bench_optimistic(
-        sizes=[3, 4],
-        repeats=1,
-        solvers=["SCS"],
+        Runs(sizes=[3, 4], repeats=1, solvers=["SCS"]),
         variants=["kl-discounted"],
         max_conic_seconds=1e-3,
     )
@@ -228,20 +235,22 @@ def test_bench_optimistic_cap_cuts_a_solver_off():
 def test_bench_ravi_tiny_run():
     from optplan.bench.ravi import bench_ravi, format_table
 
-    (row,) = bench_ravi(sizes=[4], repeats=1, solvers=["CLARABEL"], parts=["planning"])
+    (row,) = bench_ravi(Runs(sizes=[4], repeats=1, solvers=["CLARABEL"]), parts=["planning"])
     assert row["part"] == "planning"
     assert row["fast_s"] > 0 and row["ravi_steps"] >= 1 and row["ravi_err"] < 1e-7
     assert row["CLARABEL_optimal"] == 1 and row["CLARABEL_err"] <= 1e-6
     assert row["CLARABEL_skipped"] is None
     assert "RAVI s" in format_table([row], ["CLARABEL"])
     with pytest.raises(OptplanError, match="eta"):
-        bench_ravi(sizes=[3], eta=0.0)
+        bench_ravi(Runs(sizes=[3]), eta=0.0)
 
 
 def test_bench_ravi_agents_tiny_run(capsys):
-    from optplan.bench.ravi import bench_ravi, bench_ravi_agents
+    from optplan.bench.ravi import RaviAgents, bench_ravi, bench_ravi_agents
 
-    rows = bench_ravi_agents(agent_sizes=[4, 7], dims=[2, 3], agent_steps=300, agent_repeats=2)
+    rows = bench_ravi_agents(
+        RaviAgents(agent_sizes=[4, 7], dims=[2, 3], agent_steps=300, agent_repeats=2)
+    )
     assert [(r["agent"], r["S"], r["d"]) for r in rows] == [
         ("ravi-ucb", 4, None),
         ("ravi-ucb-linear", 4, 2),
@@ -265,11 +274,11 @@ def test_bench_ravi_agents_tiny_run(capsys):
     with pytest.raises(OptplanError, match="parts must hold entries of"):
         bench_ravi(parts=["speed"])
     with pytest.raises(OptplanError, match="agent_steps must be a positive integer"):
-        bench_ravi(parts=["agents"], agent_steps=0)
+        bench_ravi(parts=["agents"], agents=RaviAgents(agent_steps=0))
     with pytest.raises(OptplanError, match=r"dims\[0\] must be a positive integer"):
-        bench_ravi(parts=["agents"], dims=[0])
+        bench_ravi(parts=["agents"], agents=RaviAgents(dims=[0]))
     with pytest.raises(OptplanError, match="agent_discount must lie in"):
-        bench_ravi(parts=["agents"], agent_discount=1.0)
+        bench_ravi(parts=["agents"], agents=RaviAgents(agent_discount=1.0))
 
 
 _TINY = {
@@ -294,7 +303,6 @@ def test_suite_total_counts_its_progress_lines(name):
     suite = SUITES[name]
     assert suite.total is not None
     args = build_parser().parse_args(["bench", name, *_TINY[name]])
-    keywords = inspect.signature(suite.bench).parameters
     lines: list[str] = []
-    suite.bench(**{k: v for k, v in vars(args).items() if k in keywords}, progress=lines.append)
+    suite.bench(**suite.options(args), progress=lines.append)
     assert len(lines) == suite.total(args) > 0

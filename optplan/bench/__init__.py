@@ -15,6 +15,8 @@ instance, so machine noise hits both paths alike. Medians, not means.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,18 +24,20 @@ from types import ModuleType
 from .._checks import OptplanError
 from ..problems import stems as _stems
 from . import index_agents, indices, k_temperature, optimistic, planning, ravi, ube
+from ._common import Runs
 from ._options import solver_name
 
-__all__ = ["Suite", "SUITES", "BENCHED_STEMS", "STEM_SUITES", "bench_row", "solver_name"]
+__all__ = ["Suite", "SUITES", "BENCHED_STEMS", "STEM_SUITES", "bench_row", "solver_name", "Runs"]
 
 
 @dataclass(frozen=True)
 class Suite:
     """What ``optplan bench <name>`` needs from one benchmark suite.
 
-    ``add_arguments`` adds the suite's options to its subparser; every option whose ``dest``
-    is a keyword of ``bench`` is passed to it (with ``progress``), the others (``--plot``) are
-    for ``check``/``finish``. The command adds ``--seed``, ``--json`` and ``--quiet``.
+    ``add_arguments`` adds the suite's options to its subparser; :meth:`options` makes
+    ``bench``'s keywords of them (passed with ``progress``); the options no keyword takes
+    (``--plot``) are for ``check``/``finish``. The command adds ``--seed``, ``--json`` and
+    ``--quiet``.
     """
 
     #: One line for ``optplan bench --help``.
@@ -58,6 +62,21 @@ class Suite:
     #: ``total(args) -> int``: how many progress lines ``bench`` will report (one per row),
     #: for the progress bar's ETA; without it the bar counts and times, with no ETA.
     total: Callable[[argparse.Namespace], int] | None = None
+
+    def options(self, args: argparse.Namespace) -> dict:
+        """The keywords of ``bench`` (all but ``progress``) the parsed options give: an option
+        object (a keyword whose default is a dataclass: :class:`Runs`, ``bench ravi``'s
+        ``RaviAgents``) made of the options its fields name, any other keyword the option of
+        its name."""
+        options = {}
+        for name, parameter in inspect.signature(self.bench).parameters.items():
+            default = parameter.default
+            if dataclasses.is_dataclass(default):
+                fields = dataclasses.fields(default)
+                options[name] = type(default)(**{f.name: getattr(args, f.name) for f in fields})
+            elif name != "progress" and hasattr(args, name):
+                options[name] = getattr(args, name)
+        return options
 
     @classmethod
     def of(cls, module: ModuleType, bench: Callable[..., list[dict]]) -> Suite:

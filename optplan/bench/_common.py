@@ -9,9 +9,10 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_real
-from ..problems.base import check_solver
+from ..problems.base import SOLVERS, check_solver
 from ..result import OPTIMAL
 
 __all__ = [
@@ -22,7 +23,7 @@ __all__ = [
     "check_solvers",
     "check_seconds",
     "check_choices",
-    "check_runs",
+    "Runs",
     "conic_quiet",
     "conic_capped",
     "forkable",
@@ -145,14 +146,31 @@ def conic_capped(problem, warmup, solver: str, seconds: float):
     return out
 
 
-def check_runs(
-    sizes: Sequence[int], n_actions: int, repeats: int, solvers: Sequence[str]
-) -> tuple[list[int], int, int, list[str]]:
-    """The options of a suite that times ``repeats`` random instances with ``n_actions``
-    actions per size, checked in this order."""
-    return (
-        check_sizes(sizes),
-        check_int("n_actions", n_actions),
-        check_int("repeats", repeats),
-        check_solvers(solvers),
-    )
+@dataclass(frozen=True)
+class Runs:
+    """What a suite times: ``repeats`` random instances with ``n_actions`` actions at each of
+    ``sizes``, drawn from the root ``seed``, each solved by the fast path and by each of the
+    conic ``solvers``.
+
+    The suites that take it (``bench_planning``, ``bench_optimistic``, ``bench_ube``,
+    ``bench_ravi``) each hold their defaults in a module constant ``RUNS``; the command line
+    fills it from ``--sizes``, ``--actions``, ``--repeats`` (``--instances``), ``--solvers``
+    and ``--seed``.
+    """
+
+    sizes: Sequence[int]
+    n_actions: int = 4
+    repeats: int = 3
+    solvers: Sequence[str] = SOLVERS
+    seed: int = 0
+
+    def checked(self) -> Runs:
+        """The same runs with every field checked, in the order of the fields (sizes and counts
+        positive integers, known solver names as upper-case names, a seed >= 0)."""
+        return Runs(
+            check_sizes(self.sizes),
+            check_int("n_actions", self.n_actions),
+            check_int("repeats", self.repeats),
+            check_solvers(self.solvers),
+            check_int("seed", self.seed, 0),
+        )

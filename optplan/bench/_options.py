@@ -129,10 +129,12 @@ def add_count(
     help: str,
     metavar: str | None = None,
     zero: bool = False,
+    dest: str | None = None,
 ) -> None:
-    """A positive count such as ``--repeats`` or ``--instances`` (``zero``: 0 allowed)."""
+    """A positive count such as ``--repeats`` or ``--instances`` (``zero``: 0 allowed; ``dest``:
+    the attribute it sets, by default the flag's)."""
     kind = nonneg_int if zero else positive_int
-    parser.add_argument(flag, type=kind, default=default, help=help, metavar=metavar)
+    parser.add_argument(flag, type=kind, default=default, help=help, metavar=metavar, dest=dest)
 
 
 def add_fraction(parser: argparse.ArgumentParser, flag: str, default: float, help: str) -> None:

@@ -89,9 +89,9 @@ def random_mdp(
     unichain: bool = True,
 ) -> TabularMDP:
     """A random ``TabularMDP`` (see :func:`random_transitions` for ``unichain``)."""
-    P = random_transitions(rng, (n_states, n_actions), n_states, density, unichain)
-    R = random_rewards(rng, (n_states, n_actions), ties)
-    action_mask = random_mask(rng, (n_states, n_actions)) if mask else None
+    P, R, action_mask = _random_model(
+        rng, (n_states, n_actions), n_states, density, mask, ties, unichain
+    )
     return TabularMDP(P, R, discount=discount, action_mask=action_mask)
 
 
@@ -104,10 +104,21 @@ def random_finite_horizon(
     mask: bool = False,
     ties: bool = False,
 ) -> FiniteHorizonMDP:
-    P = random_transitions(rng, (horizon, n_states, n_actions), n_states, density, unichain=False)
-    R = random_rewards(rng, (horizon, n_states, n_actions), ties)
-    action_mask = random_mask(rng, (horizon, n_states, n_actions)) if mask else None
+    """A random ``FiniteHorizonMDP``: ``horizon`` layers drawn as :func:`random_mdp` draws one
+    (with ``unichain=False``)."""
+    P, R, action_mask = _random_model(
+        rng, (horizon, n_states, n_actions), n_states, density, mask, ties, unichain=False
+    )
     return FiniteHorizonMDP(P, R, action_mask=action_mask)
+
+
+def _random_model(rng, shape, n_states, density, mask, ties, unichain):
+    """``(P, R, action_mask)`` of :func:`random_mdp` and :func:`random_finite_horizon` for
+    pairs (or layered pairs) of ``shape``, drawn in that order."""
+    P = random_transitions(rng, shape, n_states, density, unichain)
+    R = random_rewards(rng, shape, ties)
+    action_mask = random_mask(rng, shape) if mask else None
+    return P, R, action_mask
 
 
 def planning_cases(

@@ -15,16 +15,16 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import astuple
 
 import numpy as np
 
-from .._checks import check_int
-from ..problems import SOLVERS, OptimisticPlanning
+from ..problems import OptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
     FAST_RUNS,
+    Runs,
     check_choices,
-    check_runs,
     check_seconds,
     timed_median,
     timed_optimal,
@@ -34,6 +34,7 @@ from ._rows import CappedConic, median, solver_entries, solvers_table, table_lin
 from .cases import random_optimistic
 
 __all__ = [
+    "RUNS",
     "STEMS",
     "HELP",
     "bench_optimistic",
@@ -47,19 +48,19 @@ __all__ = [
 HELP = "optimistic planning over L1/KL confidence sets: EVI vs the convex program"
 STEMS = frozenset({OptimisticPlanning.stem})
 VARIANTS = ("l1-discounted", "l1-average", "kl-discounted", "kl-average")
+#: The suite's default runs: sizes, actions, instances per size, solvers, seed.
+RUNS = Runs(sizes=(10, 50, 200))
 
 
 def bench_optimistic(
-    sizes: Sequence[int] = (10, 50, 200),
-    n_actions: int = 4,
-    repeats: int = 3,
-    solvers: Sequence[str] = SOLVERS,
+    runs: Runs = RUNS,
     variants: Sequence[str] = VARIANTS,
     max_conic_seconds: float = 60.0,
-    seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Median wall time of EVI (fast) and of each conic solver, per (ball, criterion, S).
+    """Median wall time of EVI (fast) and of each conic solver, per (ball, criterion, S), on
+    ``runs.repeats`` instances with ``runs.n_actions`` actions at each of ``runs.sizes``
+    states.
 
     Row keys: ``variant``, ``S``, ``A``, ``instances``, ``fast_s``, ``fast_sweeps`` (median EVI
     sweeps), per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal`` (instances the
@@ -71,10 +72,9 @@ def bench_optimistic(
     gets ``_skipped`` there and above, and ``_ratio_above`` (cap / EVI median, a lower bound)
     at that size.
     """
-    sizes, n_actions, repeats, solvers = check_runs(sizes, n_actions, repeats, solvers)
+    sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
     variants = check_choices("variants", variants, VARIANTS)
     max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
-    seed = check_int("seed", seed, 0)
     rows = []
     for variant in variants:
         ball, criterion = variant.split("-")
@@ -173,10 +173,11 @@ def total(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The suite's options; each ``dest`` is a keyword of :func:`bench_optimistic`."""
-    add_sizes(parser, [10, 50, 200], "numbers of states")
-    add_actions(parser, 4)
-    add_count(parser, "--repeats", 3, "random instances per size (medians)")
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_optimistic` or
+    a field of its :class:`Runs`."""
+    add_sizes(parser, list(RUNS.sizes), "numbers of states")
+    add_actions(parser, RUNS.n_actions)
+    add_count(parser, "--repeats", RUNS.repeats, "random instances per size (medians)")
     add_solvers(parser)
     add_choices(parser, "--variants", VARIANTS, "confidence set (l1, kl) x criterion")
     add_conic_cap(

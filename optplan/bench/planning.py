@@ -9,27 +9,27 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import astuple
 
 import numpy as np
 
-from .._checks import check_int
 from ..dp import ITERATIVE_MIN_STATES
 from ..mdp import FiniteHorizonMDP, check_model_size
 from ..problems import (
-    SOLVERS,
     AverageRewardPlanning,
     DiscountedPlanning,
     FiniteHorizonPlanning,
     HittingTimes,
 )
 from ..result import SOLUTION_PRESENT
-from ._common import check_choices, check_runs, timed
+from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
 from ._rows import median, solver_entries, solvers_table, table_lines
 from .cases import random_mdp
 from .peers_planning import PEERS, RVI_EPSILON, require, run_peer
 
 __all__ = [
+    "RUNS",
     "PLANNING_PROBLEMS",
     "PLANNING_HORIZON",
     "STEMS",
@@ -64,19 +64,18 @@ DEFAULT_CRITERIA = ("discounted", "average")
 #: With peers, each contender solves each instance this many times in a row (a peer's model
 #: copied into its layout before each run, untimed); its median run is kept.
 PEER_RUNS = 3
+#: The suite's default runs: sizes, actions, MDPs per size, solvers, seed.
+RUNS = Runs(sizes=(10, 100, 500), n_actions=4, repeats=5)
 
 
 def bench_planning(
-    sizes: Sequence[int] = (10, 100, 500),
-    n_actions: int = 4,
-    repeats: int = 5,
-    solvers: Sequence[str] = SOLVERS,
+    runs: Runs = RUNS,
     criteria: Sequence[str] = DEFAULT_CRITERIA,
-    seed: int = 0,
     peers: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Median wall time of the fast path and of each conic solver on random dense MDPs.
+    """Median wall time of the fast path and of each conic solver on random dense MDPs:
+    ``runs.repeats`` MDPs with ``runs.n_actions`` actions at each of ``runs.sizes`` states.
 
     Returns one row per (criterion, S) with ``fast_s``, ``<SOLVER>_s``, ``<SOLVER>_ratio``
     (conic time / fast time), ``<SOLVER>_fail`` (instances without a solution, counted, not
@@ -93,9 +92,8 @@ def bench_planning(
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`).
     """
-    sizes, n_actions, repeats, solvers = check_runs(sizes, n_actions, repeats, solvers)
+    sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
     criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
-    seed = check_int("seed", seed, 0)
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
     check_model_size(max(sizes), n_actions, layers)
     if peers:
@@ -243,10 +241,11 @@ def meta(args: argparse.Namespace) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The suite's options; each ``dest`` is a keyword of :func:`bench_planning`."""
-    add_sizes(parser, [10, 100, 500], "numbers of states")
-    add_actions(parser, 4)
-    add_count(parser, "--repeats", 5, "random MDPs per size (medians)")
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_planning` or a
+    field of its :class:`Runs`."""
+    add_sizes(parser, list(RUNS.sizes), "numbers of states")
+    add_actions(parser, RUNS.n_actions)
+    add_count(parser, "--repeats", RUNS.repeats, "random MDPs per size (medians)")
     add_solvers(parser, "*", "conic solvers to time (none: --solvers with no name)")
     parser.add_argument(
         "--peers",

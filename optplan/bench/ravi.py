@@ -16,6 +16,7 @@ import argparse
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
@@ -24,9 +25,9 @@ from ..agents.ravi import RAVIUCB, RAVIUCBLinear
 from ..envs import DiscountedResets, LinearMixtureMDP, TabularEnv
 from ..generators import random_dirichlet
 from ..mdp import check_model_size
-from ..problems import SOLVERS, ClippedOptimisticPlanning
+from ..problems import ClippedOptimisticPlanning
 from ..result import OPTIMAL, SOLUTION_PRESENT
-from ._common import check_choices, check_seconds, check_sizes, check_solvers, timed, timed_optimal
+from ._common import Runs, check_choices, check_seconds, check_sizes, timed, timed_optimal
 from ._options import (
     add_actions,
     add_choices,
@@ -45,6 +46,8 @@ __all__ = [
     "HELP",
     "STEMS",
     "PARTS",
+    "RUNS",
+    "RaviAgents",
     "bench_ravi",
     "bench_ravi_agents",
     "format_table",
@@ -62,67 +65,90 @@ PARTS = ("planning", "agents")
 AGENT_ACTIONS = 2
 
 
+#: The planning part's default runs: sizes, actions, instances per size, solvers, seed.
+RUNS = Runs(sizes=(10, 50, 200))
+
+
+@dataclass(frozen=True)
+class RaviAgents:
+    """The agents part of ``optplan bench ravi``: :class:`RAVIUCB` at each of ``agent_sizes``
+    states and :class:`RAVIUCBLinear` at each ``(S, d)`` of ``agent_sizes`` x ``dims``, each
+    timed over ``agent_steps`` steps, median of ``agent_repeats`` runs, discounted resets at
+    ``agent_discount``. The field names are the command line's (``--agent-sizes`` ...)."""
+
+    agent_sizes: Sequence[int] = (6, 20, 100)
+    dims: Sequence[int] = (2, 8, 32)
+    agent_steps: int = 3000
+    agent_repeats: int = 3
+    agent_discount: float = 0.9
+
+    def checked(self) -> RaviAgents:
+        """The same settings, each checked (the largest linear model within
+        :data:`optplan.mdp.MAX_MODEL_BYTES`)."""
+        agent_sizes = check_sizes(self.agent_sizes, name="agent_sizes")
+        dims = check_sizes(self.dims, name="dims")
+        check_model_size(max(agent_sizes), AGENT_ACTIONS, max(dims), subject="agent_sizes x dims")
+        return RaviAgents(
+            agent_sizes,
+            dims,
+            check_int("agent_steps", self.agent_steps),
+            check_int("agent_repeats", self.agent_repeats),
+            check_real(
+                "agent_discount", self.agent_discount, 0.0, 1.0, low_open=True, high_open=True
+            ),
+        )
+
+
 def bench_ravi(
-    sizes: Sequence[int] = (10, 50, 200),
-    n_actions: int = 4,
-    repeats: int = 3,
+    runs: Runs = RUNS,
     discount: float = 0.95,
     eta: float = 10.0,
-    solvers: Sequence[str] = SOLVERS,
     max_conic_seconds: float = 60.0,
     parts: Sequence[str] = PARTS,
-    agent_sizes: Sequence[int] = (6, 20, 100),
-    dims: Sequence[int] = (2, 8, 32),
-    agent_steps: int = 3000,
-    agent_repeats: int = 3,
-    agent_discount: float = 0.9,
-    seed: int = 0,
+    agents: RaviAgents = RaviAgents(),
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """The planning rows (``part = "planning"``) and the agent rows (``part = "agents"``,
-    :func:`bench_ravi_agents`), as ``parts`` asks. Every argument is checked before any timing.
+    :func:`bench_ravi_agents` with ``agents`` and ``runs.seed``), as ``parts`` asks. Every
+    argument is checked before any timing.
 
     A planning row holds the median wall time of the exact fast path, of the RAVI iteration
-    (``eta``, to ``tol = 1e-8``) and of each conic solver at one size ``S``: ``part``, ``S``,
-    ``A``, ``instances``, ``fast_s``, ``rounds`` and ``clipped`` (medians of clipped-set rounds
-    and clipped states), ``ravi_s``, ``ravi_steps`` (median), ``ravi_err`` (max ``|V_ravi -
-    V|``); per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal``, ``_err`` (max
+    (``eta``, to ``tol = 1e-8``) and of each conic solver at one size ``S`` of ``runs.sizes``
+    (``runs.repeats`` instances with ``runs.n_actions`` actions): ``part``, ``S``, ``A``,
+    ``instances``, ``fast_s``, ``rounds`` and ``clipped`` (medians of clipped-set rounds and
+    clipped states), ``ravi_s``, ``ravi_steps`` (median), ``ravi_err`` (max ``|V_ravi - V|``);
+    per solver ``<SOLVER>_s``, ``_ratio`` (conic / fast), ``_optimal``, ``_err`` (max
     ``|V_conic - V|``), ``_skipped``.
     """
     parts = check_choices("parts", parts, PARTS)
     if "agents" in parts:
-        agent_args = _check_agent_args(
-            agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed
-        )
+        agents = agents.checked()
+    seed = check_int("seed", runs.seed, 0)
     rows = []
     if "planning" in parts:
-        sizes = check_sizes(sizes)
-        n_actions = check_int("n_actions", n_actions)
-        repeats = check_int("repeats", repeats)
+        runs = runs.checked()
         discount = check_real("discount", discount, 0.0, 1.0, low_open=True, high_open=True)
         eta = check_real("eta", eta, 0.0, None, low_open=True)
-        conic = CappedConic(
-            check_solvers(solvers), check_seconds("max_conic_seconds", max_conic_seconds)
-        )
-        seed = check_int("seed", seed, 0)
-        rows += _planning_rows(sizes, n_actions, repeats, discount, eta, conic, seed, progress)
+        conic = CappedConic(runs.solvers, check_seconds("max_conic_seconds", max_conic_seconds))
+        rows += _planning_rows(runs, discount, eta, conic, progress)
     if "agents" in parts:
-        rows += bench_ravi_agents(*agent_args, progress=progress)
+        rows += _agent_rows(agents, seed, progress)
     return rows
 
 
-def _planning_rows(sizes, n_actions, repeats, discount, eta, conic, seed, progress) -> list[dict]:
+def _planning_rows(runs: Runs, discount, eta, conic, progress) -> list[dict]:
     """The planning rows of :func:`bench_ravi`, its arguments checked."""
+    n_actions = runs.n_actions
     small = random_clipped_optimistic(np.random.default_rng(12345), 3, n_actions, discount)
     small.solve(method="fast")  # warm-up, untimed
     for solver in conic.solvers:
         small.solve(method="conic", solver=solver)
     rows = []
-    for S in sizes:
+    for S in runs.sizes:
         make = functools.partial(
-            random_clipped_optimistic, np.random.default_rng([seed, S]), S, n_actions, discount
+            random_clipped_optimistic, np.random.default_rng([runs.seed, S]), S, n_actions, discount
         )
-        row = {"part": "planning", "S": S, "A": n_actions, "instances": repeats}
+        row = {"part": "planning", "S": S, "A": n_actions, "instances": runs.repeats}
         _planning_size(row, make, eta, conic, small)
         rows.append(row)
         if progress:
@@ -166,20 +192,6 @@ def _planning_size(row: dict, make: Callable, eta: float, conic: CappedConic, sm
             )
 
 
-def _check_agent_args(agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed):
-    agent_sizes = check_sizes(agent_sizes, name="agent_sizes")
-    dims = check_sizes(dims, name="dims")
-    check_model_size(max(agent_sizes), AGENT_ACTIONS, max(dims), subject="agent_sizes x dims")
-    return (
-        agent_sizes,
-        dims,
-        check_int("agent_steps", agent_steps),
-        check_int("agent_repeats", agent_repeats),
-        check_real("agent_discount", agent_discount, 0.0, 1.0, low_open=True, high_open=True),
-        check_int("seed", seed, 0),
-    )
-
-
 def _agent_rates(agent, env, steps: int, seed: int) -> tuple[float, float, int]:
     """``(agent steps/s, agent + environment steps/s, epochs)`` over ``steps`` steps: the
     agent's time is that spent in ``select_action`` and ``update`` (an epoch's planning runs
@@ -214,28 +226,27 @@ def _agent(name: str, env, horizon: int):
 
 
 def bench_ravi_agents(
-    agent_sizes: Sequence[int] = (6, 20, 100),
-    dims: Sequence[int] = (2, 8, 32),
-    agent_steps: int = 3000,
-    agent_repeats: int = 3,
-    agent_discount: float = 0.9,
+    agents: RaviAgents = RaviAgents(),
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Steps per second of :class:`RAVIUCB` on a random Dirichlet MDP with ``S`` states and
     :class:`RAVIUCBLinear` on a random linear mixture (``LinearMixtureMDP.random``) with ``S``
-    states and ``d`` features, both with 2 actions and discounted resets at ``agent_discount``
-    (an epoch, so one planning step, every ``1 / (1 - gamma)`` steps on average), the paper's
-    defaults for ``T = agent_steps``; medians over ``agent_repeats`` runs (seeds ``seed``,
-    ``seed + 1``, ...).
+    states and ``d`` features (``agents``: :class:`RaviAgents`), both with 2 actions and
+    discounted resets at ``agent_discount`` (an epoch, so one planning step, every
+    ``1 / (1 - gamma)`` steps on average), the paper's defaults for ``T = agent_steps``;
+    medians over ``agent_repeats`` runs (seeds ``seed``, ``seed + 1``, ...).
 
     Row keys: ``part`` (``"agents"``), ``agent``, ``S``, ``A``, ``d`` (``None`` for the tabular
     agent), ``steps``, ``repeats``, ``agent_steps_per_s`` (time in ``select_action`` and
     ``update``), ``loop_steps_per_s`` (agent and environment), ``epochs`` (median).
     """
-    agent_sizes, dims, steps, repeats, gamma, seed = _check_agent_args(
-        agent_sizes, dims, agent_steps, agent_repeats, agent_discount, seed
-    )
+    return _agent_rows(agents.checked(), check_int("seed", seed, 0), progress)
+
+
+def _agent_rows(agents: RaviAgents, seed: int, progress) -> list[dict]:
+    """The rows of :func:`bench_ravi_agents`, its arguments checked."""
+    agent_sizes, dims, steps, repeats, gamma = astuple(agents)
     A = AGENT_ACTIONS
     cases = []
     for S in agent_sizes:
@@ -346,10 +357,11 @@ def header(args: argparse.Namespace) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The suite's options; each ``dest`` is a keyword of :func:`bench_ravi`."""
-    add_sizes(parser, [10, 50, 200], "numbers of states (planning part)")
-    add_actions(parser, 4)
-    add_count(parser, "--repeats", 3, "random instances per size (medians)")
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_ravi` or a field
+    of its :class:`Runs` or :class:`RaviAgents`."""
+    add_sizes(parser, list(RUNS.sizes), "numbers of states (planning part)")
+    add_actions(parser, RUNS.n_actions)
+    add_count(parser, "--repeats", RUNS.repeats, "random instances per size (medians)")
     parser.add_argument(
         "--discount", type=open_fraction, default=0.95, help="discount gamma (planning part)"
     )
@@ -361,10 +373,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "each conic solve is killed after this long; that solver is skipped at larger sizes",
     )
     add_choices(parser, "--parts", PARTS, "what to measure")
-    add_sizes(parser, [6, 20, 100], "numbers of states (agents part)", "--agent-sizes")
-    add_sizes(parser, [2, 8, 32], "ravi-ucb-linear's d", "--dims")
-    add_count(parser, "--agent-steps", 3000, "agent steps per timed run")
-    add_count(parser, "--agent-repeats", 3, "timed runs per agent and size (medians)")
+    agents = RaviAgents()
+    add_sizes(parser, list(agents.agent_sizes), "numbers of states (agents part)", "--agent-sizes")
+    add_sizes(parser, list(agents.dims), "ravi-ucb-linear's d", "--dims")
+    add_count(parser, "--agent-steps", agents.agent_steps, "agent steps per timed run")
+    add_count(
+        parser, "--agent-repeats", agents.agent_repeats, "timed runs per agent and size (medians)"
+    )
     parser.add_argument(
-        "--agent-discount", type=open_fraction, default=0.9, help="discount gamma (agents part)"
+        "--agent-discount",
+        type=open_fraction,
+        default=agents.agent_discount,
+        help="discount gamma (agents part)",
     )

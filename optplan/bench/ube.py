@@ -25,17 +25,18 @@ import argparse
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import astuple
 
 import numpy as np
 
 from .._checks import OptplanError, check_int, check_real
 from ..mdp import check_model_size
-from ..problems import SOLVERS, MomentMatchingVariance, UncertaintyBellman
+from ..problems import MomentMatchingVariance, UncertaintyBellman
 from ..problems.base import SOLVER_TOL
 from ..result import OPTIMAL, SOLUTION_PRESENT
 from ._common import (
+    Runs,
     check_seconds,
-    check_sizes,
     check_solvers,
     conic_capped,
     conic_quiet,
@@ -47,6 +48,7 @@ from ._rows import solvers_table, table_lines
 from .cases import random_moment_matching, random_ube
 
 __all__ = [
+    "RUNS",
     "total",
     "UBE_PROBLEMS",
     "FAST_ALGORITHMS",
@@ -70,6 +72,9 @@ UBE_PROBLEMS = {
 FAST_ALGORITHMS = ("direct", "iteration")
 #: The problem stems this suite times.
 STEMS = frozenset(UBE_PROBLEMS)
+#: The suite's default runs: sizes (state-action pairs), actions, instances per size, solvers,
+#: seed.
+RUNS = Runs(sizes=(100, 1000, 10000), n_actions=5, repeats=5)
 
 
 def _agreement(problem, fast, conic, solver: str) -> tuple[float, float, bool]:
@@ -88,27 +93,25 @@ def _agreement(problem, fast, conic, solver: str) -> tuple[float, float, bool]:
 
 
 def bench_ube(
-    sizes: Sequence[int] = (100, 1000, 10000),
-    n_actions: int = 5,
+    runs: Runs = RUNS,
     next_states: int = 3,
     discount: float = 0.9,
-    instances: int = 5,
-    solvers: Sequence[str] = SOLVERS,
     max_conic_seconds: float = 120.0,
     mm_pairs: int = 1000,
     mm_solvers: Sequence[str] = ("CLARABEL",),
-    seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Median wall time of the fast UBE paths and of each conic solver on random Garnet
     instances, and one moment-matching size.
 
-    ``sizes`` are numbers of state-action pairs ``|S||A|`` (multiples of ``n_actions``).
-    For each size, ``instances`` random :func:`~optplan.bench.cases.random_ube` instances
-    (``next_states`` next states per pair, discount ``discount``), each solved by every fast
-    algorithm and every solver in turn. Then, unless ``mm_pairs`` is 0, ``instances``
+    ``runs.sizes`` are numbers of state-action pairs ``|S||A|`` (multiples of
+    ``runs.n_actions``). For each size, ``runs.repeats`` random
+    :func:`~optplan.bench.cases.random_ube` instances (``next_states`` next states per pair,
+    discount ``discount``), each solved by every fast algorithm and every solver of
+    ``runs.solvers`` in turn. Then, unless ``mm_pairs`` is 0, as many
     :func:`~optplan.bench.cases.random_moment_matching` instances with ``mm_pairs`` pairs,
-    solved by the fast ``"direct"`` algorithm and each of ``mm_solvers`` (those in ``solvers``).
+    solved by the fast ``"direct"`` algorithm and each of ``mm_solvers`` (those in
+    ``runs.solvers``).
 
     Returns one row per (problem, fast algorithm, size): ``problem`` (stem), ``fast``
     (algorithm), ``pairs``, ``S``, ``A``, ``instances``, ``fast_s`` (median), ``fast_fail``
@@ -133,16 +136,12 @@ def bench_ube(
 
     Every argument is checked before any timing.
     """
-    sizes = check_sizes(sizes)
-    n_actions = check_int("n_actions", n_actions)
+    sizes, n_actions, instances, solvers, seed = astuple(runs.checked())
     next_states = check_int("next_states", next_states)
     discount = check_real("discount", discount, 0.0, 1.0, high_open=True)
-    instances = check_int("instances", instances)
-    solvers = check_solvers(solvers)
     max_conic_seconds = check_seconds("max_conic_seconds", max_conic_seconds)
     mm_pairs = check_int("mm_pairs", mm_pairs, 0)
     mm_solvers = [s for s in check_solvers(mm_solvers) if s in solvers]
-    seed = check_int("seed", seed, 0)
     plan = _plan(sizes, n_actions, solvers, mm_pairs, mm_solvers)
     small = _warm_up(discount, next_states, solvers)
     rows = []
@@ -384,7 +383,7 @@ def header(args: argparse.Namespace) -> str:
     return (
         f"uncertainty Bellman benchmark: Garnet instances (A={args.n_actions}, "
         f"{args.next_states} next states per pair, discount {args.discount:g}, random "
-        f"stochastic policy and local term){mm}; {args.instances} instances per size, median "
+        f"stochastic policy and local term){mm}; {args.repeats} instances per size, median "
         "wall seconds.\n"
         "ratio: conic median / fast median of the row's algorithm (same run; the iteration "
         "rows reuse the direct rows' conic solves). ok/n: status optimal / solves finished.\n"
@@ -396,14 +395,22 @@ def header(args: argparse.Namespace) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The suite's options; each ``dest`` is a keyword of :func:`bench_ube`."""
+    """The suite's options; each ``dest`` is a keyword of :func:`bench_ube` or a field
+    of its :class:`Runs` (``--instances`` sets ``repeats``)."""
     add_sizes(
-        parser, [100, 1000, 10000], "numbers of state-action pairs |S||A| (multiples of --actions)"
+        parser, list(RUNS.sizes), "numbers of state-action pairs |S||A| (multiples of --actions)"
     )
-    add_actions(parser, 5)
+    add_actions(parser, RUNS.n_actions)
     add_count(parser, "--next-states", 3, "next states per pair (Garnet)")
     add_fraction(parser, "--discount", 0.9, "discount gamma")
-    add_count(parser, "--instances", 5, "random instances per size")
+    add_count(
+        parser,
+        "--instances",
+        RUNS.repeats,
+        "random instances per size",
+        metavar="INSTANCES",
+        dest="repeats",
+    )
     add_solvers(parser)
     add_conic_cap(
         parser,
@@ -445,7 +452,7 @@ def meta(args: argparse.Namespace) -> dict:
         "actions": args.n_actions,
         "next_states": args.next_states,
         "discount": args.discount,
-        "instances": args.instances,
+        "instances": args.repeats,
         "solvers": args.solvers,
         "max_conic_seconds": args.max_conic_seconds,
         "cap_interrupts_solves": forkable() and math.isfinite(args.max_conic_seconds),

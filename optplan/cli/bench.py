@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 
@@ -19,8 +18,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     if suite.check is not None:  # before minutes of timing, not after
         suite.check(args)
-    keywords = inspect.signature(suite.bench).parameters
-    options = {k: v for k, v in vars(args).items() if k in keywords and k != "progress"}
+    options = suite.options(args)
     limit = args.blas_threads or None
     with blas_threads(limit):
         threads = describe(limit)
