@@ -73,6 +73,12 @@ def first_bad(bad: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
+def first_negative(arr: np.ndarray) -> tuple[int, ...] | None:
+    """Index of the first negative entry of ``arr`` (:func:`first_bad`), ``None`` if none."""
+    neg = arr < 0
+    return first_bad(neg) if neg.any() else None
+
+
 def check_int(name: str, value, low: int | None = 1) -> int:
     """An integer (``bool`` refused) ``>= low``; ``low=None`` for any integer."""
     if isinstance(value, bool) or not isinstance(value, Integral):
@@ -198,9 +204,8 @@ def check_distribution(name: str, p: np.ndarray, tol: float = ROW_SUM_TOL, rows=
 
     ``rows`` (boolean, ``p.shape[:-1]``) restricts the sum check to some rows (admissible pairs).
     """
-    neg = p < 0
-    if neg.any():
-        idx = first_bad(neg)
+    idx = first_negative(p)
+    if idx is not None:
         raise OptplanError(
             f"{name} has a negative entry {float(p[idx])!r} at index {index_str(idx)}"
         )

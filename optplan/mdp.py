@@ -14,6 +14,7 @@ the offending value, so a model that exists is a valid model.
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ._checks import (
     check_int,
     check_label,
     first_bad,
+    first_negative,
     index_str,
 )
 
@@ -167,9 +169,8 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
     def where(idx):
         return "P[" + ", ".join(f"{n}={i}" for n, i in zip(axes, idx, strict=False)) + "]"
 
-    neg = P < 0
-    if neg.any():
-        idx = first_bad(neg)
+    idx = first_negative(P)
+    if idx is not None:
         raise OptplanError(
             f"P has a negative entry {float(P[idx])!r} at {where(idx[:-1])[:-1]}, s'={idx[-1]}]"
         )
@@ -205,8 +206,27 @@ def check_action_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+class StateActionSizes:
+    """``n_states`` and ``n_actions`` of a model or problem, read off one of its arrays.
+
+    A subclass names the array in ``sizes_from`` and the axis of states in ``state_axis``; the
+    axis after it counts the actions (``R`` of shape ``(S, A)``: axes 0 and 1).
+    """
+
+    sizes_from: ClassVar[str] = "R"
+    state_axis: ClassVar[int] = 0
+
+    @property
+    def n_states(self) -> int:
+        return getattr(self, self.sizes_from).shape[self.state_axis]
+
+    @property
+    def n_actions(self) -> int:
+        return getattr(self, self.sizes_from).shape[self.state_axis + 1]
+
+
 @dataclass(frozen=True, eq=False)
-class TabularMDP:
+class TabularMDP(StateActionSizes):
     """A finite MDP for the discounted or the average-reward criterion.
 
     Parameters
@@ -277,14 +297,6 @@ class TabularMDP:
         object.__setattr__(self, "criterion", "average" if discount is None else "discounted")
 
     @property
-    def n_states(self) -> int:
-        return self.R.shape[0]
-
-    @property
-    def n_actions(self) -> int:
-        return self.R.shape[1]
-
-    @property
     def shape(self) -> tuple[int, int]:
         """``(S, A)``."""
         return self.R.shape
@@ -318,7 +330,7 @@ class TabularMDP:
 
 
 @dataclass(frozen=True, eq=False)
-class FiniteHorizonMDP:
+class FiniteHorizonMDP(StateActionSizes):
     """A layered finite-horizon MDP (k-learning-variational-bayesian-rl §2).
 
     Parameters
@@ -345,6 +357,7 @@ class FiniteHorizonMDP:
     name: str = ""
     criterion: str = field(init=False, default="finite_horizon")
     normalize: InitVar[bool] = False
+    state_axis = 1  # R is (L, S, A)
 
     def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
@@ -389,14 +402,6 @@ class FiniteHorizonMDP:
     @property
     def horizon(self) -> int:
         return self.R.shape[0]
-
-    @property
-    def n_states(self) -> int:
-        return self.R.shape[1]
-
-    @property
-    def n_actions(self) -> int:
-        return self.R.shape[2]
 
     @property
     def discount(self) -> None:

@@ -193,6 +193,17 @@ def run_stage(
     return result, no_solution(result, **fields)
 
 
+def run_formulated(
+    formulate, problem, solver: str, solver_options: dict | None, why: str, **fields
+) -> tuple[cp.Problem, ConicRun, PlanResult | None]:
+    """``formulate(problem)`` and its :func:`run_stage`: ``(prob, run, failed)``, with
+    ``failed`` the result to return when the LP has no solution (``why`` says why it should
+    have one)."""
+    prob = formulate(problem)
+    result, failed = run_stage(prob, solver, solver_options, why, **fields)
+    return prob, result, failed
+
+
 def run_bias_stage(
     problem: cp.Problem, solver: str, solver_options: dict | None, before: ConicRun, **fields
 ) -> tuple[ConicRun, PlanResult | None]:

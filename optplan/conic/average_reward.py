@@ -26,7 +26,7 @@ from ._common import (
     planning_result,
     run_bias_stage,
     run_bounded,
-    run_stage,
+    run_formulated,
     scatter,
 )
 
@@ -80,9 +80,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     if problem.multichain == "solve":
         return solve_multichain(problem, solver, solver_options)
     mdp = problem.mdp
-    prob = formulate(problem)
     why = "a large gain is always feasible and the gain is bounded below by any policy's"
-    result, failed = run_stage(prob, solver, solver_options, why)
+    prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
     if failed:
         return failed
     gain, v = float(prob.var_dict["gain"].value), prob.var_dict["bias"].value
@@ -254,10 +253,11 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
     ``optimal_inaccurate`` with the reason."""
     mdp = problem.mdp
     S = mdp.n_states
-    prob = formulate_multichain(problem)
     why = "a large constant gain is feasible and g >= every policy's gain"
     nan = {"gain": np.full(S, np.nan), "bias": np.full(S, np.nan)}
-    result, failed = run_stage(prob, solver, solver_options, why, **nan)
+    prob, result, failed = run_formulated(
+        formulate_multichain, problem, solver, solver_options, why, **nan
+    )
     if failed:
         return failed
     g = prob.var_dict["gain"].value

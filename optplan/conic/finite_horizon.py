@@ -7,7 +7,7 @@ import numpy as np
 
 from ..dp import backup, forward_occupancy, greedy, masked
 from ..result import PlanResult
-from ._common import admissible_pairs, bellman_matrix, planning_result, run_stage, scatter
+from ._common import admissible_pairs, bellman_matrix, planning_result, run_formulated, scatter
 
 
 def formulate(problem) -> cp.Problem:
@@ -25,9 +25,8 @@ def formulate(problem) -> cp.Problem:
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     mdp = problem.mdp
     L, S, _ = mdp.R.shape
-    prob = formulate(problem)
     why = "every finite-horizon LP is feasible and bounded"
-    result, failed = run_stage(prob, solver, solver_options, why)
+    prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
     if failed:
         return failed
     V = prob.var_dict["V"].value.reshape(L, S)

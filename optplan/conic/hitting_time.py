@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from ..dp import masked
 from ..result import PlanResult
-from ._common import conic_result, run_stage
+from ._common import conic_result, run_formulated
 
 
 def formulate(problem) -> cp.Problem:
@@ -38,9 +38,8 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     fastest action read greedily from them; the answer is checked by its Bellman residual."""
     mdp = problem.mdp
     S = mdp.n_states
-    prob = formulate(problem)
     why = "T = 0 is feasible and a proper policy bounds T"
-    result, failed = run_stage(prob, solver, solver_options, why)
+    prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
     if failed:
         return failed
     reach, stays = problem.reach, problem.stays()

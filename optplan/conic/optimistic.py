@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import MULTICHAIN, PlanResult
-from ._common import admissible_pairs, conic_result, run_bias_stage, run_stage
+from ._common import admissible_pairs, conic_result, run_bias_stage, run_formulated
 
 
 def _inner_dual(ball: str, P: np.ndarray, d: np.ndarray, V):
@@ -102,13 +102,12 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         return PlanResult(
             value=np.nan, status=MULTICHAIN, message=why, method="conic", solver=solver
         )
-    prob = formulate(problem)
     why = (
         "g = max(r + beta) with h = 0 is feasible and g >= min r"
         if average
         else "the optimistic fixed point is feasible and bounded below"
     )
-    result, failed = run_stage(prob, solver, solver_options, why)
+    prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
     if failed:
         return failed
     y, kernel = _duals_and_kernel(problem, prob)

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import PlanResult
-from ._common import conic_result, run_stage
+from ._common import conic_result, run_formulated
 
 
 def bellman_operator(problem) -> sp.csr_matrix:
@@ -49,9 +49,8 @@ def formulate(problem) -> cp.Problem:
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
-    prob = formulate(problem)
     why = "the fixed point is feasible and every feasible u lies above it (w > 0)"
-    result, failed = run_stage(prob, solver, solver_options, why)
+    prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
     if failed:
         return failed
     shape = problem.local.shape

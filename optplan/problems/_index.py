@@ -80,7 +80,15 @@ def single_instance(problem, param_name: str, batched_name: str) -> None:
 class IndexProblem(Problem):
     """An index problem of one instance: a distribution ``p`` and values ``v`` over ``S``
     next states (each subclass adds its scalar parameter and validates all three with
-    :func:`single_instance`)."""
+    :func:`single_instance`).
+
+    Parameters
+    ----------
+    p : array_like, shape (S,)
+        A distribution over the next states: finite, ``>= 0``, summing to one (zeros allowed).
+    v : array_like, shape (S,)
+        A finite value of each next state.
+    """
 
     p: np.ndarray
     v: np.ndarray

@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_tolerance
+from ..mdp import StateActionSizes
 from ..result import PlanResult, overflow_checked
 from . import stems
 from ._hint import did_you_mean
@@ -271,13 +272,7 @@ def store_readonly(problem: Problem, **arrays: np.ndarray) -> None:
         object.__setattr__(problem, name, arr)
 
 
-class EstimatedKernel:
+class EstimatedKernel(StateActionSizes):
     """Sizes of a problem over an estimated kernel ``p_hat`` of shape ``(S, A, S)``."""
 
-    @property
-    def n_states(self) -> int:
-        return self.p_hat.shape[0]
-
-    @property
-    def n_actions(self) -> int:
-        return self.p_hat.shape[1]
+    sizes_from = "p_hat"

@@ -23,9 +23,10 @@ class KLBallIndex(IndexProblem):
 
     Parameters
     ----------
-    p : array_like, shape (S,)
-    v : array_like, shape (S,)
+    p, v : array_like, shape (S,)
+        As for every :class:`~optplan.problems._index.IndexProblem`.
     radius : float
+        The bound ``d`` on ``KL(p || q)``.
     """
 
     radius: float

@@ -22,9 +22,10 @@ class KLInfRate(IndexProblem):
 
     Parameters
     ----------
-    p : array_like, shape (S,)
-    v : array_like, shape (S,)
+    p, v : array_like, shape (S,)
+        As for every :class:`~optplan.problems._index.IndexProblem`.
     target : float
+        The value ``rho`` that ``q . v`` must reach.
     """
 
     target: float

@@ -39,9 +39,10 @@ class L1BallIndex(IndexProblem):
 
     Parameters
     ----------
-    p : array_like, shape (S,)
-    v : array_like, shape (S,)
+    p, v : array_like, shape (S,)
+        As for every :class:`~optplan.problems._index.IndexProblem`.
     radius : float
+        How far ``q`` may lie from ``p`` in L1 norm: ``||q - p||_1 <= d``.
     """
 
     radius: float

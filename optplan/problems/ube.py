@@ -13,6 +13,7 @@ from .._checks import (
     check_distribution,
     check_real,
     first_bad,
+    first_negative,
     index_str,
 )
 from ..result import PlanResult
@@ -82,8 +83,7 @@ class UncertaintyBellman(Problem):
             raise OptplanError(
                 f"local has shape {local.shape}, expected {shape} (as mean_transitions)"
             )
-        if (local < 0).any():
-            idx = first_bad(local < 0)
+        if (idx := first_negative(local)) is not None:
             raise OptplanError(
                 f"local must be >= 0 (a variance), got {float(local[idx])!r} at index "
                 f"{index_str(idx)}"
