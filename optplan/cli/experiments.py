@@ -138,6 +138,20 @@ def format_aggregate(groups: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _command(sub, name: str, func, text: str):
+    """The subparser of command ``name`` (``help=text``), dispatching to ``func``."""
+    p = sub.add_parser(name, help=text)
+    p.set_defaults(func=func)
+    return p
+
+
+def _switches(p, **flags: str) -> None:
+    """On/off options (``store_true``), in the order given: ``linear_y="..."`` adds
+    ``--linear-y`` with that help."""
+    for name, text in flags.items():
+        p.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
+
+
 @_store_warnings
 def cmd_run(args) -> int:
     if args.list:
@@ -190,6 +204,33 @@ def cmd_run(args) -> int:
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 
+def _run_parser(sub) -> None:
+    p = _command(sub, "run", cmd_run, "run one agent on one environment over seeds")
+    p.add_argument("--agent", help="registered agent (see --list)")
+    p.add_argument("--env", help="registered environment (see --list)")
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="K=V",
+        help="agent or env parameter (prefix agent./env. when ambiguous); repeatable",
+    )
+    p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    horizon = p.add_mutually_exclusive_group()
+    horizon.add_argument("--steps", type=int, help="steps per seed (or --episodes)")
+    horizon.add_argument("--episodes", type=int, help="episodes per seed (episodic envs)")
+    p.add_argument("--criterion", choices=["average", "discounted"], help="continuing regret")
+    p.add_argument("--seed", type=int, default=0, help="root seed")
+    _switches(p, stop_when_solved="stop a seed once its goal is solved")
+    p.add_argument("--out", help="also keep the results in this directory (resumable)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers (with --out)")
+    _switches(
+        p,
+        quiet="no progress bar",
+        json="machine-readable output (no bar)",
+        list="list agents, environments, parameters",
+    )
+
+
 @_store_warnings
 def cmd_sweep(args) -> int:
     sweep = load_sweep(args.file)
@@ -206,6 +247,18 @@ def cmd_sweep(args) -> int:
     if not args.quiet:
         print(format_aggregate(aggregate(load_results(args.out, warn=False).rows)))
     return 1 if report.failed else 0
+
+
+def _sweep_parser(sub) -> None:
+    p = _command(sub, "sweep", cmd_sweep, "run a sweep file into a resumable result directory")
+    p.add_argument("file", help="sweep file, e.g. models/sweeps/smoke.toml")
+    p.add_argument("--out", required=True, help="result directory (re-run to resume)")
+    p.add_argument(
+        "--backend", choices=BACKENDS, default="local", help="joblib processes or Ray tasks"
+    )
+    p.add_argument("--jobs", type=int, default=1, help="worker processes / local Ray CPUs")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    _switches(p, retry_failed="re-run tasks that raised", quiet="no progress bar or table")
 
 
 @_store_warnings
@@ -247,6 +300,13 @@ def cmd_results(args) -> int:
     return 0
 
 
+def _results_parser(sub) -> None:
+    p = _command(sub, "results", cmd_results, "summarize a sweep's result directory")
+    p.add_argument("dir", help="result directory of optplan sweep")
+    _switches(p, json="every task row and the group table")
+    p.add_argument("--compare", metavar="DIR", help="exit 1 unless DIR has equal rows")
+
+
 @_store_warnings
 def cmd_plot(args) -> int:
     res = load_results(args.dir)
@@ -279,46 +339,8 @@ def cmd_plot(args) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    """Add ``run``, ``sweep``, ``plot`` and ``results`` to the ``optplan`` subparsers."""
-    p = sub.add_parser("run", help="run one agent on one environment over seeds")
-    p.add_argument("--agent", help="registered agent (see --list)")
-    p.add_argument("--env", help="registered environment (see --list)")
-    p.add_argument(
-        "--param",
-        action="append",
-        metavar="K=V",
-        help="agent or env parameter (prefix agent./env. when ambiguous); repeatable",
-    )
-    p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    horizon = p.add_mutually_exclusive_group()
-    horizon.add_argument("--steps", type=int, help="steps per seed (or --episodes)")
-    horizon.add_argument("--episodes", type=int, help="episodes per seed (episodic envs)")
-    p.add_argument("--criterion", choices=["average", "discounted"], help="continuing regret")
-    p.add_argument("--seed", type=int, default=0, help="root seed")
-    p.add_argument(
-        "--stop-when-solved", action="store_true", help="stop a seed once its goal is solved"
-    )
-    p.add_argument("--out", help="also keep the results in this directory (resumable)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel workers (with --out)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="machine-readable output (no bar)")
-    p.add_argument("--list", action="store_true", help="list agents, environments, parameters")
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("sweep", help="run a sweep file into a resumable result directory")
-    p.add_argument("file", help="sweep file, e.g. models/sweeps/smoke.toml")
-    p.add_argument("--out", required=True, help="result directory (re-run to resume)")
-    p.add_argument(
-        "--backend", choices=BACKENDS, default="local", help="joblib processes or Ray tasks"
-    )
-    p.add_argument("--jobs", type=int, default=1, help="worker processes / local Ray CPUs")
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
-    p.add_argument("--retry-failed", action="store_true", help="re-run tasks that raised")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or table")
-    p.set_defaults(func=cmd_sweep)
-
-    p = sub.add_parser("plot", help="plot a sweep's results")
+def _plot_parser(sub) -> None:
+    p = _command(sub, "plot", cmd_plot, "plot a sweep's results")
     p.add_argument("dir", help="result directory of optplan sweep")
     p.add_argument("--kind", choices=KINDS, default="regret", help="which figure")
     p.add_argument("--out", required=True, help="PNG (or any matplotlib format) to write")
@@ -331,13 +353,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--agent", action="append", help="agent label(s) to show")
     p.add_argument("--param", help="scaling: the environment size parameter (default: guessed)")
     p.add_argument("--reference", help="scaling: reference curve in x, e.g. '2**(x-1)'")
-    p.add_argument("--logx", action="store_true", help="regret: log-scale steps")
-    p.add_argument("--logy", action="store_true", help="regret: log-scale y")
-    p.add_argument("--linear-y", action="store_true", help="scaling/heatmap: linear scale")
-    p.set_defaults(func=cmd_plot)
+    _switches(
+        p,
+        logx="regret: log-scale steps",
+        logy="regret: log-scale y",
+        linear_y="scaling/heatmap: linear scale",
+    )
 
-    p = sub.add_parser("results", help="summarize a sweep's result directory")
-    p.add_argument("dir", help="result directory of optplan sweep")
-    p.add_argument("--json", action="store_true", help="every task row and the group table")
-    p.add_argument("--compare", metavar="DIR", help="exit 1 unless DIR has equal rows")
-    p.set_defaults(func=cmd_results)
+
+def add_parsers(sub) -> None:
+    """Add ``run``, ``sweep``, ``plot`` and ``results`` to the ``optplan`` subparsers."""
+    for add in (_run_parser, _sweep_parser, _plot_parser, _results_parser):
+        add(sub)
