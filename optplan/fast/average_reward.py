@@ -22,6 +22,7 @@ from ..dp import (
 from ..problems.average_reward import settle_multichain
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
+from ._result import fast_result
 
 ALGORITHMS = ("policy_iteration", "relative_value_iteration")
 
@@ -83,16 +84,15 @@ def solve(
     )
     occupancy = np.zeros_like(R)
     occupancy[np.arange(mdp.n_states), policy] = pi
-    result = PlanResult(
+    result = fast_result(
+        algorithm,
+        start,
+        iterations,
         value=gain,
         x=h,
         multiplier=occupancy,
         status=status,
         message=message,
-        method="fast",
-        solver=algorithm,
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
         values=h,
         q=masked(backup(P, R, h), mask) if q is None else q,
         policy=policy,
@@ -196,15 +196,14 @@ def solve_multichain(problem, max_iter: int) -> PlanResult:
             "occupancy": occupancy,
             "info": {"recurrent": ev.recurrent, "stationary": ev.stationary},
         }
-    return PlanResult(
+    return fast_result(
+        "multichain_policy_iteration",
+        start,
+        out.iterations,
         value=value,
         x=bias,
         status=out.status,
         message=out.message,
-        method="fast",
-        solver="multichain_policy_iteration",
-        iterations=out.iterations,
-        solve_time=time.perf_counter() - start,
         policy=out.policy,
         gain=gain,
         bias=bias,

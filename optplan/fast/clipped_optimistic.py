@@ -12,6 +12,7 @@ from ..dp import greedy, masked, policy_iteration
 from ..result import MAX_ITER, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
 from ..soft import ravi_step
 from ._options import check_algorithm, check_tol_iter
+from ._result import fast_result
 
 ALGORITHMS = ("policy_iteration", "value_iteration", "ravi")
 
@@ -65,15 +66,14 @@ def solve(
         out = _ravi(problem, eta, tol, 100_000 if max_iter is None else max_iter)
     status, message, V, Q, iterations, info = out
     info.setdefault("clipped", V >= problem.horizon)  # min(H, .) gives exactly H when it clips
-    return PlanResult(
+    return fast_result(
+        algorithm,
+        start,
+        iterations,
         value=float(np.mean(V)),
         x=V,
         status=status,
         message=message,
-        method="fast",
-        solver=algorithm,
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
         values=V,
         q=Q,
         policy=greedy(Q),

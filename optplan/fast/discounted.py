@@ -17,6 +17,7 @@ from ..dp import (
 )
 from ..result import PlanResult
 from ._options import check_algorithm, check_tol_iter
+from ._result import fast_result
 
 ALGORITHMS = ("policy_iteration", "value_iteration")
 
@@ -54,16 +55,15 @@ def solve(
     d = discounted_occupancy(P_pi, problem.weights, gamma)
     occupancy = np.zeros_like(R)
     occupancy[np.arange(mdp.n_states), policy] = d
-    return PlanResult(
+    return fast_result(
+        algorithm,
+        start,
+        it,
         value=float(mdp.initial @ V),
         x=V,
         multiplier=occupancy,
         status=status,
         message=message,
-        method="fast",
-        solver=algorithm,
-        iterations=it,
-        solve_time=time.perf_counter() - start,
         values=V,
         q=masked(Q, mask),
         policy=policy,

@@ -6,6 +6,7 @@ import time
 
 from ..dp import backward_induction, forward_occupancy, greedy
 from ..result import OPTIMAL, PlanResult
+from ._result import fast_result
 
 
 def solve(problem) -> PlanResult:
@@ -15,14 +16,13 @@ def solve(problem) -> PlanResult:
     L = mdp.horizon
     Q, values = backward_induction(mdp.P, mdp.R, mdp.action_mask)
     policy = greedy(Q)
-    return PlanResult(
+    return fast_result(
+        "backward_induction",
+        start,
+        L,
         value=float(mdp.initial @ values[0]),
         x=values,
         status=OPTIMAL,
-        method="fast",
-        solver="backward_induction",
-        iterations=L,
-        solve_time=time.perf_counter() - start,
         values=values,
         q=Q,
         policy=policy,

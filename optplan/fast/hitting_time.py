@@ -10,6 +10,7 @@ import numpy as np
 from ..dp import EvaluationError, greedy, masked, solve_system
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_tol_iter
+from ._result import fast_result
 
 
 def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -110,15 +111,14 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         T[t, idx] = times
         policy[t, idx] = pol
     off = ~np.eye(S, dtype=bool)
-    return PlanResult(
+    return fast_result(
+        "policy_iteration",
+        start,
+        iterations,
         value=float(T[off].max()) if S > 1 else 0.0,
         x=T,
         status=status,
         message=message,
-        method="fast",
-        solver="policy_iteration",
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
         values=T,
         policy=policy,
     )

@@ -29,6 +29,7 @@ from ..result import MAX_ITER, OPTIMAL, PlanResult
 from ..soft import layered_occupancy, temperature_terms
 from . import _k_kernels
 from ._options import KERNELS, check_tol_iter, choose_kernel
+from ._result import fast_result
 
 #: The bracket search for ``log tau`` stays within ``tau`` in [1e-300, 1e300].
 _U_MIN, _U_MAX = math.log(1e-300), math.log(1e300)
@@ -53,15 +54,14 @@ def _hard_max_result(problem, R, P, rho, start):
 def _optimal(value, tau, message, iterations, start, K, V, pi, lam, info) -> PlanResult:
     """The optimal result at ``tau``: ``q = K``, ``values = V``, ``policy = pi``,
     ``occupancy = multiplier = lam``."""
-    return PlanResult(
+    return fast_result(
+        "brent",
+        start,
+        iterations,
         value=value,
         x=tau,
         status=OPTIMAL,
         message=message,
-        method="fast",
-        solver="brent",
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
         values=V,
         q=K,
         policy=pi,
@@ -72,15 +72,14 @@ def _optimal(value, tau, message, iterations, start, K, V, pi, lam, info) -> Pla
 
 
 def _max_iter(message: str, iterations: int, start: float) -> PlanResult:
-    return PlanResult(
+    return fast_result(
+        "brent",
+        start,
+        iterations,
         value=float("nan"),
         x=float("nan"),
         status=MAX_ITER,
         message=message,
-        method="fast",
-        solver="brent",
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
     )
 
 

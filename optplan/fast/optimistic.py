@@ -19,6 +19,7 @@ from ..dp import (
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
 from . import _kernels
 from ._options import check_tol_iter
+from ._result import fast_result
 from .kl_ball import kl_ball_index
 from .l1_ball import l1_ball_index
 
@@ -214,13 +215,12 @@ def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult
         status, message, fields, iterations = MULTICHAIN, why, {"value": np.nan}, 0
     else:
         status, message, fields, iterations = _evi_and_finish(problem, c, tol, max_iter)
-    return PlanResult(
+    return fast_result(
+        f"evi-{problem.ball}",
+        start,
+        iterations,
         status=status,
         message=message,
-        method="fast",
-        solver=f"evi-{problem.ball}",
-        iterations=iterations,
-        solve_time=time.perf_counter() - start,
         **fields,
     )
 
