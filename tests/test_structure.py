@@ -12,6 +12,7 @@ hides.
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,19 @@ def test_cycle_check_sees_a_circle():
     """The check itself can fail: two modules that import each other are one component."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+def test_every_problem_class_has_a_row_and_a_verification_target():
+    """The table is complete both ways: every problem class optplan exports has a row, and
+    ``op.verify`` has a built-in target for each row, in the table's order."""
+    import optplan.problems as problems
+    from optplan.problems.base import Problem
+    from optplan.verification import BUILTIN
+
+    exported = {
+        obj
+        for obj in vars(problems).values()
+        if inspect.isclass(obj) and issubclass(obj, Problem) and obj is not Problem
+    }
+    assert exported == {stems.problem_class(stem) for stem in stems.stems()}
+    assert tuple(BUILTIN) == stems.stems()
