@@ -211,7 +211,7 @@ def _from_generator(path: Path, data: dict[str, Any], name: str) -> Model:
 
 def file_kind(data: dict[str, Any]) -> str:
     """What an optplan TOML file holds, told by its keys (the files declare no kind):
-    ``"sweep"`` (``agents`` / ``envs`` tables, :mod:`optplan.experiments.sweep`),
+    ``"sweep"`` (``agents`` / ``envs`` tables, :mod:`optplan.sweeps.sweep`),
     ``"counts"`` (pseudo-counts ``T`` without ``P`` or ``generator``, :func:`load_counts`) or
     ``"model"`` (everything else, :func:`load_model`)."""
     if "agents" in data or "envs" in data:
