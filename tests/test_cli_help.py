@@ -7,6 +7,9 @@ without ``help=`` fails here, whichever command it belongs to.
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -71,3 +74,37 @@ def test_the_walk_sees_an_option_without_help():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bare")
     assert [a.dest for a in _options(parser) if not a.help] == ["bare"]
+
+
+#: reST markup that has no place in a terminal: double backticks and Sphinx roles.
+MARKUP = re.compile(r"``|:(?:func|mod|class|meth|attr|data|exc|obj|ref|doc):")
+
+
+@pytest.mark.parametrize("path", sorted(PARSERS))
+def test_help_is_plain_text(path):
+    """Help built from docstrings shows no reST markup (``optplan``, :func:`...`)."""
+    text = PARSERS[path].format_help()
+    assert MARKUP.findall(text) == [], f"{path} --help shows reST markup"
+
+
+def test_top_level_help_is_plain_text_as_the_command_prints_it():
+    """``optplan --help`` as a user runs it (the parser of no command in full)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "optplan.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "optplan command" in out and MARKUP.findall(out) == []
+
+
+@pytest.mark.parametrize(
+    ("rst", "plain"),
+    [
+        ("The ``optplan`` command", "The optplan command"),
+        (":func:`optplan.verify` from the shell", "optplan.verify from the shell"),
+        ("a :class:`~optplan.DeclaredProblem`", "a DeclaredProblem"),
+        ("see :mod:`.solve` and :data:`SUITES`", "see .solve and SUITES"),
+    ],
+)
+def test_plain_strips_roles_and_literals(rst, plain):
+    from optplan.cli import plain as cli_plain
+
+    assert cli_plain(rst) == plain

@@ -20,9 +20,10 @@ no solver, plotting or environment library).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
-__all__ = ["main", "build_parser", "CLIError", "COMMANDS", "USER_ERRORS", "HelpFormatter"]
+__all__ = ["main", "build_parser", "plain", "CLIError", "COMMANDS", "USER_ERRORS", "HelpFormatter"]
 
 #: The errors of a user's input, printed as one line with exit status 2 (``OptplanError``, from
 #: :mod:`optplan._checks`, joins them when a command runs: ``--help`` does not import numpy).
@@ -54,16 +55,34 @@ COMMANDS = {
 }
 
 
+#: A Sphinx role (``:func:`~optplan.verify` ``: its target, the last part where ``~`` asks) and
+#: an inline literal (double backticks: the text inside).
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def plain(text: str) -> str:
+    """``text`` (a docstring line) without its reST markup, as a terminal shows it:
+    ``:func:`optplan.verify``` becomes ``optplan.verify``, ``:class:`~optplan.X``` ``X`` and
+    a double-backquoted literal its text."""
+    text = _ROLE.sub(lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], text)
+    return _LITERAL.sub(r"\1", text)
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows ``(default: ...)`` after an option's help, unless the default is ``None``,
+    """Plain text (:func:`plain`: descriptions and help taken from docstrings lose their reST
+    markup); shows ``(default: ...)`` after an option's help, unless the default is ``None``,
     ``False`` (a flag) or the help already says it."""
 
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
     def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
+        text = plain(action.help or "")
         unset = action.default is None or action.default is False
         if unset or action.default is argparse.SUPPRESS or "default" in text:
             return text
-        return super()._get_help_string(action)
+        return plain(super()._get_help_string(action))
 
 
 class _Parser(argparse.ArgumentParser):
