@@ -124,3 +124,78 @@ def test_missing_matplotlib_is_a_cli_error_before_timing(monkeypatch, tmp_path, 
     argv = ["bench", "indices", "--sizes", "5", "--instances", "1", "--problems", "kl_ball"]
     assert main(argv + ["--solvers", "ECOS", "--quiet", "--plot", str(tmp_path / "x.png")]) == 2
     assert "pip install 'optplan[plot]'" in capsys.readouterr().err
+
+
+def _capped_rows():
+    """Rows shaped like ``bench_indices``'s: SCS hits its time cap at the largest size it ran
+    (3 of 15 instances timed, near the top of the panel) and is skipped above it."""
+    rows = []
+    for S, fast, conic in ((10, 1e-4, 5e-3), (100, 1e-4, 2e-2), (1000, 1.2e-4, 59.4)):
+        row = {"problem": "kl_inf", "S": S, "instances": 15, "bigbatch_n": 1000}
+        row.update(fast_s=fast, fast_q25=0.9 * fast, fast_q75=1.1 * fast)
+        row.update(batch_s=fast / 10, bigbatch_s=fast / 20)
+        capped = S == 1000
+        row.update(
+            SCS_s=conic,
+            SCS_q25=0.5 * conic,
+            SCS_q75=(2.0 if capped else 1.1) * conic,
+            SCS_skipped="skipped after 120 s" if capped else None,
+            SCS_timed=3 if capped else 15,
+        )
+        rows.append(row)
+    rows.append(
+        {
+            "problem": "kl_inf",
+            "S": 10000,
+            "instances": 15,
+            "bigbatch_n": 1000,
+            "fast_s": 3e-4,
+            "fast_q25": 2.8e-4,
+            "fast_q75": 3.2e-4,
+            "batch_s": 2e-4,
+            "bigbatch_s": None,
+            "SCS_s": None,
+            "SCS_q25": None,
+            "SCS_q75": None,
+            "SCS_skipped": "skipped after 120 s at S=1000",
+            "SCS_timed": None,
+        }
+    )
+    return rows
+
+
+def test_capped_note_crosses_no_frame_and_no_curve(tmp_path, monkeypatch):
+    """The "k/n timed; larger S not run" note sits where no axis frame, line or band crosses
+    it: its rendered box does not overlap the panel (frame included)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from optplan.bench import index_plot
+
+    drawn = []
+
+    class Keep(Figure):
+        def savefig(self, *args, **kwargs):
+            drawn.append(self)
+            return super().savefig(*args, **kwargs)
+
+    monkeypatch.setattr(index_plot, "require_matplotlib", lambda: Keep)
+    index_plot.plot_indices(_capped_rows(), tmp_path / "i.png", ["SCS"])
+    (fig,) = drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (ax,) = fig.axes
+    notes = [t for t in fig.findobj(lambda a: hasattr(a, "get_text")) if "timed" in a_text(t)]
+    assert notes, "the capped size's note is drawn"
+    frame = ax.get_window_extent(renderer)
+    for note in notes:
+        box = note.get_window_extent(renderer)
+        assert not box.overlaps(frame), (note.get_text(), box, frame)
+    assert any("3/15" in a_text(t) and "1,000" in a_text(t) for t in notes)
+
+
+def a_text(artist) -> str:
+    return artist.get_text() if hasattr(artist, "get_text") else ""

@@ -49,12 +49,14 @@ def plot_indices(rows: list[dict], path, solvers: Sequence[str], title: str | No
         series = [("fast", "fast_s", "fast_q25", "fast_q75"), ("batch", "batch_s", None, None)]
         series.append(("bigbatch", "bigbatch_s", None, None))
         series += [(s, f"{s}_s", f"{s}_q25", f"{s}_q75") for s in solvers]
+        notes = []
         for key, med_key, lo_key, hi_key in series:
-            _draw_series(ax, sel, S, key, med_key, lo_key, hi_key)
+            notes += _draw_series(ax, sel, S, key, med_key, lo_key, hi_key)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(problem)
-        ax.set_xlabel("|S|")
+        # The notes of capped sizes go under the axis, where no frame, line or band runs.
+        ax.set_xlabel("\n".join(["|S|", *notes]))
         ax.set_xticks(S, [f"{v:,.0f}" for v in S])
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel("wall seconds per instance\n(median; band: 25-75% of instances)")
@@ -86,8 +88,9 @@ def _column(sel: list[dict], key: str) -> np.ndarray:
     return np.array([np.nan if r[key] is None else r[key] for r in sel])
 
 
-def _draw_series(ax, sel: list[dict], S: np.ndarray, key, med_key, lo_key, hi_key) -> None:
-    """One path's or solver's line on one problem's panel (rows ``sel``), with its band."""
+def _draw_series(ax, sel: list[dict], S: np.ndarray, key, med_key, lo_key, hi_key) -> list[str]:
+    """One path's or solver's line on one problem's panel (rows ``sel``), with its band; the
+    notes of the sizes where it hit its time cap (``"SCS: 3/15 timed at |S| = 1,000 ..."``)."""
     n = sel[0]["instances"]
     label, color, marker, style = PATH_STYLES.get(key, (key, None, "o", "-"))
     label = label.replace(" N ", f" {n} ").replace("/ N)", f"/ {n})")
@@ -96,7 +99,7 @@ def _draw_series(ax, sel: list[dict], S: np.ndarray, key, med_key, lo_key, hi_ke
         label = label.replace(" B ", f" {big:,} ").replace("/ B)", f"/ {big:,})")
     y = _column(sel, med_key)
     if np.isnan(y).all():
-        return
+        return []
     # A size where the solver hit its time cap: drawn hollow, with "k/n" instances timed;
     # larger sizes were not run (no point).
     capped = [
@@ -116,15 +119,11 @@ def _draw_series(ax, sel: list[dict], S: np.ndarray, key, med_key, lo_key, hi_ke
             markerfacecolor="white",
             markeredgecolor=color,
         )
-        ax.annotate(
-            f"{sel[i][f'{key}_timed']}/{n} timed; larger S not run",
-            (S[i], y[i]),
-            xytext=(-8, 6),
-            textcoords="offset points",
-            ha="right",
-            fontsize=7,
-            color=color,
-        )
     if lo_key is not None:
         lo, hi = _column(sel, lo_key), _column(sel, hi_key)
         ax.fill_between(S, lo, hi, color=color, alpha=0.2, linewidth=0)
+    return [
+        f"{key} (hollow): {sel[i][f'{key}_timed']}/{n} timed at |S| = {S[i]:,.0f}; "
+        "larger |S| not run"
+        for i in capped
+    ]
