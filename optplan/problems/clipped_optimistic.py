@@ -59,6 +59,8 @@ class ClippedOptimisticPlanning(EstimatedKernel, Problem):
     discount : float in (0, 1)
     action_mask : bool array (S, A), optional
 
+    Notes
+    -----
     Results: ``value`` (mean of ``V``: uniform weights), ``x = values`` (``V``), ``q``
     (masked actions ``-inf``), ``policy`` (greedy in ``q``), ``info["clipped"]`` (bool (S,):
     states with ``V = H``), ``info["rounds"]`` (clipped-set rounds).

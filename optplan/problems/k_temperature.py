@@ -142,6 +142,8 @@ class KLearningTemperature(Problem):
         posterior: :meth:`optplan.posteriors.LayeredPosterior.bonus_numerators` (``"paper"``,
         ``"posterior"``). Both paths use the array as given.
 
+    Notes
+    -----
     Fast path: Brent's method on ``f'(tau) = <lambda, H(pi)> - <lambda, c> / tau^2`` in
     ``log tau`` (:mod:`optplan.fast.k_temperature`), with the dual value of Appendix A.4 and the
     primal-dual gap in ``info``. Conic path: the joint program in ``(tau, K)``, the

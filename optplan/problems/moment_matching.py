@@ -42,6 +42,8 @@ class MomentMatchingVariance(Problem):
         ``V[s'] = Qbar(s', pi(s'))``; default: evaluated exactly for ``policy`` in the
         posterior-mean model (``rbar[s, a] = sum_s' pbar mu0``).
 
+    Notes
+    -----
     Results: as :class:`UncertaintyBellman` (``x = sigma~^2``); ``info`` holds the local term
     ``w`` and its parts ``A``, ``B``, ``C``, ``D`` (also :attr:`terms`).
     """

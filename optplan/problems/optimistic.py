@@ -64,6 +64,8 @@ class OptimisticPlanning(EstimatedKernel, Problem):
     discount : float in [0, 1), required for ``"discounted"``
     action_mask : bool array (S, A), optional
 
+    Notes
+    -----
     Results: ``value`` (``initial . V`` with uniform initial weights, discounted; the gain,
     average); ``x = values`` (``V``, or the bias ``h`` with ``h[0] = 0``); ``q``; ``policy``;
     ``gain``/``bias`` (average); ``info["kernel"]`` the optimistic ``q*(. | s, a)`` (S, A, S)

@@ -57,6 +57,8 @@ class UncertaintyBellman(Problem):
     weights : array like ``local``, optional
         Positive LP objective weights ``w`` (default ones).
 
+    Notes
+    -----
     Results: ``x = u``; ``value = w . u`` (``= y . nu``, the dual objective);
     ``multiplier = y``; ``values`` ``v[s] = sum_a pi u`` (continuing form).
     """
