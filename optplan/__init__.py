@@ -98,10 +98,67 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-if "gymnasium" in sys.modules:
-    # Gymnasium is loaded already (``gymnasium.make("optplan:optplan/DeepSea-v0")`` imports this
-    # package, or the user imported gymnasium first): register the ``optplan/`` ids now, as
-    # ``import optplan.envs`` does; otherwise they are registered when ``op.envs`` loads.
+def _register_gymnasium_ids() -> None:
+    """Register the ``optplan/`` ids with Gymnasium (:func:`optplan.envs.register_gymnasium`)."""
     from .envs.registry import register_gymnasium
 
     register_gymnasium()
+
+
+class _ThenRegister:
+    """Gymnasium's own loader, then :func:`_register_gymnasium_ids` once its package has run."""
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its own
+        self.loader.exec_module(module)
+        try:
+            _register_gymnasium_ids()
+        except Exception as exc:  # never break ``import gymnasium``; say why the ids are missing
+            import warnings
+
+            warnings.warn(
+                f"optplan could not register its Gymnasium ids (optplan/...): {exc!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+
+class _WhenGymnasiumLoads:
+    """A meta-path finder that sees ``import gymnasium`` (first time only) and has the
+    ``optplan/`` ids registered right after Gymnasium's package runs. ``import optplan`` stays
+    light (no gymnasium, no numpy): the environments load with Gymnasium, not before."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name != "gymnasium":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _ThenRegister(spec.loader)
+        return spec
+
+
+# The ``optplan/`` Gymnasium ids exist after ``import optplan`` whichever of optplan and
+# gymnasium is imported first: now if Gymnasium is loaded already (it imported this package for
+# ``gymnasium.make("optplan:optplan/DeepSea-v0")``, or the user imported it first), else as soon
+# as it is. ``import optplan.envs`` registers them too.
+if "gymnasium" in sys.modules:
+    _register_gymnasium_ids()
+elif not any(isinstance(f, _WhenGymnasiumLoads) for f in sys.meta_path):
+    sys.meta_path.insert(0, _WhenGymnasiumLoads())

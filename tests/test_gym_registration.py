@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import gymnasium as gym
@@ -68,3 +70,34 @@ def test_make_deepsea_and_run_through_the_wrappers():
     agent = op.agents.OracleAgent(env.unwrapped.mdp)
     trace = run(agent, env, episodes=3, seed=0)
     assert trace.episodes == 3 and trace.regret[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+#: Fresh interpreters: this process has imported gymnasium and optplan.envs already.
+ORDERS = {
+    "optplan-then-gymnasium": "import optplan\nimport gymnasium as gym\n",
+    "gymnasium-then-optplan": "import gymnasium as gym\nimport optplan\n",
+    "optplan-then-gymnasium-submodule": "import optplan\nfrom gymnasium import make\nimport gymnasium as gym\n",
+}
+
+
+@pytest.mark.parametrize("prelude", list(ORDERS.values()), ids=list(ORDERS))
+def test_ids_after_a_plain_import_optplan_in_either_order(prelude):
+    """``import optplan`` is enough: the ``optplan/`` ids exist whether Gymnasium is imported
+    before or after it, and ``optplan.envs`` loads only once Gymnasium does."""
+    code = prelude + (
+        "env = gym.make('optplan/DeepSea-v0', size=4)\n"
+        "assert env.unwrapped.mdp.horizon == 4\n"
+        "assert set(__import__('optplan').envs.GYMNASIUM_IDS) <= set(gym.registry)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_import_optplan_alone_loads_neither_gymnasium_nor_the_environments():
+    code = (
+        "import sys, optplan\n"
+        "print(sorted(m for m in ('gymnasium', 'optplan.envs', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"]

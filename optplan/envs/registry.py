@@ -8,12 +8,15 @@ one-line description, whether its episodes end, and its Gymnasium id. From the r
   **params)``: a parameter named by the row's ``seed_param`` that is unset takes the run's seed
   index, so each seed index draws its own model);
 - :data:`GYMNASIUM_IDS`, registered with Gymnasium under the ``optplan/`` namespace by
-  :func:`register_gymnasium` (``import optplan.envs`` calls it)::
+  :func:`register_gymnasium`. ``import optplan`` is enough, before or after ``import
+  gymnasium``: the ids are registered as soon as both are loaded (``import optplan`` itself
+  loads neither Gymnasium nor the environments)::
 
+      import optplan, gymnasium
       env = gymnasium.make("optplan/DeepSea-v0", size=12)
       env = gymnasium.make("optplan/RiverSwim-v0", n_states=8)
 
-  Without importing optplan first, Gymnasium's module prefix does it:
+  Without importing optplan at all, Gymnasium's module prefix does it:
   ``gymnasium.make("optplan:optplan/DeepSea-v0")``. Every entry point is an import path
   (``"module:callable"``): Gymnasium loads the builder's module at ``make`` time. The defaults
   ``gymnasium.make(id)`` passes are the row's parameter defaults; a parameter whose default is
