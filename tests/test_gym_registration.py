@@ -76,7 +76,9 @@ def test_make_deepsea_and_run_through_the_wrappers():
 ORDERS = {
     "optplan-then-gymnasium": "import optplan\nimport gymnasium as gym\n",
     "gymnasium-then-optplan": "import gymnasium as gym\nimport optplan\n",
-    "optplan-then-gymnasium-submodule": "import optplan\nfrom gymnasium import make\nimport gymnasium as gym\n",
+    "optplan-then-gymnasium-submodule": (
+        "import optplan\nfrom gymnasium import make\nimport gymnasium as gym\n"
+    ),
 }
 
 
