@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from .._progress import progress_bar
 from ..bench import SUITES
 from ..bench._options import nonneg_int
 from ..experiments.threads import blas_threads, describe
@@ -43,15 +44,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """The suite's progress lines printed above a tqdm bar on stderr (rows done, elapsed,
-    rate, and the ETA when the suite says how many rows it times)."""
+    """The suite's progress lines printed above a progress bar on stderr (rows done, elapsed,
+    rate, and the ETA when the suite says how many rows it times; plain lines when stderr is
+    not a terminal, :func:`~optplan._progress.progress_bar`)."""
 
     def __init__(self, name: str, total: int | None) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(
-            total=total, desc=name, unit="row", file=sys.stderr, dynamic_ncols=True, smoothing=0
-        )
+        self.bar = progress_bar(total=total, desc=name, unit="row", smoothing=0)
 
     def __call__(self, line: str) -> None:
         self.bar.write(line, file=sys.stderr)

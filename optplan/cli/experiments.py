@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from .._checks import OptplanError
+from .._progress import progress_bar
 from ..experiments.stats import aggregate
 from ..modelfile import tomllib
 from ..plots import figures, plots
@@ -170,15 +171,11 @@ def cmd_run(args) -> int:
         if not args.json:
             print(report)
     else:
-        from tqdm.auto import tqdm
-
-        tasks = tqdm(
+        tasks = progress_bar(
             sweep.tasks(),
             desc=f"{args.agent} on {args.env}",
             unit="seed",
             disable=args.quiet or args.json,
-            file=sys.stderr,
-            dynamic_ncols=True,
         )
         rows = [summary_row(execute_task(t.to_dict())[0]) for t in tasks]
     groups = aggregate(rows)

@@ -43,13 +43,13 @@ loop each distinct policy is evaluated exactly once (batched linear solves) and
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from .._checks import OptplanError, OptplanTypeError, check_int
+from .._progress import progress_bar
 from ..agents.base import Agent, PolicyAgent
 from . import engines, metrics
 from .fits import agent_shape, check_agent_fits, never_ends_episodes
@@ -108,7 +108,8 @@ def run(
         received its ``done=True`` update: snapshots of an agent's values over time.
     progress : bool
         A progress bar on stderr (tqdm) over the steps or the episodes (off: library calls
-        print nothing; sweeps show one bar over their tasks instead).
+        print nothing; sweeps show one bar over their tasks instead); when stderr is not a
+        terminal, a plain line every 10 s instead.
     engine : {"auto", "python", "compiled"}, default "auto"
         ``"python"``: the generic loop. ``"compiled"``: a compiled engine of :mod:`.engines`
         (e.g. the index agents' whole run in one numba call), with exactly the generic loop's
@@ -262,10 +263,8 @@ BAR_STRIDE = 1024
 
 
 def _bar(steps: int | None, episodes: int | None):
-    from tqdm.auto import tqdm
-
     total, unit = (steps, "step") if steps is not None else (episodes, "episode")
-    return tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    return progress_bar(total=total, unit=unit)
 
 
 def _loop(

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import MissingDependency, OptplanError, check_int
+from .._progress import progress_bar
 from ..experiments.metrics import subsample_indices
 from ..experiments.run import run
 from . import registry
@@ -282,17 +283,7 @@ class SweepReport:
 
 
 def _progress(total: int, quiet: bool, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="task",
-        disable=quiet,
-        file=sys.stderr,
-        dynamic_ncols=True,
-        smoothing=0.1,
-    )
+    return progress_bar(total=total, desc=desc, unit="task", disable=quiet)
 
 
 def _local(payloads: list[dict], jobs: int):

@@ -17,12 +17,12 @@ Hypothesis is imported only here, inside the functions (``import optplan`` stays
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 
 import numpy as np
 
 from .._checks import MissingDependency, check_int
+from .._progress import progress_bar
 from ..crosscheck import solver_tolerances
 from ..problems.base import check_solver
 from .instance import (
@@ -292,7 +292,7 @@ def verify(
         later kinds are reported by their first, unshrunk instance.
     progress : bool
         A progress bar with ETA on stderr (tqdm): instances tried of ``n``, with the counts
-        compared and failing.
+        compared and failing; when stderr is not a terminal, a plain line every 10 s instead.
 
     Returns
     -------
@@ -357,14 +357,6 @@ def _shrink(strategy, evaluate, kind, n, seed, cache):
 
 
 def _progress_bar(name: str, n: int):
-    """A tqdm bar over the ``n`` instances of one verification, on stderr."""
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=n,
-        desc=f"verify {name}",
-        unit="instance",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        smoothing=0.1,
-    )
+    """A progress bar over the ``n`` instances of one verification, on stderr (plain lines
+    when stderr is not a terminal)."""
+    return progress_bar(total=n, desc=f"verify {name}", unit="instance")
