@@ -9,6 +9,7 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 
 from optplan.experiments.stats import mean_ci  # noqa: E402
 from optplan.plots.plots import (  # noqa: E402
+    CUT_BAR_NOTE,  # noqa: E402
     new_figure,
     plot_heatmap,
     plot_regret,
@@ -121,7 +122,7 @@ def test_plot_scaling_omits_unsolved_sizes_and_draws_reference():
     assert ax.get_yscale() == "log"
     assert ax.get_xlabel() == "size" and ax.get_ylabel() == "steps to solve"
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == ["k-learning", "q-learning", "2^(n-1)"]
+    assert legend == ["k-learning", "q-learning", "2^(n-1)", CUT_BAR_NOTE]  # q-learning's CI < 0
 
 
 def test_plot_scaling_error_bars_are_ci_half_widths():
@@ -278,3 +279,42 @@ def test_plot_regret_median_band_is_interquartile_and_positive():
     ys = band.get_paths()[0].vertices[:, 1]
     assert ys.min() > 0
     np.testing.assert_allclose(ys.min(), np.percentile(runs[:, 0], 25))
+
+
+def test_plot_scaling_log_axis_lower_bar_at_or_below_zero_is_cut_and_stated():
+    """On a log y axis a lower error bar reaching 0 or below cannot be drawn: every bar drawn
+    stays positive, an arrow to the axis' bottom marks the cut one, and the legend says so."""
+    x = np.array([4.0, 8.0])
+    y = np.array([[10.0, -50.0], [20.0, -5.0], [30.0, 30.0], [40.0, 60.0]])  # size 8: q25 < 0
+    _, (ax,) = new_figure()
+    plot_scaling(ax, {"oracle": (x, y)}, ylabel="regret", stat="median")
+    (container,) = ax.containers
+    for seg in container.lines[2][0].get_segments():
+        assert seg[:, 1].min() > 0, seg
+    arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+    assert len(arrows) == 1 and arrows[0].xy[0] == 8.0
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("lower bar" in t and "log axis" in t for t in legend), legend
+    bottom, top = ax.get_ylim()
+    assert bottom > 0 and bottom <= np.min(np.median(y, axis=0)) and top >= 37.5
+
+
+def test_plot_scaling_linear_axis_keeps_negative_lower_bars():
+    x = np.array([4.0, 8.0])
+    y = np.array([[10.0, -50.0], [20.0, -5.0], [30.0, 30.0], [40.0, 60.0]])
+    _, (ax,) = new_figure()
+    plot_scaling(ax, {"oracle": (x, y)}, ylabel="regret", stat="median", logy=False)
+    (container,) = ax.containers
+    assert min(seg[:, 1].min() for seg in container.lines[2][0].get_segments()) < 0
+    assert not [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+
+
+def test_plot_scaling_log_axis_names_values_it_cannot_draw():
+    x = np.array([3.0, 4.0, 5.0])
+    _, (ax,) = new_figure()
+    plot_scaling(
+        ax, {"oracle": (x, np.zeros((3, 3))), "random": (x, np.ones((3, 3)))}, ylabel="regret"
+    )
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "oracle: <= 0 at 3 of 3 sizes, not on the log axis" in legend
+    assert not any(t.startswith("random:") for t in legend)

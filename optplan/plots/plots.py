@@ -36,9 +36,14 @@ __all__ = [
     "figure_legend",
     "style",
     "STYLES",
+    "CUT_BAR_NOTE",
 ]
 
 _INSTALL_HINT = "plotting needs matplotlib: pip install 'optplan[plot]'"
+
+#: Legend entry of the arrows :func:`plot_scaling` draws on a log axis in place of lower error
+#: bars that reach 0 or below.
+CUT_BAR_NOTE = "arrow: lower bar <= 0, off the log axis"
 
 #: Opacity of the confidence band drawn by :func:`plot_regret`.
 BAND_ALPHA = 0.25
@@ -216,12 +221,17 @@ def figure_legend(fig: Figure, axes, *, ncols: int | None = None, fontsize: floa
                 labels.append(lab)
     if not labels:
         return
+    if ncols is None:
+        # As many columns as the longest entry lets fit across the figure (about 0.6 em a
+        # character, plus the handle), at most 5.
+        entry = fontsize / 72 * (0.6 * max(len(lab) for lab in labels) + 4)
+        ncols = max(1, min(len(labels), 5, int(fig.get_figwidth() / entry)))
     fig.set_layout_engine("constrained")
     fig.legend(
         [handles[lab] for lab in labels],
         labels,
         loc="outside lower center",
-        ncols=ncols or min(len(labels), 5),
+        ncols=ncols,
         fontsize=fontsize,
         frameon=False,
     )
@@ -260,7 +270,9 @@ def plot_scaling(
     Each label gets a line with markers (the i-th label ``STYLES[i]``'s) through the statistic
     and error bars (the confidence half-width, or the quartiles). Unless `partial`, a size
     where any seed is NaN (or infinite) is omitted: an instance an agent did not solve within
-    the cap is not plotted.
+    the cap is not plotted. On a log y axis a lower bar reaching 0 or below is drawn as an
+    arrow to the axis' bottom (legend entry :data:`CUT_BAR_NOTE`), and a label whose statistic
+    is <= 0 at some sizes gets a legend entry saying at how many it is not drawn.
 
     Parameters
     ----------
@@ -305,9 +317,20 @@ def plot_scaling(
     """
     _matplotlib()
     level = check_level(level)
-    all_x = _scaling_lines(ax, sizes, stat, level, partial, dodge)
+    all_x, cut = _scaling_lines(ax, sizes, stat, level, partial, dodge, logy)
     if reference is not None and all_x:
         _reference_line(ax, reference, reference_label, np.unique(np.concatenate(all_x)))
+    if cut:
+        # A proxy artist: the legend (the panel's or the figure's) says what the arrows mean.
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            marker=r"$\downarrow$",
+            markersize=9,
+            color="0.3",
+            label=CUT_BAR_NOTE,
+        )
     if ticks_at_data and all_x:
         ticks = np.unique(np.concatenate(all_x))
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
@@ -316,13 +339,16 @@ def plot_scaling(
     return ax
 
 
-def _scaling_lines(ax, sizes, stat: str, level: float, partial: bool, dodge: float) -> list:
-    """Check and draw every label of :func:`plot_scaling`; the sizes ``x`` of each."""
+def _scaling_lines(
+    ax, sizes, stat: str, level: float, partial: bool, dodge: float, logy: bool
+) -> tuple[list, int]:
+    """Check and draw every label of :func:`plot_scaling`; the sizes ``x`` of each and the
+    number of lower bars cut at a log axis' bottom."""
     if stat not in ("mean", "median"):
         raise OptplanError(f"stat must be 'mean' or 'median', got {stat!r}")
     if not (math.isfinite(dodge) and 0.0 <= dodge * max(len(sizes) - 1, 0) < 1.0):
         raise OptplanError(f"dodge must be >= 0 and shift every x by less than 100%, got {dodge!r}")
-    all_x = []
+    all_x, cut = [], 0
     for i, (label, (x, y)) in enumerate(sizes.items()):
         xx = np.asarray(x, dtype=float)
         if xx.ndim != 1:
@@ -330,8 +356,8 @@ def _scaling_lines(ax, sizes, stat: str, level: float, partial: bool, dodge: flo
         runs = _runs(label, y, xx.size, "sizes", xx.shape)
         all_x.append(xx)
         xx = xx * (1.0 + dodge * (i - (len(sizes) - 1) / 2.0))
-        _scaling_line(ax, i, label, xx, runs, stat, level, partial)
-    return all_x
+        cut += _scaling_line(ax, i, label, xx, runs, stat, level, partial, logy)
+    return all_x, cut
 
 
 def _reference_line(ax, reference: Callable, label: str | None, xs: np.ndarray) -> None:
@@ -347,9 +373,15 @@ def _reference_line(ax, reference: Callable, label: str | None, xs: np.ndarray) 
     )
 
 
-def _scaling_line(ax, i: int, label, xx, runs, stat: str, level: float, partial: bool) -> None:
+def _scaling_line(
+    ax, i: int, label, xx, runs, stat: str, level: float, partial: bool, logy: bool
+) -> int:
     """The ``i``-th label of :func:`plot_scaling`: its line through the statistic, its error
-    bars, and (``partial``) the hollow markers with ``"k/n"`` of the sizes some seeds missed."""
+    bars, and (``partial``) the hollow markers with ``"k/n"`` of the sizes some seeds missed.
+
+    On a log axis (`logy`) a lower bar reaching 0 or below has no place on the axis: it is
+    drawn as an arrow from the point down to the axis' bottom instead (returns how many), and
+    a statistic <= 0 is not drawn, which a legend entry of the label says."""
     finite = np.isfinite(runs)
     n_ok = finite.sum(axis=0)
     full = n_ok == runs.shape[0] if runs.shape[0] else np.zeros(xx.size, bool)
@@ -368,14 +400,35 @@ def _scaling_line(ax, i: int, label, xx, runs, stat: str, level: float, partial:
         label=str(label),
     )
     colour = line.get_color()
+    lo, hi = np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=0.0)
+    cut = (centre > 0) & (centre - lo <= 0) if logy else np.zeros(centre.size, bool)
     ax.errorbar(
         xx[keep],
         centre,
-        yerr=np.vstack([np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=0.0)]),
+        yerr=np.vstack([np.where(cut, 0.0, lo), hi]),
         fmt="none",
         ecolor=colour,
         capsize=3,
     )
+    hidden = int(np.sum(centre <= 0)) if logy else 0
+    if hidden:
+        # A value <= 0 has no place on a log axis: the legend names what is missing.
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            color=colour,
+            label=f"{label}: <= 0 at {hidden} of {centre.size} sizes, not on the log axis",
+        )
+    for xv, yv in zip(xx[keep][cut], centre[cut], strict=True):
+        ax.annotate(
+            "",
+            xy=(xv, 0.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(xv, yv),
+            textcoords="data",
+            arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.0, shrinkA=0, shrinkB=0),
+        )
     some = ~full[keep]
     if partial and some.any():
         ax.plot(
@@ -396,6 +449,7 @@ def _scaling_line(ax, i: int, label, xx, runs, stat: str, level: float, partial:
                 fontsize=7,
                 color=colour,
             )
+    return int(cut.sum())
 
 
 def _null_locator():
