@@ -5,7 +5,9 @@
   form expose: ``P[s][a] = [(prob, next_state, reward, terminated), ...]``.
 * :func:`from_mdptoolbox` / :func:`to_mdptoolbox` convert pymdptoolbox's layout
   ``P[a, s, s']`` and ``R[s, a]`` (or ``R[a, s, s']``) to and from a
-  :class:`~optplan.mdp.TabularMDP` (``P[s, a, s']``).
+  :class:`~optplan.mdp.TabularMDP` (``P[s, a, s']``). The round trip is lossless:
+  ``from_mdptoolbox(*to_mdptoolbox(mdp)) == mdp`` (:class:`MDPToolboxModel` carries the
+  discount, start distribution and name beside pymdptoolbox's two arrays).
 
 Rewards become expectations over the next state, ``R[s, a] = sum_k p_k r_k``; the sampled
 reward law is not kept (a :class:`~optplan.mdp.TabularMDP` holds expected rewards only).
@@ -14,13 +16,21 @@ reward law is not kept (a :class:`~optplan.mdp.TabularMDP` holds expected reward
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
 from ._checks import ROW_SUM_TOL, OptplanError, OptplanTypeError, check_label
 from .mdp import TabularMDP, check_model_size
 
-__all__ = ["TERMINAL_MODES", "from_gymnasium", "from_mdptoolbox", "to_mdptoolbox", "table_of"]
+__all__ = [
+    "TERMINAL_MODES",
+    "MDPToolboxModel",
+    "from_gymnasium",
+    "from_mdptoolbox",
+    "to_mdptoolbox",
+    "table_of",
+]
 
 #: Accepted values of ``from_gymnasium(terminal=...)``.
 TERMINAL_MODES = ("absorbing", "restart")
@@ -268,9 +278,17 @@ def _initial(inner, initial, S: int) -> np.ndarray:
 
 
 def from_mdptoolbox(
-    P, R, discount: float | None = None, initial=None, name: str = ""
+    P,
+    R,
+    discount: float | None = None,
+    initial=None,
+    action_mask=None,
+    name: str = "",
 ) -> TabularMDP:
     """A :class:`~optplan.mdp.TabularMDP` from pymdptoolbox's arrays.
+
+    The parameters after ``R`` are the fields of :class:`MDPToolboxModel` in order, so
+    ``from_mdptoolbox(*to_mdptoolbox(mdp)) == mdp``.
 
     Parameters
     ----------
@@ -281,18 +299,38 @@ def from_mdptoolbox(
         alike), or per transition ``R[a, s, s']``, whose expectation
         ``sum_s' P[a, s, s'] R[a, s, s']`` is taken.
     discount : float in [0, 1), optional
+        ``None``: an average-reward model.
     initial : array_like, shape (S,), optional
+        Start distribution; uniform if omitted (pymdptoolbox has none).
+    action_mask : array_like of bool, shape (S, A), optional
+        Admissible actions; all if omitted (pymdptoolbox has no masks).
     name : str, optional
 
     Returns
     -------
     TabularMDP
         ``P[s, a, s'] = P_toolbox[a, s, s']``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[[0.5, 0.5], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]])  # P[a, s, s']
+    >>> R = np.array([[0.0, 1.0], [2.0, 0.0]])                            # R[s, a]
+    >>> from_mdptoolbox(P, R, 0.9)
+    TabularMDP(S=2, A=2, discount=0.9)
     """
     mats = [_dense(m) for m in P] if isinstance(P, (list, tuple)) else None
     Pt = np.asarray(mats if mats is not None else _dense(P), dtype=float)
     if Pt.ndim != 3 or Pt.shape[1] != Pt.shape[2]:
-        raise OptplanError(f"P must have shape (A, S, S) (pymdptoolbox's layout), got {Pt.shape}")
+        hint = ""
+        if Pt.ndim == 3 and Pt.shape[0] == Pt.shape[2]:
+            hint = (
+                f"; {Pt.shape} looks like optplan's own layout P[s, a, s'] (S, A, S), which "
+                f"TabularMDP takes as it is"
+            )
+        raise OptplanError(
+            f"P must have shape (A, S, S) (pymdptoolbox's layout P[a, s, s']), got {Pt.shape}{hint}"
+        )
     A, S, _ = Pt.shape
     Rt = np.asarray(
         [_dense(m) for m in R] if isinstance(R, (list, tuple)) else _dense(R), dtype=float
@@ -306,27 +344,93 @@ def from_mdptoolbox(
     else:
         raise OptplanError(
             f"R has shape {Rt.shape}; pymdptoolbox's forms are (S, A) = {(S, A)}, (S,) = "
-            f"{(S,)} or (A, S, S) = {(A, S, S)}"
+            f"{(S,)} or (A, S, S) = {(A, S, S)} (from P {Pt.shape})"
         )
-    return TabularMDP(np.transpose(Pt, (1, 0, 2)), Rsa, discount, initial, name=name)
+    return TabularMDP(np.transpose(Pt, (1, 0, 2)), Rsa, discount, initial, action_mask, name=name)
 
 
 def _dense(m):
     return m.toarray() if hasattr(m, "toarray") else m
 
 
-def to_mdptoolbox(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, R)`` in pymdptoolbox's layout: ``P[a, s, s']`` (A, S, S) and ``R[s, a]`` (S, A).
+class MDPToolboxModel(NamedTuple):
+    """A :class:`~optplan.mdp.TabularMDP` in pymdptoolbox's layout, from :func:`to_mdptoolbox`.
 
-    The discount is not part of the pair (pymdptoolbox takes it as an argument). A model with
-    inadmissible actions is refused: pymdptoolbox has no action masks.
+    The first two fields are what pymdptoolbox's solvers take, the third its ``discount``
+    argument; the rest is what pymdptoolbox has no place for. The fields are
+    :func:`from_mdptoolbox`'s parameters in order, so ``from_mdptoolbox(*tb)`` rebuilds the
+    model exactly::
+
+        tb = op.to_mdptoolbox(mdp)
+        mdptoolbox.mdp.PolicyIteration(tb.P, tb.R, tb.discount)   # or (*tb[:3]) when discounted
+        assert op.from_mdptoolbox(*tb) == mdp
+
+    Attributes
+    ----------
+    P : ndarray, shape (A, S, S)
+        ``P[a, s, s']``.
+    R : ndarray, shape (S, A)
+        ``R[s, a]``.
+    discount : float or None
+        The model's discount (``None``: average reward).
+    initial : ndarray, shape (S,)
+        The model's start distribution.
+    action_mask : ndarray of bool, shape (S, A), or None
+        The admissible actions; ``None`` when every action is admissible.
+    name : str
+        The model's label.
+    """
+
+    P: np.ndarray
+    R: np.ndarray
+    discount: float | None
+    initial: np.ndarray
+    action_mask: np.ndarray | None
+    name: str
+
+
+def to_mdptoolbox(mdp: TabularMDP, *, allow_masked: bool = False) -> MDPToolboxModel:
+    """The model in pymdptoolbox's layout, with what pymdptoolbox has no place for beside it.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    allow_masked : bool, default False
+        pymdptoolbox has no action masks: a solver given ``P`` and ``R`` of a model with
+        inadmissible actions treats them as admissible. A masked model is therefore refused
+        unless ``allow_masked=True``, which returns its arrays as they are (the rows of
+        inadmissible pairs included) with the mask in ``action_mask``, for the round trip.
+
+    Returns
+    -------
+    MDPToolboxModel
+        ``(P, R, discount, initial, action_mask, name)``: ``P[a, s, s']`` (A, S, S) and
+        ``R[s, a]`` (S, A) first, as pymdptoolbox takes them (``P, R, *_ =
+        to_mdptoolbox(mdp)``, or ``tb.P``, ``tb.R``), then the rest of the model, so that
+        ``from_mdptoolbox(*to_mdptoolbox(mdp)) == mdp``.
+
+    Raises
+    ------
+    TypeError
+        ``mdp`` is not a :class:`~optplan.mdp.TabularMDP`.
+    ValueError
+        ``mdp`` has an inadmissible action and ``allow_masked`` is False.
     """
     if not isinstance(mdp, TabularMDP):
         raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
-    if not mdp.action_mask.all():
+    masked = not mdp.action_mask.all()
+    if masked and not allow_masked:
         s, a = (int(x) for x in np.argwhere(~mdp.action_mask)[0])
         raise OptplanError(
             f"pymdptoolbox has no action masks, but action {a} is inadmissible in state {s} "
-            f"(mdp.action_mask[{s}, {a}] is False)"
+            f"(mdp.action_mask[{s}, {a}] is False); pass allow_masked=True for the arrays "
+            f"with the mask beside them (pymdptoolbox would treat every action as admissible)"
         )
-    return np.ascontiguousarray(np.transpose(mdp.P, (1, 0, 2))), np.array(mdp.R)
+    return MDPToolboxModel(
+        P=np.ascontiguousarray(np.transpose(mdp.P, (1, 0, 2))),
+        R=np.array(mdp.R),
+        discount=mdp.discount,
+        initial=np.array(mdp.initial),
+        action_mask=np.array(mdp.action_mask) if masked else None,
+        name=mdp.name,
+    )

@@ -50,8 +50,7 @@ def test_discounted_values_match_pymdptoolbox_policy_iteration(env_id, kwargs):
         "mdptoolbox.mdp", reason="pymdptoolbox is not installed (pip install pymdptoolbox)"
     )
     mdp = from_gymnasium(make(env_id, **kwargs), discount=GAMMA)
-    P, R = to_mdptoolbox(mdp)
-    pi = mtb.PolicyIteration(P, R, GAMMA)
+    pi = mtb.PolicyIteration(*to_mdptoolbox(mdp)[:2], GAMMA)
     pi.run()
     fast = op.solve_discounted(mdp, method="fast")
     np.testing.assert_allclose(np.asarray(pi.V), fast.values, rtol=1e-9, atol=1e-9)
@@ -162,7 +161,7 @@ def test_mdptoolbox_round_trip_both_reward_layouts():
     mdp = from_mdptoolbox(P, R_sa, discount=0.9)
     assert mdp.shape == (S, A)
     np.testing.assert_array_equal(mdp.P[2, 1], P[1, 2])
-    P2, R2 = to_mdptoolbox(mdp)
+    P2, R2 = to_mdptoolbox(mdp)[:2]
     np.testing.assert_array_equal(P2, P)
     np.testing.assert_array_equal(R2, R_sa)
     R_ass = rng.normal(size=(A, S, S))
@@ -173,8 +172,65 @@ def test_mdptoolbox_round_trip_both_reward_layouts():
     with pytest.raises(ValueError, match=r"R has shape \(5, 4\)"):
         from_mdptoolbox(P, np.zeros((S, 4)))
     masked = op.TabularMDP(mdp.P, mdp.R, action_mask=np.eye(S, A, dtype=bool) | (np.arange(A) == 0))
-    with pytest.raises(ValueError, match="pymdptoolbox has no action masks"):
+    with pytest.raises(ValueError, match="pymdptoolbox has no action masks.*allow_masked=True"):
         to_mdptoolbox(masked)
+    np.testing.assert_array_equal(
+        to_mdptoolbox(masked, allow_masked=True).action_mask, masked.action_mask
+    )
+
+
+def _round_trip_models():
+    rng = np.random.default_rng(7)
+    S, A = 4, 3
+    P = rng.dirichlet(np.ones(S), size=(S, A))
+    R = rng.normal(size=(S, A))
+    mask = np.ones((S, A), dtype=bool)
+    mask[1, 0] = mask[3, 2] = False
+    P_masked = np.where(mask[:, :, None], P, 0.0)  # masked rows may be all zeros
+    return {
+        "average": op.TabularMDP(P, R),
+        "discounted": op.TabularMDP(P, R, discount=0.9, name="random"),
+        "initial": op.TabularMDP(P, R, 0.5, initial=[0.7, 0.1, 0.2, 0.0]),
+        "masked": op.TabularMDP(P_masked, R, 0.9, [0.0, 1.0, 0.0, 0.0], mask, "masked"),
+        "riverswim": op.generators.riverswim(6, discount=0.95),
+        **{
+            name: from_gymnasium(make(env_id, **kwargs), terminal=terminal, discount=discount)
+            for name, (env_id, kwargs), terminal, discount in [
+                ("frozenlake", CASES[0], "absorbing", GAMMA),
+                ("frozenlake-deterministic", CASES[1], "absorbing", None),
+                ("taxi", CASES[2], "restart", GAMMA),
+                ("cliffwalking", CASES[3], "restart", None),
+            ]
+        },
+    }
+
+
+@pytest.mark.parametrize("name", list(_round_trip_models()))
+def test_mdptoolbox_round_trip_is_lossless(name):
+    mdp = _round_trip_models()[name]
+    masked = not mdp.action_mask.all()
+    tb = to_mdptoolbox(mdp, allow_masked=True) if masked else to_mdptoolbox(mdp)
+    same = from_mdptoolbox(*tb)
+    assert same == mdp and same.criterion == mdp.criterion
+    assert from_mdptoolbox(**tb._asdict()) == mdp
+
+
+def test_mdptoolbox_round_trip_of_the_readme_lake_keeps_its_value():
+    lake = from_gymnasium(make("FrozenLake-v1", is_slippery=False), discount=GAMMA)
+    same = from_mdptoolbox(*to_mdptoolbox(lake))
+    assert same == lake
+    value = op.solve_discounted(same).values @ same.initial
+    assert value == pytest.approx(op.solve_discounted(lake).values @ lake.initial, abs=1e-12)
+
+
+def test_to_mdptoolbox_names_its_parts_and_leads_with_pymdptoolbox_arrays():
+    mdp = op.generators.riverswim(5, discount=0.9)
+    tb = to_mdptoolbox(mdp)
+    assert tb._fields == ("P", "R", "discount", "initial", "action_mask", "name")
+    assert tb.P.shape == (2, 5, 5) and tb.R.shape == (5, 2) and tb.discount == 0.9
+    np.testing.assert_array_equal(tb.P, np.transpose(mdp.P, (1, 0, 2)))
+    np.testing.assert_array_equal(tb.initial, mdp.initial)
+    assert tb.action_mask is None  # every action admissible: nothing pymdptoolbox lacks
 
 
 def test_mdptoolbox_forest_example_values_agree():
