@@ -125,3 +125,18 @@ def test_links_leaving_docs_point_at_the_site_copies():
     assert "[r](../index.md)" in out
     assert "[m](../math.md)" in out
     assert f"[c](../../examples/figures/{figure})" in out
+
+
+def test_docstring_rest_reads_as_markdown():
+    """docs/hooks/griffe_rst.py: ``.. math::`` becomes a ``$$`` block, ``Example::`` ends in a
+    colon, a top-level name's reference points where the name is defined."""
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location("docs_rst_hook", DOCS / "hooks" / "griffe_rst.py")
+    rst = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rst)
+    text = "Intro.\n\n.. math:: a = b\n    + c\n\nExample::\n\n    x = 1\n"
+    assert rst._literal_markers(rst._math(text)) == (
+        "Intro.\n\n\n$$\na = b\n+ c\n$$\n\nExample:\n\n    x = 1\n"
+    )
+    assert rst._identifier(None, "optplan.verify") == "optplan.verification.verify"
+    assert rst._identifier(None, "optplan.mdp.TabularMDP") == "optplan.mdp.TabularMDP"
