@@ -318,3 +318,67 @@ def test_plot_scaling_log_axis_names_values_it_cannot_draw():
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "oracle: <= 0 at 3 of 3 sizes, not on the log axis" in legend
     assert not any(t.startswith("random:") for t in legend)
+
+
+# --- figures of a result directory ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_env_results(tmp_path_factory):
+    from optplan.sweeps import load_results, run_sweep
+    from optplan.sweeps.sweep import sweep_from_dict
+
+    spec = {
+        "name": "small",
+        "seed": 7,
+        "seeds": 2,
+        "steps": 200,
+        "curves": {"points": 10},
+        "agents": [{"name": "random"}, {"name": "epsilon-greedy", "params": {"epsilon": 0.2}}],
+        "envs": [
+            {"name": "riverswim", "params": {"n_states": [3, 5]}},
+            {"name": "riverswim-episodic", "params": {"n_states": 4, "horizon": 6}},
+        ],
+    }
+    out = tmp_path_factory.mktemp("sweep") / "small"
+    run_sweep(sweep_from_dict(spec, source="small.toml"), out, jobs=1, quiet=True)
+    return load_results(out)
+
+
+def _panel_titles(fig) -> list[str]:
+    return [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
+
+
+def test_heatmap_figure_draws_every_environment(three_env_results):
+    """Small multiples: one row per environment configuration, one column per agent."""
+    from optplan.plots.figures import heatmap_figure
+
+    envs = list(dict.fromkeys(e for _, e in three_env_results.groups()))
+    assert len(envs) == 3
+    fig = heatmap_figure(three_env_results)
+    text = " ".join(_panel_titles(fig)) + " " + " ".join(ax.get_ylabel() for ax in fig.axes)
+    for env in envs:
+        assert env in text, (env, text)
+    panels = [ax for ax in fig.axes if ax.images or ax.containers]
+    assert len(panels) == 3 * 2
+    assert sum(bool(ax.images) for ax in panels) == 2  # the episodic row: (layer, state) images
+    one = heatmap_figure(three_env_results, envs=[envs[0]])
+    assert len([ax for ax in one.axes if ax.images or ax.containers]) == 2
+
+
+def test_cli_heatmap_draws_every_environment_or_those_named(three_env_results, monkeypatch):
+    from optplan.cli import experiments as cli_experiments
+    from optplan.cli import main
+
+    drawn = []
+    monkeypatch.setattr(
+        cli_experiments.plots, "save_figure", lambda fig, out: drawn.append(fig) or out
+    )
+    root = str(three_env_results.root)
+    assert main(["plot", root, "--kind", "heatmap", "--out", "v.png"]) == 0
+    envs = list(dict.fromkeys(e for _, e in three_env_results.groups()))
+    two = ["--env", envs[0], "--env", envs[2]]
+    assert main(["plot", root, "--kind", "heatmap", "--out", "v.png", *two]) == 0
+    titles = [" ".join(_panel_titles(fig)) for fig in drawn]
+    assert all(env in titles[0] for env in envs)
+    assert envs[0] in titles[1] and envs[2] in titles[1] and envs[1] not in titles[1]

@@ -329,8 +329,7 @@ def cmd_plot(args) -> int:
             logy=not args.linear_y,
         )
     else:
-        env = args.env[0] if args.env else None
-        fig = figures.heatmap_figure(res, env=env, agents=args.agent, log=not args.linear_y)
+        fig = figures.heatmap_figure(res, envs=args.env, agents=args.agent, log=not args.linear_y)
     path = plots.save_figure(fig, args.out)
     print(f"wrote {path}")
     return 0

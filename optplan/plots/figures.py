@@ -245,45 +245,92 @@ def _scaling_title(spec: dict, metric: str, some_nan: bool, partial: bool) -> st
     )
 
 
-def heatmap_figure(results: Results, env: str | None = None, agents=None, log: bool = True):
-    """Mean visit counts per state (per layer and state, episodic) for each agent on ``env``.
+def heatmap_figure(
+    results: Results, env: str | None = None, agents=None, log: bool = True, envs=None
+):
+    """Mean visit counts over seeds, as small multiples: one row per environment
+    configuration, one column per agent.
 
-    ``env`` defaults to the last environment configuration of the sweep (often the largest).
+    An episodic environment's row shows ``(layer, state)`` images on one colour scale (one
+    colorbar per row); a continuing environment's row shows bars per state on one y scale.
+    Every environment of the sweep is drawn unless `envs` (labels) or `env` (one label)
+    name some.
     """
     groups = _ok(results)
     env_labels = list(dict.fromkeys(e for _, e in groups))
-    env = env if env is not None else env_labels[-1]
-    _select(env_labels, [env], "environment")
+    rows = _select(env_labels, [env] if env is not None else envs, "environment")
     agent_labels = _select(
-        dict.fromkeys(a for a, e in groups if e == env), agents, "agent on that environment"
+        dict.fromkeys(a for a, e in groups if e in rows), agents, "agent on those environments"
     )
-    fig, axes = _grid(len(agent_labels), width=5.0, height=3.6)
-    flat = False
-    for ax, agent in zip(axes, agent_labels, strict=True):
-        visits = np.mean([results.arrays(r)["visits"] for r in groups[(agent, env)]], axis=0)
-        if visits.ndim == 2:
-            plots.plot_heatmap(
-                ax,
-                visits,
-                log=log,
-                title=agent,
-                ylabel="layer",
-                cbar_label="log10(1 + visits)" if log else "visits",
-            )
+    fig, axes = plots.new_figure(ncols=len(agent_labels), nrows=len(rows), width=3.6, height=2.6)
+    fig.set_layout_engine("constrained")
+    ncols = len(agent_labels)
+    kinds = set()
+    for r, row_env in enumerate(rows):
+        row_axes = axes[r * ncols : (r + 1) * ncols]
+        visits = {
+            agent: np.mean([results.arrays(rec)["visits"] for rec in groups[(agent, row_env)]], 0)
+            for agent in agent_labels
+            if groups.get((agent, row_env))
+        }
+        for ax, agent in zip(row_axes, agent_labels, strict=True):
+            if agent not in visits:
+                ax.set_axis_off()
+                ax.set_title(f"{agent}: not run on this environment", fontsize=8)
+        drawn = [
+            (ax, visits[a]) for ax, a in zip(row_axes, agent_labels, strict=True) if a in visits
+        ]
+        if not drawn:
             continue
-        # A continuing environment has no layers: one bar per state, not a 1-row image.
-        flat = True
-        states = np.arange(visits.size)
-        ax.bar(states, visits, color="0.35")
-        if log and np.any(visits > 0):
-            ax.set_yscale("log")
+        if drawn[0][1].ndim == 2:
+            kinds.add("per (layer, state), log10(1 + visits)" if log else "per (layer, state)")
+            _heatmap_row(fig, drawn, log)
+        else:
+            kinds.add("per state (continuing: no layers, bars)")
+            _bar_row(drawn, log)
+        for ax, agent in zip(row_axes, agent_labels, strict=True):
+            if agent in visits:
+                ax.set_title(f"{agent} | {row_env}", fontsize=9)
+    n = sorted({len(groups[(a, e)]) for e in rows for a in agent_labels if groups.get((a, e))})
+    over = f"over {'/'.join(map(str, n))} seeds"
+    fig.suptitle(
+        f"{results.spec['sweep']['name']}: mean visits {over}, {'; '.join(sorted(kinds))}; "
+        "one row per environment, one scale per row",
+        fontsize=10,
+    )
+    return fig
+
+
+def _heatmap_row(fig, drawn: list, log: bool) -> None:
+    """One episodic environment's row: an image per agent on one colour scale, one colorbar."""
+    scaled = [np.log10(1.0 + v) if log else v for _, v in drawn]
+    vmin = min(float(np.nanmin(v)) for v in scaled)
+    vmax = max(float(np.nanmax(v)) for v in scaled)
+    for ax, v in drawn:
+        plots.plot_heatmap(ax, v, log=log, ylabel="layer", colorbar=False, vmin=vmin, vmax=vmax)
+    fig.colorbar(
+        drawn[-1][0].images[0],
+        ax=[ax for ax, _ in drawn],
+        label="log10(1 + visits)" if log else "visits",
+        shrink=0.9,
+    )
+
+
+def _bar_row(drawn: list, log: bool) -> None:
+    """One continuing environment's row: bars of mean visits per state, one y scale."""
+    top = max(float(np.nanmax(v)) for _, v in drawn)
+    positive = [float(np.min(v[v > 0])) for _, v in drawn if np.any(v > 0)]
+    for ax, v in drawn:
+        states = np.arange(v.size)
+        ax.bar(states, v, color="0.35")
         ax.set_xticks(states if states.size <= 20 else states[:: max(1, states.size // 10)])
         ax.set_xlabel("state")
         ax.set_ylabel("mean visits" + (" (log)" if log else ""))
-        ax.set_title(agent)
-    what = "per state (continuing: no layers)" if flat else "per (layer, state)"
-    fig.suptitle(f"{env}: mean visits {what} over seeds")
-    return fig
+        if log and positive:
+            ax.set_yscale("log")
+            ax.set_ylim(min(positive) / 2, top * 2)
+        else:
+            ax.set_ylim(0, top * 1.05 if top > 0 else 1)
 
 
 def reference_curve(expr: str) -> Callable:
