@@ -41,6 +41,7 @@ __all__ = [
     "CONTINUING",
     "MAX_MODEL_BYTES",
     "check_model_size",
+    "shape_fault",
 ]
 
 #: Every planning criterion, in this order everywhere (model files, CLI choices, sweeps). A
@@ -77,6 +78,53 @@ def check_model_size(
             f"{nbytes:,} bytes ({nbytes / 2**30:.3g} GiB), above the "
             f"{MAX_MODEL_BYTES / 2**30:g} GiB budget (optplan.mdp.MAX_MODEL_BYTES)"
         )
+
+
+def shape_fault(P_shape: tuple[int, ...], R_shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """Which of ``P`` and ``R`` has the wrong shape, and why: ``(name, "has shape ...")``, or
+    ``None`` when ``P`` is ``R``'s ``(S, A, S)`` (``(L, S, A, S)`` for ``R`` of ``(L, S, A)``).
+
+    ``P`` consistent with itself (its first and last state axes agree) and ``R`` not of its
+    ``(S, A)``: ``R`` is named (with a hint when it is transposed). Otherwise ``P`` is named,
+    with a hint when it is in pymdptoolbox's layout ``P[a, s, s']`` (actions before states).
+    :class:`TabularMDP`, :class:`FiniteHorizonMDP` and model files report through it.
+    """
+    P_shape, R_shape = tuple(P_shape), tuple(R_shape)
+    lead, (S, A) = R_shape[:-2], R_shape[-2:]
+    expected = (*lead, S, A, S)
+    if P_shape == expected:
+        return None
+    layered = len(R_shape) == 3
+    p_layout, r_layout = ("(L, S, A, S)", "(L, S, A)") if layered else ("(S, A, S)", "(S, A)")
+    if len(P_shape) == len(expected) and P_shape[-3] == P_shape[-1]:
+        implied = P_shape[:-1]  # the R that P implies: (S, A) or (L, S, A)
+        if R_shape[-2:] != implied[-2:]:
+            hint = ""
+            if R_shape[-2:] == implied[-2:][::-1]:
+                hint = "; R looks transposed (actions before states): R[s, a] is wanted"
+            return "R", (
+                f"has shape {R_shape}, expected {implied} = {r_layout} from P of shape "
+                f"{P_shape}{hint}"
+            )
+    hint = ""
+    if P_shape == (*lead, A, S, S):
+        hint = (
+            "; it looks like pymdptoolbox's layout P[a, s, s'] (actions first): "
+            "op.from_mdptoolbox(P, R, ...) converts it, or np.transpose(P, (1, 0, 2))"
+            if not layered
+            else "; it looks like P[l, a, s, s'] (actions before states): "
+            "np.transpose(P, (0, 2, 1, 3)) gives P[l, s, a, s']"
+        )
+    return (
+        "P",
+        f"has shape {P_shape}, expected {expected} = {p_layout} from R of shape {R_shape}{hint}",
+    )
+
+
+def _check_shapes(P: np.ndarray, R: np.ndarray) -> None:
+    fault = shape_fault(P.shape, R.shape)
+    if fault is not None:
+        raise OptplanError(" ".join(fault))
 
 
 def _as_float_array(name: str, value, ndim: int) -> np.ndarray:
@@ -269,10 +317,7 @@ class TabularMDP(StateActionSizes):
         P = _as_float_array("P", self.P, 3)
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
-        if P.shape != (S, A, S):
-            raise OptplanError(
-                f"P has shape {P.shape}, expected (S, A, S) = {(S, A, S)} from R {R.shape}"
-            )
+        _check_shapes(P, R)
         if S == 0 or A == 0:
             raise OptplanError(
                 f"the model needs at least one state and one action, got R {R.shape}"
@@ -362,13 +407,16 @@ class FiniteHorizonMDP(StateActionSizes):
     def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
         normalize = _check_normalize(normalize)
+        if np.ndim(self.P) == 3 and np.ndim(self.R) == 2:
+            raise OptplanError(
+                f"P has shape {np.shape(self.P)} and R {np.shape(self.R)}, a stationary model; "
+                f"a finite-horizon one has P (L, S, A, S) and R (L, S, A): "
+                f"FiniteHorizonMDP.from_stationary(TabularMDP(P, R), horizon) repeats it"
+            )
         P = _as_float_array("P", self.P, 4)
         R = _as_float_array("R", self.R, 3)
         L, S, A = R.shape
-        if P.shape != (L, S, A, S):
-            raise OptplanError(
-                f"P has shape {P.shape}, expected (L, S, A, S) = {(L, S, A, S)} from R {R.shape}"
-            )
+        _check_shapes(P, R)
         if L == 0 or S == 0 or A == 0:
             raise OptplanError(f"the model needs L, S, A >= 1, got R {R.shape}")
         mask = self.action_mask

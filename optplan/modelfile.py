@@ -42,7 +42,7 @@ import tomli_w
 
 from ._checks import OptplanError, OptplanTypeError, check_int, check_writable, write_error
 from .generators import GENERATORS
-from .mdp import CRITERIA, FiniteHorizonMDP, TabularMDP
+from .mdp import CRITERIA, FiniteHorizonMDP, TabularMDP, shape_fault
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -135,9 +135,10 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
             raise _fail(path, key, "is required in an explicit-array model (or set 'generator')")
     P = _array(path, "P", data["P"], (4,) if layered else (3,), "number")
     R = _array(path, "R", data["R"], (3,) if layered else (2,), "number")
-    lead, S, A = R.shape[:-2], R.shape[-2], R.shape[-1]
-    layout = "(L, S, A, S)" if layered else "(S, A, S)"
-    _check_shape(path, "P", P, (*lead, S, A, S), f"= {layout} from R of shape {R.shape}")
+    S, A = R.shape[-2:]
+    fault = shape_fault(P.shape, R.shape)  # names R when P is consistent and R is not
+    if fault is not None:
+        raise _fail(path, *fault)
     initial = mask = None
     if "initial" in data:
         initial = _array(path, "initial", data["initial"], (1,), "number")

@@ -29,7 +29,7 @@ def test_valid_model_and_defaults():
     "change, exc, match",
     [
         (lambda P, R: (P[0], R), ValueError, r"P must have 3 dimensions, got shape \(2, 3\)"),
-        (lambda P, R: (P, R[:2]), ValueError, r"P has shape \(3, 2, 3\), expected .*\(2, 2, 2\)"),
+        (lambda P, R: (P, R[:2]), ValueError, r"R has shape \(2, 2\), expected \(3, 2\)"),
         (lambda P, R: (P[:, :, :2], R), ValueError, r"P has shape \(3, 2, 2\)"),
         (
             lambda P, R: (np.where(np.arange(3) == 1, -0.1, P) / 1.0, R),
@@ -115,7 +115,7 @@ def test_finite_horizon_model_validation():
     R = rng.random((4, 3, 2))
     m = op.FiniteHorizonMDP(P, R, action_mask=[[True, False], [True, True], [False, True]])
     assert m.horizon == 4 and m.action_mask.shape == (4, 3, 2)
-    with pytest.raises(ValueError, match=r"P has shape \(4, 3, 2, 3\), expected \(L, S, A, S\) "):
+    with pytest.raises(ValueError, match=r"P has shape \(4, 3, 2, 3\), expected \(3, 3, 2, 3\) = "):
         op.FiniteHorizonMDP(P, R[:3])
     P[2, 0, 1, 0] = -0.5
     with pytest.raises(ValueError, match=r"negative entry -0\.5 at P\[l=2, s=0, a=1, s'=0\]"):
@@ -130,3 +130,43 @@ def test_with_mask_and_discount_keep_the_rest():
     m2 = m.with_mask([[True, False]] * 3).with_discount(None)
     assert m2.discount is None and m2.name == "x" and m2.initial[0] == 1.0
     assert m2.action_mask.sum() == 3
+
+
+# --- shape errors name the argument at fault ------------------------------------------------
+
+
+def test_a_wrongly_shaped_R_is_reported_as_R():
+    P, R = small()  # P (3, 2, 3) is consistent with itself: S = 3, A = 2
+    with pytest.raises(ValueError) as err:
+        op.TabularMDP(P, R.T)
+    msg = str(err.value)
+    assert msg.startswith("R has shape (2, 3), expected (3, 2) = (S, A) from P of shape (3, 2, 3)")
+    assert "transposed" in msg
+    with pytest.raises(ValueError, match=r"^R has shape \(3, 4\), expected \(3, 2\) = \(S, A\) "):
+        op.TabularMDP(P, np.zeros((3, 4)))
+    # P inconsistent with itself: P is at fault, whatever R says
+    with pytest.raises(ValueError, match=r"^P has shape \(3, 2, 2\), expected \(3, 2, 3\) = "):
+        op.TabularMDP(P[:, :, :2], R)
+
+
+def test_a_pymdptoolbox_layout_gets_a_hint_towards_from_mdptoolbox():
+    P, R = small(S=3, A=2)
+    P_tb = np.transpose(P, (1, 0, 2))  # (A, S, S) = (2, 3, 3)
+    with pytest.raises(ValueError) as err:
+        op.TabularMDP(P_tb, R)
+    msg = str(err.value)
+    assert msg.startswith("P has shape (2, 3, 3), expected (3, 2, 3) = (S, A, S) from R")
+    assert "pymdptoolbox's layout P[a, s, s']" in msg and "op.from_mdptoolbox(P, R" in msg
+    assert op.from_mdptoolbox(P_tb, R) == op.TabularMDP(P, R)
+
+
+def test_finite_horizon_shape_errors_name_the_argument_at_fault():
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.ones(3), size=(4, 3, 2))  # (L, S, A, S) = (4, 3, 2, 3)
+    R = rng.random((4, 3, 2))
+    with pytest.raises(ValueError, match=r"^R has shape \(4, 2, 3\), expected \(4, 3, 2\) = "):
+        op.FiniteHorizonMDP(P, np.swapaxes(R, 1, 2))
+    with pytest.raises(ValueError, match=r"np\.transpose\(P, \(0, 2, 1, 3\)\)"):
+        op.FiniteHorizonMDP(np.swapaxes(P, 1, 2), R)
+    with pytest.raises(ValueError, match=r"FiniteHorizonMDP\.from_stationary"):
+        op.FiniteHorizonMDP(P[0], R[0])

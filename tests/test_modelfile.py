@@ -240,16 +240,14 @@ def test_wrong_type_discount(tmp_path):
         ("P", [[[0.5, 0.5], [1.0]], [[0.0, 1.0], [0.25, 0.75]]], "nested lists of equal length"),
         ("P", [[0.5, 0.5], [1.0, 0.0]], "must be a 3-dimensional array"),
         ("P", [[[1.0], [1.0]], [[1.0], [1.0]]], "has shape (2, 2, 1), expected (2, 2, 2)"),
-        ("R", [[0.0, 1.0, 2.0], [1.0, 0.5, 0.0]], "has shape (2, 2, 2), expected (2, 3, 2)"),
+        ("R", [[0.0, 1.0, 2.0], [1.0, 0.5, 0.0]], "has shape (2, 3), expected (2, 2) = (S, A)"),
         ("initial", [1.0, 0.0, 0.0], "has shape (3,), expected (2,)"),
         ("action_mask", [[True, True]], "has shape (1, 2), expected (2, 2)"),
     ],
 )
 def test_wrong_shape(tmp_path, key, value, detail):
     path = _write(tmp_path, dict(BASE, **{key: value}))
-    # a wrong R is reported against P, whose expected shape comes from R
-    named = "P" if key == "R" else key
-    with pytest.raises(ValueError, match=_names(path, named) + ": .*" + re.escape(detail)):
+    with pytest.raises(ValueError, match=_names(path, key) + ": .*" + re.escape(detail)):
         load_model(path)
 
 
