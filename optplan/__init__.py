@@ -117,6 +117,8 @@ class _ThenRegister:
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its own
         self.loader.exec_module(module)
+        if f"{__name__}.envs" in sys.modules:
+            return  # Gymnasium loads for optplan.envs, which registers the ids as it finishes
         try:
             _register_gymnasium_ids()
         except Exception as exc:  # never break ``import gymnasium``; say why the ids are missing

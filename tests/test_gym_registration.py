@@ -76,6 +76,9 @@ def test_make_deepsea_and_run_through_the_wrappers():
 ORDERS = {
     "optplan-then-gymnasium": "import optplan\nimport gymnasium as gym\n",
     "gymnasium-then-optplan": "import gymnasium as gym\nimport optplan\n",
+    "optplan-then-its-environments": (
+        "import optplan\nimport optplan.envs\nimport gymnasium as gym\n"
+    ),
     "optplan-then-gymnasium-submodule": (
         "import optplan\nfrom gymnasium import make\nimport gymnasium as gym\n"
     ),
@@ -91,7 +94,9 @@ def test_ids_after_a_plain_import_optplan_in_either_order(prelude):
         "assert env.unwrapped.mdp.horizon == 4\n"
         "assert set(__import__('optplan').envs.GYMNASIUM_IDS) <= set(gym.registry)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 
