@@ -239,51 +239,93 @@ def best_shared(tables: dict) -> tuple[float, float] | None:
 # --- figures -----------------------------------------------------------------------------------
 
 
-#: One colour and line style per agent, shared by the figures (the paper's constants dashed).
+#: ``agent -> (colour, line style, marker, z-order)``, shared by the figures. Every curve has
+#: its own marker, placed at its own steps (:func:`marker_steps`), so that curves on top of each
+#: other (RAVI-UCB with the paper's constants and epsilon-greedy, both close to linear) stay
+#: visible; the paper's constants are dashed and drawn on top.
 STYLE = {
-    "RAVI-UCB (paper)": ("C0", "--"),
-    "RAVI-UCB (tuned)": ("C1", "-"),
-    "RAVI-UCB-linear (paper)": ("C5", "--"),
-    "RAVI-UCB-linear (tuned)": ("C6", "-"),
-    "UCRL2 (discounted)": ("C2", "-"),
-    "PSRL": ("C3", "-"),
-    "eps-greedy": ("C4", "-."),
+    "RAVI-UCB (paper)": ("C0", "--", "o", 4.0),
+    "RAVI-UCB (tuned)": ("C1", "-", "s", 3.0),
+    "RAVI-UCB-linear (paper)": ("C5", "--", "D", 4.0),
+    "RAVI-UCB-linear (tuned)": ("C6", "-", "P", 3.0),
+    "UCRL2 (discounted)": ("C2", "-", "^", 2.5),
+    "PSRL": ("C3", "-", "v", 2.5),
+    "eps-greedy": ("C4", "-.", "X", 2.0),
 }
+#: The y label: the paper's regret over normalized discounted occupancies.
+YLABEL = r"$R_t = \sum_{u \leq t}\, \langle \mu^\star - \mu^{\pi_u},\, r \rangle$"
+#: Markers per curve.
+MARKERS = 6
+
+
+def marker_steps(t: np.ndarray, i: int, n: int) -> list[int]:
+    """Indices into ``t`` of :data:`MARKERS` log-spaced steps from ``t = 10`` on, shifted by
+    ``i / n`` of their spacing for the ``i``-th of ``n`` curves: curves never share a marker."""
+    lo = max(np.log10(max(t[0], 1.0)), 1.0)
+    hi = np.log10(t[-1])
+    step = (hi - lo) / MARKERS
+    targets = 10 ** (lo + step * (np.arange(MARKERS) + (i + 0.5) / n))
+    return sorted({int(k) for k in np.searchsorted(t, targets).clip(0, t.size - 1)})
 
 
 def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
+    """``R_t`` against ``t``, log-log, one panel per environment: the mean over seeds and its
+    95% Student-t band per agent, slope-1/2 and slope-1 guides. The y axis starts at the decade
+    below the lowest positive mean, so that every curve is drawn whole; what a log axis cannot
+    show (a mean at 0, a band reaching 0) is said in the title."""
     nrows = -(-len(envs) // ncols)
     fig, axes = new_figure(ncols, nrows, width=5.2, height=3.9)
-    handles = {}
+    handles, notes = {}, set()
     for ax, env in zip(axes, envs, strict=False):
-        t_max = 1.0
-        for agent, c in data[env].items():
-            t, Y = c["t"], c["Y"]
-            m, h = mean_ci(Y, axis=0)
-            color, style = STYLE.get(agent, (None, "-"))
-            (line,) = ax.plot(t, m, style, color=color, label=agent, lw=1.5)
+        stats = {a: (c["t"], *mean_ci(c["Y"], axis=0)) for a, c in data[env].items()}
+        lowest = min(float(m[m > 0].min()) for _, m, _ in stats.values() if np.any(m > 0))
+        bottom = 10.0 ** np.floor(np.log10(lowest))
+        t_max = max(t[-1] for t, _, _ in stats.values())
+        for i, (agent, (t, m, h)) in enumerate(stats.items()):
+            color, style, marker, z = STYLE.get(agent, (None, "-", "o", 2.0))
+            (line,) = ax.plot(
+                t,
+                m,
+                linestyle=style,
+                marker=marker,
+                markevery=marker_steps(t, i, len(stats)),
+                markersize=5,
+                color=color,
+                label=agent,
+                lw=1.5,
+                zorder=z,
+            )
             ax.fill_between(
-                t, np.maximum(m - h, 1e-3), m + h, color=line.get_color(), alpha=0.2, lw=0
+                t,
+                np.maximum(m - h, bottom),
+                m + h,
+                color=line.get_color(),
+                alpha=0.2,
+                lw=0,
+                zorder=z - 1,
             )
             handles.setdefault(agent, line)
-            t_max = max(t_max, t[-1])
+            if np.any(m <= 0):
+                notes.add("a curve at 0 starts where it first exceeds 0")
+            if np.any((m > 0) & (m - h <= bottom)):
+                notes.add("bands reaching the axis' bottom are cut there")
         # slope guides from t = 10^3, a third below the panel's lowest curve there
-        low = min(np.interp(1e3, c["t"], np.nanmean(c["Y"], 0)) for c in data[env].values())
+        low = min(np.interp(1e3, t, m) for t, m, _ in stats.values())
         tt = np.array([1e3, t_max])
         for power, style in ((0.5, ":"), (1.0, "--")):
             y = max(low, 0.3) / 3 * (tt / 1e3) ** power
-            (g,) = ax.plot(tt, y, color="0.45", ls=style, lw=1)
-            handles.setdefault(f"slope {power:g} from t = 10^3 (guide)", g)
+            (g,) = ax.plot(tt, y, color="0.45", ls=style, lw=1, zorder=1)
+            handles.setdefault(f"slope {power:g} from $t = 10^3$ (guide)", g)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_ylim(bottom=0.1)
-        ax.set_xlabel("step t")
-        ax.set_ylabel("R_t = sum_u <mu* - mu^pi_u, r>")
+        ax.set_ylim(bottom=bottom)
+        ax.set_xlabel("step $t$")
+        ax.set_ylabel(YLABEL)
         ax.set_title(env, fontsize=10)
         ax.grid(alpha=0.3, which="both", lw=0.4)
     for ax in axes[len(envs) :]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title + ("" if not notes else f"\n({'; '.join(sorted(notes))})"), fontsize=10)
     fig.legend(
         list(handles.values()),
         list(handles),
@@ -375,13 +417,15 @@ def main(argv=None) -> int:
     linear = [e for e in data if e.startswith("linear")]
     n = {len(c["Y"]) for a in data.values() for c in a.values()}
     seeds = "/".join(str(k) for k in sorted(n))
+    t_end = max(int(c["t"][-1]) for a in data.values() for c in a.values())
+    horizon = f"10^{{{np.log10(t_end):.0f}}}" if np.log10(t_end) % 1 == 0 else f"{t_end:,}"
     if tabular:
         fig = regret_figure(
             data,
             tabular,
             2,
-            f"RAVI-UCB vs baselines, tabular, discounted resets: R_T (log-log), mean and 95% CI "
-            f"over {seeds} seeds",
+            f"RAVI-UCB vs baselines, tabular, discounted resets: $R_t$ to $T = {horizon}$ "
+            f"(log-log), mean and 95% CI over {seeds} seeds",
         )
         print(save_figure(fig, figures / "ravi-regret-tabular.png"), file=sys.stderr)
     if linear:
@@ -389,8 +433,8 @@ def main(argv=None) -> int:
             data,
             linear,
             3,
-            f"RAVI-UCB on linear mixtures (20 states, 2 actions, gamma = 0.9): R_T (log-log), "
-            f"mean and 95% CI over {seeds} seeds",
+            f"RAVI-UCB on linear mixtures (20 states, 2 actions, $\\gamma = 0.9$): $R_t$ to "
+            f"$T = {horizon}$ (log-log), mean and 95% CI over {seeds} seeds",
         )
         print(save_figure(fig, figures / "ravi-regret-linear.png"), file=sys.stderr)
     merged = {k: v for name in SENSITIVITY for k, v in tabs[name].items()}

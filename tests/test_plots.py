@@ -382,3 +382,65 @@ def test_cli_heatmap_draws_every_environment_or_those_named(three_env_results, m
     titles = [" ".join(_panel_titles(fig)) for fig in drawn]
     assert all(env in titles[0] for env in envs)
     assert envs[0] in titles[1] and envs[2] in titles[1] and envs[1] not in titles[1]
+
+
+# --- examples/ravi_ucb_experiments.py's regret figure --------------------------------------
+
+
+def _ravi_example():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "ravi_ucb_experiments.py"
+    spec = importlib.util.spec_from_file_location("ravi_ucb_experiments_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ravi_data():
+    """One panel shaped like the RAVI sweeps' results: RAVI-UCB (paper) and eps-greedy on the
+    same curve, UCRL2 far below 0.1 for its first thousand steps."""
+    t = np.unique(np.geomspace(1, 1e5, 80).round())
+    rng = np.random.default_rng(0)
+
+    def seeds(curve):
+        return curve * (1 + 0.05 * rng.standard_normal((5, 1)))
+
+    linear = 0.13 * t
+    curves = {
+        "RAVI-UCB (paper)": seeds(linear),
+        "RAVI-UCB (tuned)": seeds(np.minimum(linear, 200.0)),
+        "UCRL2 (discounted)": seeds(2e-3 * t),
+        "PSRL": seeds(np.minimum(linear, 150.0)),
+        "eps-greedy": seeds(linear),
+    }
+    agents = {a: {"t": t, "Y": Y, "realized": Y[:, -1]} for a, Y in curves.items()}
+    return {"riverswim-6 gamma=0.9": agents}
+
+
+def test_ravi_regret_figure_shows_every_curve_with_a_mathtext_label():
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    ex = _ravi_example()
+    data = _ravi_data()
+    env = next(iter(data))
+    fig = ex.regret_figure(data, [env], 2, "RAVI-UCB vs baselines")
+    ax = fig.axes[0]
+    FigureCanvasAgg(fig).draw()  # the mathtext parses
+    bottom, top = ax.get_ylim()
+    lines = {ln.get_label(): ln for ln in ax.lines if ln.get_label() in data[env]}
+    assert set(lines) == set(data[env])
+    for agent, line in lines.items():
+        y = np.asarray(line.get_ydata(), dtype=float)
+        assert bottom <= y[y > 0].min() and y.max() <= top, (agent, bottom, y[y > 0].min())
+    # no curve hides another: each its own marker and line style, markers at its own points
+    styles = [(str(ln.get_linestyle()), ln.get_marker()) for ln in lines.values()]
+    assert len({m for _, m in styles}) == len(styles)
+    paper, eps = lines["RAVI-UCB (paper)"], lines["eps-greedy"]
+    assert paper.get_linestyle() != eps.get_linestyle()
+    assert not set(paper.get_markevery()) & set(eps.get_markevery())
+    assert paper.get_zorder() != eps.get_zorder()
+    label = ax.get_ylabel()
+    assert label.startswith("$") and r"\sum" in label and "mu^pi" not in label
