@@ -63,7 +63,9 @@ def test_every_registered_agent_builds_from_an_env_and_runs(name):
 @pytest.mark.parametrize("name", ["random", "mdp-ucb", "olp", "mdp-dmed", "ucrl2", "psrl"])
 def test_a_model_works_as_well_as_an_env(name):
     env, criterion = _suitable_env(name)
-    from_model = make_agent(name, env.unwrapped.mdp)
+    # a model declares no reward noise: psrl is told the environment's (none)
+    noise = {"sigma": env.unwrapped.reward_noise} if name == "psrl" else {}
+    from_model = make_agent(name, env.unwrapped.mdp, **noise)
     from_env = make_agent(name, env)
     a = run(from_model, env, steps=30, seed=1, criterion=criterion).actions
     b = run(from_env, env, steps=30, seed=1, criterion=criterion).actions

@@ -11,13 +11,23 @@ episodic one), never the transitions it is meant to learn.
 
 from __future__ import annotations
 
+import warnings
 import weakref
+
+import numpy as np
 
 from .._checks import OptplanError, OptplanTypeError
 from .._params import Param
 from ..mdp import FiniteHorizonMDP, TabularMDP
 
-__all__ = ["env_model", "env_shape", "continuing_shape", "env_discount", "DISCOUNT_FROM_ENV"]
+__all__ = [
+    "env_model",
+    "env_shape",
+    "continuing_shape",
+    "env_discount",
+    "env_reward_sd",
+    "DISCOUNT_FROM_ENV",
+]
 
 #: Toy-text environments converted once (agents' builders and the oracle ask for the model).
 _CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -98,6 +108,39 @@ def env_discount(env, who: str, discount) -> float:
                 "with discounted resets, e.g. riverswim-resets)"
             )
     return discount
+
+
+def env_reward_sd(
+    env, sigma=None, default: float = 1.0, scalar: bool = False, who: str | None = None
+):
+    """``sigma`` if given, else the reward-noise standard deviation ``env`` declares, else
+    ``default`` (with a warning naming ``who`` and the assumption when ``who`` is given); with
+    ``scalar``, one number (the largest of a per-pair declaration) for an agent that takes
+    one.
+
+    What an environment declares: ``reward_sd`` (one per pair, or one number:
+    :class:`~optplan.envs.UBEChain`), else ``reward_noise`` (the sd of the Gaussian noise it
+    adds to the expected rewards: :class:`~optplan.envs.TabularEnv`,
+    :class:`~optplan.envs.DeepSea`, whose bsuite variant adds it only at the ends of the
+    last row). A model, or an environment declaring neither, gives ``default``: its noise is
+    not known.
+    """
+    if sigma is not None:
+        return sigma
+    base = getattr(env, "unwrapped", env)
+    for attribute in ("reward_sd", "reward_noise"):
+        declared = getattr(base, attribute, None)
+        if declared is not None:
+            return float(np.max(declared)) if scalar and np.ndim(declared) else declared
+    if who is not None:
+        warnings.warn(
+            f"{who}: sigma is unset and {type(base).__name__} declares no reward noise (no "
+            f"reward_sd or reward_noise attribute): assuming a reward noise sd of {default:g}; "
+            f"set sigma to the noise's sd",
+            UserWarning,
+            stacklevel=5,  # the caller of make_agent
+        )
+    return default
 
 
 #: The registry parameter of the agents that take their discount from :func:`env_discount`.

@@ -42,7 +42,7 @@ from .._checks import OptplanError, as_numeric, check_choice, check_positive
 from .._params import Component, Param
 from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
-from ._env import env_model, env_shape
+from ._env import env_model, env_reward_sd, env_shape
 from .base import ConicFallback, LayerClock, check_count, check_rng
 
 __all__ = ["LayeredPosterior", "KLearning", "TEMPERATURES"]  # LayeredPosterior: re-export
@@ -235,10 +235,16 @@ def episodic_shape(env, who: str):
     return L, S, A, env_model(env).initial
 
 
-def posterior_args(env, who: str, transitions: str, transition_prior) -> dict:
-    """The sizes, start distribution and transition prior of an episodic agent on ``env``:
-    ``transitions`` is ``"dirichlet"`` (pseudo-count ``transition_prior``) or
-    ``"deterministic"`` (one unknown next state per pair, no pseudo-count)."""
+def posterior_args(
+    env, who: str, transitions: str, transition_prior, sigma=None, scalar_sigma: bool = False
+) -> dict:
+    """The sizes, start distribution, reward noise and transition prior of an episodic agent
+    on ``env``: ``transitions`` is ``"dirichlet"`` (pseudo-count ``transition_prior``) or
+    ``"deterministic"`` (one unknown next state per pair, no pseudo-count); ``sigma`` unset
+    is the noise sd the environment declares (:func:`~optplan.agents._env.env_reward_sd`:
+    its ``reward_sd`` or ``reward_noise``), 1 with a warning when it declares none (a model
+    alone, or an environment without either attribute); ``scalar_sigma``: one
+    number, the largest per-pair sd (K-learning's temperature problem takes one)."""
     L, S, A, initial = episodic_shape(env, who)
     check_choice("transitions", transitions, TRANSITIONS)
     if transitions == "deterministic":
@@ -253,13 +259,20 @@ def posterior_args(env, who: str, transitions: str, transition_prior) -> dict:
         "n_actions": A,
         "n_layers": L,
         "initial": initial,
+        "sigma": env_reward_sd(env, sigma, scalar=scalar_sigma, who=who),
         "transition_prior": transition_prior,
     }
 
 
 #: The posterior's parameters, shared with ``psrl``.
 POSTERIOR_PARAMS = (
-    Param("sigma", "float", 1.0, "reward noise scale (posterior and K-learning bonus)"),
+    Param(
+        "sigma",
+        "float",
+        None,
+        "reward noise sd (posterior, K-learning bonus); unset: the env's "
+        "(reward_sd / reward_noise), else 1",
+    ),
     Param("prior_var", "float", 1.0, "prior variance of each mean reward (prior mean 0)"),
     Param("transition_prior", "float", None, "Dirichlet pseudo-count per next state; 1/S"),
     Param(
@@ -271,8 +284,8 @@ POSTERIOR_PARAMS = (
 )
 
 
-def _k_learning(env, criterion, transitions, transition_prior, **params):
-    args = posterior_args(env, "k-learning", transitions, transition_prior)
+def _k_learning(env, criterion, transitions, transition_prior, sigma, **params):
+    args = posterior_args(env, "k-learning", transitions, transition_prior, sigma, True)
     return KLearning(**args, **params)
 
 

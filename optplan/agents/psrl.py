@@ -41,8 +41,11 @@ class PSRL(EpisodicAgent):
         model).
     n_layers : int
         ``L``.
-    sigma : float > 0, default 1.0
-        Known reward noise sd of the Gaussian reward posterior.
+    sigma : float >= 0 or array (L, S, A) of such, default 1.0
+        Known reward noise sd of the Gaussian reward posterior (0: exact rewards).
+        ``make_agent("psrl", env)`` takes the environment's declared noise (its
+        ``reward_sd`` or ``reward_noise``: 0 on bsuite's deterministic DeepSea) unless
+        ``sigma`` is given, 1 when it declares none.
     prior_var : float > 0, default 1.0
         Prior variance of each mean reward (prior mean 0).
     transition_prior : float > 0 or "deterministic", optional
@@ -142,8 +145,8 @@ class ContinuingPSRL(PosteriorAgent):
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
 
 
-def _psrl(env, criterion, transitions, transition_prior, **params):
-    return PSRL(**posterior_args(env, "psrl", transitions, transition_prior), **params)
+def _psrl(env, criterion, transitions, transition_prior, sigma, **params):
+    return PSRL(**posterior_args(env, "psrl", transitions, transition_prior, sigma), **params)
 
 
 def _psrl_continuing(env, criterion, discount, planning, **params):
