@@ -1,10 +1,10 @@
 """The tutorials' code runs: every ```python block of each docs/tutorials/*.md (and of the
 home page, docs/index.md), in order.
 
-One namespace per page, as a reader pasting the blocks into one session would have; the working
-directory is a temporary one holding a link to the repository's ``models/`` (the pages read
-``models/*.toml`` as from the repository root, and write their own files where they stand);
-matplotlib draws with the Agg backend.
+One namespace per page, as a reader pasting the blocks into one Python interpreter has; the
+working directory is a temporary one holding a link to the repository's ``models/`` (the pages
+read ``models/*.toml`` as from the repository root, and write their own files where they
+stand); the blocks run as ``__main__``, as a script does; matplotlib draws with Agg.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def python_blocks(page: Path) -> list[tuple[int, str]]:
 
 def _param(page: Path):
     marks = [pytest.mark.slow] if page.name in SLOW else []
-    return pytest.param(page, id=page.stem, marks=marks)  # ids: solve, verify, agents, index
+    return pytest.param(page, id=page.stem, marks=marks)
 
 
 TUTORIAL_PAGES = sorted(TUTORIALS.glob("*.md"))
@@ -49,17 +49,27 @@ def test_tutorial_runs(page, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     (tmp_path / "models").symlink_to(ROOT / "models", target_is_directory=True)
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__main__"}  # as a script run by python
-    for line, code in python_blocks(page):
-        # Each block compiled under the page's name with its own line numbers, so a traceback
-        # points at the page and line a reader sees.
-        padded = "\n" * (line - 1) + code
-        try:
-            exec(compile(padded, str(page.relative_to(ROOT)), "exec"), namespace)
-        except Exception as err:
-            raise AssertionError(
-                f"{page.name}: the block starting on line {line} raised {err!r}"
-            ) from err
-    import matplotlib.pyplot as plt
+    # A page may register its own agents or environments: the tables are restored after it.
+    from optplan.agents.registry import AGENTS
+    from optplan.envs.registry import ENVS
 
-    plt.close("all")
+    tables = [(AGENTS, dict(AGENTS)), (ENVS, dict(ENVS))]
+    namespace: dict = {"__name__": "__main__"}  # as a script run by python
+    try:
+        for line, code in python_blocks(page):
+            # Each block compiled under the page's name with its own line numbers, so a
+            # traceback points at the page and line a reader sees.
+            padded = "\n" * (line - 1) + code
+            try:
+                exec(compile(padded, str(page.relative_to(ROOT)), "exec"), namespace)
+            except Exception as err:
+                raise AssertionError(
+                    f"{page.name}: the block starting on line {line} raised {err!r}"
+                ) from err
+    finally:
+        for table, saved in tables:
+            table.clear()
+            table.update(saved)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
