@@ -7,10 +7,11 @@ Run from the repository root:
     python examples/index_agents_regret.py --table  # only print the table from existing results
     python examples/index_agents_regret.py --quick  # 2 runs x 3,000 steps per sweep, same code
 
-Results go to results/<sweep name> (resumable), figures <sweep name>.png (gap regret) and
-<sweep name>-pseudo.png (pseudo-regret) to ``--out DIR`` (default ``results/figures/``;
-``--quick`` writes both under ``out/index-agents-quick/``; git ignores both places, so only
-``--out examples/figures`` replaces the committed figures). The table gives,
+Results go to ``results/<sweep name>/`` (resumable; ``--quick``: ``results/<sweep
+name>-quick/``), figures ``<sweep name>.png`` (gap regret) and ``<sweep name>-pseudo.png``
+(pseudo-regret; ``--quick``: ``-quick`` before ``.png``) to ``--out DIR`` (default
+``results/figures/``, which git ignores; ``--out examples/figures`` replaces the committed
+figures). The table gives,
 per agent, the mean
 regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measures:
 
@@ -92,14 +93,13 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--out",
         type=Path,
-        help="directory for the figures (default results/figures/, untracked; --quick: "
-        "out/index-agents-quick/figures/; --out examples/figures replaces the committed ones)",
+        default=ROOT / "results" / "figures",
+        help="directory for the figures (default results/figures/, untracked; --out "
+        "examples/figures replaces the committed ones)",
     )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    root = ROOT / "out" / "index-agents-quick" if args.quick else None
-    results_root = root / "results" if root else ROOT / "results"
-    figures = args.out or (root / "figures" if root else ROOT / "results" / "figures")
+    quick = "-quick" if args.quick else ""
     at = (QUICK_STEPS // 10, QUICK_STEPS) if args.quick else (1000, 10000)
     print(
         f"| agent | env | runs | gap regret T={at[0]:,} | T={at[1]:,} | ratio | regret T={at[0]:,} "
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|---|---|---|---|"
     )
     for key, title in FIGS.items():
-        res_dir = results_root / key
+        res_dir = ROOT / "results" / f"{key}{quick}"
         if not args.table:
             report = run_sweep(_sweep(key, args.quick), res_dir, jobs=args.jobs)
             print(report, file=sys.stderr)
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                 f"{'/'.join(str(n) for n in sorted(runs))} runs",
                 fontsize=9,
             )
-            print(save_figure(fig, figures / f"{key}{suffix}.png"), file=sys.stderr)
+            print(save_figure(fig, args.out / f"{key}{suffix}{quick}.png"), file=sys.stderr)
     return 0
 
 

@@ -34,7 +34,8 @@ The deterministic-prior configuration::
     python examples/k_learning_deepsea.py tau     # tau* against episodes, both priors
 
 Quick reproduction of Fig. 2 (the same sweep file and code, depths 4-10, 3 seeds, cap 10^3
-episodes; results and figure under ``out/k-learning-quick/``, which git ignores)::
+episodes; results in ``results/k-learning-quick/``, the figure ``k-learning-fig2-quick.png``
+into ``--out DIR``)::
 
     python examples/k_learning_deepsea.py quick
 
@@ -70,7 +71,8 @@ from optplan.sweeps.sweep import sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "results" / "figures"  # untracked; --out examples/figures: the committed
-#: --quick: depths, seeds and episode cap of the Fig. 2 sweep.
+#: quick: depths, seeds and episode cap of the Fig. 2 sweep, and where its results go.
+QUICK_RESULTS = ROOT / "results" / "k-learning-quick"
 QUICK_SIZES, QUICK_SEEDS, QUICK_EPISODES = [4, 6, 8, 10], 3, 1000
 SNAPSHOTS = (5, 50, 100, 300, 1000)
 
@@ -340,9 +342,10 @@ def tau_curve(out: Path, L: int, episodes: int, seed: int) -> None:
     print(f"wrote {out}")
 
 
-def quick(out_dir: Path, jobs: int) -> None:
+def quick(out: Path, jobs: int) -> None:
     """models/sweeps/k-learning-fig2.toml at depths 4-10, 3 seeds, cap 10^3: the same agents,
-    environment, criterion and code as Fig. 2, then the same table and figure."""
+    environment, criterion and code as Fig. 2, then the same table and figure (``out``: its
+    path; the results in ``QUICK_RESULTS``)."""
     path = ROOT / "models" / "sweeps" / "k-learning-fig2.toml"
     data = tomllib.loads(path.read_text())
     data.update(
@@ -356,9 +359,9 @@ def quick(out_dir: Path, jobs: int) -> None:
         env["params"]["size"] = list(QUICK_SIZES)
     sweep = sweep_from_dict(data, source=str(path))
     t0 = time.perf_counter()
-    report = run_sweep(sweep, out_dir / "results", jobs=jobs, quiet=True)
+    report = run_sweep(sweep, QUICK_RESULTS, jobs=jobs, quiet=True)
     print(f"{report} ({time.perf_counter() - t0:.1f} s)")
-    fig2(str(out_dir / "results"), out_dir / "k-learning-fig2.png")
+    fig2(str(QUICK_RESULTS), out)
 
 
 #: Agents of the goal-rate figure: label -> builder(L, env).
@@ -444,7 +447,15 @@ def main() -> None:
     f2.add_argument("results", help="result directory of models/sweeps/k-learning-fig2.toml")
     f2.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     f34 = sub.add_parser("fig34", help="value and visit heatmaps, L = 50")
-    f34.add_argument("--out", "--out-dir", dest="out_dir", type=Path, default=DEFAULT_OUT)
+    f34.add_argument(
+        "--out",
+        "--out-dir",
+        dest="out_dir",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="directory for the figures (default results/figures/, untracked; "
+        "--out examples/figures replaces the committed ones)",
+    )
     f34.add_argument("--episodes", type=int, default=1000)
     f34.add_argument("--seed", type=int, default=0)
     nz = sub.add_parser("noise", help="tau* K-learning (deterministic prior) vs reward noise")
@@ -457,9 +468,7 @@ def main() -> None:
     tc.add_argument("--episodes", type=int, default=3000)
     tc.add_argument("--seed", type=int, default=0)
     qk = sub.add_parser("quick", help="Fig. 2 sweep at depths 4-10, 3 seeds, cap 10^3")
-    qk.add_argument(
-        "--out", "--out-dir", dest="out_dir", type=Path, default=ROOT / "out" / "k-learning-quick"
-    )
+    qk.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
     qk.add_argument("--jobs", type=int, default=2)
     gr = sub.add_parser("goal-rate", help="goal-rate learning curves, L = 10 and 20")
     gr.add_argument("--out", type=Path, default=DEFAULT_OUT, help=OUT_HELP)
@@ -468,7 +477,7 @@ def main() -> None:
     gr.add_argument("--episodes", type=int, default=2000)
     args = p.parse_args()
     if args.what == "quick":
-        quick(args.out_dir, args.jobs)
+        quick(_figure_path(args.out, "k-learning-fig2-quick.png"), args.jobs)
     elif args.what == "goal-rate":
         goal_rate(
             _figure_path(args.out, "deepsea-goal-rate.png"), args.sizes, args.seeds, args.episodes

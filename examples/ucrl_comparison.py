@@ -9,9 +9,10 @@ Run from the repository root:
     python examples/ucrl_comparison.py --table   # only the table and figure from existing results
     python examples/ucrl_comparison.py --quick   # 2 runs x 3,000 steps, same code: about 2 minutes
 
-Results go to results/ucrl-comparison, the figure ucrl-comparison.png to ``--out DIR`` (default
-``results/figures/``; ``--quick``: both under ``out/ucrl-quick/``; git ignores both places;
-``--out examples/figures`` replaces the committed figure). The
+Results go to ``results/ucrl-comparison/`` (``--quick``: ``results/ucrl-comparison-quick/``),
+the figure ``ucrl-comparison.png`` (``--quick``: ``ucrl-comparison-quick.png``) to ``--out DIR``
+(default ``results/figures/``, which git ignores; ``--out examples/figures`` replaces the
+committed figure). The
 table gives, per agent and environment, the mean regret at T = 10^4 and T = 10^5 with the 95%
 half-width (Student t over the runs) and their ratio (10: linear growth, 1: no growth after
 10^4), for the gap regret ``sum_t Delta(x_t, a_t)`` (the true model's average-reward action
@@ -66,15 +67,15 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--out",
         type=Path,
-        help="directory for the figure (default results/figures/, untracked; --quick: "
-        "out/ucrl-quick/figures/; --out examples/figures replaces the committed one)",
+        default=ROOT / "results" / "figures",
+        help="directory for the figure (default results/figures/, untracked; --out "
+        "examples/figures replaces the committed one)",
     )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    root = ROOT / "out" / "ucrl-quick" if args.quick else None
-    out = root / "results" / SWEEP if root else ROOT / "results" / SWEEP
-    figures = args.out or (root / "figures" if root else ROOT / "results" / "figures")
-    figure = figures / f"{SWEEP}.png"
+    suffix = "-quick" if args.quick else ""
+    out = ROOT / "results" / f"{SWEEP}{suffix}"
+    figure = args.out / f"{SWEEP}{suffix}.png"
     path = ROOT / "models" / "sweeps" / f"{SWEEP}.toml"
     at = (QUICK_STEPS // 10, QUICK_STEPS) if args.quick else AT
     if not args.table:

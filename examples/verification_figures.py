@@ -4,8 +4,8 @@ planning benchmark (fast path against each conic solver) as a plot.
 Run from the repository root:
 
     python examples/verification_figures.py crosscheck   # 700 random instances, Clarabel
-    optplan bench planning --sizes 10 30 100 300 --repeats 3 --json > out/bench-planning.json
-    python examples/verification_figures.py planning out/bench-planning.json
+    optplan bench planning --sizes 10 30 100 300 --repeats 3 --json > results/bench-planning.json
+    python examples/verification_figures.py planning results/bench-planning.json
 
 ``crosscheck`` cross-checks the seeded random instances that the tests, the benchmarks and
 ``examples/conic_status_rates.py`` share (``optplan.bench.cases``) against Clarabel and draws,
