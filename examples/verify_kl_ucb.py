@@ -14,7 +14,7 @@ fast path of every problem (the self-check).
     python examples/verify_kl_ucb.py --self-check-n 2000 --json self-check.json   # 31 min
 
 Exit status 0 when the loose version fails and the tight one passes (the example's claim);
-the self-check's findings are printed, the README's "Verify your own solver" lists them.
+the self-check's findings are printed, docs/tutorials/verify.md lists them.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Each check runs a fresh interpreter (this test process has imported everything already) and
 reads ``sys.modules`` there, so it fails as soon as some module imports, say, scipy.optimize
-or gymnasium at its top. Times are not asserted (``optplan bench`` measures, tests do not);
-the README quotes ``time optplan --help``.
+or gymnasium at its top. Times are not asserted (``optplan bench`` measures, tests do not).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Both loops run under :func:`~optplan.experiments.run`'s one BLAS thread: with se
 OpenBLAS's blocked LU may round differently from one call to the next (seen from about 150
 states), and neither loop would be reproducible bit for bit.
 
-3-state example (cowan3), ``optplan bench index-agents``: see the README.
+3-state example (cowan3), ``optplan bench index-agents``: see docs/benchmarks.md.
 """
 
 from __future__ import annotations
