@@ -47,8 +47,8 @@ class MomentMatching(ThompsonMeanModel):
     zeta : float >= 0, default 1.0
         Thompson noise scale (the draft: 1.0 throughout).
     std : {"public-code", "paper"}, default "public-code"
-        ``sd = sigma~ / gamma`` as the public code draws it (docs/sources.md Ambiguities 2: reproduce
-        with it), or ``sigma~`` as the draft and write-up write it.
+        ``sd = sigma~ / gamma`` as the public code draws it (docs/sources.md, Ambiguities 2:
+        reproduce with it), or ``sigma~`` as the draft and write-up write it.
     discount : float in (0, 1), default 0.9
     update_every, reward_prior, transition_prior, sum_of_squares, action_mask, method, solver :
         As :class:`~optplan.agents.ContinuingUBE`.

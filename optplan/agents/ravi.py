@@ -10,8 +10,9 @@ probability ``1 - gamma``, Algorithm 1); the reset moves the state, so it belong
 environment, and the agent only has to notice it. ``pi_0`` is uniform over the admissible
 actions and ``Q_1 = 0`` (``V_0 = 0``).
 
-Defaults (docs/sources.md §4, with the square roots the text extraction lost restored), ``H = 1 / (1 -
-gamma)``, ``T = horizon``, ``delta = 1 / T`` (as Theorem 4.1's proof and Theorem 5.6 set it):
+Defaults (docs/sources.md §4, with the square roots the text extraction lost restored),
+``H = 1 / (1 - gamma)``, ``T = horizon``, ``delta = 1 / T`` (as Theorem 4.1's proof and
+Theorem 5.6 set it):
 
 - ``eta = sqrt(2 log|A| / (H^2 T))`` (Theorem 4.1; 1 when ``|A| = 1``, where the policy is
   fixed anyway);
