@@ -256,6 +256,9 @@ STYLE = {
 YLABEL = r"$R_t = \sum_{u \leq t}\, \langle \mu^\star - \mu^{\pi_u},\, r \rangle$"
 #: Markers per curve.
 MARKERS = 6
+#: A mean regret below this is round-off (an agent optimal from the start sums terms of order
+#: 1e-17): drawn as 0, i.e. not on the log axis.
+ROUND_OFF = 1e-9
 
 
 def marker_steps(t: np.ndarray, i: int, n: int) -> list[int]:
@@ -268,17 +271,32 @@ def marker_steps(t: np.ndarray, i: int, n: int) -> list[int]:
     return sorted({int(k) for k in np.searchsorted(t, targets).clip(0, t.size - 1)})
 
 
+def zero_note(agent: str, t: np.ndarray, m: np.ndarray) -> str:
+    """What of ``agent``'s mean curve ``m`` is 0 (below :data:`ROUND_OFF`), so not drawn."""
+    zero = m < ROUND_OFF
+    if zero.all():
+        return f"{agent}: $R_t$ = 0 throughout (not drawn)"
+    if zero[: np.argmin(zero)].all():
+        return f"{agent}: $R_t$ = 0 until $t$ = {t[np.argmin(zero)]:,.0f} (not drawn)"
+    return f"{agent}: $R_t$ = 0 at {zero.sum()} of {zero.size} steps stored (not drawn)"
+
+
 def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
     """``R_t`` against ``t``, log-log, one panel per environment: the mean over seeds and its
     95% Student-t band per agent, slope-1/2 and slope-1 guides. The y axis starts at the decade
     below the lowest positive mean, so that every curve is drawn whole; what a log axis cannot
-    show (a mean at 0, a band reaching 0) is said in the title."""
+    show (a mean at 0 or at round-off, a band reaching 0) is said in the title."""
     nrows = -(-len(envs) // ncols)
     fig, axes = new_figure(ncols, nrows, width=5.2, height=3.9)
     handles, notes = {}, set()
     for ax, env in zip(axes, envs, strict=False):
         stats = {a: (c["t"], *mean_ci(c["Y"], axis=0)) for a, c in data[env].items()}
-        lowest = min(float(m[m > 0].min()) for _, m, _ in stats.values() if np.any(m > 0))
+        zeros = []  # what the log axis cannot show, said under the panel's title
+        for agent, (t, m, h) in stats.items():
+            if np.any(m < ROUND_OFF):
+                zeros.append(zero_note(agent, t, m))
+                stats[agent] = (t, np.where(m < ROUND_OFF, np.nan, m), h)
+        lowest = min(float(np.nanmin(m)) for _, m, _ in stats.values() if np.any(m > 0))
         bottom = 10.0 ** np.floor(np.log10(lowest))
         t_max = max(t[-1] for t, _, _ in stats.values())
         for i, (agent, (t, m, h)) in enumerate(stats.items()):
@@ -305,12 +323,10 @@ def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
                 zorder=z - 1,
             )
             handles.setdefault(agent, line)
-            if np.any(m <= 0):
-                notes.add("a curve at 0 starts where it first exceeds 0")
             if np.any((m > 0) & (m - h <= bottom)):
                 notes.add("bands reaching the axis' bottom are cut there")
         # slope guides from t = 10^3, a third below the panel's lowest curve there
-        low = min(np.interp(1e3, t, m) for t, m, _ in stats.values())
+        low = min(np.interp(1e3, t, np.nan_to_num(m)) for t, m, _ in stats.values())
         tt = np.array([1e3, t_max])
         for power, style in ((0.5, ":"), (1.0, "--")):
             y = max(low, 0.3) / 3 * (tt / 1e3) ** power
@@ -321,7 +337,7 @@ def regret_figure(data: dict, envs: list[str], ncols: int, title: str):
         ax.set_ylim(bottom=bottom)
         ax.set_xlabel("step $t$")
         ax.set_ylabel(YLABEL)
-        ax.set_title(env, fontsize=10)
+        ax.set_title("\n".join([env, *zeros]), fontsize=10 if not zeros else 9)
         ax.grid(alpha=0.3, which="both", lw=0.4)
     for ax in axes[len(envs) :]:
         ax.set_visible(False)

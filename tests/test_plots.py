@@ -444,3 +444,16 @@ def test_ravi_regret_figure_shows_every_curve_with_a_mathtext_label():
     assert paper.get_zorder() != eps.get_zorder()
     label = ax.get_ylabel()
     assert label.startswith("$") and r"\sum" in label and "mu^pi" not in label
+
+
+def test_ravi_regret_figure_names_a_curve_at_zero_instead_of_stretching_the_axis():
+    pytest.importorskip("matplotlib")
+    ex = _ravi_example()
+    data = _ravi_data()
+    env = next(iter(data))
+    ucrl = data[env]["UCRL2 (discounted)"]
+    ucrl["Y"] = np.full_like(ucrl["Y"], 1e-16) * ucrl["t"]  # optimal from the start: round-off
+    fig = ex.regret_figure(data, [env], 2, "RAVI-UCB vs baselines")
+    ax = fig.axes[0]
+    assert ax.get_ylim()[0] >= 0.1
+    assert "UCRL2 (discounted): $R_t$ = 0 throughout (not drawn)" in ax.get_title()
