@@ -13,9 +13,9 @@ from optplan.plots.plots import (  # noqa: E402
     new_figure,
     plot_heatmap,
     plot_regret,
-    plot_scaling,
     save_figure,
 )
+from optplan.plots.scaling import plot_scaling  # noqa: E402
 
 
 def _line_by_label(ax, prefix):

@@ -14,7 +14,7 @@ import numpy as np
 from .._checks import OptplanError
 from ..sweeps.records import PLOT_CURVE_KEYS
 from ..sweeps.results import Results
-from . import plots
+from . import plots, scaling
 
 __all__ = ["regret_figure", "scaling_figure", "heatmap_figure", "reference_curve", "KINDS"]
 
@@ -167,7 +167,7 @@ def scaling_figure(
     without, it is not drawn (k-learning Fig. 2's convention). `stat` is ``"median"`` (with
     the interquartile range) on a log y axis and ``"mean"`` (with a 95% CI) on a linear one
     unless given; the axis label says which. `dodge` shifts each agent's points apart
-    (:func:`~optplan.plots.plots.plot_scaling`).
+    (:func:`~optplan.plots.scaling.plot_scaling`).
     """
     if metric not in SCALING_METRICS:
         raise OptplanError(f"metric must be one of {SCALING_METRICS}, got {metric!r}")
@@ -189,7 +189,7 @@ def scaling_figure(
             raise OptplanError(f"environment {env_name!r} has no parameter {p!r}")
         sizes = _scaling_sizes(env_rows, key, metric, agents)
         some_nan = some_nan or any(bool(np.isnan(Y).any()) for _, Y in sizes.values())
-        plots.plot_scaling(
+        scaling.plot_scaling(
             ax,
             sizes,
             ylabel=f"{metric.replace('_', ' ')} ({spread})",
