@@ -29,7 +29,7 @@ LAYERS = (
     ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile", "bridges"),
     ("problems",),
     ("conic", "fast", "crosscheck"),
-    ("verification", "testing", "describe", "hardness"),
+    ("verification", "testing", "hardness"),
     ("agents",),
     ("envs",),
     ("experiments",),
