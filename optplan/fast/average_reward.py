@@ -47,15 +47,16 @@ def solve(
         reach 1e-13 for less than a factorization costs), improve greedily keeping the
         incumbent on ties. If an iterate is multichain, relative value iteration takes over
         (it also solves weakly communicating models). Relative value iteration (Puterman
-        §8.5.5) stops when ``span(T h - h) < tol * max(1, max |R|)``; it runs on the
+        §8.5.5) stops when ``span(T h - h) < tol * max |R|``; it runs on the
         aperiodic transform ``tau I + (1 - tau) P`` (same gain, bias scaled by
         ``1/(1-tau)``) only once the plain iteration stalls (a periodic chain). Either way
         the gain, bias and stationary distribution returned are the returned policy's exact
         ones, from one evaluation (one factorization serves all three).
     tol : float
         Relative value iteration stops when the span of ``T h - h`` is below ``tol`` times the
-        reward scale ``max(1, max |R|)``: with rewards near 1e6 the span cannot fall below
-        about 1e-10 in double precision, and an absolute ``tol`` would never be met.
+        reward scale ``max |R|`` (1 when every reward is 0), so the gain is within ``tol``
+        relative at any scale: with rewards near 1e6 the span cannot fall below about 1e-10 in
+        double precision, and with rewards near 1e-12 an absolute ``tol`` would stop at once.
     max_iter : int, optional
         Default 1,000 (policy iteration) and 100,000 (relative value iteration).
     aperiodicity : float in (0, 1)
@@ -124,7 +125,7 @@ def _optimal_policy(P, R, mask, algorithm, tol, max_iter, aperiodicity):
     value iteration), relative value iteration taking over where policy iteration meets a
     multichain or numerically singular iterate (``note`` says so)."""
     note = ""
-    rvi_tol = tol * max(1.0, float(np.abs(R[mask]).max()))
+    rvi_tol = tol * (float(np.abs(R[mask]).max()) or 1.0)  # relative to the reward scale
     pi_out = ev = None
     if algorithm == "policy_iteration":
         pi_out, ev = average_policy_iteration(P, R, mask, None, max_iter or 1_000)
