@@ -36,3 +36,38 @@ def test_relative_value_iteration_gain_is_relative_at_any_scale(seed, S, A, expo
     scale = float(np.abs(R).max())
     assert exact - res.value <= tol * scale + 1e-13 * exact, (res.value, exact)
     assert res.value - exact <= 1e-13 * exact, (res.value, exact)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(2, 5),
+    A=st.integers(2, 3),
+    exponent=st.integers(-300, 299),
+)
+def test_policy_iteration_is_scale_free(seed, S, A, exponent):
+    """Policy iteration's tie test is relative: the optimal values scale with the rewards."""
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(S), size=(S, A))
+    R = rng.random((S, A))
+    scale = 10.0**exponent
+    for problem in (op.AverageRewardPlanning, op.DiscountedPlanning):
+        unit = problem(op.TabularMDP(P, R, discount=0.9)).solve()
+        scaled = problem(op.TabularMDP(P, R * scale, discount=0.9)).solve()
+        assert unit.status == scaled.status == OPTIMAL
+        assert abs(scaled.value - unit.value * scale) <= 1e-9 * abs(unit.value * scale), (
+            problem.__name__,
+            scaled.value,
+            unit.value * scale,
+        )
+
+
+def test_policy_iteration_small_rewards_pinned():
+    """A 4-state model with rewards near 1e-10: the first greedy policy is 1e-3 short."""
+    rng = np.random.default_rng(211)
+    P = rng.dirichlet(np.ones(4), size=(4, 2))
+    R = rng.random((4, 2))
+    unit = op.AverageRewardPlanning(op.TabularMDP(P, R)).solve()
+    small = op.AverageRewardPlanning(op.TabularMDP(P, R * 1e-10)).solve()
+    assert small.status == OPTIMAL
+    assert abs(small.value - unit.value * 1e-10) <= 1e-12 * unit.value * 1e-10

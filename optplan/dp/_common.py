@@ -23,7 +23,9 @@ def backup(P: np.ndarray, R: np.ndarray, v: np.ndarray, discount: float = 1.0) -
 
 
 def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> np.ndarray:
-    """Argmax over the last axis; where ``prev`` is within ``tol`` of the max, keep it.
+    """Argmax over the last axis; where ``prev`` is within ``tol`` of the max, relative
+    (``q_prev >= q_max - tol |q_max|``), keep it: a scale-free tie test, so
+    a better action is taken at any scale of ``q``.
 
     Keeping the incumbent on ties is what makes policy iteration terminate (Puterman §6.4, §8.6).
     """
@@ -36,7 +38,7 @@ def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> 
     else:
         top = np.take_along_axis(qm, best[..., None], -1)[..., 0]
         incumbent = np.take_along_axis(qm, prev[..., None], -1)[..., 0]
-    return np.where(incumbent >= top - tol * (1.0 + np.abs(top)), prev, best)
+    return np.where(incumbent >= top - tol * np.abs(top), prev, best)
 
 
 def policy_model(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -231,7 +231,7 @@ def _policy_iteration(p_hat, R, good, policy, q, M, b, row, max_iter):  # pragma
             if best < 0:  # no good action (cannot happen: good rows are never empty)
                 best, top = 0, -math.inf
             incumbent = R[s, policy[s]] + q[s, policy[s]] if good[s, policy[s]] else -math.inf
-            if incumbent >= top - GREEDY_TOL * (1.0 + abs(top)):
+            if incumbent >= top - GREEDY_TOL * abs(top):
                 new[s] = policy[s]
             else:
                 new[s] = best
