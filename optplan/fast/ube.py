@@ -27,7 +27,7 @@ def solve(
         the transposed system for ``y`` (an ``S x S`` solve, not ``SA x SA``).
         ``"iteration"``: ``u <- nu + gamma^2 Pbar_pi u`` with a sparse ``Pbar`` from
         ``u_0 = nu``; the iterates increase to ``u`` (``nu >= 0``), and the iteration stops when
-        every entry's error bound is within ``tol`` of the entry (:func:`entry_bounds`): the
+        every entry's error bound is within ``tol`` of the entry (``_entry_bounds``): the
         ``gamma^2``-contraction bound ``gamma^2 / (1 - gamma^2) ||d_k||``, or, when
         ``d_k <= rho d_{k-1}`` entrywise with ``rho < 1`` (``d_k = u_k - u_{k-1}``), the tighter
         ``rho / (1 - rho) d_k``; an entry still 0 after ``S`` steps is exactly 0. This bounds
@@ -111,7 +111,7 @@ def _iterate(problem, tol: float, max_iter: int):
             if not done[key]:
                 new = steps[key](x[key])
                 d = new - x[key]
-                done[key] = bool(np.all(entry_bounds(diff[key], d, new, it >= S, g2) <= tol * new))
+                done[key] = bool(np.all(_entry_bounds(diff[key], d, new, it >= S, g2) <= tol * new))
                 x[key], diff[key] = new, d
         if done["u"] and done["y"]:
             return x["u"], x["y"], OPTIMAL, "", it
@@ -122,7 +122,7 @@ def _iterate(problem, tol: float, max_iter: int):
     return x["u"], x["y"], MAX_ITER, message, max_iter
 
 
-def entry_bounds(
+def _entry_bounds(
     prev: np.ndarray, d: np.ndarray, new: np.ndarray, zeros_exact: bool, g2: float
 ) -> np.ndarray:
     """Entrywise bounds on ``x - x_k`` for the monotone iteration ``x_{k+1} = c + g2 M x_k``
