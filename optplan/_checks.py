@@ -158,14 +158,7 @@ def as_array(
     """
     if value is None:
         raise OptplanTypeError(f"{name} is required, got None")
-    if np.iscomplexobj(value):
-        raise OptplanTypeError(f"{name} must be real, got a complex array")
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise OptplanTypeError(
-            f"{name} must be a numeric array, got {type(value).__name__}: {exc}"
-        ) from None
+    arr = _to_float(name, value, copy=True, what="a numeric array", kind="array")
     if ndim is not None:
         ndims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if arr.ndim not in ndims:
@@ -180,14 +173,55 @@ def as_array(
 
 def as_numeric(name: str, value) -> np.ndarray:
     """``np.asarray(value, dtype=float)`` (no copy when already float), or a clear type error."""
-    if np.iscomplexobj(value):
-        raise OptplanTypeError(f"{name} must be real, got a complex value")
+    return _to_float(name, value, copy=False, what="numeric", kind="value")
+
+
+def ragged_shape(value) -> tuple[int, ...] | None:
+    """Where a nested sequence stops being rectangular: the lengths along the first path into
+    it up to the level whose items disagree (``[[1, 2], [3]]``: ``(2,)``), ``None`` when it is
+    rectangular or not a nested list/tuple."""
+    lead: list[int] = []
+    level = [value]
+    while all(isinstance(x, (list, tuple)) for x in level) and level:
+        lengths = {len(x) for x in level}
+        if len(lengths) > 1:
+            return tuple(lead)
+        lead.append(lengths.pop())
+        level = [y for x in level for y in x]
+        kinds = {isinstance(y, (list, tuple, np.ndarray)) for y in level}
+        if len(kinds) > 1:
+            return tuple(lead)
+    return None
+
+
+def _to_float(name: str, value, copy: bool, what: str, kind: str) -> np.ndarray:
+    """``value`` as a float64 array (a copy with ``copy``), or an :class:`OptplanError` naming
+    ``name``: ragged nested sequences (rows of different lengths), complex or non-numeric
+    input."""
     try:
-        return np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+        if np.iscomplexobj(value):
+            raise OptplanTypeError(f"{name} must be real, got a complex {kind}")
+        arr = np.array(value, dtype=float) if copy else np.asarray(value, dtype=float)
+    except OptplanError:
+        raise
+    except (TypeError, ValueError) as exc:
+        lead = ragged_shape(value)
+        if lead is not None or "inhomogeneous" in str(exc):
+            at = f" after shape {lead}" if lead else ""
+            raise OptplanError(
+                f"{name} is ragged (its rows have different lengths{at}): a rectangular "
+                f"array is required, got {_short(value)}"
+            ) from None
         raise OptplanTypeError(
-            f"{name} must be numeric, got {type(value).__name__}: {value!r}"
+            f"{name} must be {what}, got {type(value).__name__}: {_short(value)}"
         ) from None
+    return arr
+
+
+def _short(value, limit: int = 120) -> str:
+    """``repr(value)`` cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_finite(name: str, arr: np.ndarray) -> None:

@@ -131,13 +131,28 @@ def _environment(env_or_id, make_kwargs: dict):
     if isinstance(env_or_id, str):
         import gymnasium as gym
 
-        return gym.make(env_or_id, **make_kwargs)
+        try:
+            return gym.make(env_or_id, **make_kwargs)
+        except (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv) as exc:
+            reason = str(exc).rstrip(".")
+            raise OptplanError(
+                f"env_or_id {env_or_id!r} is not a registered Gymnasium environment: {reason}"
+                f"{_close_ids(env_or_id, gym.registry)}"
+            ) from exc
     if make_kwargs:
         raise OptplanTypeError(
             f"keyword arguments {sorted(make_kwargs)} are for gymnasium.make and apply "
             f"only when env_or_id is an id string"
         )
     return env_or_id
+
+
+def _close_ids(env_id: str, registry) -> str:
+    """``"; close ids: ..."`` naming registered ids near ``env_id``, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
+    return f"; close ids: {', '.join(close)}" if close else ""
 
 
 def _table(env) -> dict:

@@ -13,6 +13,7 @@ the offending value, so a model that exists is a valid model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import InitVar, dataclass, field
 from typing import ClassVar
 
@@ -140,6 +141,15 @@ def _as_float_array(name: str, value, ndim: int) -> np.ndarray:
     return as_array(name, value, ndim, readonly=True)
 
 
+def _ndim(value) -> int | None:
+    """``np.ndim(value)``, ``None`` for input numpy cannot shape (ragged: refused later, by
+    :func:`as_array`, with the field's name)."""
+    try:
+        return np.ndim(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _immutable_float64(value) -> bool:
     """A C-contiguous float64 ndarray that no one can write: read-only, and so is every
     array it views, down to one that owns its memory (or to immutable ``bytes``). Broadcast
@@ -231,6 +241,26 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
             f"row {where(idx)[:-1]}, :] sums to {float(sums[idx])!r}, "
             f"not 1 (tolerance {ROW_SUM_TOL}){_hint(off)}"
         )
+
+
+def check_reward_scale(R: np.ndarray, mask: np.ndarray, horizon: float, what: str) -> None:
+    """Refuse rewards whose values would overflow float64: the largest admissible ``|R|``
+    times ``max(2, horizon)`` (a value sums up to ``horizon`` rewards, a span or a gap
+    subtracts two of them) must be finite. ``what`` says where ``horizon`` comes from."""
+    if not mask.any():
+        return
+    mag = np.where(mask, np.abs(R), 0.0)
+    big = float(mag.max())
+    factor = max(2.0, horizon)
+    if math.isfinite(big * factor):
+        return
+    idx = first_bad(mag == big)
+    limit = np.finfo(float).max / factor
+    raise OptplanError(
+        f"R has an entry {float(R[idx])!r} at {index_str(idx)} too large for the values: "
+        f"|R| times {factor:.6g} ({what}) overflows float64; rewards of magnitude at most "
+        f"{limit:.3g} fit (rescale R)"
+    )
 
 
 def check_action_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
@@ -333,6 +363,12 @@ class TabularMDP(StateActionSizes):
             discount = float(discount)
             if not (0.0 <= discount < 1.0):
                 raise OptplanError(f"discount must lie in [0, 1), got {discount!r}")
+        if discount is None:
+            check_reward_scale(R, mask, 1.0, "the average reward's spans")
+        else:
+            check_reward_scale(
+                R, mask, 1.0 / (1.0 - discount), f"1/(1 - discount), discount {discount!r}"
+            )
         initial = _check_initial(self.initial, S, normalize)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
@@ -407,7 +443,7 @@ class FiniteHorizonMDP(StateActionSizes):
     def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
         normalize = _check_normalize(normalize)
-        if np.ndim(self.P) == 3 and np.ndim(self.R) == 2:
+        if _ndim(self.P) == 3 and _ndim(self.R) == 2:
             raise OptplanError(
                 f"P has shape {np.shape(self.P)} and R {np.shape(self.R)}, a stationary model; "
                 f"a finite-horizon one has P (L, S, A, S) and R (L, S, A): "
@@ -428,6 +464,7 @@ class FiniteHorizonMDP(StateActionSizes):
         if normalize:
             P = _normalized(P)
         _check_transitions(P, mask, "lsa")
+        check_reward_scale(R, mask, float(L), f"the horizon {L}")
         initial = _check_initial(self.initial, S, normalize)
         object.__setattr__(self, "P", P)
         object.__setattr__(self, "R", R)
@@ -437,6 +474,12 @@ class FiniteHorizonMDP(StateActionSizes):
     @classmethod
     def from_stationary(cls, mdp: TabularMDP, horizon: int) -> FiniteHorizonMDP:
         """Repeat a stationary model over ``horizon`` layers."""
+        if not isinstance(mdp, TabularMDP):
+            raise OptplanTypeError(
+                f"mdp must be a TabularMDP, got {type(mdp).__name__}"
+                f"{' of shape ' + str(np.shape(mdp)) if isinstance(mdp, np.ndarray) else ''}: "
+                "FiniteHorizonMDP.from_stationary(TabularMDP(P, R), horizon) repeats a model"
+            )
         L = check_int("horizon", horizon)
         check_model_size(mdp.n_states, mdp.n_actions, L)
         return cls(

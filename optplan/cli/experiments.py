@@ -306,6 +306,7 @@ def _results_parser(sub) -> None:
 
 @_store_warnings
 def cmd_plot(args) -> int:
+    plots.check_image_suffix("--out", args.out)
     res = load_results(args.dir)
     _report_skipped(res)
     if args.kind == "regret":

@@ -32,6 +32,7 @@ __all__ = [
     "plot_heatmap",
     "new_figure",
     "save_figure",
+    "check_image_suffix",
     "figure_legend",
     "style",
     "STYLES",
@@ -367,6 +368,24 @@ def new_figure(
     return fig, list(axes.ravel())
 
 
+def check_image_suffix(name: str, path: str | Path) -> None:
+    """Refuse a ``path`` whose suffix is not an image format matplotlib writes (``.png``,
+    ``.pdf``, ``.svg``, ...), naming ``name``, the path and the formats; no suffix is allowed
+    (matplotlib then writes its default format)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return
+    _matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if suffix not in formats:
+        raise OptplanError(
+            f"{name} {str(path)!r} has the suffix .{suffix}, not an image format matplotlib "
+            f"writes: {', '.join('.' + f for f in formats)}"
+        )
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     """Lay out and save a figure, creating the parent directories.
 
@@ -386,6 +405,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     """
     _matplotlib()
     out = check_writable("figure file", path)
+    check_image_suffix("figure file", out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if fig.get_layout_engine() is None:

@@ -89,6 +89,10 @@ class OptimisticPlanning(EstimatedKernel, Problem):
         S, A, S2 = P.shape
         if S2 != S:
             raise OptplanError(f"p_hat must have shape (S, A, S), got {P.shape}")
+        if S == 0 or A == 0:
+            raise OptplanError(
+                f"p_hat needs at least one state and one action, got shape {P.shape}"
+            )
         R = as_array("r_hat", self.r_hat, 2)
         if R.shape != (S, A):
             raise OptplanError(f"r_hat has shape {R.shape}, expected {(S, A)}")

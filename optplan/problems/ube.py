@@ -78,6 +78,11 @@ class UncertaintyBellman(Problem):
             raise OptplanError(
                 f"mean_transitions must have shape (S, A, S) or (L, S, A, S), got {P.shape}"
             )
+        if 0 in P.shape:
+            raise OptplanError(
+                f"mean_transitions needs at least one state and one action (and layer), got "
+                f"shape {P.shape}"
+            )
         check_distribution("mean_transitions", P)
         shape = P.shape[:-1]
         local = as_array("local", self.local)
@@ -177,7 +182,10 @@ def as_policy(policy, shape: tuple[int, ...]) -> np.ndarray:
     """
     if policy is None:
         raise OptplanTypeError("policy is required, got None")
-    arr = np.asarray(policy)
+    try:
+        arr = np.asarray(policy)
+    except (TypeError, ValueError):  # ragged: as_array names it
+        arr = as_array("policy", policy)
     A = shape[-1]
     if arr.dtype.kind in "iu" and arr.shape == shape[:-1]:
         if ((arr < 0) | (arr >= A)).any():
