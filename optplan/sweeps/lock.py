@@ -15,7 +15,15 @@ from pathlib import Path
 
 from .records import StoreLocked, StoreWarning, _json_bytes, _write_failure
 
-__all__ = ["fcntl_module", "make_root", "take", "mark_holder", "release", "holder"]
+__all__ = [
+    "fcntl_module",
+    "make_root",
+    "take",
+    "mark_holder",
+    "release",
+    "holder",
+    "writer_alive",
+]
 
 #: Attempts to open and lock the file while holders releasing it replace it under us.
 ATTEMPTS = 100
@@ -30,6 +38,20 @@ def fcntl_module():
     except ImportError:  # pragma: no cover - Windows
         return None
     return fcntl
+
+
+def writer_alive(pid: int) -> bool:
+    """True when ``pid`` is another live process of this host (it may still be writing the
+    temporary file it names); False for this process, a dead one, or an invalid pid."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError) as exc:
+        return isinstance(exc, PermissionError)  # alive, owned by another user
+    return True
 
 
 def make_root(root: Path) -> None:

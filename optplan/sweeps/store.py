@@ -13,7 +13,8 @@ Layout of ``OUT/``::
 Each record is written to a temporary file, flushed to disk and renamed into place
 (``os.replace`` is atomic on POSIX and Windows), the arrays before the JSON: a task counts as
 finished exactly when its JSON exists, and a crash leaves at most a stray temporary file,
-which the next run deletes. Re-running a sweep into the same directory resumes it; a
+which the next run deletes (unless the process that wrote it is still alive); readers
+ignore them. Re-running a sweep into the same directory resumes it; a
 directory holding a *different* sweep is refused.
 
 **Damage.** A record damaged after the fact (a truncated or otherwise unreadable JSON, a
@@ -159,8 +160,23 @@ class ResultStore:
             probe.unlink()
         except OSError as exc:
             raise _write_failure(self.root, exc) from exc
-        for stray in self.tasks_dir.glob(".*.tmp-*"):
-            stray.unlink(missing_ok=True)
+        self.remove_strays()
+
+    def remove_strays(self) -> list[Path]:
+        """Delete the temporary files (``*.tmp-PID``) of interrupted writes in the directory
+        and ``tasks/``, those whose writer ``PID`` is not a live process (a live one may be
+        writing still); the paths deleted. Call it holding :meth:`lock`."""
+        removed = []
+        for folder in (self.root, self.tasks_dir):
+            if not folder.is_dir():
+                continue
+            for stray in folder.glob("*.tmp-*"):
+                pid = stray.name.rsplit(".tmp-", 1)[1]
+                if not stray.is_file() or (pid.isdigit() and lock.writer_alive(int(pid))):
+                    continue
+                stray.unlink(missing_ok=True)
+                removed.append(stray)
+        return removed
 
     @contextmanager
     def lock(self):
