@@ -71,3 +71,39 @@ def test_policy_iteration_small_rewards_pinned():
     small = op.AverageRewardPlanning(op.TabularMDP(P, R * 1e-10)).solve()
     assert small.status == OPTIMAL
     assert abs(small.value - unit.value * 1e-10) <= 1e-12 * unit.value * 1e-10
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    S=st.integers(2, 5),
+    exponent=st.integers(-300, 299),
+)
+def test_multichain_policy_iteration_is_scale_free(seed, S, exponent):
+    """Sparse models (several recurrent classes): every state's optimal gain scales with the
+    rewards."""
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.full(S, 0.2), size=(S, 2))
+    P[P < 0.2] = 0.0
+    P[..., 0] += P.sum(axis=-1) == 0
+    P /= P.sum(axis=-1, keepdims=True)
+    R = rng.random((S, 2))
+    scale = 10.0**exponent
+    unit = op.AverageRewardPlanning(op.TabularMDP(P, R), multichain="solve").solve()
+    scaled = op.AverageRewardPlanning(op.TabularMDP(P, R * scale), multichain="solve").solve()
+    assert unit.status == scaled.status == OPTIMAL
+    expected = unit.gain * scale
+    assert np.max(np.abs(scaled.gain - expected)) <= 1e-9 * np.max(np.abs(expected))
+
+
+def test_multichain_iteration_cap_returns_the_evaluated_policy():
+    """At the cap, the policy returned is the one the evaluation belongs to."""
+    rng = np.random.default_rng(94)
+    P = rng.dirichlet(np.full(5, 0.2), size=(5, 2))
+    P[P < 0.2] = 0.0
+    P[..., 0] += P.sum(axis=-1) == 0
+    P /= P.sum(axis=-1, keepdims=True)
+    problem = op.AverageRewardPlanning(op.TabularMDP(P, rng.random((5, 2))), multichain="solve")
+    res = problem.solve(max_iter=1)
+    assert res.status == "max_iter"
+    assert np.isfinite(res.gain).all() and np.isfinite(res.occupancy).all()

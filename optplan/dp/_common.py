@@ -22,10 +22,12 @@ def backup(P: np.ndarray, R: np.ndarray, v: np.ndarray, discount: float = 1.0) -
     return q
 
 
-def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> np.ndarray:
+def greedy(
+    qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0, scale=None
+) -> np.ndarray:
     """Argmax over the last axis; where ``prev`` is within ``tol`` of the max, relative
-    (``q_prev >= q_max - tol |q_max|``), keep it: a scale-free tie test, so
-    a better action is taken at any scale of ``q``.
+    (``q_prev >= q_max - tol |q_max|``, or ``- tol * scale`` when ``scale`` is given), keep
+    it: a scale-free tie test, so a better action is taken at any scale of ``q``.
 
     Keeping the incumbent on ties is what makes policy iteration terminate (Puterman §6.4, §8.6).
     """
@@ -38,7 +40,15 @@ def greedy(qm: np.ndarray, prev: np.ndarray | None = None, tol: float = 0.0) -> 
     else:
         top = np.take_along_axis(qm, best[..., None], -1)[..., 0]
         incumbent = np.take_along_axis(qm, prev[..., None], -1)[..., 0]
-    return np.where(incumbent >= top - tol * np.abs(top), prev, best)
+    size = np.abs(top) if scale is None else scale
+    return np.where(incumbent >= top - tol * size, prev, best)
+
+
+def finite_scale(x: np.ndarray) -> float:
+    """``max |x|`` over the finite entries (0 when there are none): the size of an array of
+    action values, for tie tests relative to it."""
+    finite = np.abs(x[np.isfinite(x)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def policy_model(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

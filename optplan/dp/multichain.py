@@ -13,6 +13,7 @@ from ._common import (
     EvaluationError,
     backup,
     closed_classes,
+    finite_scale,
     greedy,
     masked,
     n_recurrent_classes,
@@ -85,9 +86,10 @@ def evaluate_multichain(P_pi: np.ndarray, r_pi: np.ndarray) -> MultichainEvaluat
 
 
 def near_max(x: np.ndarray, tol: float) -> np.ndarray:
-    """``x >= max(x) - tol (1 + |max|)`` along the last axis (``-inf`` entries never)."""
+    """``x >= max(x) - tol * max |x|`` along the last axis (``-inf`` entries never): within
+    ``tol`` of the row's maximum, relative to the size of the whole array."""
     top = x.max(axis=-1, keepdims=True)
-    return np.isfinite(x) & (x >= top - tol * (1.0 + np.abs(top)))
+    return np.isfinite(x) & (x >= top - tol * finite_scale(x))
 
 
 class MultichainPolicyIteration(NamedTuple):
@@ -136,11 +138,11 @@ def multichain_policy_iteration(
             message = f"multichain policy iteration, iteration {it}: {exc}"
             return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, None, it)
         pg = masked(backup(P, zero, ev.gain), mask)
-        new = greedy(pg, policy, tol=tol)
+        new = greedy(pg, policy, tol=tol, scale=finite_scale(pg))
         if np.array_equal(new, policy):
             a1 = mask & near_max(pg, tol)
             q = masked(backup(P, R, ev.bias), a1)
-            new = greedy(q, policy, tol=tol)
+            new = greedy(q, policy, tol=tol, scale=finite_scale(q))
             if np.array_equal(new, policy):
                 try:
                     w = evaluate_multichain(P_pi, -ev.bias).bias
@@ -148,12 +150,13 @@ def multichain_policy_iteration(
                     message = f"multichain policy iteration, iteration {it}: {exc}"
                     return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, ev, it)
                 pw = masked(backup(P, zero, w), a1 & near_max(q, tol))
-                new = greedy(pw, policy, tol=tol)
+                new = greedy(pw, policy, tol=tol, scale=finite_scale(pw))
                 if np.array_equal(new, policy):
                     return MultichainPolicyIteration(OPTIMAL, "", policy, ev, it)
-        policy = new
+        evaluated, policy = policy, new
     message = f"multichain policy iteration did not stop in {max_iter} iterations"
-    return MultichainPolicyIteration(MAX_ITER, message, policy, ev, max_iter)
+    # the last evaluated policy, with its evaluation (``new`` has none)
+    return MultichainPolicyIteration(MAX_ITER, message, evaluated, ev, max_iter)
 
 
 class ModelClass(NamedTuple):
