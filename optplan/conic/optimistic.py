@@ -98,10 +98,38 @@ def _bellman_violation(prob, problem) -> float:
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
     average = problem.criterion == "average"
-    if average and (why := problem.communication()):
-        return PlanResult(
-            value=np.nan, status=MULTICHAIN, message=why, method="conic", solver=solver
+    multichain = problem.communication() if average else ""
+    result = _solve(problem, solver, solver_options)
+    if multichain:
+        return _constant_gain(problem, result, multichain, solver)
+    return result
+
+
+def _constant_gain(problem, result: PlanResult, why: str, solver: str) -> PlanResult:
+    """A model that is not weakly communicating may still have a constant optimistic gain (the
+    balls can move mass out of its closed sets): the programs' answer stands when its bias
+    proves it, ``|T h - h - g| <= 1e-6 (1 + max |r + beta|)`` (every state's optimal gain then
+    lies within that of ``g``); otherwise the gain differs between states, or the programs
+    could not tell (status ``multichain``)."""
+    c = problem.r_hat + problem.reward_radius
+    scale = 1.0 + float(np.abs(np.where(problem.action_mask, c, 0.0)).max())
+    if result.bias is not None and np.isfinite(result.value):
+        certificate = problem.bias_residual(result.bias, result.value).get("x_alt")
+        if certificate is not None and certificate[0] <= 1e-6 * scale:
+            return result
+        detail = (
+            f"|T h - h - g| = {certificate[0]:.3g} at the programs' answer" if certificate else ""
         )
+    else:
+        detail = f"the programs ended {result.status}"
+    message = f"{why}, and the optimistic gain is not shown constant ({detail})"
+    return PlanResult(
+        value=np.nan, status=MULTICHAIN, message=message, method="conic", solver=solver
+    )
+
+
+def _solve(problem, solver: str, solver_options: dict | None) -> PlanResult:
+    average = problem.criterion == "average"
     why = (
         "g = max(r + beta) with h = 0 is feasible and g >= min r"
         if average

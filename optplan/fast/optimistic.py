@@ -201,8 +201,16 @@ def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult
         steps. That residual, not EVI's tolerance, is what ``optimal`` certifies. Only when the
         finish cannot certify (a multichain optimistic policy, or 100 steps without the fixed
         point) does EVI sweep on to ``tol`` and try again; a multichain optimistic policy then
-        gets EVI's gain estimate, within ``tol * scale`` (status ``optimal``, said in the
-        message).
+        gets EVI's gain estimate and the values of EVI's last backup, whose ``span(T h - h)``
+        is at most ``tol * scale`` (the gain within half that; status ``optimal``, said in the
+        message). Under average reward ``optimal`` always comes with ``span(T h - h) <= tol *
+        scale`` at the returned bias (each state's backup taken at ``h - h(s)``, free of the
+        bias's round-off); a finish whose answer misses it (a bias of ``1e11`` known only to
+        its last digits) is ``optimal_inaccurate``, said in the message. A model that is not
+        weakly communicating (:meth:`~optplan.OptimisticPlanning.communication`) is solved
+        when its optimistic gain is constant (the balls can move mass out of its closed sets),
+        proved by the same certificate; when EVI's ``T u - u`` settles on different values,
+        or does not settle within ``max_iter``, the status is ``multichain``.
     max_iter : int, optional
         EVI sweeps (default 2,000); the finish starts from EVI's policy either way, and the
         status is ``max_iter`` only when EVI stopped at the cap and the finish fails too.
@@ -211,10 +219,8 @@ def solve(problem, tol: float = 1e-6, max_iter: int | None = None) -> PlanResult
     max_iter = 2_000 if max_iter is None else max_iter
     start = time.perf_counter()
     c = problem.r_hat + problem.reward_radius
-    if problem.criterion == "average" and (why := problem.communication()):
-        status, message, fields, iterations = MULTICHAIN, why, {"value": np.nan}, 0
-    else:
-        status, message, fields, iterations = _evi_and_finish(problem, c, tol, max_iter)
+    why = problem.communication() if problem.criterion == "average" else ""
+    status, message, fields, iterations = _evi_and_finish(problem, c, tol, max_iter, why)
     return fast_result(
         f"evi-{problem.ball}",
         start,
@@ -233,24 +239,64 @@ def _kernel_trouble(status: np.ndarray, mask: np.ndarray) -> str:
     return f"the inner {status[s, a]} at (s, a) = ({s}, {a})"
 
 
-def _evi_and_finish(problem, c, tol, max_iter):
+def _evi_and_finish(problem, c, tol, max_iter, why=""):
     """EVI to the coarse tolerance, the finish; EVI on to ``tol`` and the finish again only if
-    the first finish could not certify its answer."""
+    the first finish could not certify its answer. ``why``: the reason the model is not weakly
+    communicating (average reward), or ``""``: its optimistic gain may still be constant (the
+    balls can move mass out of a closed set), which EVI's span rule or the finish then proves;
+    when EVI's step settles on different values, the gain differs between states (status
+    ``multichain``)."""
     mask, S = problem.action_mask, problem.n_states
     average = problem.criterion == "average"
     gamma = 1.0 if average else problem.discount
     scale = 1.0 + float(np.abs(np.where(mask, c, 0.0)).max())
     rows = _BallRows(problem)
-    evi = dict(u=np.zeros(S), sweeps=0, gap=np.inf)
+    evi = dict(u=np.zeros(S), sweeps=0, gap=np.inf, why=why)
     targets = [tol] if tol >= COARSE_TOL else [COARSE_TOL, tol]
     for target in targets:
         converged = _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi)
+        if evi.get("split"):
+            break
         outcome = _finish(problem, rows, c, gamma, scale, converged, evi)
         if outcome is not None:
-            return outcome
+            return _certified(outcome, problem, rows, c, tol * scale)
         if not converged:  # EVI is at max_iter: sweeping on is not allowed
             break
     return _multichain_estimate(problem, rows, converged, evi)
+
+
+def _certified(outcome, problem, rows, c, limit):
+    """The finish's ``optimal`` under average reward only when its answer satisfies the span
+    certificate ``span(T h - h) <= tol * scale`` (then every state's optimal gain lies in
+    ``[min, max] (T h - h)``); ``optimal_inaccurate`` when round-off in a huge bias keeps it
+    above."""
+    status, message, fields, sweeps = outcome
+    if status != OPTIMAL or problem.criterion != "average":
+        return outcome
+    span = span_residual(problem, fields["bias"], rows)
+    if span <= limit:
+        return outcome
+    message = (message + "; " if message else "") + (
+        f"span(T h - h) = {span:.3g} at the answer, above tol * scale = {limit:.3g}"
+    )
+    return OPTIMAL_INACCURATE, message, fields, sweeps
+
+
+def span_residual(problem, h: np.ndarray, rows: _BallRows | None = None) -> float:
+    """``span(T h - h)`` of the optimistic average-reward operator, each state's backup taken
+    at ``h - h(s)`` (both balls' maxima shift with ``v``): a bias of ``1e11`` (a state
+    escaping with probability ``1e-12``) then costs no ``eps * 1e11`` of round-off in ``q . h
+    - h(s)``, and the span is the certificate's, not the rounding's."""
+    rows = _BallRows(problem) if rows is None else rows
+    P, mask = problem.p_hat, problem.action_mask
+    S, A, _ = P.shape
+    own = np.broadcast_to(h[:, None], (S, A))
+    sigma = np.einsum("sat,sat->sa", P, h[None, None, :] - own[..., None])
+    if rows.ball.any():
+        shifted = h[None, :] - own[rows.ball][:, None]
+        sigma[rows.ball] = rows.index(rows.p, shifted, rows.d, validate=False).value
+    c = problem.r_hat + problem.reward_radius
+    return float(np.ptp(masked(c + sigma, mask).max(axis=1)))
 
 
 def _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi) -> bool:
@@ -260,12 +306,19 @@ def _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi) -> bool:
     u, sweeps, gap = evi["u"], evi["sweeps"], evi["gap"]
     limit = target * scale if average else target * (1 - gamma) / max(gamma, 1e-300) * scale
     converged = gamma == 0 or gap <= limit
+    previous = None
     while sweeps < max_iter and not converged:
         sweeps += 1
         Q = masked(c + gamma * optimistic_values(problem, u, rows), mask)
         step = Q.max(axis=1) - u
         gap = float(np.ptp(step))
         converged = gap <= limit  # span rule; discounted: Puterman Thm 6.6.6
+        settle = evi["why"] and sweeps > 2 * problem.n_states + 10
+        if settle and not converged and _settled(step, previous, scale):
+            evi["split"] = True  # T u - u tends to the gain vector, and it is not constant
+            evi.update(Q=Q, u_Q=u, step=step)
+            break
+        previous = step
         evi.update(Q=Q, u_Q=u, step=step)  # the kernel at u_Q: built once, when it is needed
         if average:
             u = u + 0.5 * step  # aperiodicity transform: converges on periodic chains too
@@ -277,6 +330,13 @@ def _sweeps(problem, rows, c, gamma, scale, target, max_iter, evi) -> bool:
         evi.update(Q=Q, u_Q=u, step=Q.max(axis=1) - u)
     evi.update(u=u, sweeps=sweeps, gap=gap)
     return converged
+
+
+def _settled(step, previous, scale) -> bool:
+    """EVI's step ``T u - u`` no longer moves (to ``1e-11`` of the scale over a sweep): with the
+    aperiodicity transform it tends to the optimal gain vector, so a span that stays above the
+    tolerance then shows a gain that differs between states."""
+    return previous is not None and float(np.abs(step - previous).max()) <= 1e-11 * scale
 
 
 def _evi_kernel(problem, rows, evi) -> np.ndarray:
@@ -336,21 +396,32 @@ def _multichain_estimate(problem, rows, converged, evi):
         evi["gap"],
         "" if converged else (f"EVI stopped at {evi['sweeps']} sweeps (gap {evi['gap']:.3g}); "),
     )
+    step = evi["step"]  # at u_Q, every state's optimal gain lies in [min step, max step]
+    if evi["why"] and not converged:
+        verdict = (
+            "the optimistic gain differs between states"
+            if evi.get("split")
+            else "the optimistic gain is not shown constant"
+        )
+        message = (
+            f"{evi['why']}, and {verdict}: after {sweeps} EVI sweeps T u - u spans "
+            f"[{step.min():.6g}, {step.max():.6g}]"
+        )
+        return MULTICHAIN, message, {"value": np.nan}, sweeps
     if "finish" in evi:
         fields, residual, note = evi["finish"]
         message = (
             f"{note}the exact finish stopped after {FINISH_STEPS} steps at residual {residual:.3g}"
         )
         return (MAX_ITER if note else OPTIMAL_INACCURATE), message, fields, sweeps
-    step = evi["step"]  # the gain lies in [min step, max step]
     message = (
         f"{note}the optimistic policy's chain is multichain, so the gain is EVI's estimate "
-        f"(within {gap:.2g})"
+        f"(within {gap / 2:.2g}; span(T h - h) = {gap:.2g} at the bias)"
     )
     fields = _fields(
         problem,
         float((step.max() + step.min()) / 2),
-        evi["u"],
+        evi["u_Q"],
         evi["Q"],
         _evi_kernel(problem, rows, evi),
     )

@@ -123,8 +123,10 @@ class OptimisticPlanning(EstimatedKernel, Problem):
         class ``C`` and no policy can keep a nonempty set of states outside ``C`` closed (the
         greatest such set, found by peeling off states none of whose admissible pairs has a
         kernel in its ball that stays in the set, is empty). Otherwise some policy has a
-        recurrent class of its own and the optimal gain may depend on the start: the unichain
-        program does not apply (status ``multichain`` on both paths).
+        recurrent class of its own and the optimal gain may depend on the start. Both paths
+        still solve such a model when its optimistic gain is constant (the balls can move mass
+        out of its closed sets), proved by the answer's Bellman residual; otherwise their
+        status is ``multichain``.
         """
         mask, d = self.action_mask, self.radius
         anywhere = ((d > 0) & mask).any(axis=1)
