@@ -207,3 +207,55 @@ def test_optimal_is_certified_with_huge_biases(seed, ball):
     res = prob.solve(method="fast")
     if res.status == OPTIMAL:
         assert span_residual(prob, res.bias) <= 1e-6 * scale(prob), res.message
+
+
+def huge_kl_radii(seed):
+    """KL balls with radii up to 1e6: the optimistic kernel keeps ``q`` below the double
+    range as the smallest normal double, so the exact finish's bias reaches 1e306."""
+    rng = np.random.default_rng(seed)
+    S, A = int(rng.integers(2, 9)), int(rng.integers(1, 4))
+    P = rng.dirichlet(np.full(S, rng.choice([0.1, 0.5, 1])), size=(S, A))
+    if rng.random() < 0.5:
+        P = np.where(rng.random(P.shape) < 0.4, P, 0)
+        P[..., 0] += 1e-3 * (P.sum(-1) == 0)
+        P /= P.sum(-1, keepdims=True)
+    if rng.random() < 0.3:
+        eps = 10 ** rng.uniform(-12, -3)
+        for s in range(S):
+            if rng.random() < 0.5:
+                P[s] = 0
+                P[s, :, s], P[s, :, (s + 1) % S] = 1 - eps, eps
+    radius = 10 ** rng.uniform(-6, 6, size=(S, A))
+    if rng.random() < 0.5:
+        radius = np.where(rng.random((S, A)) < 0.3, 0, radius)
+    crit = str(rng.choice(["average", "discounted"]))
+    return op.OptimisticPlanning(
+        p_hat=P,
+        r_hat=rng.random((S, A)),
+        radius=radius,
+        ball="kl",
+        criterion=crit,
+        discount=0.9 if crit == "discounted" else None,
+    )
+
+
+def test_kl_index_at_values_near_the_largest_double():
+    """The row the huge-radius instance hands the KL kernel: the stationarity equation is
+    scale-invariant in v, and so is its solve."""
+    p = np.array([0.0, 0.72171621, 0.0, 0.27828379])
+    v = np.array([0.0, 8.13936522e-001, 2.57757331e302, 4.59636469e306])
+    for d in (0.1, 10.0, 7078.486595863079, 1e6):
+        for kernel in ("numpy", "auto"):
+            res = op.kl_ball_index(p, v, d, kernel=kernel)
+            small = op.kl_ball_index(p, v * 1e-300, d, kernel=kernel)
+            assert res.status == OPTIMAL and small.status == OPTIMAL, (d, kernel)
+            assert abs(res.value * 1e-300 - small.value) <= 1e-12 * abs(small.value)
+
+
+def test_huge_kl_radii_instance():
+    prob = huge_kl_radii(24)
+    assert prob.criterion == "average" and prob.radius.max() > 1e3
+    res = prob.solve(method="fast")
+    assert res.status in SOLVED, res.message
+    if res.status == OPTIMAL:
+        assert span_residual(prob, res.bias) <= 1e-6 * scale(prob)

@@ -124,12 +124,18 @@ def _numpy_rows(p, v, d, max_iter, outputs) -> None:
         pt, dt, delt = p, d, delta
     else:
         pt, dt, delt = p[todo], d[todo], delta[todo]
-    gap = V[todo] - V_I[todo]
+    # the equation is scale-invariant in v: solve it for delta / max delta (s shifts by the
+    # log of the unit, lam scales with it), so values near the largest double (a bias of
+    # 1e306 behind a kernel entry of 1e-308) neither overflow delta e^s nor delta^2
+    unit = delt.max(axis=1)
+    delt = delt / unit[:, None]
+    gap = (V[todo] - V_I[todo]) / unit
     lo, hi, s_max, s0, mean_delta = _bracket(pt, dt, delt, P_top[todo], gap)
     g_dg = _StationarityRows(pt, dt, delt, P_top[todo], mean_delta)
     s, iters, ok, boundary = _root_search(g_dg, lo, hi, s_max, s0, max_iter)
     s, ell, w, u = _corrected(g_dg, delt, s, boundary)
-    qi, lam[todo] = _q_lam(pt, dt, s, ell, w, u, boundary)
+    qi, lam_unit = _q_lam(pt, dt, s, ell, w, u, boundary)
+    lam[todo] = lam_unit * unit
     q[todo] = with_leftover(qi, v[todo], supp[todo], V[todo])
     value[todo] = V[todo] - (qi * (V[todo][:, None] - v[todo])).sum(axis=1)
     iterations[todo] = iters
