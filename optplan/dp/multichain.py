@@ -85,11 +85,14 @@ def evaluate_multichain(P_pi: np.ndarray, r_pi: np.ndarray) -> MultichainEvaluat
     return MultichainEvaluation(g, h, out_labels, recurrent, mu)
 
 
-def near_max(x: np.ndarray, tol: float) -> np.ndarray:
-    """``x >= max(x) - tol * max |x|`` along the last axis (``-inf`` entries never): within
-    ``tol`` of the row's maximum, relative to the size of the whole array."""
+def near_max(x: np.ndarray, tol: float, scale: float | None = None) -> np.ndarray:
+    """``x >= max(x) - tol * size`` along the last axis (``-inf`` entries never): within
+    ``tol`` of the row's maximum, ``size`` being ``scale`` when given (policy iteration passes
+    the size of the whole array, :func:`finite_scale`, so its sets are scale-free) and
+    ``1 + |max|`` of the row otherwise."""
     top = x.max(axis=-1, keepdims=True)
-    return np.isfinite(x) & (x >= top - tol * finite_scale(x))
+    size = 1.0 + np.abs(top) if scale is None else scale
+    return np.isfinite(x) & (x >= top - tol * size)
 
 
 class MultichainPolicyIteration(NamedTuple):
@@ -140,7 +143,7 @@ def multichain_policy_iteration(
         pg = masked(backup(P, zero, ev.gain), mask)
         new = greedy(pg, policy, tol=tol, scale=finite_scale(pg))
         if np.array_equal(new, policy):
-            a1 = mask & near_max(pg, tol)
+            a1 = mask & near_max(pg, tol, finite_scale(pg))
             q = masked(backup(P, R, ev.bias), a1)
             new = greedy(q, policy, tol=tol, scale=finite_scale(q))
             if np.array_equal(new, policy):
@@ -149,7 +152,7 @@ def multichain_policy_iteration(
                 except EvaluationError as exc:
                     message = f"multichain policy iteration, iteration {it}: {exc}"
                     return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, ev, it)
-                pw = masked(backup(P, zero, w), a1 & near_max(q, tol))
+                pw = masked(backup(P, zero, w), a1 & near_max(q, tol, finite_scale(q)))
                 new = greedy(pw, policy, tol=tol, scale=finite_scale(pw))
                 if np.array_equal(new, policy):
                     return MultichainPolicyIteration(OPTIMAL, "", policy, ev, it)
