@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 from hypothesis import settings
 
 # No "numba is compiling" notice (optplan/_jit.py) in tests that read stderr, here and in the
@@ -11,3 +12,19 @@ os.environ["OPTPLAN_JIT_NOTICE"] = "0"
 
 settings.register_profile("optplan", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("optplan")
+
+
+@pytest.fixture
+def tiny_results(tmp_path, capsys):
+    """A finished one-task sweep (random on RiverSwim-3, 20 steps): its result directory."""
+    from optplan import cli
+
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(
+        'name = "tiny"\nseed = 1\nseeds = 1\nsteps = 20\n[[agents]]\nname = "random"\n'
+        '[[envs]]\nname = "riverswim"\nparams = { n_states = 3 }\n'
+    )
+    res = tmp_path / "res"
+    assert cli.main(["sweep", str(sweep), "--out", str(res), "--quiet"]) == 0
+    capsys.readouterr()
+    return res

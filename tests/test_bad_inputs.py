@@ -611,16 +611,9 @@ def test_cli_paths(tmp_path, capsys):
     assert "24,000,000,000,000,000,000 bytes" in err and err.count("\n") == 1
 
 
-def test_cli_plot_out(tmp_path, capsys):
+def test_cli_plot_out(tmp_path, capsys, tiny_results):
     pytest.importorskip("matplotlib")
-    sweep = tmp_path / "tiny.toml"
-    sweep.write_text(
-        'name = "tiny"\nseed = 1\nseeds = 1\nsteps = 20\n[[agents]]\nname = "random"\n'
-        '[[envs]]\nname = "riverswim"\nparams = { n_states = 3 }\n'
-    )
-    res = tmp_path / "res"
-    assert cli.main(["sweep", str(sweep), "--out", str(res), "--quiet"]) == 0
-    capsys.readouterr()
+    res = tiny_results
     blocker = tmp_path / "file"
     blocker.write_text("a regular file\n")
     out = str(blocker / "x.png")

@@ -253,7 +253,7 @@ def test_save_figure_unknown_suffix(tmp_path):
     assert save_figure(fig, tmp_path / "x.PDF").exists()
 
 
-def test_cli_plot_unknown_suffix_before_drawing(tmp_path, capsys, monkeypatch):
+def test_cli_plot_unknown_suffix_before_drawing(tmp_path, capsys, monkeypatch, tiny_results):
     pytest.importorskip("matplotlib")
     from optplan import cli
     from optplan.plots import figures
@@ -261,14 +261,7 @@ def test_cli_plot_unknown_suffix_before_drawing(tmp_path, capsys, monkeypatch):
     def no_drawing(*args, **kwargs):
         raise AssertionError("drawn before --out was checked")
 
-    sweep = tmp_path / "tiny.toml"
-    sweep.write_text(
-        'name = "tiny"\nseed = 1\nseeds = 1\nsteps = 20\n[[agents]]\nname = "random"\n'
-        '[[envs]]\nname = "riverswim"\nparams = { n_states = 3 }\n'
-    )
-    res = tmp_path / "res"
-    assert cli.main(["sweep", str(sweep), "--out", str(res), "--quiet"]) == 0
-    capsys.readouterr()
+    res = tiny_results
     monkeypatch.setattr(figures, "regret_figure", no_drawing)
     code = cli.main(["plot", str(res), "--out", str(tmp_path / "x.xyz")])
     err = capsys.readouterr().err

@@ -10,14 +10,17 @@ from hypothesis import strategies as st
 import optplan as op
 from optplan.result import OPTIMAL
 
-
-@settings(max_examples=60, deadline=None)
-@given(
+#: A random model (seed, states, actions) and the power of ten its rewards are scaled by.
+SCALED_MODELS = dict(
     seed=st.integers(0, 2**32 - 1),
     S=st.integers(2, 5),
     A=st.integers(2, 3),
     exponent=st.integers(-300, 299),
 )
+
+
+@settings(max_examples=60, deadline=None)
+@given(**SCALED_MODELS)
 def test_relative_value_iteration_gain_is_relative_at_any_scale(seed, S, A, exponent):
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.ones(S), size=(S, A))
@@ -39,12 +42,7 @@ def test_relative_value_iteration_gain_is_relative_at_any_scale(seed, S, A, expo
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    S=st.integers(2, 5),
-    A=st.integers(2, 3),
-    exponent=st.integers(-300, 299),
-)
+@given(**SCALED_MODELS)
 def test_policy_iteration_is_scale_free(seed, S, A, exponent):
     """Policy iteration's tie test is relative: the optimal values scale with the rewards."""
     rng = np.random.default_rng(seed)
