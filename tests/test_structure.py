@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import optplan
+from optplan._checks import OptplanError
 from optplan.bench import STEM_SUITES, SUITES, bench_row
 from optplan.problems import stems
 
@@ -300,3 +301,18 @@ def test_every_problem_class_has_a_row_and_a_verification_target():
     }
     assert exported == {stems.problem_class(stem) for stem in stems.stems()}
     assert tuple(BUILTIN) == stems.stems()
+
+
+@pytest.mark.parametrize(
+    ("lookup", "name", "says"),
+    [
+        (stems.row, "kl_bal", "did you mean 'kl_ball'"),
+        (stems.problem_class, 3, "unknown problem stem 3"),
+        (stems.fast_module, "nope", "unknown problem stem 'nope'"),
+        (bench_row, "nope", "unknown problem stem 'nope'"),
+    ],
+)
+def test_an_unknown_stem_is_refused_by_name(lookup, name, says):
+    with pytest.raises(OptplanError) as err:
+        lookup(name)
+    assert says in str(err.value) and "stems: kl_ball" in str(err.value)
