@@ -27,11 +27,18 @@ episode a success; :attr:`Trace.successes` and :attr:`Trace.time_to_solve` follo
 
 *Oracle run* (bayesian-methods-tabular-rl's regret, :attr:`Trace.draft_regret`): after the
 loop the oracle's optimal policy (the one regret is measured against) is run in a copy of
-``env`` (``copy.deepcopy``, taken before the loop) for the same number of steps, from
-``reset(seed=...)`` with the agent's environment seed, resetting when an episode ends as
-the loop does; its rewards are :attr:`Trace.oracle_run_rewards` (``None`` if ``env``
-cannot be copied). It costs one environment step per step and is not counted in
-:attr:`Trace.wall_time`.
+``env`` (``copy.deepcopy``, taken before the loop) for the same number of steps, resetting
+when an episode ends as the loop does; its rewards are :attr:`Trace.oracle_run_rewards`
+(``None`` if ``env`` cannot be copied). It costs one environment step per step and is not
+counted in :attr:`Trace.wall_time`. Its first ``reset(seed=...)`` takes (``oracle_noise``):
+
+- ``"shared"`` (default): the agent's environment seed. The two runs read one random stream,
+  so where they draw alike (DeepSea-chain, PriorMDP: one uniform and one normal per step) the
+  reward noise cancels in the difference of their sums.
+- ``"independent"``: a seed of its own (a third child of ``SeedSequence(seed)``, after the
+  environment's and the agent's), so the oracle's rewards carry noise independent of the
+  agent's. This is the public code's setting: there one global NumPy stream is seeded alike
+  for both runs, but the agent draws from it too, so the oracle's draws fall elsewhere.
 
 *Occupancy regret* (discounted criterion, an agent implementing
 :class:`~optplan.agents.base.PolicyAgent`): before each action the loop reads
@@ -48,7 +55,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._checks import OptplanError, OptplanTypeError, check_int
+from .._checks import OptplanError, OptplanTypeError, check_choice, check_int
 from .._progress import progress_bar
 from ..agents.base import Agent, PolicyAgent
 from . import engines, metrics
@@ -62,11 +69,17 @@ __all__ = [
     "run",
     "score",
     "oracle_run",
+    "oracle_env_seed",
     "check_agent_fits",
     "agent_shape",
     "never_ends_episodes",
     "OPTIMAL_ACTION_RTOL",
+    "ORACLE_NOISE",
 ]
+
+#: ``oracle_noise=`` values of :func:`run`: the oracle run's environment seed is the agent's
+#: (``"shared"``) or its own (``"independent"``).
+ORACLE_NOISE = ("shared", "independent")
 
 
 @one_blas_thread  # tabular products gain nothing from BLAS threads; sweeps oversubscribe
@@ -82,6 +95,7 @@ def run(
     on_episode_end: Callable[[int, Agent], None] | None = None,
     progress: bool = False,
     engine: str = "auto",
+    oracle_noise: str = "shared",
 ) -> Trace:
     r"""Run ``agent`` in ``env`` and score it against the true model.
 
@@ -115,6 +129,11 @@ def run(
         (e.g. the index agents' whole run in one numba call), with exactly the generic loop's
         results; a ``ValueError`` says why when no engine covers the run. ``"auto"``: an
         engine when one covers the run, the generic loop otherwise.
+    oracle_noise : {"shared", "independent"}, default "shared"
+        The oracle run's environment seed (module docstring, *Oracle run*): the agent's, so
+        the reward noise of the two runs cancels where they draw alike, or a stream of its own
+        (the public code's setting of bayesian-methods-tabular-rl). Pseudo-regret (from the
+        true model) does not depend on it.
 
     Returns
     -------
@@ -125,8 +144,9 @@ def run(
     ValueError
         ``steps``/``episodes`` not given exactly once as positive integers, ``seed`` not a
         non-negative integer, ``criterion`` not fitting the model, ``episodes`` on an
-        environment known never to end one (:func:`never_ends_episodes`), or an agent built
-        for other state/action/layer counts (:func:`check_agent_fits`, naming both).
+        environment known never to end one (:func:`never_ends_episodes`), an agent built
+        for other state/action/layer counts (:func:`check_agent_fits`, naming both), or
+        ``oracle_noise`` not one of :data:`ORACLE_NOISE`.
     TypeError
         ``agent`` lacks the :class:`~optplan.agents.Agent` methods, ``env`` has no model or
         ``on_episode_end`` is not callable.
@@ -135,6 +155,7 @@ def run(
         episode of ``episodes`` ends within ``10**7`` steps.
     """
     steps, episodes, seed = _check_run(agent, steps, episodes, seed, on_episode_end)
+    check_choice("oracle_noise", oracle_noise, ORACLE_NOISE)
     mdp = true_model(env)
     _check_ends(env, episodes)
     check_agent_fits(agent, mdp)
@@ -147,7 +168,8 @@ def run(
     args = (agent, env, env_seed, agent_rng, steps, episodes)
     record = _drive(compiled, *args, stop_when_solved, on_episode_end, track, progress)
     if oracle_env is not None:
-        record.oracle_rewards = _oracle_rewards(compiled, oracle_env, oracle, env_seed, record)
+        oracle_seed = env_seed if oracle_noise == "shared" else oracle_env_seed(seed)
+        record.oracle_rewards = _oracle_rewards(compiled, oracle_env, oracle, oracle_seed, record)
     return score(mdp, oracle, record, seed)
 
 
@@ -155,8 +177,18 @@ def _streams(seed: int):
     """``(env_seed, agent_rng)``: ``SeedSequence(seed)`` spawned into the environment's seed
     and the agent's generator."""
     env_ss, agent_ss = np.random.SeedSequence(seed).spawn(2)
-    env_seed = int(env_ss.generate_state(1, dtype=np.uint64)[0])
-    return env_seed, np.random.default_rng(agent_ss)
+    return _as_seed(env_ss), np.random.default_rng(agent_ss)
+
+
+def oracle_env_seed(seed: int) -> int:
+    """The oracle run's environment seed under ``oracle_noise="independent"``: the third child
+    of ``SeedSequence(seed)`` (the first two are the environment's and the agent's streams,
+    unchanged by spawning a third)."""
+    return _as_seed(np.random.SeedSequence(seed).spawn(3)[2])
+
+
+def _as_seed(ss: np.random.SeedSequence) -> int:
+    return int(ss.generate_state(1, dtype=np.uint64)[0])
 
 
 def _drive(

@@ -141,6 +141,7 @@ def execute_task(task: dict) -> tuple[dict, dict]:
             seed=task["seed"],
             criterion=task["criterion"],
             stop_when_solved=task["stop_when_solved"],
+            oracle_noise=task.get("oracle_noise", "shared"),
         )
     except Exception as exc:  # a failing task is recorded, never stops the sweep
         record.update(

@@ -7,6 +7,8 @@ A sweep file (``models/sweeps/*.toml``)::
     seeds = 5                # seed indices 0..4 (or a list, e.g. [0, 3, 7])
     steps = 2000             # horizon: steps = N or episodes = N (exactly one)
     stop_when_solved = false # end a run once the goal is solved (time-to-solve sweeps)
+    oracle_noise = "shared"  # the oracle run's noise: "shared" with the agent's run or
+                             # "independent" (optplan.experiments.run's oracle_noise)
     imports = ["mylab.agents"]  # optional: modules imported here and in every worker first
 
     [curves]                 # how the regret curves are stored
@@ -51,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import OptplanError
+from ..experiments.run import ORACLE_NOISE
 from ..mdp import CONTINUING
 from ..modelfile import file_kind, tomllib, wrong_kind
 from . import registry
@@ -65,6 +68,7 @@ _TOP_KEYS = {
     "steps",
     "episodes",
     "stop_when_solved",
+    "oracle_noise",
     "curves",
     "agents",
     "envs",
@@ -110,6 +114,7 @@ class Task:
     curve_points: int
     curve_scale: str
     imports: tuple[str, ...] = ()
+    oracle_noise: str = "shared"
 
     @property
     def file_stem(self) -> str:
@@ -132,6 +137,7 @@ class Task:
             "curve_points": self.curve_points,
             "curve_scale": self.curve_scale,
             "imports": list(self.imports),
+            "oracle_noise": self.oracle_noise,
         }
 
 
@@ -152,6 +158,7 @@ class Sweep:
     envs: tuple[Config, ...]
     source: str = "<dict>"
     imports: tuple[str, ...] = ()
+    oracle_noise: str = "shared"
 
     def to_dict(self) -> dict:
         """The normalized specification (grids expanded, defaults filled)."""
@@ -169,6 +176,8 @@ class Sweep:
         }
         if self.imports:  # only then: older sweeps keep their fingerprints
             out["imports"] = list(self.imports)
+        if self.oracle_noise != "shared":  # likewise
+            out["oracle_noise"] = self.oracle_noise
         return out
 
     def fingerprint(self) -> str:
@@ -196,6 +205,7 @@ class Sweep:
                     curve_points=self.curve_points,
                     curve_scale=self.curve_scale,
                     imports=self.imports,
+                    oracle_noise=self.oracle_noise,
                 )
             )
         return out
@@ -343,6 +353,11 @@ def _top_level(data: dict, source: str, where: str) -> dict:
     stop = data.get("stop_when_solved", False)
     if not isinstance(stop, bool):
         raise SweepError(f"{where}: stop_when_solved must be true or false, got {stop!r}")
+    oracle_noise = data.get("oracle_noise", "shared")
+    if oracle_noise not in ORACLE_NOISE:
+        raise SweepError(
+            f"{where}: oracle_noise must be one of {list(ORACLE_NOISE)}, got {oracle_noise!r}"
+        )
     curves = data.get("curves", {})
     if not isinstance(curves, dict) or set(curves) - {"points", "scale"}:
         raise SweepError(f"{where}: [curves] takes keys points and scale, got {curves!r}")
@@ -358,6 +373,7 @@ def _top_level(data: dict, source: str, where: str) -> dict:
         "steps": steps,
         "episodes": episodes,
         "stop_when_solved": stop,
+        "oracle_noise": oracle_noise,
         "curve_points": points,
         "curve_scale": scale,
     }
