@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from optplan._params import Param
+from optplan.experiments.fits import growth_exponent, mean_curve_exponent
 from optplan.experiments.stats import mean_ci
 from optplan.modelfile import tomllib
 from optplan.plots.plots import new_figure, save_figure
@@ -121,19 +123,16 @@ def estimate(times: dict) -> list[str]:
 def slope(t: np.ndarray, y: np.ndarray, lo: float = AT[0], hi: float = AT[-1]) -> float:
     """Least-squares slope of ``log y`` on ``log t`` over ``lo <= t <= hi``; ``NaN`` unless
     ``y > 0`` on the whole range (a curve still at 0 at ``t = lo`` has no growth exponent)."""
-    keep = (t >= lo) & (t <= hi)
-    if keep.sum() < 3 or not np.all(y[keep] > 0):
-        return float("nan")
-    return float(np.polyfit(np.log(t[keep]), np.log(y[keep]), 1)[0])
+    return growth_exponent(t, y, lo, hi)
 
 
-def exponent_cell(per_seed: np.ndarray) -> str:
-    """Mean ± 95% CI of the per-seed exponents, over the seeds that have one."""
-    ok = np.isfinite(per_seed)
-    if not ok.any():
+def exponent_cell(t: np.ndarray, Y: np.ndarray, lo: float = AT[0], hi: float = AT[-1]) -> str:
+    """The exponent of the mean curve over seeds with its 95% bootstrap interval over seeds
+    (:func:`optplan.experiments.fits.mean_curve_exponent`, 2,000 resamples, fixed seed)."""
+    k, low, high = mean_curve_exponent(t, Y, lo, min(hi, t[-1]), n_boot=2000, rng=0)
+    if not np.isfinite(k):
         return "-"
-    cell = fmt(*mean_ci(per_seed[ok]))
-    return cell if ok.all() else f"{cell} ({ok.sum()} of {ok.size} seeds)"
+    return f"{k:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def collect(names, out_root: Path) -> dict:
@@ -161,9 +160,9 @@ def fmt(m: float, h: float) -> str:
 def regret_table(data: dict) -> list[str]:
     head = " | ".join(f"R_T, T = 10^{int(np.log10(T))}" for T in AT)
     lines = [
-        f"| environment | agent | {head} | realized, T = max | exponent (mean curve) | "
-        "exponent (per seed) |",
-        "|---|---|" + "---|" * (len(AT) + 3),
+        f"| environment | agent | {head} | realized, T = max | exponent of the mean curve "
+        "[95% bootstrap] |",
+        "|---|---|" + "---|" * (len(AT) + 2),
     ]
     for env, agents in data.items():
         for agent, c in agents.items():
@@ -175,13 +174,10 @@ def regret_table(data: dict) -> list[str]:
                     continue
                 vals = np.array([np.interp(T, t, y) for y in Y])
                 cells.append(fmt(*mean_ci(vals)))
-            per_seed = np.array([slope(t, y) for y in Y])
-            k = slope(t, np.nanmean(Y, 0))
-            mean_slope = "-" if np.isnan(k) else f"{k:.2f}"
             lines.append(
                 f"| {env} | {agent} (n={len(Y)}) | "
                 + " | ".join(cells)
-                + f" | {fmt(*mean_ci(c['realized']))} | {mean_slope} | {exponent_cell(per_seed)} |"
+                + f" | {fmt(*mean_ci(c['realized']))} | {exponent_cell(t, Y)} |"
             )
     return lines
 
@@ -251,6 +247,9 @@ STYLE = {
     "UCRL2 (discounted)": ("C2", "-", "^", 2.5),
     "PSRL": ("C3", "-", "v", 2.5),
     "eps-greedy": ("C4", "-.", "X", 2.0),
+    "UCRL2 (discounted) (tuned)": ("C2", "-", "^", 2.5),
+    "PSRL (tuned)": ("C3", "-", "v", 2.5),
+    "eps-greedy (tuned)": ("C4", "-.", "X", 2.0),
 }
 #: The y label: the paper's regret over normalized discounted occupancies.
 YLABEL = r"$R_t = \sum_{u \leq t}\, \langle \mu^\star - \mu^{\pi_u},\, r \rangle$"
@@ -392,6 +391,343 @@ def sensitivity_figure(tables: dict):
     return fig
 
 
+# --- the fair comparison: every agent tuned the same way on held-out models --------------------
+
+#: Results of the fair comparison (tuning and evaluation sweeps, the tuned constants).
+FAIR = RESULTS / "ravi-fair"
+#: The tuned constants the evaluation sweeps read (written by ``--tune``).
+TUNED = FAIR / "tuned.json"
+FAIR_GAMMA = 0.9
+#: Tuning: every grid cell of every agent on each held-out model, one agent seed, T_TUNE steps;
+#: selection by the mean R_T at T_TUNE over the held-out models.
+T_TUNE = 30_000
+TUNE_MODELS = tuple(range(1000, 1006))
+#: Evaluation: EVAL_SEEDS seeds, seed i on model i (model seeds 0..19, disjoint from
+#: TUNE_MODELS), agent seeds from another sweep seed than the tuning's; T_EVAL steps.
+T_EVAL = 100_000
+EVAL_SEEDS = 20
+TUNE_SEED, EVAL_SEED = 2101, 2102
+#: setting -> (environment, its parameters). Model seeds are set by the protocol.
+SETTINGS = {
+    "goal-dirichlet-20": (
+        "sparse-goal-dirichlet-resets",
+        {"n_states": 20, "n_actions": 3, "discount": FAIR_GAMMA},
+    ),
+    "goal-dirichlet-50": (
+        "sparse-goal-dirichlet-resets",
+        {"n_states": 50, "n_actions": 4, "discount": FAIR_GAMMA},
+    ),
+    "dirichlet-10": (
+        "random-dirichlet-resets",
+        {"n_states": 10, "n_actions": 3, "discount": FAIR_GAMMA},
+    ),
+}
+#: setting -> the label of its panel and table rows.
+SETTING_LABELS = {
+    "goal-dirichlet-20": "sparse goal Dirichlet S=20 A=3",
+    "goal-dirichlet-50": "sparse goal Dirichlet S=50 A=4",
+    "dirichlet-10": "dense Dirichlet S=10 A=3",
+}
+#: agent label -> (registered agent, fixed parameters, the exploration grid {knob: values}).
+#: RAVI-UCB's two constants are multiples of the paper's beta and eta at horizon T_EVAL (the
+#: same absolute constants in tuning and evaluation); each baseline has its one knob.
+GRIDS = {
+    "RAVI-UCB": (
+        "ravi-ucb",
+        {"horizon": T_EVAL},
+        {
+            "beta_scale": [3e-5, 1e-4, 3e-4, 1e-3, 3e-3],
+            "eta_scale": [100.0, 1000.0, 10000.0, 100000.0],
+        },
+    ),
+    "UCRL2 (discounted)": ("ucrl2-discounted", {}, {"delta": [0.99, 0.1, 0.001]}),
+    "PSRL": (
+        "psrl-continuing",
+        {"discount": FAIR_GAMMA, "update_every": round(1 / (1 - FAIR_GAMMA))},
+        {"transition_prior": [0.01, 0.03, 0.1, 0.3, 1.0]},
+    ),
+    "eps-greedy": ("epsilon-greedy", {"discount": 1.0}, {"epsilon": [0.003, 0.01, 0.03, 0.1, 0.3]}),
+}
+#: The untuned reference in the evaluation: the paper's constants.
+PAPER = ("RAVI-UCB (paper)", "ravi-ucb", {"horizon": T_EVAL})
+
+
+def goal_dirichlet_resets(
+    seed_index: int,
+    n_states: int = 20,
+    n_actions: int = 3,
+    alpha: float = 0.1,
+    n_goals: int | None = None,
+    distractor: float = 0.1,
+    model_seed: int | None = None,
+    discount: float = 0.9,
+):
+    """:func:`optplan.generators.sparse_goal_dirichlet` with discounted resets to nu_0
+    (uniform); the model is drawn from ``model_seed``, the run's seed index when unset."""
+    from optplan.envs import DiscountedResets, TabularEnv
+    from optplan.generators import sparse_goal_dirichlet
+
+    seed = seed_index if model_seed is None else model_seed
+    mdp = sparse_goal_dirichlet(
+        n_states,
+        n_actions,
+        seed=seed,
+        alpha=alpha,
+        n_goals=n_goals,
+        distractor=distractor,
+        discount=discount,
+    )
+    return DiscountedResets(TabularEnv(mdp), discount)
+
+
+def register_goal_env() -> None:
+    from optplan.envs.registry import ENVS, register_env
+
+    if "sparse-goal-dirichlet-resets" in ENVS:
+        return
+    register_env(
+        "sparse-goal-dirichlet-resets",
+        goal_dirichlet_resets,
+        (
+            Param("n_states", "int", 20, "number of states"),
+            Param("n_actions", "int", 3, "number of actions"),
+            Param("alpha", "float", 0.1, "Dirichlet concentration of each transition row"),
+            Param("n_goals", "int", None, "goal states (reward 1); unset: max(1, S // 10)"),
+            Param("distractor", "float", 0.1, "distracting rewards ~ U(0, distractor)"),
+            Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
+            Param("discount", "float", 0.9, "gamma: each step resets to nu_0 w.p. 1 - gamma"),
+        ),
+        "sparse goal Dirichlet MDP with discounted resets (RAVI-UCB's fair comparison)",
+    )
+
+
+def env_model(setting: str, model_seed: int):
+    """The true model of ``setting`` drawn from ``model_seed``."""
+    name, params = SETTINGS[setting]
+    register_goal_env()
+    from optplan.envs.registry import ENVS
+
+    return ENVS[name].build(0, **params, model_seed=model_seed).unwrapped.mdp
+
+
+def greedy_loss(mdp) -> float:
+    """``<mu* - mu^greedy, r>``: the per-step regret of the reward-greedy policy (what an agent
+    that knows the rewards and nothing else plays; UCRL2's first policies)."""
+    from optplan.experiments.metrics import occupancy_gaps
+
+    greedy = np.eye(mdp.n_actions)[mdp.R.argmax(axis=1)]
+    uniform = np.full(mdp.R.shape, 1.0 / mdp.n_actions)
+    return occupancy_gaps(mdp, np.stack([greedy, uniform]))
+
+
+def cells(grid: dict) -> list[dict]:
+    """Every combination of a grid ``{knob: values}``, in order."""
+    out = [{}]
+    for knob, values in grid.items():
+        out = [{**c, knob: v} for c in out for v in values]
+    return out
+
+
+def cell_label(agent: str, cell: dict) -> str:
+    return agent + " " + ", ".join(f"{k}={v:g}" for k, v in cell.items())
+
+
+def tune_sweep(setting: str):
+    """Every agent's grid on the held-out models of ``setting``, T_TUNE steps, one seed each."""
+    env, params = SETTINGS[setting]
+    agents = [
+        {"name": name, "label": cell_label(agent, cell), "params": {**fixed, **cell}}
+        for agent, (name, fixed, grid) in GRIDS.items()
+        for cell in cells(grid)
+    ]
+    envs = [
+        {"name": env, "label": f"{setting} model {m}", "params": {**params, "model_seed": m}}
+        for m in TUNE_MODELS
+    ]
+    return sweep_from_dict(
+        {
+            "name": f"ravi-fair-tune-{setting}",
+            "description": f"RAVI-UCB fair comparison: tuning on held-out models, {setting}",
+            "seed": TUNE_SEED,
+            "seeds": 1,
+            "steps": T_TUNE,
+            "curves": {"points": 20, "scale": "log"},
+            "agents": agents,
+            "envs": envs,
+        },
+        source="examples/ravi_ucb_experiments.py",
+    )
+
+
+def select(setting: str) -> dict:
+    """``{agent: {"params", "mean_R", "grid": [[cell, mean R_T at T_TUNE, n], ...]}}``: each
+    agent's cell with the lowest mean R_T at T_TUNE over the held-out models."""
+    res = load_results(FAIR / f"ravi-fair-tune-{setting}")
+    by_label: dict = {}
+    for r in res.rows:
+        if r["status"] == "ok":
+            by_label.setdefault(r["agent"], []).append(r[METRIC])
+    out = {}
+    for agent, (_, _, grid) in GRIDS.items():
+        rows = []
+        for cell in cells(grid):
+            vals = by_label.get(cell_label(agent, cell), [])
+            if len(vals) != len(TUNE_MODELS):
+                raise SystemExit(f"tuning of {setting} incomplete: {cell_label(agent, cell)}")
+            rows.append([cell, float(np.mean(vals)), len(vals)])
+        best = min(rows, key=lambda row: row[1])
+        out[agent] = {"params": best[0], "mean_R": best[1], "grid": rows}
+    return out
+
+
+def eval_sweep(setting: str, tuned: dict):
+    """The evaluation of ``setting``: the paper's constants and every agent at its tuned
+    constants, EVAL_SEEDS seeds on the evaluation models (seed i on model i), T_EVAL steps."""
+    env, params = SETTINGS[setting]
+    label, name, fixed = PAPER
+    agents = [{"name": name, "label": label, "params": dict(fixed)}]
+    for agent, (name, fixed, _) in GRIDS.items():
+        agents.append(
+            {
+                "name": name,
+                "label": f"{agent} (tuned)",
+                "params": {**fixed, **tuned[setting][agent]["params"]},
+            }
+        )
+    return sweep_from_dict(
+        {
+            "name": f"ravi-fair-{setting}",
+            "description": f"RAVI-UCB fair comparison: evaluation, {setting}",
+            "seed": EVAL_SEED,
+            "seeds": EVAL_SEEDS,
+            "steps": T_EVAL,
+            "curves": {"points": 80, "scale": "log"},
+            "agents": agents,
+            "envs": [{"name": env, "label": SETTING_LABELS[setting], "params": dict(params)}],
+        },
+        source="examples/ravi_ucb_experiments.py",
+    )
+
+
+def run_logged(sweep, out: Path, jobs: int, log: dict) -> None:
+    """Run (or resume) ``sweep`` into ``out``; wall and CPU time (this process) into ``log``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    rep = run_sweep(sweep, out, jobs=jobs, quiet=True)
+    print(f"  {sweep.name:<34} {rep}", file=sys.stderr)
+    if rep.ran:
+        prev = log.get(sweep.name, {"wall_s": 0.0, "cpu_s": 0.0, "ran": 0})
+        log[sweep.name] = {
+            "wall_s": round(prev["wall_s"] + time.perf_counter() - wall, 1),
+            "cpu_s": round(prev["cpu_s"] + time.process_time() - cpu, 1),
+            "ran": prev["ran"] + rep.ran,
+            "total": rep.total,
+        }
+    FAIR.mkdir(parents=True, exist_ok=True)
+    (FAIR / "walltimes.json").write_text(json.dumps(log, indent=1))
+
+
+def tune(jobs: int) -> dict:
+    """Run the tuning sweeps, select, write :data:`TUNED`."""
+    register_goal_env()
+    log_path = FAIR / "walltimes.json"
+    log = json.loads(log_path.read_text()) if log_path.exists() else {}
+    tuned = {}
+    for setting in SETTINGS:
+        run_logged(tune_sweep(setting), FAIR / f"ravi-fair-tune-{setting}", jobs, log)
+        tuned[setting] = select(setting)
+    protocol = {
+        "t_tune": T_TUNE,
+        "tune_models": list(TUNE_MODELS),
+        "tune_seed": TUNE_SEED,
+        "grids": {a: g for a, (_, _, g) in GRIDS.items()},
+        "selection": "lowest mean R_T at t_tune over the held-out models",
+    }
+    TUNED.write_text(json.dumps({"protocol": protocol, "tuned": tuned}, indent=1))
+    print(f"wrote {TUNED}", file=sys.stderr)
+    return tuned
+
+
+def evaluate(jobs: int) -> None:
+    """Run the evaluation sweeps at the constants of :data:`TUNED`."""
+    register_goal_env()
+    if not TUNED.exists():
+        raise SystemExit(f"{TUNED} missing: run with --tune first")
+    tuned = json.loads(TUNED.read_text())["tuned"]
+    log_path = FAIR / "walltimes.json"
+    log = json.loads(log_path.read_text()) if log_path.exists() else {}
+    for setting in SETTINGS:
+        run_logged(eval_sweep(setting, tuned), FAIR / f"ravi-fair-{setting}", jobs, log)
+
+
+def tuned_lines() -> list[str]:
+    """The tuning grids' mean R_T at T_TUNE and the picked cells, one table per setting."""
+    if not TUNED.exists():
+        return []
+    tuned = json.loads(TUNED.read_text())["tuned"]
+    lines = [
+        f"tuning: mean R_T at T = {T_TUNE:,} over {len(TUNE_MODELS)} held-out models "
+        f"(model seeds {TUNE_MODELS[0]}-{TUNE_MODELS[-1]}), one agent seed each; * = picked",
+        "",
+        "| setting | agent | grid: mean R_T at T_tune | picked |",
+        "|---|---|---|---|",
+    ]
+    for setting, agents in tuned.items():
+        for agent, t in agents.items():
+            grid = "; ".join(
+                ("*" if cell == t["params"] else "")
+                + ", ".join(f"{k}={v:g}" for k, v in cell.items())
+                + f": {m:,.0f}"
+                for cell, m, _ in t["grid"]
+            )
+            pick = ", ".join(f"{k} = {v:g}" for k, v in t["params"].items())
+            lines.append(f"| {setting} | {agent} | {grid} | {pick} |")
+    return lines
+
+
+def greedy_lines() -> list[str]:
+    """The reward-greedy and uniform policies' per-step regret on the evaluation and tuning
+    models of every setting."""
+    lines = [
+        "| setting | models | reward-greedy loss per step: mean (min, max) | "
+        "uniform policy's loss per step: mean |",
+        "|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        for what, seeds in (
+            (f"evaluation (0-{EVAL_SEEDS - 1})", range(EVAL_SEEDS)),
+            (f"tuning ({TUNE_MODELS[0]}-{TUNE_MODELS[-1]})", TUNE_MODELS),
+        ):
+            L = np.array([greedy_loss(env_model(setting, m)) for m in seeds])
+            lines.append(
+                f"| {setting} | {what} | {L[:, 0].mean():.4f} ({L[:, 0].min():.4f}, "
+                f"{L[:, 0].max():.4f}) | {L[:, 1].mean():.4f} |"
+            )
+    return lines
+
+
+def fair_report(figures: Path) -> None:
+    """Print the fair comparison's tables; draw ``ravi-fair-regret.png`` into ``figures``."""
+    print("\n".join(greedy_lines()))
+    print()
+    print("\n".join(tuned_lines()))
+    print()
+    data = collect([f"ravi-fair-{s}" for s in SETTINGS], FAIR)
+    if not data:
+        return
+    print("\n".join(regret_table(data)))
+    figures.mkdir(parents=True, exist_ok=True)
+    n = sorted({len(c["Y"]) for a in data.values() for c in a.values()})
+    fig = regret_figure(
+        data,
+        list(data),
+        len(data),
+        "RAVI-UCB vs baselines, every agent tuned on held-out models ($\\gamma = 0.9$, discounted "
+        f"resets): $R_t$, log-log, mean and 95% CI over {'/'.join(map(str, n))} evaluation "
+        "models (one seed each)",
+    )
+    print(save_figure(fig, figures / "ravi-fair-regret.png"), file=sys.stderr)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true", help="only tables and figures from results/")
@@ -404,8 +740,29 @@ def main(argv=None) -> int:
         help="directory for the figures (default: results/figures/, untracked; "
         "--out examples/figures replaces the committed ones)",
     )
+    fair = ap.add_argument_group("the fair comparison (results/ravi-fair/)")
+    fair.add_argument("--tune", action="store_true", help="tune every agent on the held-out models")
+    fair.add_argument(
+        "--evaluate", action="store_true", help="evaluate at the tuned constants (tuned.json)"
+    )
+    fair.add_argument(
+        "--fair", action="store_true", help="--tune, --evaluate, then its tables and figure"
+    )
+    fair.add_argument(
+        "--fair-table", action="store_true", help="the fair comparison's tables and figure only"
+    )
     args = ap.parse_args(argv)
     figures = args.out
+    if args.tune or args.evaluate or args.fair or args.fair_table:
+        start = time.perf_counter()
+        if args.tune or args.fair:
+            tune(args.jobs)
+        if args.evaluate or args.fair:
+            evaluate(args.jobs)
+        if not args.fair_table:
+            print(f"ran in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        fair_report(figures)
+        return 0
     root = RESULTS / "ravi-quick" if args.quick else RESULTS
     if not args.table:
         start = time.perf_counter()

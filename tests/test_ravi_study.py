@@ -87,7 +87,10 @@ def test_growth_exponent_is_the_log_log_slope():
     y = 3.0 * t**0.5
     y[t < 2e3] = 0.0  # still 0 at t = 10^3: no exponent
     assert math.isnan(ex.slope(t, y))
-    assert ex.exponent_cell(np.array([0.4, 0.6, np.nan])) == "0.50 ± 1.27 (2 of 3 seeds)"
+    # the mean curve's exponent with its bootstrap interval over seeds
+    Y = np.vstack([3.0 * t**0.5, 5.0 * t**0.5, 4.0 * t**0.5])
+    assert ex.exponent_cell(t, Y) == "0.50 [0.50, 0.50]"
+    assert ex.exponent_cell(t, np.zeros((3, t.size))) == "-"
 
 
 def test_best_shared_cell_normalizes_by_the_paper_constants():
