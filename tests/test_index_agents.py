@@ -8,6 +8,7 @@ import pytest
 
 import optplan as op
 from optplan.agents.index_agents import (
+    IMEDRL,
     MDPDMED,
     MDPPS,
     MDPUCB,
@@ -19,7 +20,7 @@ from optplan.experiments import run
 from optplan.generators import random_dirichlet
 from optplan.modelfile import load_counts
 
-AGENTS = (MDPUCB, OLP, MDPDMED, MDPPS)
+AGENTS = (MDPUCB, OLP, MDPDMED, MDPPS, IMEDRL)
 COWAN3 = op.load_model("models/cowan3.toml")
 RIGGED = load_counts("models/cowan3-rigged.toml", 3, 2)
 
@@ -103,7 +104,7 @@ def _load(agent, snap):
     return state
 
 
-@pytest.mark.parametrize("cls", [MDPUCB, OLP, MDPDMED])
+@pytest.mark.parametrize("cls", [MDPUCB, OLP, MDPDMED, IMEDRL])
 @pytest.mark.parametrize("model", ["cowan3", "random"])
 @pytest.mark.parametrize("solver", ["CLARABEL", "ECOS"])
 def test_fast_and_conic_indices_agree_on_recorded_states(cls, model, solver):
@@ -117,7 +118,7 @@ def test_fast_and_conic_indices_agree_on_recorded_states(cls, model, solver):
         state = _load(fast, snap)
         _load(conic, snap)
         uf, uc = fast.indices(state), conic.indices(state)
-        if cls is MDPDMED:  # compare the rates K themselves (D = ln t / K - T amplifies)
+        if cls in (MDPDMED, IMEDRL):  # compare the rates K themselves (T K amplifies)
             uf, uc = fast.last_rates, conic.last_rates
         finite = np.isfinite(uf)
         np.testing.assert_array_equal(finite, np.isfinite(uc))
@@ -176,6 +177,31 @@ def test_dmed_theorem_3_conventions():
     e.p_hat[0, 1] = e.p_hat[0, 0]
     D = agent.indices(0)
     assert np.isinf(D).any() and D.max() == np.inf
+
+
+def test_imed_rl_index_conventions():
+    """I = T K + ln T for an empirically sub-optimal action, ln T for an optimal one, -inf
+    untried, +inf when no model makes the action optimal (K = inf), argmin played."""
+    agent = IMEDRL(COWAN3.R)
+    agent.reset(np.random.default_rng(0))
+    e = agent.estimator
+    assert agent.select_action(0) == 0 and agent.last_indices.tolist() == [-np.inf, -np.inf]
+    for _ in range(3):
+        e.update(0, 0, 1)
+    e.update(0, 1, 2)
+    I = agent.indices(0)
+    L = e.R[0] + e.p_hat[0] @ e.v
+    best, other = int(np.argmax(L)), int(np.argmin(L))
+    K = agent.last_rates[other]
+    assert 0 < K < np.inf and np.isnan(agent.last_rates[best])
+    assert I[best] == np.log(e.Txa[0, best])
+    assert I[other] == e.Txa[0, other] * K + np.log(e.Txa[0, other])
+    assert agent.select_action(0) == int(np.argmin(I))
+    e.R = e.R.copy()
+    e.R[0] = [5.0, 0.0]  # a reward gap no transition law can close: K = inf
+    e.solve()
+    I = agent.indices(0)
+    assert I[1] == np.inf and agent.last_rates[1] == np.inf and agent.select_action(0) == 0
 
 
 def test_mdp_ps_is_reproducible_and_uses_the_rng():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import optplan as op
-from optplan.agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
+from optplan.agents.index_agents import IMEDRL, MDPDMED, MDPPS, MDPUCB, OLP
 from optplan.envs import TabularEnv
 from optplan.experiments import index_compiled, run
 from optplan.fast import _agent_kernels
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     not _agent_kernels.AVAILABLE, reason="numba not installed (pip install 'optplan[jit]')"
 )
 
-AGENTS = (MDPUCB, OLP, MDPDMED, MDPPS)
+AGENTS = (MDPUCB, OLP, MDPDMED, MDPPS, IMEDRL)
 COWAN3 = op.load_model("models/cowan3.toml")
 RIGGED = load_counts("models/cowan3-rigged.toml", 3, 2)
 TRACE_FIELDS = (
@@ -67,6 +67,7 @@ def assert_same(ref, got):
     np.testing.assert_array_equal(ac.last_indices, ar.last_indices)
     if isinstance(ar, MDPDMED):
         assert ac.best_action == ar.best_action
+    if isinstance(ar, (MDPDMED, IMEDRL)):
         np.testing.assert_array_equal(ac.last_rates, ar.last_rates)
     # the generators were consumed alike, and the environment stands where the loop left it
     assert ac.rng.bit_generator.state == ar.rng.bit_generator.state

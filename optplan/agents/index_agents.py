@@ -1,6 +1,7 @@
-r"""Average-reward index agents of accelerating-ucb-indices-mdp §3: MDP-UCB, OLP, MDP-DMED, MDP-PS.
+r"""Average-reward index agents of accelerating-ucb-indices-mdp §3 (MDP-UCB, OLP, MDP-DMED,
+MDP-PS) and IMED-RL (Pesquerel & Maillard 2022), the index form of MDP-DMED's rate.
 
-All four share :class:`TransitionEstimator` (§3.1), for the undiscounted, infinite-horizon
+All five share :class:`TransitionEstimator` (§3.1), for the undiscounted, infinite-horizon
 setting with known mean rewards ``r_x(a)`` and unknown transitions:
 
 - transition estimate ``p_hat[x, a, y] = (T[x, a, y] + 1) / (T[x, a] + |S|)``;
@@ -21,7 +22,13 @@ At time ``t`` (1 on the first step) in state ``x``, with ``T = T[x, a]``:
   (``K = 0``: ``D = +inf``; ``K = +inf`` (target above max v, or at it with v not constant):
   ``D = -T``); play ``argmax D`` if positive, else ``a*``;
 - **MDP-PS** (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)`` (the
-  uniform prior's posterior), play ``argmax W``.
+  uniform prior's posterior), play ``argmax W``;
+- **IMED-RL** (Pesquerel & Maillard, NeurIPS 2022, in the known-reward form of this setting):
+  with ``L_a = r + p_hat . v_hat`` and ``L* = max_a L_a``, the index
+  ``I(a) = T K(a) + ln T`` where ``K(a) = D(p_hat, v_hat, L* - r(a))`` is MDP-DMED's rate for
+  an empirically sub-optimal action (``L_a < L*``; ``K = +inf``: ``I = +inf``) and
+  ``I(a) = ln T`` for an empirically optimal one (``L_a = L*``); play ``argmin I``, an
+  untried action (``T = 0``: ``I = -inf``) first.
 
 An action never tried (``T = 0``) has an infinite UCB/OLP radius: its index is the supremum
 over the whole simplex, ``r + max v_hat``, computed exactly. Ties go to the lowest action.
@@ -35,7 +42,7 @@ recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its st
 ``T[x, a]``.
 
 This module is the reference implementation, one Python step at a time.
-:func:`optplan.experiments.run` runs an agent of exactly these four classes with
+:func:`optplan.experiments.run` runs an agent of exactly these five classes with
 ``method="fast"`` on a plain :class:`~optplan.envs.TabularEnv` (fewer than 200 states, no
 reward noise) in one compiled loop instead (:mod:`optplan.experiments.index_compiled`, numba),
 with the same results bit for bit; ``run(..., engine="python")`` keeps this loop.
@@ -62,7 +69,7 @@ from ..result import INFEASIBLE, OPTIMAL
 from ._env import continuing_shape, env_model
 from .base import ConicFallback, check_agent_mask, check_rng
 
-__all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS"]
+__all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS", "IMEDRL"]
 
 
 class TransitionEstimator:
@@ -361,6 +368,61 @@ class MDPPS(IndexAgent):
 _with_parameters(MDPPS, " MDP-PS solves no optimization problem: accepted for a uniform interface.")
 
 
+@_with_parameters
+class IMEDRL(IndexAgent):
+    """IMED-RL (Pesquerel & Maillard, NeurIPS 2022; IMED of Honda & Takemura 2015 for MDPs), in
+    the known-reward form of this module: the index ``I(a) = T[x, a] K(a) + ln T[x, a]`` with
+    MDP-DMED's KL-minimization rate ``K(a) = D(p_hat, v_hat, L* - r(a))`` (``L_a = r(a) +
+    p_hat . v_hat``, ``L* = max_a L_a``) for an empirically sub-optimal action, ``ln T[x, a]``
+    for an empirically optimal one (``L_a = L*``); the agent plays ``argmin I``.
+
+    Conventions: an untried admissible action has ``I = -inf`` (tried first, lowest index
+    first); ``K = +inf`` (the target is above ``max v_hat``, or at it with ``v_hat`` not
+    constant: no model in the simplex makes the action optimal) gives ``I = +inf``; an
+    inadmissible action has ``I = +inf``. Ties go to the lowest action. ``ln T`` is numpy's
+    ``log`` of the counts (with ``initial_counts``, of the pseudo-counts included)."""
+
+    name = "imed-rl"
+
+    def indices(self, state: int) -> np.ndarray:
+        """The IMED indices ``I(a)`` (``+inf`` for inadmissible actions); :attr:`last_rates`
+        holds ``K(a)`` of the empirically sub-optimal tried actions (NaN elsewhere)."""
+        e = self.estimator
+        mask = e.mask[state]
+        L_val = masked(e.R[state] + e.p_hat[state] @ e.v, mask)
+        top = L_val.max()
+        T = e.Txa[state]
+        tried = mask & (T > 0)
+        optimal = tried & (L_val == top)
+        others = np.flatnonzero(tried & ~optimal)
+        self.last_rates = np.full(self.n_actions, np.nan)
+        with np.errstate(divide="ignore"):
+            log_T = np.log(T)
+        index = np.where(tried, log_T, np.inf)
+        index[mask & (T == 0)] = -np.inf
+        if others.size:
+            target = top - e.R[state, others]
+            K = np.asarray(
+                kl_inf_rate(e.p_hat[state, others], e.v, target, validate=False).value,
+                dtype=float,
+            )
+            if self.method == "conic":
+                K = np.array(
+                    [
+                        self._conic(KLInfRate(e.p_hat[state, a], e.v, float(tg)), float(k))
+                        for a, tg, k in zip(others, target, K, strict=True)
+                    ]
+                )
+            self.last_rates[others] = K
+            index[others] = T[others] * K + log_T[others]
+        return index
+
+    def select_action(self, state: int) -> int:
+        index = self.indices(state)
+        self.last_indices = index
+        return int(np.argmin(index))
+
+
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
 
 
@@ -388,5 +450,6 @@ BUILDERS = tuple(
         (OLP, "OLP: L1-ball index (Tewari & Bartlett)"),
         (MDPDMED, "MDP-DMED: KL-minimization discrepancies (Theorem 3 conventions)"),
         (MDPPS, "MDP-PS: Dirichlet posterior samples of the current state's rows"),
+        (IMEDRL, "IMED-RL: index T K + ln T from MDP-DMED's KL-minimization rate, argmin"),
     )
 )

@@ -1,5 +1,5 @@
 r"""The compiled run of the index agents: :func:`~optplan.experiments.run`'s loop for MDP-UCB,
-OLP, MDP-DMED and MDP-PS in one numba call, with the generic loop's results **exactly**.
+OLP, MDP-DMED, MDP-PS and IMED-RL in one numba call, with the generic loop's results **exactly**.
 
 :func:`~optplan.experiments.run` (``engine="auto"``, the default) takes this path, a row of
 :data:`optplan.experiments.engines.RUN_ENGINES`, when :func:`compiled_reason` finds nothing
@@ -8,7 +8,8 @@ against it, and the generic Python loop otherwise;
 with the reason) what this path does not cover. What it covers:
 
 - the agent is an instance of exactly :class:`~optplan.agents.MDPUCB`, :class:`~optplan.agents.OLP`,
-  :class:`~optplan.agents.MDPDMED` or :class:`~optplan.agents.MDPPS` (not a subclass) with
+  :class:`~optplan.agents.MDPDMED`, :class:`~optplan.agents.MDPPS` or
+  :class:`~optplan.agents.index_agents.IMEDRL` (not a subclass) with
   ``method="fast"``, on fewer than :data:`optplan.dp.ITERATIVE_MIN_STATES` states (where the
   reference factorizes its evaluations);
 - the environment is exactly a :class:`~optplan.envs.TabularEnv` (no wrapper, no subclass) over
@@ -19,7 +20,7 @@ with the reason) what this path does not cover. What it covers:
 
 The loop (:mod:`optplan.fast._agent_kernels`) consumes the environment's and the agent's
 generators as the generic loop does and leaves the agent (counts, ``p_hat``, policy, gain,
-bias, ``last_indices``), the environment (state, generator) and both generators as the generic
+bias, ``last_indices``, ``last_rates``), the environment (state, generator) and both generators as the generic
 loop leaves them. The oracle run of :attr:`Trace.draft_regret` is compiled too (same draws).
 Both loops run under :func:`~optplan.experiments.run`'s one BLAS thread: with several,
 OpenBLAS's blocked LU may round differently from one call to the next (seen from about 150
@@ -36,6 +37,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..agents import MDPDMED, MDPPS, MDPUCB, OLP
+from ..agents.index_agents import IMEDRL
 from ..dp import ITERATIVE_MIN_STATES
 from ..envs import TabularEnv
 from ..fast import _agent_kernels as K
@@ -43,7 +45,7 @@ from ..mdp import TabularMDP
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run"]
 
-_KINDS = {MDPUCB: K.UCB, OLP: K.OLP, MDPDMED: K.DMED, MDPPS: K.PS}
+_KINDS = {MDPUCB: K.UCB, OLP: K.OLP, MDPDMED: K.DMED, MDPPS: K.PS, IMEDRL: K.IMED}
 
 
 def _env_reason(env) -> str | None:
@@ -68,8 +70,8 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
     kind = _KINDS.get(type(agent))
     if kind is None:
         return (
-            f"{type(agent).__name__} is not one of MDPUCB, OLP, MDPDMED, MDPPS (subclasses "
-            "take the generic loop)"
+            f"{type(agent).__name__} is not one of MDPUCB, OLP, MDPDMED, MDPPS, IMEDRL "
+            "(subclasses take the generic loop)"
         )
     if agent.method != "fast":
         return f'method={agent.method!r} (only "fast" is compiled)'
@@ -105,10 +107,13 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     # fresh writable copies of the read-only inputs: one set of argument types for numba
     # (a read-only array is another type, and another ~20 s compile)
     R, mask, true_mask = (np.array(x, copy=True, order="C") for x in (e.R, e.mask, mdp.action_mask))
+    kind = _KINDS[type(agent)]
+    # IMED-RL's ln T[x, a]: numpy's logs of every integral count the run can reach
+    logs = K.log_table(steps + int(e.Txa.max()) + 2) if kind == K.IMED else None
     out = K.run_index_loop(
-        _KINDS[type(agent)], steps, int(state), int(e.t), R.astype(float), mask.astype(bool),
+        kind, steps, int(state), int(e.t), R.astype(float), mask.astype(bool),
         good, e.T, e.Txa, e.Tx, e.p_hat, policy, np.array(e.v, dtype=float), env._cdf,
-        true_mask.astype(bool), env.np_random, agent.rng,
+        true_mask.astype(bool), env.np_random, agent.rng, logs,
     )  # fmt: skip
     status, n, t, gain, v, best, action, state, states, actions, u, rates = out
     # leave the agent and the environment as the generic loop leaves them
@@ -118,6 +123,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
         agent.last_indices = u
         if isinstance(agent, MDPDMED):
             agent.best_action, agent.last_rates = int(best), rates
+        elif isinstance(agent, IMEDRL):
+            agent.last_rates = rates
     env._t += n
     if status == K.INADMISSIBLE:
         env._state = int(state)

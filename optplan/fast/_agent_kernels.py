@@ -23,6 +23,10 @@ code or the same operations in the same order:
 - ``ln T[x]`` of the good-action test: ``math.log`` (libm), which may differ from numpy's
   SIMD ``np.log`` in the last bit, so a comparison within ``1e-9`` (relative) of a tie is
   redone with ``np.log`` in object mode;
+- ``ln T[x, a]`` of IMED-RL's index: numpy's ``np.log`` itself, read from a table of
+  ``np.log(0, 1, ..., n - 1)`` made before the loop for integral counts (numpy's log of a value
+  does not depend on the array it sits in: :func:`self_check` checks it), in object mode for
+  a count the table does not hold (fractional pseudo-counts);
 - Dirichlet draws (MDP-PS): ``Generator.standard_gamma`` on the agent's own generator, which
   numba implements with NumPy's algorithms on the same bit generator (same stream, same
   state after the run); the environment's transitions: ``Generator.random`` on the
@@ -50,13 +54,24 @@ from ._kernels.kl_ball import _kl_ball_rows
 from ._kernels.kl_inf import _kl_inf_rows
 from ._kernels.l1_ball import _l1_rows
 
-__all__ = ["AVAILABLE", "run_index_loop", "oracle_loop", "self_check", "UCB", "OLP", "DMED", "PS"]
+__all__ = [
+    "AVAILABLE",
+    "run_index_loop",
+    "oracle_loop",
+    "self_check",
+    "log_table",
+    "UCB",
+    "OLP",
+    "DMED",
+    "PS",
+    "IMED",
+]
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _kernels.AVAILABLE
 
 #: Agent kinds of :func:`run_index_loop`.
-UCB, OLP, DMED, PS = 0, 1, 2, 3
+UCB, OLP, DMED, PS, IMED = 0, 1, 2, 3, 4
 #: Loop outcomes: all steps done; the agent chose an action the environment does not admit
 #: (the environment raises); policy iteration did not stop in ``max_iter`` iterations.
 DONE, INADMISSIBLE, PI_MAX_ITER = 0, 1, 2
@@ -82,6 +97,10 @@ def _py_kl_inf(p, v, rho):
     from .kl_inf import kl_inf_rate
 
     return np.ascontiguousarray(kl_inf_rate(p, v, rho, validate=False).value, dtype=float)
+
+
+def _py_log(x):
+    return float(np.log(np.array([x]))[0])
 
 
 def _py_threshold(Tx, x):
@@ -160,6 +179,18 @@ def _matvec(M, v, out):  # pragma: no cover - compiled by numba
         out[0] = np.dot(M[0], v)
     else:
         out[:] = np.dot(M, v)
+
+
+@_JIT
+def _argmin(u):  # pragma: no cover - compiled by numba
+    """``np.argmin``: the first minimum, the first NaN if any."""
+    best = 0
+    for i in range(u.shape[0]):
+        if math.isnan(u[i]):
+            return i
+        if u[i] < u[best]:
+            best = i
+    return best
 
 
 @_JIT
@@ -360,6 +391,62 @@ def _dmed_indices(
 
 
 @_JIT
+def _log_count(T, logs):  # pragma: no cover - compiled by numba
+    """numpy's ``np.log(T)``: from the table for an integral count it holds, else by numpy."""
+    if T >= 0 and T < logs.shape[0] and T == math.floor(T):
+        return logs[int(T)]
+    with objmode(out="float64"):  # noqa: F821
+        out = _py_log(T)
+    return out
+
+
+@_JIT
+def _imed_indices(
+    x, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its, code, acts, logs
+):  # noqa: E501  # pragma: no cover
+    """``IMEDRL.indices(x)`` into ``u`` (and ``rates``)."""
+    S, A = R.shape
+    _matvec(p_hat[x], v, Lv)
+    top = -math.inf
+    for a in range(A):
+        Lv[a] = R[x, a] + Lv[a] if mask[x, a] else -math.inf
+        if Lv[a] > top:
+            top = Lv[a]
+    B = 0
+    for a in range(A):
+        rates[a] = math.nan
+        T = Txa[x, a]
+        if not mask[x, a]:
+            u[a] = math.inf
+        elif T == 0:
+            u[a] = -math.inf
+        else:
+            u[a] = _log_count(T, logs)
+            if Lv[a] != top:  # empirically sub-optimal: a rate to compute
+                Pr[B, :] = p_hat[x, a]
+                Vr[B, :] = v
+                D[B] = top - R[x, a]
+                acts[B] = a
+                B += 1
+    if B == 0:
+        return
+    _kl_inf_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], code[:B])
+    left = False
+    for i in range(B):
+        if code[i] == -1:  # LEFT
+            left = True
+    if left:
+        Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
+        with objmode(out="float64[:]"):  # noqa: F821
+            out = _py_kl_inf(Pc, vc, Dc)
+        val[:B] = out
+    for i in range(B):
+        a = acts[i]
+        rates[a] = val[i]
+        u[a] = Txa[x, a] * val[i] + u[a]
+
+
+@_JIT
 def _ps_indices(x, rng, R, mask, T, v, u, G, Q, W):  # pragma: no cover - compiled by numba
     """``MDPPS.indices(x)`` into ``u``: ``sample_dirichlet(T[x] + 1, rng)`` row by row."""
     S, A = R.shape
@@ -411,6 +498,7 @@ def _run(
     actions,
     u,
     rates,
+    logs,
 ):  # noqa: E501  # pragma: no cover
     """The loop of :func:`optplan.experiments.run` with the agent's select/update inlined.
     Returns ``(status, steps done, t, gain, v, last best action, action, state)``."""
@@ -459,6 +547,12 @@ def _run(
             j = _argmax(u)
             a = j if u[j] > 0 else best
             u[best] = ub
+        elif kind == IMED:
+            _imed_indices(
+                x, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its, code, acts,
+                logs,
+            )  # fmt: skip
+            a = _argmin(u)
         else:
             _ps_indices(x, agent_rng, R, mask, T, v, u, G, Q, Lv)
             a = _argmax(u)
@@ -513,6 +607,7 @@ def self_check(cases: int = 200, seed: int = 0) -> bool:
 
         c = _compiled()
         rng = np.random.default_rng(seed)
+        logs = log_table(4096)
         for _ in range(cases):
             S = int(rng.integers(1, 41))
             m = int(rng.integers(1, 9))
@@ -533,16 +628,32 @@ def self_check(cases: int = 200, seed: int = 0) -> bool:
                 np.empty(S),
             )
             ok &= bool(sol[S] == ev.gain) and np.array_equal(sol[:S], ev.bias)
+            # numpy's log of a count is the same in a short row as in IMED-RL's long table
+            # (and in object mode), so the table and the fallback give the reference's bits
+            k, big = int(rng.integers(1, 4096)), float(rng.integers(4096, 2**40))
+            row = rng.integers(1, 50, size=m).astype(float)
+            j = int(rng.integers(m))
+            row[j] = k
+            ok &= bool(np.log(row)[j] == c["_log_count"](float(k), logs))
+            row[j] = big
+            ok &= bool(np.log(row)[j] == c["_log_count"](big, logs))
             if not ok:
                 break
     _CHECK.append(bool(ok))
     return _CHECK[0]
 
 
+def log_table(n: int) -> np.ndarray:
+    """``np.log([0, 1, ..., n - 1])`` (``-inf`` first): IMED-RL's ``ln T`` of integral counts."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.arange(max(int(n), 1), dtype=float))
+
+
 def run_index_loop(kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf,
-                   true_mask, env_rng, agent_rng):  # fmt: skip
+                   true_mask, env_rng, agent_rng, logs=None):  # fmt: skip
     """Run ``steps`` steps; the estimator arrays (``good, T, Txa, Tx, p_hat, policy``) are
-    updated in place. Returns ``(status, n, t, gain, v, best, action, states, actions, u,
+    updated in place; ``logs``: IMED-RL's table (:func:`log_table`, covering every count the
+    run can reach; others are computed by numpy in object mode). Returns ``(status, n, t, gain, v, best, action, states, actions, u,
     rates)``: ``n`` steps recorded in ``states[:n]``, ``actions[:n]``; ``u`` the last scores;
     ``action`` the refused action when ``status`` is ``INADMISSIBLE``."""
     c = _compiled()
@@ -551,9 +662,10 @@ def run_index_loop(kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, poli
     actions = np.empty(steps, dtype=np.int64)
     u = np.full(A, -np.inf)
     rates = np.full(A, np.nan)
+    logs = np.zeros(0) if logs is None else np.ascontiguousarray(logs, dtype=float)
     status, n, t, gain, v, best, action, state = c["_run"](
         kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
-        env_rng, agent_rng, states, actions, u, rates,
+        env_rng, agent_rng, states, actions, u, rates, logs,
     )  # fmt: skip
     return status, n, t, gain, v, best, action, state, states, actions, u, rates
 
