@@ -23,7 +23,7 @@ def _env(name, **params):
 
 #: Agents for episodic (layered) models; the RAVI-UCB agents and ucrl2-discounted need a
 #: discounted model (resets), ravi-ucb-linear its features; every other one is continuing.
-EPISODIC = {"k-learning", "psrl"}
+EPISODIC = {"k-learning", "psrl", "ucbvi", "q-learning-ucb", "rlsvi"}
 #: Parameters some agents require or that keep the test fast.
 PARAMS = {
     "ravi-ucb": {"horizon": 50},

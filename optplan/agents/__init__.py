@@ -10,10 +10,12 @@ from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import KLearning, LayeredPosterior
 from .moment_matching import MomentMatching
 from .psrl import PSRL, ContinuingPSRL
-from .qlearning import EpsilonGreedyQ, SoftQ
+from .qlearning import EpsilonGreedyQ, QLearningUCB, SoftQ
 from .ravi import RAVIUCB, RAVIUCBLinear
 from .registry import AGENTS, agent_names, get_agent, make_agent, register_agent
+from .rlsvi import RLSVI
 from .ube import UBE, ContinuingUBE, CountBonus
+from .ucbvi import UCBVI
 from .ucrl import KLUCRL, UCRL2
 
 __all__ = [
@@ -41,6 +43,9 @@ __all__ = [
     "ContinuingPSRL",
     "ContinuingUBE",
     "MomentMatching",
+    "UCBVI",
+    "QLearningUCB",
+    "RLSVI",
     "AGENTS",
     "make_agent",
     "agent_names",

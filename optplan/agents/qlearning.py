@@ -1,4 +1,5 @@
-"""Tabular Q-learning baselines: epsilon-greedy and soft (Boltzmann) action selection.
+"""Tabular Q-learning: the epsilon-greedy and soft (Boltzmann) baselines, and Q-learning with
+UCB-Hoeffding bonuses (:class:`QLearningUCB`, Jin, Allen-Zhu, Bubeck, Jordan, NeurIPS 2018).
 
 The comparators of k-learning-variational-bayesian-rl §4 (Fig. 2: epsilon-greedy with
 epsilon = 0.1, soft Q-learning with tau = 0.05). Both learn
@@ -17,18 +18,34 @@ set changes (epsilon-greedy) or at every update (soft Q-learning).
 On an environment with discounted resets (:class:`optplan.envs.DiscountedResets`, ``done`` =
 the episode ended w.p. ``1 - gamma``), ``discount=1`` learns the discounted values ``Q = r +
 gamma P max Q`` of the setting: the reset is the discount.
+
+:class:`QLearningUCB` is episodic only (Jin et al. Algorithm 1, registered ``q-learning-ucb``):
+``Q_h(x, a) = H`` and ``N_h(x, a) = 0`` at the start; at step ``h`` in ``x`` it plays
+``argmax_a Q_h(x, a)`` (ties uniform at random), observes ``r, x'`` and sets
+
+.. math:: t = N_h(x, a) \\leftarrow N_h(x, a) + 1, \\quad \\alpha_t = \\frac{H + 1}{H + t},
+          \\quad b_t = c \\sqrt{H^3 \\iota / t},
+
+.. math:: Q_h(x, a) \\leftarrow (1 - \\alpha_t) Q_h(x, a) + \\alpha_t \\big(r + V_{h+1}(x')
+          + b_t\\big), \\qquad V_h(x) \\leftarrow \\min\\big(H, \\max_{a'} Q_h(x, a')\\big),
+
+with ``V_H = 0`` and ``iota = ln(S A T / delta)``: ``S`` the states per step, ``T = K H`` for a
+declared number of episodes ``K``, else ``k H`` with ``k`` the number of the current episode
+(from 1: an anytime form of the paper's known ``T``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .._checks import OptplanError, check_real
+from .._checks import OptplanError, check_positive, check_real
 from .._params import Component, Param
-from ._env import env_shape
-from .base import LayerClock, check_agent_mask, check_count, greedy_policy
+from ._env import env_model, env_shape
+from .base import LayerClock, check_agent_mask, check_count, check_rng, greedy_policy
 
-__all__ = ["EpsilonGreedyQ", "SoftQ"]
+__all__ = ["EpsilonGreedyQ", "SoftQ", "QLearningUCB", "episodic_args", "layered_mask"]
 
 
 def _check_unit(name: str, value, low_open: bool = False, high_open: bool = False) -> float:
@@ -213,6 +230,116 @@ class SoftQ(_TabularQ):
         return int(min(np.searchsorted(np.cumsum(p), self.rng.random() * p.sum()), len(p) - 1))
 
 
+def layered_mask(action_mask, n_layers: int, n_states: int, n_actions: int) -> np.ndarray:
+    """An episodic agent's admissible actions as ``(L, S, A)`` (a 2-D mask repeated per layer)."""
+    mask = check_agent_mask(action_mask, n_states, n_actions)
+    if mask.ndim == 3 and len(mask) != n_layers:
+        raise OptplanError(f"action_mask has {len(mask)} layers, n_layers is {n_layers}")
+    return np.broadcast_to(mask, (n_layers, n_states, n_actions))
+
+
+def check_episodes(episodes) -> int | None:
+    """The declared number of episodes ``K`` of a run (``T = K H``), or ``None``."""
+    if episodes is None:
+        return None
+    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise OptplanError(f"episodes must be a positive integer or None, got {episodes!r}")
+    return int(episodes)
+
+
+def greedy_action(rng: np.random.Generator, values: np.ndarray) -> int:
+    """A maximizer of ``values`` (one row), ties broken uniformly at random."""
+    best = np.flatnonzero(values == values.max())
+    return int(best[0] if best.size == 1 else rng.choice(best))
+
+
+class QLearningUCB:
+    r"""Q-learning with UCB-Hoeffding bonuses (Jin, Allen-Zhu, Bubeck, Jordan, NeurIPS 2018,
+    Algorithm 1) for episodic layered models; the update is in the module docstring.
+
+    Parameters
+    ----------
+    n_states, n_actions : int
+        States per step (layer), actions (counts: to build from an environment use
+        ``make_agent("q-learning-ucb", env)``).
+    n_layers : int
+        The horizon ``H``; the tables are ``(H, S, A)`` (one ``Q_h`` per step, as the paper).
+    c : float >= 0, default 1.0
+        The constant of the bonus ``b_t = c sqrt(H^3 iota / t)`` (the paper: "an absolute
+        constant"; 0: no bonus, optimism from ``Q = H`` only).
+    delta : float in (0, 1), default 0.1
+        The failure probability ``p`` of ``iota = ln(S A T / delta)``.
+    episodes : int, optional
+        The number of episodes ``K`` of the run (``T = K H``); unset: ``T = k H`` at the
+        ``k``-th episode.
+    action_mask : bool array (S, A) or (H, S, A), optional
+
+    Attributes
+    ----------
+    q : ndarray (H, S, A)
+        ``Q_h`` (``-inf`` on inadmissible pairs).
+    values : ndarray (H + 1, S)
+        ``V_h``, with ``V_H = 0``.
+    counts : ndarray (H, S, A) of int
+        ``N_h``.
+    """
+
+    def __init__(
+        self, n_states, n_actions, *, n_layers, c=1.0, delta=0.1, episodes=None, action_mask=None
+    ):
+        self.n_states = check_count("n_states", n_states)
+        self.n_actions = check_count("n_actions", n_actions)
+        self.n_layers = check_count("n_layers", n_layers)
+        self.c = check_positive("c", c, allow_zero=True)
+        self.delta = check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        self.episodes = check_episodes(episodes)
+        self.action_mask = layered_mask(action_mask, self.n_layers, self.n_states, self.n_actions)
+        self.clock = LayerClock(self.n_layers)
+        self.rng: np.random.Generator | None = None
+        self.reset(np.random.default_rng(0))
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.rng = check_rng(rng)
+        H = float(self.n_layers)
+        self.clock.reset()
+        self.episode = 0
+        self.q = np.where(self.action_mask, H, -np.inf)
+        self.values = np.full((self.n_layers + 1, self.n_states), H)
+        self.values[-1] = 0.0
+        self.counts = np.zeros(self.action_mask.shape, dtype=np.int64)
+
+    def iota(self) -> float:
+        """``ln(S A T / delta)`` with ``T = K H`` (declared ``episodes``) or ``k H``."""
+        k = self.episodes if self.episodes is not None else self.episode + 1
+        return math.log(self.n_states * self.n_actions * k * self.n_layers / self.delta)
+
+    def bonus(self, t) -> np.ndarray | float:
+        """``b_t = c sqrt(H^3 iota / t)`` at the current episode."""
+        return self.c * np.sqrt(self.n_layers**3 * self.iota() / t)
+
+    def select_action(self, state: int) -> int:
+        return greedy_action(self.rng, self.q[self.clock.current(), state])
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        h = self.clock.current()
+        H = self.n_layers
+        t = self.counts[h, state, action] = self.counts[h, state, action] + 1
+        alpha = (H + 1.0) / (H + t)
+        future = 0.0 if done or h + 1 >= H else self.values[h + 1, next_state]
+        target = reward + future + self.bonus(t)
+        self.q[h, state, action] = (1.0 - alpha) * self.q[h, state, action] + alpha * target
+        self.values[h, state] = min(float(H), self.q[h, state].max())
+        self.clock.tick(done)
+        if done:
+            self.episode += 1
+
+    def __repr__(self) -> str:
+        return (
+            f"QLearningUCB(L={self.n_layers}, S={self.n_states}, A={self.n_actions}, "
+            f"c={self.c}, delta={self.delta})"
+        )
+
+
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
 
 
@@ -241,5 +368,45 @@ BUILDERS = (
         _builder(SoftQ),
         (Param("temperature", "float", 0.05, "Boltzmann temperature"), *_Q_PARAMS),
         "Q-learning with Boltzmann (softmax) actions",
+    ),
+)
+
+
+def episodic_args(env, who: str) -> dict:
+    """``n_states``, ``n_actions``, ``n_layers`` and ``action_mask`` of an episodic (layered)
+    environment, for the episodic agents that learn everything but the sizes; an error naming
+    the missing horizon for a continuing one."""
+    L, S, A, mask = env_shape(env)
+    if L is None:
+        mdp = env_model(env)
+        name = f" {mdp.name!r}" if mdp.name else ""
+        raise OptplanError(
+            f"{who} is for episodic (finite-horizon) environments, but the environment's "
+            f"model{name} is a continuing {type(mdp).__name__} with no horizon "
+            f"(n_layers=None); give a layered one (e.g. deepsea, riverswim-episodic)"
+        )
+    return {"n_states": S, "n_actions": A, "n_layers": L, "action_mask": mask}
+
+
+def _q_learning_ucb(env, criterion, **params):
+    return QLearningUCB(**episodic_args(env, "q-learning-ucb"), **params)
+
+
+#: The registry parameters ``delta`` and ``episodes`` of the peers' episodic optimistic agents.
+EPISODIC_CONFIDENCE = (
+    Param("delta", "float", 0.1, "failure probability in the log term"),
+    Param("episodes", "int", None, "episodes K of the run, T = K H; unset: k H at episode k"),
+)
+
+BUILDERS = (
+    *BUILDERS,
+    Component(
+        "q-learning-ucb",
+        _q_learning_ucb,
+        (
+            Param("c", "float", 1.0, "bonus constant: b_t = c sqrt(H^3 iota / t)"),
+            *EPISODIC_CONFIDENCE,
+        ),
+        "Q-learning with UCB-Hoeffding bonuses (Jin et al. 2018), episodic",
     ),
 )

@@ -35,7 +35,9 @@ from . import (
     psrl,
     qlearning,
     ravi,
+    rlsvi,
     ube,
+    ucbvi,
     ucrl,
 )
 from ._env import env_model
@@ -55,7 +57,7 @@ def register_agent(name: str, build: Callable, params=(), doc: str = "") -> Comp
 
 for _family in (
     baselines,  # random, oracle
-    qlearning,  # epsilon-greedy, soft-q
+    qlearning,  # epsilon-greedy, soft-q, q-learning-ucb
     k_learning,  # k-learning
     psrl,  # psrl, psrl-continuing
     ube,  # ube, count-bonus, ube-continuing
@@ -64,6 +66,8 @@ for _family in (
     ravi,  # ravi-ucb, ravi-ucb-linear
     bql,  # bql
     moment_matching,  # moment-matching
+    ucbvi,  # ucbvi
+    rlsvi,  # rlsvi
 ):
     AGENTS.update((comp.name, comp) for comp in _family.BUILDERS)
 
@@ -91,7 +95,8 @@ def make_agent(name: str, env, *, criterion: str | None = None, **params):
         ``"k-learning"``, ``"psrl"``, ``"ube"``, ``"count-bonus"``, ``"mdp-ucb"``, ``"olp"``,
         ``"mdp-dmed"``, ``"mdp-ps"``, ``"ucrl2"``, ``"kl-ucrl"``, ``"ucrl2-discounted"``,
         ``"ravi-ucb"``, ``"ravi-ucb-linear"``, ``"bql"``, ``"psrl-continuing"``,
-        ``"ube-continuing"``, ``"moment-matching"``, and any added by :func:`register_agent`.
+        ``"ube-continuing"``, ``"moment-matching"``, ``"ucbvi"``, ``"q-learning-ucb"``,
+        ``"rlsvi"``, and any added by :func:`register_agent`.
     env : environment or model
         What the agent will act in: an optplan environment (or any environment exposing
         ``.unwrapped.mdp``), a Gymnasium toy-text environment, or a ``TabularMDP`` /
