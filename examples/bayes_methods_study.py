@@ -1,23 +1,38 @@
 """The Bayesian-methods study (bayesian-methods-tabular-rl): PSRL, BQL, UBE,
-moment matching and epsilon-greedy Q-learning on DeepSea-chain, WideNarrow and PriorMDP.
+moment matching and epsilon-greedy Q-learning on DeepSea-chain, WideNarrow and PriorMDP, in two
+settings.
 
-Runs every ``models/sweeps/bayes-*.toml`` (one file per environment configuration, because the
-horizon T, the agents' ``update_every`` and UBE's ``Q_max`` differ per environment) into
-``results/<sweep name>`` (resumable: finished tasks are skipped), prints the wall time of each
-sweep, the results tables (the draft's normalized regret ``sum(r_oracle - r_agent) /
-sum(r_oracle)``, mean ± population sd over the 10 seeds as the draft reports it, and optplan's
-exact discounted pseudo-regret) and the draft's claims checked one by one, and writes into
-``--out DIR`` (default ``results/figures/``, which git ignores; ``--out examples/figures``
-replaces the committed figures):
+Settings (``--setting``, default ``both``; docs/bayesian-methods.md, "The two settings"):
 
-- ``bayes-normalized-regret.png``: normalized regret per environment and agent, mean ± sd;
-- ``bayes-regret-curves.png``: exact pseudo-regret curves, mean and 95% band;
+- ``optplan``: ``models/sweeps/bayes-<config>.toml``, optplan's setting: BQL's moment match by
+  exact quadrature, the oracle run sharing the agent's environment stream (the reward noise
+  cancels in the draft's regret), T steps, PriorMDPs from ``default_rng``, the correct
+  Normal-Gamma batch update.
+- ``published``: ``models/sweeps/bayes-published-<config>.toml``, the public code's setting:
+  Monte-Carlo moment match with 1,000 draws, the oracle run with noise of its own, T + 1 steps,
+  the public code's PriorMDPs (``sampler = "public-code"``) and its Normal-Gamma update.
+
+One file per environment configuration (the horizon T, the agents' ``update_every`` and UBE's
+``Q_max`` differ per environment), 13 configurations per setting: ``deepsea-n4`` ...
+``deepsea-n12``, ``widenarrow-w6`` ... ``widenarrow-w12``, ``priormdp-s0`` ... ``priormdp-s3``.
+Each sweep runs into ``results/<sweep name>`` (resumable: finished tasks are skipped); the script
+prints the wall time of each sweep, the results tables of each setting (the draft's normalized
+regret ``sum(r_oracle - r_agent) / sum(r_oracle)``, mean ± population sd over the 10 seeds as
+the draft reports it, and optplan's exact discounted pseudo-regret), the draft's claims checked
+one by one in each setting and, with ``--setting both``, the two settings side by side. It
+writes into ``--out DIR`` (default ``results/figures/``, which git ignores; ``--out
+examples/figures`` replaces the committed figures):
+
+- ``bayes-normalized-regret.png`` (optplan's setting), ``bayes-normalized-regret-published.png``
+  (the public code's): normalized regret per environment and agent, mean ± sd;
+- ``bayes-regret-curves.png`` (optplan's setting): exact pseudo-regret curves, mean and 95% band;
 - ``bayes-calibration.png``: UBE's ``u`` and moment matching's ``sigma~^2`` against the
   posterior variance of ``Q^pi`` estimated by Monte-Carlo over posterior draws (below).
 
 Run from the repository root::
 
-    python examples/bayes_methods_study.py --jobs 2     # the study, tables, figures
+    python examples/bayes_methods_study.py --jobs 2                      # both settings
+    python examples/bayes_methods_study.py --setting published --jobs 2  # the public code's
     python examples/bayes_methods_study.py --table      # tables and figures from results/
     python examples/bayes_methods_study.py --quick      # 2 seeds, T / 10: results/bayes-quick/
     python examples/bayes_methods_study.py --q-values   # exact Q* of DeepSeaChain(4), WN(1, 6)
@@ -57,12 +72,36 @@ from optplan.uncertainty import dirichlet_variance_ratio_sum, local_draft
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "models" / "sweeps"
 DEFAULT_OUT = ROOT / "results" / "figures"
-#: Sweep files in table order.
-NAMES = (
-    [f"bayes-deepsea-n{n}" for n in (4, 6, 8, 10, 12)]
-    + [f"bayes-widenarrow-w{w}" for w in (6, 8, 10, 12)]
-    + [f"bayes-priormdp-s{s}" for s in range(4)]
+#: Environment configurations in table order.
+CONFIGS = (
+    [f"deepsea-n{n}" for n in (4, 6, 8, 10, 12)]
+    + [f"widenarrow-w{w}" for w in (6, 8, 10, 12)]
+    + [f"priormdp-s{s}" for s in range(4)]
 )
+#: Each setting's sweep-file prefix: ``<prefix>-<config>.toml``.
+SETTINGS = {"optplan": "bayes", "published": "bayes-published"}
+SETTING_TITLES = {
+    "optplan": "optplan's setting (exact moment match, shared oracle noise, T steps)",
+    "published": "the public code's setting (Monte-Carlo BQL, independent oracle noise, "
+    "T + 1 steps, its PriorMDPs and NG update)",
+}
+#: The sweep files of optplan's setting, in table order.
+NAMES = [f"bayes-{c}" for c in CONFIGS]
+
+
+def sweep_names(setting: str, configs=CONFIGS) -> list[str]:
+    """The sweep names of ``setting`` for ``configs``."""
+    return [f"{SETTINGS[setting]}-{c}" for c in configs]
+
+
+def config_of(name: str) -> str:
+    """``deepsea-n4`` of ``bayes-deepsea-n4``, ``bayes-published-deepsea-n4`` (or itself)."""
+    for prefix in ("quick-", "bayes-published-", "bayes-"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name
+
+
 FAMILIES = {
     "deepsea": "DeepSea-chain",
     "widenarrow": "WideNarrow (N = 1)",
@@ -118,7 +157,7 @@ def collect(names, out_root: Path) -> dict:
             continue
         res = load_results(d)
         for (agent, env), recs in res.groups().items():
-            row = data.setdefault(env, {"_family": name.split("-")[1], "_name": name})
+            row = data.setdefault(env, {"_family": config_of(name).split("-")[0], "_name": name})
             ts = [res.curve_matrix([r], "regret") for r in recs]
             row[agent] = {
                 "draft": np.array([r["summary"]["draft_normalized_regret"] for r in recs]),
@@ -394,7 +433,7 @@ def draw_calibration(calib, out: Path) -> None:
 # --- figures -----------------------------------------------------------------------------------
 
 
-def draw_bars(data, out: Path, n_seeds: str) -> None:
+def draw_bars(data, out: Path, n_seeds: str, title: str = SETTING_TITLES["optplan"]) -> None:
     agents = agents_of(data)
     fams = [f for f in FAMILIES if any(r["_family"] == f for r in data.values())]
     fig, axes = new_figure(ncols=len(fams), width=5.2, height=4.0)
@@ -422,7 +461,7 @@ def draw_bars(data, out: Path, n_seeds: str) -> None:
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(
         "The draft's normalized regret sum(r_oracle - r_agent) / sum(r_oracle), gamma = 0.9, "
-        f"{n_seeds} seeds per point, bars = ± population sd",
+        f"{n_seeds} seeds per point, bars = ± population sd\n{title}",
         fontsize=10,
     )
     save_figure(fig, out)
@@ -485,13 +524,82 @@ def print_q_values() -> None:
         print(res.q)
 
 
+def side_by_side(by_setting: dict, metric: str, fmt: str) -> list[str]:
+    """Both settings' ``metric`` (mean ± population sd over seeds), two rows per environment."""
+    agents = []
+    for data in by_setting.values():
+        agents += [a for a in agents_of(data) if a not in agents]
+    lines = [
+        "| environment | setting | " + " | ".join(agents) + " |",
+        "|---|---|" + "---|" * len(agents),
+    ]
+    envs = []
+    for data in by_setting.values():
+        envs += [e for e in data if e not in envs]
+    for env in envs:
+        for setting, data in by_setting.items():
+            row = data.get(env)
+            cells = []
+            for a in agents:
+                if row is None or a not in row:
+                    cells.append("-")
+                    continue
+                m, sd = msd(row[a][metric])
+                cells.append(f"{m:{fmt}} ± {sd:{fmt}}")
+            n = "-" if row is None else min(v["n"] for k, v in row.items() if not k[0] == "_")
+            lines.append(f"| {env} | {setting} (n={n}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def setting_contrasts(by_setting: dict) -> list[str]:
+    """What changes from optplan's setting to the public code's, agent by agent."""
+    ours, pub = by_setting["optplan"], by_setting["published"]
+    envs = [e for e in ours if e in pub]
+    out = []
+    for a in agents_of(ours):
+        have = [e for e in envs if a in ours[e] and a in pub[e]]
+        if not have:
+            continue
+        sd_ratio = [np.std(pub[e][a]["draft"]) / np.std(ours[e][a]["draft"]) for e in have]
+        mean_ratio = [np.mean(pub[e][a]["draft"]) / np.mean(ours[e][a]["draft"]) for e in have]
+        out.append(
+            f"{a}: sd published / optplan, median over {len(have)} environments "
+            f"{np.median(sd_ratio):.2f} (range {min(sd_ratio):.2f} to {max(sd_ratio):.2f}); "
+            f"mean published / optplan {min(mean_ratio):.2f} to {max(mean_ratio):.2f}"
+        )
+    for setting, data in by_setting.items():
+        ds = [e for e in data if data[e]["_family"] == "deepsea" and "BQL" in data[e]]
+        if len(ds) >= 2:
+            first, last = (
+                np.mean(data[ds[0]]["BQL"]["draft"]),
+                np.mean(data[ds[-1]]["BQL"]["draft"]),
+            )
+            out.append(
+                f"BQL on DeepSea-chain, {setting} setting: {first:.3f} ({ds[0]}) to {last:.3f} "
+                f"({ds[-1]}), {last / first:.1f}x"
+            )
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(
+        "--setting",
+        choices=("optplan", "published", "both"),
+        default="both",
+        help="optplan's setting (bayes-*.toml), the public code's (bayes-published-*.toml), "
+        "or both, side by side (default)",
+    )
     ap.add_argument("--table", action="store_true", help="no runs: tables/figures from results/")
     ap.add_argument("--quick", action="store_true", help="2 seeds, T / 10, results/bayes-quick/")
     ap.add_argument("--q-values", action="store_true", help="print exact Q* and exit")
-    ap.add_argument("--only", nargs="*", default=None, help="sweep names (default: all 13)")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="configurations, e.g. deepsea-n4 priormdp-s0 (or their sweep names; default: all 13)",
+    )
     ap.add_argument("--no-calibration", action="store_true")
     ap.add_argument("--calibration-only", action="store_true")
     ap.add_argument("--draws", type=int, default=2000, help="posterior draws K (calibration)")
@@ -506,7 +614,11 @@ def main(argv=None) -> int:
     if args.q_values:
         print_q_values()
         return 0
-    names = args.only or NAMES
+    configs = list(dict.fromkeys(config_of(n) for n in args.only)) if args.only else CONFIGS
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
+    settings = ["optplan", "published"] if args.setting == "both" else [args.setting]
     out_root = ROOT / "results" / ("bayes-quick" if args.quick else "")
     suffix = "-quick" if args.quick else ""
     calib = None
@@ -521,31 +633,65 @@ def main(argv=None) -> int:
         if args.calibration_only:
             return 0
     if not args.table:
-        run_all(names, out_root, args.jobs, args.quick)
+        for setting in settings:
+            run_all(sweep_names(setting, configs), out_root, args.jobs, args.quick)
     log = out_root / "bayes-study-walltimes.json"
     if log.exists():
         print("\nwall time per sweep (run_sweep's, summed over the invocations that ran tasks):")
+        wanted = {n for st in settings for n in sweep_names(st, configs)}
         for name, rec in json.loads(log.read_text()).items():
-            print(f"  {name:<24} {rec['wall_s']:7.1f} s  ({rec['ran']} of {rec['total']} tasks)")
-    data = collect(names, out_root)
-    if not data:
-        print("no results yet")
-        return 1
-    print(
-        "\nthe draft's normalized regret, mean ± population sd (bold: best mean; italic: within "
-        "2 SE of the best)"
-    )
-    print("\n".join(table(data, "draft", ".3f")))
-    print("\nexact cumulative pseudo-regret at T (discounted oracle), mean ± population sd")
-    print("\n".join(table(data, "regret", ".1f")))
-    print("\noptplan's exact normalized pseudo-regret (regret / the oracle's expected reward)")
-    print("\n".join(table(data, "normalized", ".3f")))
+            if name in wanted:
+                print(
+                    f"  {name:<32} {rec['wall_s']:7.1f} s  ({rec['ran']} of {rec['total']} tasks)"
+                )
     if calib is None:
         p = out_root / f"bayes-calibration{suffix}.json"
         calib = json.loads(p.read_text()) if p.exists() else None
-    print("\nclaims:")
-    print("\n".join(claims(data, calib)))
-    if calib is not None:
+    by_setting = {}
+    for setting in settings:
+        data = collect(sweep_names(setting, configs), out_root)
+        if not data:
+            print(f"\n{SETTING_TITLES[setting]}: no results yet")
+            continue
+        by_setting[setting] = data
+        print(f"\n=== {SETTING_TITLES[setting]} ===")
+        print(
+            "\nthe draft's normalized regret, mean ± population sd (bold: best mean; italic: "
+            "within 2 SE of the best)"
+        )
+        print("\n".join(table(data, "draft", ".3f")))
+        print("\nexact cumulative pseudo-regret at T (discounted oracle), mean ± population sd")
+        print("\n".join(table(data, "regret", ".1f")))
+        print("\noptplan's exact normalized pseudo-regret (regret / the oracle's expected reward)")
+        print("\n".join(table(data, "normalized", ".3f")))
+        print("\nclaims:")
+        print("\n".join(claims(data, calib if setting == "optplan" else None)))
+        n_seeds = "/".join(
+            sorted(
+                {str(v["n"]) for r in data.values() for k, v in r.items() if not k.startswith("_")}
+            )
+        )
+        tag = "" if setting == "optplan" else "-published"
+        draw_bars(
+            data,
+            args.out / f"bayes-normalized-regret{tag}{suffix}.png",
+            n_seeds,
+            SETTING_TITLES[setting],
+        )
+        if setting == "optplan":
+            draw_curves(data, args.out / f"bayes-regret-curves{suffix}.png")
+    if not by_setting:
+        print("no results yet")
+        return 1
+    if len(by_setting) == 2:
+        print("\n=== both settings side by side ===")
+        print("\nthe draft's normalized regret, mean ± population sd over seeds")
+        print("\n".join(side_by_side(by_setting, "draft", ".3f")))
+        print("\nexact cumulative pseudo-regret at T, mean ± population sd over seeds")
+        print("\n".join(side_by_side(by_setting, "regret", ".1f")))
+        print("\nfrom optplan's setting to the public code's:")
+        print("\n".join(setting_contrasts(by_setting)))
+    if calib is not None and "optplan" in by_setting:
         for run, rows in calib["runs"].items():
             print(f"\ncalibration rows ({run} agent's posterior):")
             print(
@@ -558,11 +704,6 @@ def main(argv=None) -> int:
                     f"{r['mm']:12.4g} {r['ube_ratio_med']:10.3g} {r['mm_ratio_med']:10.3g} "
                     f"{r['qmax_share']:10.4f}"
                 )
-    n_seeds = "/".join(
-        sorted({str(v["n"]) for r in data.values() for k, v in r.items() if not k.startswith("_")})
-    )
-    draw_bars(data, args.out / f"bayes-normalized-regret{suffix}.png", n_seeds)
-    draw_curves(data, args.out / f"bayes-regret-curves{suffix}.png")
     return 0
 
 

@@ -75,3 +75,40 @@ def test_example_prints_the_pinned_q_values():
     ).stdout
     assert "0.7281655541 0.8090728379" in out and "1.1175769255 1.566321411" in out
     assert "1.8450184502 1.3450184502" in out and "1.6605166052" in out
+
+
+def _example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bayes_methods_study", ROOT / "examples" / "bayes_methods_study.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_example_names_both_settings_sweep_files():
+    ex = _example()
+    for setting, prefix in (("optplan", "bayes-"), ("published", "bayes-published-")):
+        names = ex.sweep_names(setting)
+        assert len(names) == 13 and all(n.startswith(prefix) for n in names)
+        for name in names:
+            assert load_sweep(SWEEPS / f"{name}.toml").name == name
+            assert ex.config_of(name) in ex.CONFIGS
+    assert ex.config_of("quick-bayes-published-priormdp-s3") == "priormdp-s3"
+
+
+def test_example_side_by_side_table_has_both_settings_per_environment():
+    import numpy as np
+
+    ex = _example()
+    row = lambda xs: {"draft": np.array(xs), "n": len(xs)}  # noqa: E731
+    ours = {"env-a": {"_family": "deepsea", "PSRL": row([0.1, 0.3]), "BQL": row([0.1, 0.3])}}
+    pub = {"env-a": {"_family": "deepsea", "PSRL": row([0.0, 0.4]), "BQL": row([0.1, 0.5])}}
+    lines = ex.side_by_side({"optplan": ours, "published": pub}, "draft", ".3f")
+    assert lines[0] == "| environment | setting | PSRL | BQL |"
+    assert lines[2] == "| env-a | optplan (n=2) | 0.200 ± 0.100 | 0.200 ± 0.100 |"
+    assert lines[3] == "| env-a | published (n=2) | 0.200 ± 0.200 | 0.300 ± 0.200 |"
+    contrasts = ex.setting_contrasts({"optplan": ours, "published": pub})
+    assert contrasts[0].startswith("PSRL: sd published / optplan, median over 1 environments 2.00")
