@@ -36,6 +36,7 @@ Run from the repository root::
     python examples/bayes_methods_study.py --table      # tables and figures from results/
     python examples/bayes_methods_study.py --quick      # 2 seeds, T / 10: results/bayes-quick/
     python examples/bayes_methods_study.py --q-values   # exact Q* of DeepSeaChain(4), WN(1, 6)
+    python examples/bayes_methods_study.py --models     # the PriorMDPs of both settings
 
 Calibration (``--calibration-only`` runs only this part): on DeepSea-chain N = 8 (agent seed
 0, update_every = 9, 10,000 steps) the UBE agent and the moment-matching agent each run once;
@@ -58,7 +59,9 @@ from pathlib import Path
 import numpy as np
 
 import optplan as op
-from optplan.envs import DeepSeaChain, WideNarrow
+from optplan.envs import DeepSeaChain, PriorMDP, WideNarrow
+from optplan.experiments.metrics import oracle_step_rewards
+from optplan.experiments.oracle import solve_oracle
 from optplan.experiments.stats import mean_ci
 from optplan.modelfile import tomllib
 from optplan.plots.plots import new_figure, save_figure
@@ -581,6 +584,23 @@ def setting_contrasts(by_setting: dict) -> list[str]:
     return out
 
 
+def print_prior_mdps() -> None:
+    """The four PriorMDP models of each setting: optimal policy at gamma = 0.9, its long-run
+    average reward (the oracle's expected reward 2,000 steps in), V*(s0) and the largest true
+    mean reward (UBE's reward_bound)."""
+    print("PriorMDP 4x2: sampler, optimal policy (gamma = 0.9), its average reward, V*(s0), R_max")
+    for seed in range(4):
+        for sampler in ("generator", "public-code"):
+            env = PriorMDP(4, 2, seed, sampler=sampler)
+            oracle = solve_oracle(env.mdp, "discounted")
+            avg = oracle_step_rewards(env.mdp, oracle.result.policy, 2000)[-1]
+            print(
+                f"  seed {seed} {sampler:<12} policy {oracle.result.policy.tolist()} "
+                f"average reward {avg:.4f}  V*(s0) {oracle.optimal_value:.4f}  "
+                f"R_max {env.transition_reward_mean.max():.4f}"
+            )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
@@ -594,6 +614,9 @@ def main(argv=None) -> int:
     ap.add_argument("--table", action="store_true", help="no runs: tables/figures from results/")
     ap.add_argument("--quick", action="store_true", help="2 seeds, T / 10, results/bayes-quick/")
     ap.add_argument("--q-values", action="store_true", help="print exact Q* and exit")
+    ap.add_argument(
+        "--models", action="store_true", help="print both settings' PriorMDP models and exit"
+    )
     ap.add_argument(
         "--only",
         nargs="*",
@@ -613,6 +636,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.q_values:
         print_q_values()
+        return 0
+    if args.models:
+        print_prior_mdps()
         return 0
     configs = list(dict.fromkeys(config_of(n) for n in args.only)) if args.only else CONFIGS
     unknown = [c for c in configs if c not in CONFIGS]
