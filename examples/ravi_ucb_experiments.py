@@ -534,6 +534,7 @@ def cell_label(agent: str, cell: dict) -> str:
 
 def tune_sweep(setting: str):
     """Every agent's grid on the held-out models of ``setting``, T_TUNE steps, one seed each."""
+    register_goal_env()
     env, params = SETTINGS[setting]
     agents = [
         {"name": name, "label": cell_label(agent, cell), "params": {**fixed, **cell}}
@@ -583,6 +584,7 @@ def select(setting: str) -> dict:
 def eval_sweep(setting: str, tuned: dict):
     """The evaluation of ``setting``: the paper's constants and every agent at its tuned
     constants, EVAL_SEEDS seeds on the evaluation models (seed i on model i), T_EVAL steps."""
+    register_goal_env()
     env, params = SETTINGS[setting]
     label, name, fixed = PAPER
     agents = [{"name": name, "label": label, "params": dict(fixed)}]

@@ -3,7 +3,9 @@ RAVI agent's horizon is the run's T, PSRL plans at the environment's gamma, the 
 are the sensitivity grids' cells, and the example's growth exponent is a log-log slope."""
 
 import importlib.util
+import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ def example():
         "ravi_ucb_experiments", ROOT / "examples" / "ravi_ucb_experiments.py"
     )
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["ravi_ucb_experiments"] = mod  # sweeps import a user environment's module
     spec.loader.exec_module(mod)
     return mod
 
@@ -101,3 +104,84 @@ def test_best_shared_cell_normalizes_by_the_paper_constants():
     assert ex.best_shared({"a": a, "b": b}) == (0.1, 10.0)
     c = (bs, es, np.array([[10.0, 1000.0], [1000.0, 1000.0]]), 5)  # (0.1, 1): 0.01 of paper
     assert ex.best_shared({"a": a, "c": c}) == (0.1, 1.0)
+
+
+# --- the fair comparison -----------------------------------------------------------------------
+
+
+def test_fair_protocol_tunes_one_knob_per_baseline_on_held_out_models():
+    ex = example()
+    assert not set(ex.TUNE_MODELS) & set(range(ex.EVAL_SEEDS))  # seed i plays model i
+    assert ex.TUNE_SEED != ex.EVAL_SEED  # fresh agent seeds
+    assert ex.T_TUNE <= ex.T_EVAL
+    knobs = {agent: tuple(grid) for agent, (_, _, grid) in ex.GRIDS.items()}
+    assert knobs.pop("RAVI-UCB") == ("beta_scale", "eta_scale")
+    assert knobs == {
+        "UCRL2 (discounted)": ("delta",),
+        "PSRL": ("transition_prior",),
+        "eps-greedy": ("epsilon",),
+    }
+    for setting in ex.SETTINGS:
+        sweep = ex.tune_sweep(setting)
+        assert {e.params["model_seed"] for e in sweep.envs} == set(ex.TUNE_MODELS)
+        assert sweep.steps == ex.T_TUNE and sweep.seed == ex.TUNE_SEED
+        cells = sum(len(ex.cells(g)) for _, _, g in ex.GRIDS.values())
+        assert len(sweep.agents) == cells
+        # RAVI-UCB's constants are the same absolute numbers in tuning and evaluation
+        assert all(a.params["horizon"] == ex.T_EVAL for a in sweep.agents if a.name == "ravi-ucb")
+
+
+def test_fair_protocol_end_to_end_on_a_tiny_grid(tmp_path, monkeypatch):
+    """``tune`` writes each agent's lowest-mean cell; ``eval_sweep`` runs exactly those
+    constants on the evaluation models (model seed = seed index, never a tuning model)."""
+    ex = example()
+    monkeypatch.setattr(ex, "FAIR", tmp_path)
+    monkeypatch.setattr(ex, "TUNED", tmp_path / "tuned.json")
+    monkeypatch.setattr(ex, "T_TUNE", 300)
+    monkeypatch.setattr(ex, "TUNE_MODELS", (1000, 1001))
+    monkeypatch.setattr(ex, "SETTINGS", {"goal-dirichlet-20": ex.SETTINGS["goal-dirichlet-20"]})
+    monkeypatch.setattr(
+        ex,
+        "GRIDS",
+        {
+            "RAVI-UCB": (
+                "ravi-ucb",
+                {"horizon": 300},
+                {"beta_scale": [1e-4], "eta_scale": [1.0, 1e4]},
+            ),
+            "eps-greedy": ("epsilon-greedy", {"discount": 1.0}, {"epsilon": [0.01, 0.3]}),
+        },
+    )
+    tuned = ex.tune(jobs=1)["goal-dirichlet-20"]
+    stored = json.loads((tmp_path / "tuned.json").read_text())
+    assert stored["tuned"]["goal-dirichlet-20"] == tuned
+    assert stored["protocol"]["tune_models"] == [1000, 1001]
+    for t in tuned.values():
+        means = [m for _, m, n in t["grid"]]
+        assert all(n == 2 for _, _, n in t["grid"])
+        assert t["mean_R"] == min(means)
+        assert t["params"] == t["grid"][int(np.argmin(means))][0]
+    sweep = ex.eval_sweep("goal-dirichlet-20", {"goal-dirichlet-20": tuned})
+    assert sweep.seed == ex.EVAL_SEED and sweep.seeds == tuple(range(ex.EVAL_SEEDS))
+    assert all(e.params.get("model_seed") is None for e in sweep.envs)  # model = seed index
+    by_label = {a.label: a.params for a in sweep.agents}
+    assert (
+        by_label["RAVI-UCB (paper)"]["beta_scale"] == by_label["RAVI-UCB (paper)"]["eta_scale"] == 1
+    )
+    for agent, t in tuned.items():
+        assert {k: by_label[f"{agent} (tuned)"][k] for k in t["params"]} == t["params"]
+    from optplan.envs.registry import ENVS
+
+    (env,) = sweep.envs
+    for i in (0, 3):  # the evaluation task of seed index i plays model i
+        played = ENVS[env.name].build(i, **env.params).unwrapped.mdp
+        np.testing.assert_array_equal(played.P, ex.env_model("goal-dirichlet-20", i).P)
+
+
+def test_greedy_loss_of_the_harder_family():
+    """The harder family's evaluation models: the reward-greedy policy loses >= 0.05 per step on
+    average (what learning has to recover); the dense family's greedy policy is near optimal."""
+    ex = example()
+    goal = [ex.greedy_loss(ex.env_model("goal-dirichlet-20", m))[0] for m in range(5)]
+    dense = [ex.greedy_loss(ex.env_model("dirichlet-10", m))[0] for m in range(5)]
+    assert np.mean(goal) >= 0.05 and np.mean(dense) < 0.02
