@@ -402,10 +402,10 @@ FAIR_GAMMA = 0.9
 #: selection by the mean R_T at T_TUNE over the held-out models.
 T_TUNE = 30_000
 TUNE_MODELS = tuple(range(1000, 1006))
-#: Evaluation: EVAL_SEEDS seeds, seed i on model i (model seeds 0..19, disjoint from
+#: Evaluation: EVAL_SEEDS seeds, seed i on model i (model seeds 0..11, disjoint from
 #: TUNE_MODELS), agent seeds from another sweep seed than the tuning's; T_EVAL steps.
 T_EVAL = 100_000
-EVAL_SEEDS = 20
+EVAL_SEEDS = 12
 TUNE_SEED, EVAL_SEED = 2101, 2102
 #: setting -> (environment, its parameters). Model seeds are set by the protocol.
 SETTINGS = {
