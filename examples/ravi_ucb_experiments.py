@@ -31,6 +31,24 @@ Run from the repository root (one process; the sweeps are CPU-bound)::
 ``--quick`` runs the comparison sweeps with 3 seeds and T = 10^4 into ``results/ravi-quick/``
 (same task seeds, so its runs are the first 10^4 steps of the full runs) and prints the
 measured wall time and the full study's estimate (x 10 steps, x 20/3 seeds).
+
+The fair comparison (``results/ravi-fair/``) tunes every agent by one protocol on held-out
+models and evaluates on others::
+
+    OPENBLAS_NUM_THREADS=1 python examples/ravi_ucb_experiments.py --tune      # -> tuned.json
+    OPENBLAS_NUM_THREADS=1 python examples/ravi_ucb_experiments.py --evaluate  # reads it
+    python examples/ravi_ucb_experiments.py --fair-table --out examples/figures
+
+``--tune``: for each setting (:data:`SETTINGS`: the sparse goal Dirichlet family at S = 20 and
+50, dense Dirichlet-10; gamma = 0.9, discounted resets), every cell of every agent's grid
+(:data:`GRIDS`: RAVI-UCB's ``beta_scale`` x ``eta_scale``, each baseline's one exploration
+knob) runs on the held-out models :data:`TUNE_MODELS` for :data:`T_TUNE` steps; each agent's
+cell with the lowest mean ``R_T`` at :data:`T_TUNE` goes into ``tuned.json``. ``--evaluate``
+runs the paper's constants and every agent's tuned cell on the evaluation models (seed i on
+model i, i < :data:`EVAL_SEEDS`; fresh agent seeds) for :data:`T_EVAL` steps.
+``--fair-table`` prints the reward-greedy policy's loss, the tuning grids, the ``R_T`` table with
+the exponents of the mean curves (95% bootstrap intervals over seeds) and draws
+``ravi-fair-regret.png``.
 """
 
 from __future__ import annotations
