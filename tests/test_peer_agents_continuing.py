@@ -168,8 +168,9 @@ def test_optimistic_psrl_posterior_parameters():
     for y in [0] * 3 + [1] * 5:  # 8 visits: the epoch restarts at the 8th
         agent.update(1, 0, 0.7, y, False)
     alpha = np.array([0.5 + 3, 0.5 + 5])
-    mean, var = alpha / alpha.sum(), alpha * (alpha.sum() - alpha) / (
-        alpha.sum() ** 2 * (alpha.sum() + 1)
+    mean, var = (
+        alpha / alpha.sum(),
+        alpha * (alpha.sum() - alpha) / (alpha.sum() ** 2 * (alpha.sum() + 1)),
     )
     got = agent.samples[:, 1, 0].mean(axis=0)
     assert np.all(np.abs(got - mean) < 4 * np.sqrt(var / 4000))

@@ -20,11 +20,11 @@ with the reason) what this path does not cover. What it covers:
 
 The loop (:mod:`optplan.fast._agent_kernels`) consumes the environment's and the agent's
 generators as the generic loop does and leaves the agent (counts, ``p_hat``, policy, gain,
-bias, ``last_indices``, ``last_rates``), the environment (state, generator) and both generators as the generic
-loop leaves them. The oracle run of :attr:`Trace.draft_regret` is compiled too (same draws).
-Both loops run under :func:`~optplan.experiments.run`'s one BLAS thread: with several,
-OpenBLAS's blocked LU may round differently from one call to the next (seen from about 150
-states), and neither loop would be reproducible bit for bit.
+bias, ``last_indices``, ``last_rates``), the environment (state, generator) and both
+generators as the generic loop leaves them. The oracle run of :attr:`Trace.draft_regret` is
+compiled too (same draws). Both loops run under :func:`~optplan.experiments.run`'s one BLAS
+thread: with several, OpenBLAS's blocked LU may round differently from one call to the next
+(seen from about 150 states), and neither loop would be reproducible bit for bit.
 
 3-state example (cowan3), ``optplan bench index-agents``: see docs/benchmarks.md.
 """

@@ -653,9 +653,10 @@ def run_index_loop(kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, poli
                    true_mask, env_rng, agent_rng, logs=None):  # fmt: skip
     """Run ``steps`` steps; the estimator arrays (``good, T, Txa, Tx, p_hat, policy``) are
     updated in place; ``logs``: IMED-RL's table (:func:`log_table`, covering every count the
-    run can reach; others are computed by numpy in object mode). Returns ``(status, n, t, gain, v, best, action, states, actions, u,
-    rates)``: ``n`` steps recorded in ``states[:n]``, ``actions[:n]``; ``u`` the last scores;
-    ``action`` the refused action when ``status`` is ``INADMISSIBLE``."""
+    run can reach; others are computed by numpy in object mode). Returns ``(status, n, t,
+    gain, v, best, action, states, actions, u, rates)``: ``n`` steps recorded in
+    ``states[:n]``, ``actions[:n]``; ``u`` the last scores; ``action`` the refused action
+    when ``status`` is ``INADMISSIBLE``."""
     c = _compiled()
     S, A = R.shape
     states = np.empty(steps, dtype=np.int64)
