@@ -89,7 +89,8 @@ def main(argv=None) -> int:
         "--out",
         type=Path,
         default=ROOT / "results" / "figures",
-        help="directory for the figure (default results/figures/, untracked)",
+        help="directory for the figure (default results/figures/, untracked; --out "
+        "examples/figures replaces the committed one)",
     )
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
