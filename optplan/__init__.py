@@ -56,6 +56,7 @@ _LAZY = {
     "KLBallIndex": ".problems",
     "KLearningTemperature": ".problems",
     "KLInfRate": ".problems",
+    "RegretLowerBound": ".problems",
     "L1BallIndex": ".problems",
     "MomentMatchingVariance": ".problems",
     "OptimisticPlanning": ".problems",

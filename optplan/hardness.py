@@ -10,16 +10,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._checks import OptplanTypeError, check_choice, check_int
+from ._checks import OptplanError, OptplanTypeError, check_choice, check_int
 from .crosscheck import cross_check
 from .dp import backup, classify, evaluate_multichain, limiting_matrix, masked, policy_model
 from .mdp import TabularMDP
-from .problems import AverageRewardPlanning, HittingTimes
+from .problems import AverageRewardPlanning, HittingTimes, RegretLowerBound
 
 #: Beyond this many states the diameter is not computed (S shortest-path problems of size S).
 DIAMETER_MAX_STATES = 200
 #: Beyond this many states the conic check of the diameter is skipped (an LP with S^2 variables).
 CONIC_DIAMETER_MAX_STATES = 60
+#: Beyond this many states the conic check of C(P) is skipped (one exponential-cone program per
+#: critical pair).
+CONIC_LOWER_BOUND_MAX_STATES = 60
 #: Mixing times are searched up to this many steps.
 MIXING_MAX_STEPS = 2**20
 #: A gap at most this (times the reward scale) counts as zero: an optimal action.
@@ -41,6 +44,7 @@ class Description:
     gaps: dict
     mixing: dict
     checks: dict = field(default_factory=dict)
+    lower_bound: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return _plain(asdict(self))
@@ -145,10 +149,15 @@ def describe(
       ``g(s) + h*(s) - r(s, a) - P(s, a) h*`` over the pairs with no gain gap (the ``Delta``
       of gap-dependent regret bounds); zero within ``GAP_TOL`` times the reward scale;
     * ``mixing``: of the optimal policy's chain (:func:`mixing`), with its number of
-      recurrent classes.
+      recurrent classes;
+    * ``lower_bound``: Burnetas & Katehakis's regret lower bound ``C(P)``
+      (:class:`optplan.RegretLowerBound`, the mean rewards known) with its numbers of
+      critical pairs and of pairs that can never become optimal; ``None`` with the reason
+      (``why``) where it is not defined (a model that is not ergodic, masked actions).
 
-    ``method="both"`` solves the gain, bias and diameter by the conic paths too (the diameter
-    up to :data:`CONIC_DIAMETER_MAX_STATES` states) and records each ``cross_check`` in
+    ``method="both"`` solves the gain, bias, diameter and ``C(P)`` by the conic paths too (the
+    diameter and ``C(P)`` up to :data:`CONIC_DIAMETER_MAX_STATES` and
+    :data:`CONIC_LOWER_BOUND_MAX_STATES` states) and records each ``cross_check`` in
     ``checks`` (``agree`` and the largest error).
     """
     if not isinstance(mdp, TabularMDP):
@@ -166,6 +175,7 @@ def describe(
     P_pi, _ = policy_model(mdp.P, mdp.R, res.policy)
     ev = evaluate_multichain(P_pi, np.zeros(S))
     mix = {"recurrent_classes": int(ev.labels.max() + 1), **mixing(P_pi)}
+    lower_bound = _lower_bound(mdp, method, solver, checks)
     return Description(
         name=mdp.name or "",
         n_states=S,
@@ -183,6 +193,7 @@ def describe(
         gaps=gaps,
         mixing=mix,
         checks=checks,
+        lower_bound=lower_bound,
     )
 
 
@@ -230,6 +241,26 @@ def _diameter(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
         "value": hit.value,
         "worst_pair": {"from": int(worst[1]), "to": int(worst[0])},
         "status": hit.status,
+    }
+
+
+def _lower_bound(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
+    """The report's ``lower_bound`` (:class:`RegretLowerBound`), its conic check up to
+    :data:`CONIC_LOWER_BOUND_MAX_STATES` states."""
+    try:
+        problem = RegretLowerBound(mdp)
+    except OptplanError as exc:
+        return {"value": None, "why": str(exc).removeprefix("RegretLowerBound: ")}
+    conic = method == "both" and mdp.n_states <= CONIC_LOWER_BOUND_MAX_STATES
+    res = _solved(problem, "both" if conic else "fast", solver, checks, "lower_bound")
+    if not res.success:
+        return {"value": None, "why": f"{res.status}: {res.message}", "status": res.status}
+    classes = res.info["classes"]
+    return {
+        "value": float(res.value),
+        "critical_pairs": int((classes == 1).sum()),
+        "never_optimal_pairs": int((classes == 2).sum()),
+        "status": res.status,
     }
 
 
@@ -297,6 +328,15 @@ def format_description(d: Description) -> str:
             f"{label:<14} {st['pairs']} pairs, {st['zero']} zero; min positive "
             f"{_num(st['min_positive'])}; quantiles 0/25/50/75/100%: {qs}"
         )
+    lb = d.lower_bound
+    if lb.get("value") is None:
+        lines.append(f"lower bound    {lb.get('why', '-')}")
+    else:
+        lines.append(
+            f"lower bound    C(P) {_num(lb['value'], 8)}: liminf Regret(T) / ln T >= C(P) "
+            f"(Burnetas-Katehakis, rewards known; C ln 1e4 = {_num(lb['value'] * np.log(1e4), 4)}"
+            f"); {lb['critical_pairs']} critical pair(s), {lb['never_optimal_pairs']} never optimal"
+        )
     m = d.mixing
     tmix = "never (periodic or > 2^20 steps)" if m["t_mix"] is None else str(m["t_mix"])
     lines.append(
@@ -305,7 +345,7 @@ def format_description(d: Description) -> str:
     )
     for name, chk in d.checks.items():
         lines.append(
-            f"check {name:<9} fast vs {chk['solver']}: agree={chk['agree']} "
+            f"check {name:<11} fast vs {chk['solver']}: agree={chk['agree']} "
             f"(conic {chk['conic_status']}, largest error {_num(chk['max_abs_err'], 3)})"
         )
     return "\n".join(lines)

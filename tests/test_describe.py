@@ -109,9 +109,16 @@ def test_describe_cowan3_and_riverswim():
     assert d.diameter["value"] == pytest.approx(2.932298404484692, rel=1e-9)
     assert all(c["agree"] for c in d.checks.values())
     assert d.gaps["bias"]["min_positive"] == pytest.approx(0.15192, abs=1e-5)
+    # C(P) beside the gaps: the fast value, cross-checked by the conic path
+    assert d.lower_bound["value"] == pytest.approx(1.13213, abs=1e-5)
+    assert d.lower_bound["critical_pairs"] == 2 and d.lower_bound["never_optimal_pairs"] == 1
+    assert "lower_bound" in d.checks
     json.dumps(d.to_dict())
     r = describe(op.load_model("models/riverswim6.toml"), method="fast")
     assert r.checks == {} and r.mixing["recurrent_classes"] == 1 and r.mixing["t_mix"] >= 1
+    # RiverSwim is communicating, not ergodic: "always left" never leaves state 0
+    assert r.lower_bound["value"] is None and "not ergodic" in r.lower_bound["why"]
+    assert "lower bound    C(P) is not defined: the model is not ergodic" in str(r)
 
 
 def test_describe_multichain_model_per_state_gain():
@@ -134,6 +141,7 @@ def test_cli_info_text_and_json(capsys):
     assert main(["info", "models/cowan3.toml"]) == 0
     out = capsys.readouterr().out
     assert "diameter       2.932298404" in out and "agree=True" in out
+    assert "lower bound    C(P) 1.1321296" in out and "check lower_bound" in out
     assert main(["info", "FrozenLake-v1", "--env-arg", "is_slippery=false", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["structure"]["kind"] == "multichain" and report["diameter"]["value"] == "inf"

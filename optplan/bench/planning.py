@@ -20,6 +20,7 @@ from ..problems import (
     DiscountedPlanning,
     FiniteHorizonPlanning,
     HittingTimes,
+    RegretLowerBound,
 )
 from ..result import SOLUTION_PRESENT
 from ._common import Runs, check_choices, timed
@@ -56,6 +57,9 @@ PLANNING_PROBLEMS = {
     ),
     # value = the diameter; S targets' shortest paths (on request: S^2 LP variables)
     "hitting_time": (HittingTimes, lambda mdp: mdp),
+    # value = C(P): the average-reward plan, then one KL-minimization rate per critical pair
+    # (the conic path: one exponential-cone program each; on request)
+    "lower_bound": (RegretLowerBound, lambda mdp: mdp),
 }
 #: The problem stems this suite times.
 STEMS = frozenset(cls.stem for cls, _ in PLANNING_PROBLEMS.values())

@@ -52,14 +52,14 @@ def cmd_info(args) -> int:
 
 def add_parser(sub) -> None:
     """Add ``info`` to the ``optplan`` subparsers."""
-    p = sub.add_parser("info", help="hardness report: class, diameter, gains, gaps, mixing")
+    p = sub.add_parser("info", help="hardness report: class, diameter, gains, gaps, C(P), mixing")
     p.add_argument("model", help="model file (TOML) or a Gymnasium toy-text id (FrozenLake-v1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--method",
         choices=("fast", "both"),
         default="both",
-        help="both (default): cross-check gain, bias and diameter against a conic solver",
+        help="both (default): cross-check gain, bias, diameter and C(P) against a conic solver",
     )
     p.add_argument("--solver", type=solver_name, default="CLARABEL", help="conic solver")
     p.add_argument(

@@ -32,6 +32,14 @@ DeepSea-chain and PriorMDP, where every step draws one uniform and one normal; o
 the exact reward of the way back to state 0 draws none). The draft's normalized regret is
 ``(sum_t r_oracle,t - sum_t r_t) / sum_t r_oracle,t`` (:func:`draft_normalized_regret`).
 
+*Regret against the lower bound* (average criterion, accelerating-ucb-indices-mdp §2.2): every
+uniformly fast agent has ``liminf Regret(T) / ln T >= C(P)`` (Burnetas & Katehakis 1997;
+:class:`~optplan.problems.regret_lower_bound.RegretLowerBound`, the bound with the mean rewards
+known; an agent that also learns the rewards faces at least as large a bound).
+:func:`regret_lower_bound` gives ``C(P)`` of an ergodic model (``None`` elsewhere, with the
+reason) and :func:`lower_bound_ratio` the ratio ``Regret(t) / (C(P) ln t)``, which tends to 1
+for an asymptotically optimal agent.
+
 DeepSea's *time to solve* (k-learning §4) is the first episode at which the goal
 has been reached in at least 10% of the episodes so far.
 
@@ -54,7 +62,8 @@ import numpy as np
 
 from .._checks import OptplanError, check_int, check_real, first_bad, index_str
 from ..dp import forward_occupancy, policy_iteration
-from ..mdp import CRITERIA
+from ..mdp import CRITERIA, TabularMDP
+from ..problems.regret_lower_bound import RegretLowerBound
 
 __all__ = [
     "CRITERIA",
@@ -72,6 +81,8 @@ __all__ = [
     "occupancy_measures",
     "occupancy_gaps",
     "occupancy_regret",
+    "regret_lower_bound",
+    "lower_bound_ratio",
 ]
 
 
@@ -174,6 +185,35 @@ def draft_normalized_regret(oracle_rewards, rewards) -> np.ndarray:
             f"and {agent.shape}"
         )
     return normalized_regret(cumulative_regret(oracle, agent), np.cumsum(oracle))
+
+
+def regret_lower_bound(mdp) -> tuple[float | None, str]:
+    """``(C(P), "")`` of a continuing model with the bound defined, else ``(None, why)``:
+    not a :class:`~optplan.mdp.TabularMDP`, not ergodic, masked actions (the problem's
+    :class:`OptplanError`), or a solve without a solution (its status and message). The fast
+    path (policy iteration and the batched KL-minimization rates)."""
+    if not isinstance(mdp, TabularMDP):
+        return None, f"C(P) is defined for continuing tabular models, not {type(mdp).__name__}"
+    try:
+        problem = RegretLowerBound(mdp)
+    except OptplanError as exc:
+        return None, str(exc)
+    res = problem.solve()
+    if not res.success:
+        return None, f"C(P): {res.status}: {res.message}"
+    return float(res.value), ""
+
+
+def lower_bound_ratio(regret, lower_bound: float | None) -> np.ndarray | None:
+    """``regret[t - 1] / (C ln t)`` for ``t = 1, 2, ...`` (``NaN`` at ``t = 1``, where
+    ``ln t = 0``); ``None`` when ``C`` is ``None`` or 0 (no logarithmic rate to compare)."""
+    if lower_bound is None or not lower_bound > 0:
+        return None
+    regret = np.asarray(regret, dtype=float)
+    log_t = np.log(np.arange(1, regret.size + 1, dtype=float))
+    out = np.full(regret.shape, np.nan)
+    np.divide(regret, lower_bound * log_t, out=out, where=log_t > 0)
+    return out
 
 
 def time_to_solve(successes, threshold: float = SOLVE_THRESHOLD) -> int | None:

@@ -79,6 +79,13 @@ class Trace:
         ``R_T``, :func:`.metrics.occupancy_gaps`); ``None`` otherwise.
     policy_gaps : ndarray of float, shape (policies,), or None
         ``<mu* - mu^pi, r>`` of each distinct policy the agent followed, in order.
+    lower_bound : float or None
+        The average criterion on an ergodic model: Burnetas & Katehakis's ``C(P)``
+        (:class:`~optplan.problems.regret_lower_bound.RegretLowerBound`, the mean rewards
+        known), the coefficient every uniformly fast agent's ``Regret(T) / ln T`` is at least
+        in the limit; ``None`` elsewhere, with the reason in ``lower_bound_note``.
+    lower_bound_note : str
+        Why ``lower_bound`` is ``None`` (empty when it is set, or for other criteria).
     """
 
     states: np.ndarray
@@ -104,6 +111,8 @@ class Trace:
     oracle_run_rewards: np.ndarray | None = None
     occupancy_regret: np.ndarray | None = None
     policy_gaps: np.ndarray | None = None
+    lower_bound: float | None = None
+    lower_bound_note: str = ""
 
     @property
     def normalized_regret(self) -> np.ndarray:
@@ -125,6 +134,19 @@ class Trace:
         if self.oracle_run_rewards is None:
             return None
         return metrics.draft_normalized_regret(self.oracle_run_rewards, self.rewards)
+
+    @property
+    def lower_bound_ratio(self) -> np.ndarray | None:
+        """``regret[t - 1] / (C(P) ln t)`` after each step ``t`` (NaN at ``t = 1``): tends to 1
+        for an asymptotically optimal agent; ``None`` without a positive :attr:`lower_bound`
+        (:func:`.metrics.lower_bound_ratio`)."""
+        return metrics.lower_bound_ratio(self.regret, self.lower_bound)
+
+    @property
+    def gap_lower_bound_ratio(self) -> np.ndarray | None:
+        """:attr:`lower_bound_ratio` of :attr:`gap_regret` (the same limit, without the
+        state-sequence noise of the pseudo-regret)."""
+        return metrics.lower_bound_ratio(self.gap_regret, self.lower_bound)
 
     @property
     def time_to_solve(self) -> int | None:
@@ -162,6 +184,9 @@ class Trace:
             "optimal_rate": self.optimal_rate,
             "stopped_early": self.stopped_early,
             "wall_time": self.wall_time,
+            "lower_bound": self.lower_bound,
+            "lower_bound_ratio": _last(self.lower_bound_ratio),
+            "gap_lower_bound_ratio": _last(self.gap_lower_bound_ratio),
         }
 
     def __repr__(self) -> str:
@@ -230,6 +255,9 @@ def score(mdp, oracle: Oracle, rec: Record, seed: int) -> Trace:
         visits = np.bincount(s, minlength=mdp.n_states).astype(np.int64)
     rewards = np.asarray(rec.rewards, dtype=float)
     occupancy, policy_gaps = None, None
+    bound, note = None, ""
+    if oracle.criterion == "average":
+        bound, note = metrics.regret_lower_bound(mdp)
     if rec.policies and oracle.criterion == "discounted":
         policy_gaps = metrics.occupancy_gaps(mdp, np.stack(rec.policies), oracle.optimal_value)
         occupancy = metrics.occupancy_regret(policy_gaps, rec.policy_index)
@@ -258,4 +286,6 @@ def score(mdp, oracle: Oracle, rec: Record, seed: int) -> Trace:
         oracle_run_rewards=None if rec.oracle_rewards is None else _freeze(rec.oracle_rewards),
         occupancy_regret=None if occupancy is None else _freeze(occupancy),
         policy_gaps=None if policy_gaps is None else _freeze(policy_gaps),
+        lower_bound=bound,
+        lower_bound_note=note,
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._checks import OptplanError
-from ..sweeps.records import PLOT_CURVE_KEYS
+from ..sweeps.records import DERIVED_CURVE_KEYS, PLOT_CURVE_KEYS
 from ..sweeps.results import Results
 from . import plots, scaling
 
@@ -75,13 +75,18 @@ def regret_figure(
     logy: bool = False,
     stat: str | None = None,
     t_min: float | None = None,
+    lower_bound: bool = False,
 ):
     """One panel per environment configuration; one line and band per agent.
 
     `stat`: ``"mean"`` (band: 95% CI of the mean) or ``"median"`` (band: 25-75% of the seeds);
     by default the median on a log y axis (where a mean ± CI band can reach below 0) and the
     mean otherwise. `t_min`: leave out the stored points before this step (e.g. the first
-    point of a linear grid on a log x axis).
+    point of a linear grid on a log x axis). `lower_bound`: on the panels whose records carry
+    Burnetas & Katehakis's ``C(P)`` (summary ``lower_bound``: the average criterion on an
+    ergodic model), draw the asymptote ``C(P) ln t`` of a cumulative regret, or the level 1
+    of a ratio ``regret / (C(P) ln t)`` (``metric="lower_bound_ratio"``,
+    ``"gap_lower_bound_ratio"``).
     """
     if metric not in PLOT_CURVE_KEYS:
         raise OptplanError(
@@ -92,7 +97,12 @@ def regret_figure(
     agent_labels = _select(dict.fromkeys(a for a, _ in groups), agents, "agent")
     stat = stat or ("median" if logy else "mean")
     fig, axes = _grid(len(env_labels))
-    ylabel = metric.replace("_", " ")
+    ratio = metric in DERIVED_CURVE_KEYS
+    ylabel = (
+        f"{DERIVED_CURVE_KEYS[metric].replace('_', ' ')} / (C(P) ln t)"
+        if ratio
+        else f"cumulative {metric.replace('_', ' ')}"
+    )
     for ax, env in zip(axes, env_labels, strict=True):
         curves, t_ref = {}, None
         for agent in agent_labels:
@@ -118,18 +128,34 @@ def regret_figure(
             ax,
             t_ref[shown],
             {agent: Z[:, shown] for agent, Z in aligned.items()},
-            ylabel=f"cumulative {ylabel}",
+            ylabel=ylabel,
             logx=logx,
             logy=logy,
             title=env,
             legend=False,
             stat=stat,
         )
+        if lower_bound:
+            bound = _lower_bound(groups, env)
+            if bound:
+                t = t_ref[shown]
+                line = np.ones(t.size) if ratio else bound * np.log(t)
+                label = "lower bound (ratio 1)" if ratio else "C(P) ln t (lower bound)"
+                ax.plot(t, line, color="black", ls=":", lw=1.5, label=label)
     plots.figure_legend(fig, axes)
-    fig.suptitle(
-        f"{results.spec['sweep']['name']}: cumulative {ylabel} against steps ({STAT_NOTE[stat]})"
-    )
+    fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} against steps ({STAT_NOTE[stat]})")
     return fig
+
+
+def _lower_bound(groups, env: str) -> float | None:
+    """``C(P)`` of the panel ``env`` from its records' summaries (``None`` when none has it)."""
+    for (_, e), recs in groups.items():
+        if e == env:
+            for r in recs:
+                bound = (r.get("summary") or {}).get("lower_bound")
+                if bound:
+                    return float(bound)
+    return None
 
 
 def _varying_param(rows: list[dict]) -> str:

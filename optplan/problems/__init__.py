@@ -17,6 +17,7 @@ from .kl_inf import KLInfRate
 from .l1_ball import L1BallIndex
 from .moment_matching import MomentMatchingVariance
 from .optimistic import OptimisticPlanning
+from .regret_lower_bound import RegretLowerBound
 from .ube import UncertaintyBellman
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "MomentMatchingVariance",
     "OptimisticPlanning",
     "ClippedOptimisticPlanning",
+    "RegretLowerBound",
     "CRITERIA",
     "CONTINUING",
     "planning_problem",

@@ -54,7 +54,8 @@ class Stem:
     conic: str
 
 
-#: The stems, in the order optplan lists its problems (indices, planning, posteriors).
+#: The stems, in the order optplan lists its problems (indices, planning, posteriors, the
+#: regret lower bound).
 STEMS: dict[str, Stem] = {
     r.name: r
     for r in (
@@ -129,6 +130,12 @@ STEMS: dict[str, Stem] = {
             "optplan.problems.clipped_optimistic.ClippedOptimisticPlanning",
             "optplan.fast.clipped_optimistic",
             "optplan.conic.clipped_optimistic",
+        ),
+        Stem(
+            "regret_lower_bound",
+            "optplan.problems.regret_lower_bound.RegretLowerBound",
+            "optplan.fast.regret_lower_bound",
+            "optplan.conic.regret_lower_bound",
         ),
     )
 }

@@ -22,6 +22,7 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "CURVE_KEYS",
     "OPTIONAL_CURVE_KEYS",
+    "DERIVED_CURVE_KEYS",
     "PLOT_CURVE_KEYS",
     "TIMING_COLUMNS",
     "LOCK_NAME",
@@ -48,6 +49,9 @@ SUMMARY_COLUMNS = (
     "normalized_regret",
     "draft_regret",
     "draft_normalized_regret",
+    "lower_bound",
+    "lower_bound_ratio",
+    "gap_lower_bound_ratio",
     "time_to_solve",
     "goal_rate",
     "optimal_rate",
@@ -60,12 +64,16 @@ SUMMARY_COLUMNS = (
 TIMING_COLUMNS = ("wall_time",)
 #: Step-indexed curves stored per task (each at the subsampled steps ``t``).
 CURVE_KEYS = ("regret", "realized_regret", "gap_regret", "normalized_regret")
+#: Curves derived at read time from a stored curve and the record's summary
+#: (:meth:`~optplan.sweeps.results.Results.curve_matrix`): ``regret / (C(P) ln t)`` and the
+#: same of ``gap_regret``, for the records whose summary holds a positive ``lower_bound``.
+DERIVED_CURVE_KEYS = {"lower_bound_ratio": "regret", "gap_lower_bound_ratio": "gap_regret"}
 #: Curves stored only for the tasks that have them: ``occupancy_regret`` (discounted criterion,
 #: an agent exposing its policy; :mod:`.metrics`). ``curves.npz`` holds them with ``NaN`` for
 #: the other tasks.
 OPTIONAL_CURVE_KEYS = ("occupancy_regret",)
 #: Every curve a figure may ask for.
-PLOT_CURVE_KEYS = (*CURVE_KEYS, *OPTIONAL_CURVE_KEYS)
+PLOT_CURVE_KEYS = (*CURVE_KEYS, *OPTIONAL_CURVE_KEYS, *DERIVED_CURVE_KEYS)
 
 
 #: The lock file's name in the result directory.

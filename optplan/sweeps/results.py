@@ -10,7 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import OptplanError
-from .records import PLOT_CURVE_KEYS, TIMING_COLUMNS, DamagedRecord, _warn_skipped, summary_row
+from .records import (
+    DERIVED_CURVE_KEYS,
+    PLOT_CURVE_KEYS,
+    TIMING_COLUMNS,
+    DamagedRecord,
+    _warn_skipped,
+    summary_row,
+)
 from .store import ResultStore
 
 __all__ = ["Results", "load_results"]
@@ -53,9 +60,13 @@ class Results:
 
         The grid is that of the longest run; shorter runs (stopped early, or episodes of other
         lengths) are interpolated linearly in ``t`` and ``NaN`` past their last step.
+        ``lower_bound_ratio`` and ``gap_lower_bound_ratio`` are ``regret`` and ``gap_regret``
+        over ``C(P) ln t`` with each record's summary ``lower_bound`` (NaN at ``t = 1``).
         """
         if metric not in PLOT_CURVE_KEYS:
             raise OptplanError(f"metric must be one of {PLOT_CURVE_KEYS}, got {metric!r}")
+        if metric in DERIVED_CURVE_KEYS:
+            return self._bound_ratio(records, metric)
         data = [self.arrays(r) for r in records]
         lacking = [r["task_id"] for r, a in zip(records, data, strict=True) if metric not in a]
         if lacking:
@@ -71,6 +82,22 @@ class Results:
             inside = t <= ti[-1]
             Y[i, inside] = np.interp(t[inside], ti, yi)
         return t, Y
+
+    def _bound_ratio(self, records: list[dict], metric: str):
+        """:meth:`curve_matrix` of a curve over ``C(P) ln t`` (``DERIVED_CURVE_KEYS``)."""
+        bounds = [(r.get("summary") or {}).get("lower_bound") for r in records]
+        lacking = [r["task_id"] for r, c in zip(records, bounds, strict=True) if not c]
+        if lacking:
+            raise OptplanError(
+                f"{len(lacking)} task(s) have no positive lower bound C(P) (e.g. "
+                f"{lacking[0]!r}): {metric} needs the average criterion on an ergodic model "
+                "whose C(P) > 0"
+            )
+        t, Y = self.curve_matrix(records, DERIVED_CURVE_KEYS[metric])
+        log_t = np.log(t)
+        out = np.full(Y.shape, np.nan)
+        np.divide(Y, np.outer(bounds, log_t), out=out, where=log_t[None, :] > 0)
+        return t, out
 
     def compare(self, other: Results) -> list[str]:
         """Differences between the summary rows of two stores, timing columns excluded.

@@ -30,6 +30,8 @@ its answer means (``value``; ``x``; ``multiplier``, ``-`` where none is compared
   ``mean(V)`` or the gain; ``V`` (S,) or the bias (S,) up to a constant; -
 - ``clipped_optimistic``: ``fn(p_hat, r, bonus, discount[, action_mask=])``; ``mean(V)``;
   ``V`` (S,); -
+- ``regret_lower_bound``: ``fn(P, R)`` of an ergodic model, every action admissible;
+  ``C(P)``; the contributions ``Delta / K`` (S, A); -
 
 (``optimistic``: ``options={"ball": "l1"|"kl", "criterion": "discounted"|"average"}``; no
 ``discount`` argument under ``"average"``.) Masks are drawn only when ``fn`` accepts an

@@ -378,6 +378,18 @@ _TARGETS = (
         options={"max_states": 20, "max_actions": 4},
         masks=True,
     ),
+    BuiltinTarget(
+        "regret_lower_bound",
+        ("P", "R"),
+        {
+            "value": "C(P) = sum of Delta(x, a) / K_{x,a}(P) over the sub-optimal pairs",
+            "x": "the contributions Delta / K (S, A), 0 on optimal pairs and on pairs that "
+            "can never become optimal",
+        },
+        _drawn("ergodic_mdps", "max_states", "max_actions"),
+        lambda d, s: problem_class("regret_lower_bound")(_tabular(d, False)),
+        options={"max_states": 12, "max_actions": 4},
+    ),
 )
 #: The targets, by stem, in the order of the stem table (every stem has one).
 _BY_NAME = {t.name: t for t in _TARGETS}

@@ -37,6 +37,7 @@ __all__ = [
     "index_instances",
     "kl_inf_instances",
     "mdps",
+    "ergodic_mdps",
     "layered_mdps",
     "policies",
     "dirichlet_posteriors",
@@ -288,6 +289,22 @@ def mdps(
     if mask is not None:
         out["action_mask"] = mask
     return out
+
+
+@st.composite
+def ergodic_mdps(draw, max_states: int = 12, max_actions: int = 4):
+    """``{"P", "R"}`` of an ergodic MDP with every action admissible (the models
+    :class:`~optplan.problems.regret_lower_bound.RegretLowerBound` takes): :func:`mdps`'s
+    kernels, sparse and tiny rows included, mixed with weight ``w`` into the cycle
+    ``s -> s + 1 (mod S)`` under every action, so every policy's chain holds the cycle and is
+    irreducible (``w = 1`` first: the plain cycle, then weights down to 1e-6)."""
+    base = draw(mdps(max_states, max_actions, discount=False))
+    P, R = base["P"], base["R"]
+    S = P.shape[0]
+    w = draw(st.sampled_from((1.0, 0.5, 0.1, 0.01, 1e-6)))
+    cycle = np.zeros_like(P)
+    cycle[np.arange(S), :, (np.arange(S) + 1) % S] = 1.0
+    return {"P": _normalize((1.0 - w) * P + w * cycle), "R": R}
 
 
 @st.composite
