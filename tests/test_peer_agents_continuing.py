@@ -179,6 +179,11 @@ def test_optimistic_psrl_posterior_parameters():
     assert post.mean[1, 0, 0] == pytest.approx((lam * mu0 + 3 * 0.7) / (lam + 3), rel=1e-12)
     assert post.mean[1, 0, 1] == pytest.approx((lam * mu0 + 5 * 0.7) / (lam + 5), rel=1e-12)
     assert post.mean[0, 1, 1] == mu0 and post.params[1][1, 0, 1] == lam + 5
+    # learned rewards enter the backup per next state: max_j sum_y p~_j(y) (mu(y) + u(y))
+    u = np.array([0.0, 0.4])
+    q, chosen = agent.backup(u)
+    values = agent.samples[:, 1, 0] @ (agent.mu[1, 0] + u)
+    assert q[1, 0] == pytest.approx(values.max(), rel=1e-12) and chosen[1, 0] == values.argmax()
     known = OptimisticPSRL(2, 2, rewards=R)
     known.reset(np.random.default_rng(0))
     np.testing.assert_array_equal(known.mu[..., 0], R)

@@ -438,7 +438,12 @@ BUILDERS = (
         "optimistic-psrl",
         _optimistic_psrl,
         (
-            Param("psi", "int", None, "posterior samples per pair; unset: min(60, S ln(SA/0.05))"),
+            Param(
+                "psi",
+                "int",
+                None,
+                "posterior samples per pair; unset: max(2, min(60, floor(S ln(S A / 0.05))))",
+            ),
             Param(
                 "min_visits",
                 "int",
