@@ -455,7 +455,7 @@ GRIDS = {
         {"horizon": T_EVAL},
         {
             "beta_scale": [3e-5, 1e-4, 3e-4, 1e-3, 3e-3],
-            "eta_scale": [100.0, 1000.0, 10000.0, 100000.0],
+            "eta_scale": [10.0, 30.0, 100.0, 1000.0, 10000.0, 100000.0],
         },
     ),
     "UCRL2 (discounted)": ("ucrl2-discounted", {}, {"delta": [0.99, 0.1, 0.001]}),
