@@ -6,6 +6,7 @@ Run from the repository root:
     python examples/index_agents_regret.py          # all three sweeps (Fig. 3/4: 100 x 1e4 x 4)
     python examples/index_agents_regret.py --table  # only print the table from existing results
     python examples/index_agents_regret.py --quick  # 2 runs x 3,000 steps per sweep, same code
+    python examples/index_agents_regret.py --lower-bound  # regret / ln t against C(P), 10^6 steps
 
 Results go to ``results/<sweep name>/`` (resumable; ``--quick``: ``results/<sweep
 name>-quick/``), figures ``<sweep name>.png`` (gap regret) and ``<sweep name>-pseudo.png``
@@ -18,6 +19,14 @@ regret at T = 1,000 and T = 10,000 with the 95% half-width, for two regret measu
 - ``gap_regret``: sum_t Delta(x_t, a_t) with Delta the average-reward action gaps of the true
   model (the paper's decomposition R(T) = sum E[T_x^a] Delta(x, a) + O(1), §2.2);
 - ``regret``: sum_t (g* - r(x_t, a_t)), which adds the state-sequence noise of the bias.
+
+On the ergodic models (cowan3, the Dirichlet MDP; RiverSwim is not ergodic) the figures draw
+Burnetas & Katehakis's asymptote ``C(P) ln t`` (``op.RegretLowerBound``: every uniformly fast
+agent has ``liminf Regret(T) / ln T >= C(P)``). ``--lower-bound`` runs the sweep
+``models/sweeps/cowan3-lower-bound.toml`` (MDP-UCB, OLP, MDP-DMED, MDP-PS and IMED-RL, 20 runs
+x 10^6 steps) and draws ``cowan3-lower-bound.png``: gap regret / ln t and pseudo-regret / ln t
+against C(P), with a table of ``regret / ln T`` at T = 10^4, 10^5, 10^6 (mean ± 95% Student-t
+half-width over the runs) and its ratio to C(P).
 """
 
 import argparse
@@ -28,7 +37,7 @@ import numpy as np
 
 from optplan.experiments.stats import mean_ci
 from optplan.modelfile import tomllib
-from optplan.plots.figures import regret_figure
+from optplan.plots.figures import lower_bound_figure, regret_figure
 from optplan.plots.plots import save_figure
 from optplan.sweeps import load_results, load_sweep, run_sweep
 from optplan.sweeps.sweep import sweep_from_dict
@@ -71,6 +80,55 @@ def table(results, at=(1000, 10000)) -> list[str]:
     return lines
 
 
+#: The lower-bound sweep, its steps with --quick and the T of its table.
+LOWER_BOUND = "cowan3-lower-bound"
+QUICK_LOWER_BOUND_STEPS = 20_000
+LOWER_BOUND_AT = (10_000, 100_000, 1_000_000)
+
+
+def lower_bound_table(results, at=LOWER_BOUND_AT) -> list[str]:
+    """Per agent: ``regret / ln T`` (gap and pseudo) at each ``T`` of ``at``, mean ± 95%
+    Student-t half-width over the runs, and the gap one's ratio to C(P)."""
+    lines = []
+    for (agent, _env), recs in results.groups().items():
+        bound = recs[0]["summary"]["lower_bound"]
+        cells = []
+        for metric in ("gap_regret", "regret"):
+            t, Y = results.curve_matrix(recs, metric)
+            for T in at:
+                m, h = mean_ci(np.array([np.interp(T, t, y) for y in Y]) / np.log(T))
+                cells.append(
+                    f"{m:6.3f} ± {h:5.3f}"
+                    + (f" ({m / bound:4.2f})" if metric == "gap_regret" else "")
+                )
+        lines.append(f"| {agent:<8} | {len(recs):>3} | {bound:.4f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def lower_bound_main(args) -> int:
+    """The lower-bound sweep (or its results with --table), its table and figure."""
+    quick = "-quick" if args.quick else ""
+    res_dir = ROOT / "results" / f"{LOWER_BOUND}{quick}"
+    at = (1_000, 10_000, QUICK_LOWER_BOUND_STEPS) if args.quick else LOWER_BOUND_AT
+    if not args.table:
+        path = ROOT / "models" / "sweeps" / f"{LOWER_BOUND}.toml"
+        data = tomllib.loads(path.read_text())
+        if args.quick:
+            data.update(name="quick-" + data["name"], seeds=2, steps=QUICK_LOWER_BOUND_STEPS)
+        report = run_sweep(sweep_from_dict(data, source=str(path)), res_dir, jobs=args.jobs)
+        print(report, file=sys.stderr)
+    results = load_results(res_dir)
+    head = " | ".join(f"T={T:,}" for T in at)
+    print(
+        f"| agent | runs | C(P) | gap regret / ln T (ratio to C): {head} | pseudo-regret / ln T: "
+        f"{head} |\n|" + "---|" * (3 + 2 * len(at))
+    )
+    print("\n".join(lower_bound_table(results, at)))
+    fig = lower_bound_figure(results, t_min=100.0)
+    print(save_figure(fig, args.out / f"{LOWER_BOUND}{quick}.png"), file=sys.stderr)
+    return 0
+
+
 def _sweep(key: str, quick: bool):
     path = ROOT / "models" / "sweeps" / f"{key}.toml"
     if not quick:
@@ -98,7 +156,14 @@ def main(argv=None) -> int:
         "examples/figures replaces the committed ones)",
     )
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(
+        "--lower-bound",
+        action="store_true",
+        help=f"the {LOWER_BOUND} sweep (regret / ln t against C(P), 20 runs x 10^6 steps) only",
+    )
     args = ap.parse_args(argv)
+    if args.lower_bound:
+        return lower_bound_main(args)
     quick = "-quick" if args.quick else ""
     at = (QUICK_STEPS // 10, QUICK_STEPS) if args.quick else (1000, 10000)
     print(
@@ -119,7 +184,7 @@ def main(argv=None) -> int:
         print(f"| **{title.split(' (2')[0]}** | | | | | | | | |")
         print("\n".join(table(results, at)))
         for metric, suffix in (("gap_regret", ""), ("regret", "-pseudo")):
-            fig = regret_figure(results, metric=metric)
+            fig = regret_figure(results, metric=metric, lower_bound=True)
             for ax in fig.axes:
                 if ax.get_visible():
                     ax.set_ylabel(f"cumulative {'gap regret' if suffix == '' else 'pseudo-regret'}")
@@ -127,7 +192,8 @@ def main(argv=None) -> int:
             fig.set_size_inches(max(w, 8.0), h + 1.2)
             fig.suptitle(
                 f"{SETTING[key]}\n{METRIC_TITLE[metric]}; mean and 95% CI over "
-                f"{'/'.join(str(n) for n in sorted(runs))} runs",
+                f"{'/'.join(str(n) for n in sorted(runs))} runs; dotted: C(P) ln t "
+                "(ergodic models)",
                 fontsize=9,
             )
             print(save_figure(fig, args.out / f"{key}{suffix}{quick}.png"), file=sys.stderr)

@@ -316,7 +316,7 @@ def test_trace_carries_c_and_the_ratio_on_cowan3_and_none_on_riverswim():
 
 def test_sweep_results_carry_c_the_ratio_curves_and_the_figure_line(tmp_path, capsys):
     from optplan import cli
-    from optplan.plots.figures import regret_figure
+    from optplan.plots.figures import lower_bound_figure, regret_figure
     from optplan.sweeps import load_results
 
     sweep = tmp_path / "lb.toml"
@@ -343,3 +343,10 @@ def test_sweep_results_carry_c_the_ratio_curves_and_the_figure_line(tmp_path, ca
     np.testing.assert_allclose(line[0].get_ydata(), C * np.log(line[0].get_xdata()))
     fig = regret_figure(results, metric="lower_bound_ratio", lower_bound=True)
     assert fig.axes[0].get_ylabel() == "regret / (C(P) ln t)"
+    fig = lower_bound_figure(results, t_min=10.0)
+    for ax in fig.axes:
+        (bound,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("C(P) = ")]
+        assert bound.get_ydata()[0] == pytest.approx(C)
+    gap_panel = fig.axes[0].get_lines()[0]  # mdp-dmed's mean gap regret / ln t
+    keep = t >= 10.0
+    np.testing.assert_allclose(gap_panel.get_ydata(), gap[:, keep].mean(axis=0) / np.log(t[keep]))

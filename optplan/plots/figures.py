@@ -16,7 +16,14 @@ from ..sweeps.records import DERIVED_CURVE_KEYS, PLOT_CURVE_KEYS
 from ..sweeps.results import Results
 from . import plots, scaling
 
-__all__ = ["regret_figure", "scaling_figure", "heatmap_figure", "reference_curve", "KINDS"]
+__all__ = [
+    "regret_figure",
+    "lower_bound_figure",
+    "scaling_figure",
+    "heatmap_figure",
+    "reference_curve",
+    "KINDS",
+]
 
 KINDS = ("regret", "scaling", "heatmap")
 
@@ -144,6 +151,81 @@ def regret_figure(
                 ax.plot(t, line, color="black", ls=":", lw=1.5, label=label)
     plots.figure_legend(fig, axes)
     fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} against steps ({STAT_NOTE[stat]})")
+    return fig
+
+
+#: What the panels of :func:`lower_bound_figure` divide by ``ln t``.
+_PER_LOG_T = {
+    "gap_regret": "gap regret sum_t Delta(x_t, a_t) / ln t",
+    "regret": "pseudo-regret sum_t (g* - r(x_t, a_t)) / ln t",
+    "realized_regret": "realized regret / ln t",
+}
+
+
+def lower_bound_figure(
+    results: Results,
+    env: str | None = None,
+    metrics=("gap_regret", "regret"),
+    agents=None,
+    t_min: float = 100.0,
+):
+    """``regret / ln t`` against Burnetas & Katehakis's ``C(P)`` on one environment: one panel
+    per metric of ``metrics`` (``gap_regret``, ``regret``, ``realized_regret``), one line
+    (mean over seeds) and band (95% Student-t CI of the mean) per agent, the bound ``C(P)``
+    (from the records' summaries) as a horizontal line, a log step axis from ``t_min``. An
+    asymptotically optimal agent's curve settles on the line.
+
+    Raises
+    ------
+    OptplanError
+        If the environment's records carry no ``C(P)`` (not the average criterion, a model
+        that is not ergodic, or a store written before the bound was recorded), or ``env`` is
+        not given and the store has several environments.
+    """
+    groups = _ok(results)
+    envs = list(dict.fromkeys(e for _, e in groups))
+    if env is None:
+        if len(envs) != 1:
+            raise OptplanError(f"the store has {len(envs)} environments {envs}: pass env=")
+        env = envs[0]
+    _select(envs, [env], "environment")
+    bound = _lower_bound(groups, env)
+    if not bound:
+        raise OptplanError(
+            f"the records of {env!r} carry no positive lower bound C(P) (summary "
+            "'lower_bound'): it needs the average criterion on an ergodic model"
+        )
+    for m in metrics:
+        if m not in _PER_LOG_T:
+            raise OptplanError(f"metrics must be among {tuple(_PER_LOG_T)}, got {m!r}")
+    agent_labels = _select(dict.fromkeys(a for a, e in groups if e == env), agents, "agent")
+    fig, axes = _grid(len(metrics), width=6.0, height=4.2)
+    for ax, metric in zip(axes, metrics, strict=True):
+        # one grid for every agent: the store's longest run (curve_matrix of them all)
+        recs = [r for agent in agent_labels for r in groups[(agent, env)]]
+        t, Y = results.curve_matrix(recs, metric)
+        keep = t >= t_min
+        per_log = Y[:, keep] / np.log(t[keep])
+        curves, start = {}, 0
+        for agent in agent_labels:
+            n = len(groups[(agent, env)])
+            curves[agent], start = per_log[start : start + n], start + n
+        plots.plot_regret(
+            ax,
+            t[keep],
+            curves,
+            ylabel=_PER_LOG_T[metric],
+            logx=True,
+            title=f"{env}: {metric.replace('_', ' ')} / ln t",
+            legend=False,
+        )
+        ax.axhline(bound, color="black", ls=":", lw=1.5, label=f"C(P) = {bound:.4g}")
+    plots.figure_legend(fig, axes)
+    fig.suptitle(
+        f"{results.spec['sweep']['name']}: regret / ln t against the lower bound C(P) "
+        f"({STAT_NOTE['mean']})",
+        fontsize=10,
+    )
     return fig
 
 

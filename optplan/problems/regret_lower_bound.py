@@ -196,6 +196,10 @@ def not_ergodic(P: np.ndarray) -> str | None:
     supp = P > 0
     if supp.all():
         return None
+    stay = np.argwhere((supp.sum(axis=2) == 1) & supp[np.arange(S), :, np.arange(S)])
+    if S > 1 and stay.size:  # an action that never leaves its state: a closed set at once
+        s, a = (int(i) for i in stay[0])
+        return _not_ergodic_message([s], [a], (s + 1) % S)
     # count[t, (s, a)]: support states of (s, a) outside Z_t (at first only t itself)
     support_rows = sp.csr_matrix(supp.reshape(S * A, S).astype(np.int64))
     count = supp.reshape(S * A, S).T.astype(np.int64)  # (t, s*A + a)
@@ -219,11 +223,16 @@ def not_ergodic(P: np.ndarray) -> str | None:
     t = int(np.flatnonzero(inside.any(axis=1))[0])
     states = np.flatnonzero(inside[t])
     actions = (count.reshape(S, S, A)[t, states] == 0).argmax(axis=1)
-    shown = ", ".join(f"{s}: {a}" for s, a in zip(states[:8], actions[:8], strict=False))
-    more = ", ..." if states.size > 8 else ""
+    return _not_ergodic_message(states.tolist(), actions.tolist(), t)
+
+
+def _not_ergodic_message(states: list, actions: list, t: int) -> str:
+    """The reason :func:`not_ergodic` gives: the policy keeping ``states`` closed (first 8)."""
+    shown = ", ".join(f"{s}: {a}" for s, a in zip(states[:8], actions[:8], strict=True))
+    more = ", ..." if len(states) > 8 else ""
     return (
         f"the model is not ergodic: the policy taking {{state: action}} = {{{shown}{more}}} "
-        f"never leaves the states {states[:8].tolist()}{more[1:]}, so state {t} is never "
+        f"never leaves the states {states[:8]}{more[1:]}, so state {t} is never "
         "reached from them (C(P) needs every deterministic policy's chain irreducible, as in "
         "Burnetas & Katehakis 1997: otherwise the optimal bias, on which every gap and rate "
         "depends, is not determined by the optimality equations)"
