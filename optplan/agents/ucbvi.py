@@ -25,10 +25,11 @@ range ``H``, so the paper-constant agent explores every pair many times before t
 stops binding). The cap is ``H - h``, the value range of the ``H - h`` steps left, where the
 paper writes ``H``: with the cap ``H`` every pair of the upper steps sits at ``H`` while any
 pair below is unexplored, so the greedy choice there is a tie, broken at random, and the agent
-cannot steer towards what is unexplored (measured on DeepSea L = 10: not solved in 300
-episodes at ``beta_scale = 0.01`` with the cap ``H``). ``S`` is the number of states per
-step and ``T = K H`` for a declared number of episodes ``K``, else ``k H`` at the ``k``-th
-episode (an anytime form of the paper's known ``T``).
+cannot steer towards what is unexplored; with ``H - h`` a path to an unexplored pair is worth
+more than one through explored pairs whose values are below their caps.
+
+``S`` is the number of states per step and ``T = K H`` for a declared number of episodes
+``K``, else ``k H`` at the ``k``-th episode (an anytime form of the paper's known ``T``).
 
 Data. Observations of a layered model are states within a layer, so the estimates are kept
 per step: ``N``, ``P_hat`` and ``R_hat`` of ``(h, x, a)``. That is the paper's stationary
