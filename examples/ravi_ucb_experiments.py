@@ -680,27 +680,59 @@ def evaluate(jobs: int) -> None:
 
 
 def tuned_lines() -> list[str]:
-    """The tuning grids' mean R_T at T_TUNE and the picked cells, one table per setting."""
+    """The tuning grids' mean R_T at T_TUNE and the picked cells: the one-knob agents in one
+    table, RAVI-UCB's two knobs as a matrix per setting (bold = picked)."""
     if not TUNED.exists():
         return []
-    tuned = json.loads(TUNED.read_text())["tuned"]
+    stored = json.loads(TUNED.read_text())
+    tuned, t_tune, models = (
+        stored["tuned"],
+        stored["protocol"]["t_tune"],
+        stored["protocol"]["tune_models"],
+    )
     lines = [
-        f"tuning: mean R_T at T = {T_TUNE:,} over {len(TUNE_MODELS)} held-out models "
-        f"(model seeds {TUNE_MODELS[0]}-{TUNE_MODELS[-1]}), one agent seed each; * = picked",
+        f"tuning: mean R_T at T = {t_tune:,} over {len(models)} held-out models "
+        f"(model seeds {models[0]}-{models[-1]}), one agent seed each; bold = picked",
         "",
-        "| setting | agent | grid: mean R_T at T_tune | picked |",
+        "| setting | agent | knob: mean R_T at T_tune | picked |",
         "|---|---|---|---|",
     ]
     for setting, agents in tuned.items():
         for agent, t in agents.items():
-            grid = "; ".join(
-                ("*" if cell == t["params"] else "")
-                + ", ".join(f"{k}={v:g}" for k, v in cell.items())
-                + f": {m:,.0f}"
+            if len(t["params"]) != 1:
+                continue
+            (knob,) = t["params"]
+            grid = ", ".join(
+                (
+                    f"**{cell[knob]:g}: {m:,.0f}**"
+                    if cell == t["params"]
+                    else f"{cell[knob]:g}: {m:,.0f}"
+                )
                 for cell, m, _ in t["grid"]
             )
-            pick = ", ".join(f"{k} = {v:g}" for k, v in t["params"].items())
-            lines.append(f"| {setting} | {agent} | {grid} | {pick} |")
+            lines.append(f"| {setting} | {agent} | {knob} = {grid} | {t['params'][knob]:g} |")
+    for setting, agents in tuned.items():
+        for agent, t in agents.items():
+            if len(t["params"]) != 2:
+                continue
+            (kr, kc) = t["params"]
+            rows = sorted({cell[kr] for cell, _, _ in t["grid"]})
+            cols = sorted({cell[kc] for cell, _, _ in t["grid"]})
+            value = {(cell[kr], cell[kc]): m for cell, m, _ in t["grid"]}
+            lines += [
+                "",
+                f"{setting}, {agent}: mean R_T at T = {t_tune:,} (rows {kr}, columns {kc})",
+                "",
+                f"| {kr} \\ {kc} | " + " | ".join(f"{c:g}" for c in cols) + " |",
+                "|---|" + "---|" * len(cols),
+            ]
+            for r in rows:
+                cells_ = []
+                for c in cols:
+                    text = f"{value[(r, c)]:,.0f}"
+                    picked = t["params"] == {kr: r, kc: c}
+                    cells_.append(f"**{text}**" if picked else text)
+                lines.append(f"| {r:g} | " + " | ".join(cells_) + " |")
     return lines
 
 
