@@ -6,10 +6,10 @@ from ._env import env_model, env_shape
 from .base import Agent, PolicyAgent
 from .baselines import OracleAgent, RandomAgent
 from .bql import BayesianQLearning
-from .index_agents import MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
+from .index_agents import IMEDRL, MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimator
 from .k_learning import KLearning, LayeredPosterior
 from .moment_matching import MomentMatching
-from .psrl import PSRL, ContinuingPSRL
+from .psrl import PSRL, ContinuingPSRL, OptimisticPSRL
 from .qlearning import EpsilonGreedyQ, QLearningUCB, SoftQ
 from .ravi import RAVIUCB, RAVIUCBLinear
 from .registry import AGENTS, agent_names, get_agent, make_agent, register_agent
@@ -32,6 +32,7 @@ __all__ = [
     "OLP",
     "MDPDMED",
     "MDPPS",
+    "IMEDRL",
     "TransitionEstimator",
     "UBE",
     "CountBonus",
@@ -41,6 +42,7 @@ __all__ = [
     "RAVIUCBLinear",
     "BayesianQLearning",
     "ContinuingPSRL",
+    "OptimisticPSRL",
     "ContinuingUBE",
     "MomentMatching",
     "UCBVI",
