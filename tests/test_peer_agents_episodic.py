@@ -326,3 +326,95 @@ def test_an_episode_longer_than_the_horizon_is_an_error():
     _play(agent, [(0, 0, 0.0, 1, False), (1, 0, 0.0, 1, False)])
     with pytest.raises(RuntimeError, match="2 layers"):
         agent.select_action(1)
+
+
+# --- against loop references of the papers' equations on random layered models -------------
+
+
+def _random_episodes(rng, H, S, A, n):
+    """``n`` episodes of ``H`` steps with random states, actions and rewards in [0, 1]."""
+    out = []
+    for _ in range(n):
+        s = int(rng.integers(S))
+        for h in range(H):
+            a, s2 = int(rng.integers(A)), int(rng.integers(S))
+            out.append((s, a, float(rng.random()), s2, h == H - 1))
+            s = s2
+    return out
+
+
+def _ucbvi_reference(steps, H, S, A, bonus, scale, delta, K):
+    """UCBVI's plans replayed with loops over every step, state and action (Azar et al.)."""
+    counts = np.zeros((H, S, A, S))
+    rsum = np.zeros((H, S, A))
+    Q = np.array([[[H - h] * A for _ in range(S)] for h in range(H)], dtype=float)
+    h = 0
+    for s, a, r, s2, done in steps:
+        counts[h, s, a, s2] += 1
+        rsum[h, s, a] += r
+        h = 0 if done else h + 1
+        if not done:
+            continue
+        Lg = math.log(5 * S * A * K * H / delta)
+        V = np.zeros((H + 1, S))
+        for hh in range(H - 1, -1, -1):
+            for x in range(S):
+                for b in range(A):
+                    n = counts[hh, x, b].sum()
+                    if n == 0:
+                        Q[hh, x, b] = H - hh
+                        continue
+                    p = counts[hh, x, b] / n
+                    pv = sum(p[y] * V[hh + 1, y] for y in range(S))
+                    if bonus == "hoeffding":
+                        bon = 7 * H * Lg * math.sqrt(1 / n)
+                    else:
+                        var = sum(p[y] * (V[hh + 1, y] - pv) ** 2 for y in range(S))
+                        bon = math.sqrt(8 * Lg * var / n) + 14 * H * Lg / (3 * n)
+                        if hh + 1 < H:
+                            tail = 0.0
+                            for y in range(S):
+                                seen = counts[hh + 1, y].sum()
+                                w = (
+                                    H**2
+                                    if seen == 0
+                                    else min(100**2 * H**3 * S**2 * A * Lg**2 / seen, H**2)
+                                )
+                                tail += p[y] * w
+                            bon += math.sqrt(8 * tail / n)
+                    fresh = rsum[hh, x, b] / n + pv + scale * bon
+                    Q[hh, x, b] = min(Q[hh, x, b], H - hh, fresh)
+                V[hh, x] = max(Q[hh, x])
+    return Q
+
+
+@pytest.mark.parametrize("bonus", ["hoeffding", "bernstein"])
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_ucbvi_matches_a_loop_reference(bonus, scale):
+    rng = np.random.default_rng(11)
+    H, S, A, K = 3, 4, 3, 40
+    steps = _random_episodes(rng, H, S, A, 25)
+    agent = UCBVI(S, A, n_layers=H, bonus=bonus, beta_scale=scale, delta=0.2, episodes=K)
+    _play(agent, steps)
+    ref = _ucbvi_reference(steps, H, S, A, bonus, scale, 0.2, K)
+    np.testing.assert_allclose(agent.q, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_rlsvi_means_match_a_loop_reference():
+    rng = np.random.default_rng(5)
+    H, S, A = 3, 3, 2
+    steps = _random_episodes(rng, H, S, A, 12)
+    agent = RLSVI(S, A, n_layers=H, sigma=0.7, prior_var=1.5)
+    _play(agent, steps)
+    # each pair's observed (reward, next state, done) at each step
+    data = {}
+    h = 0
+    for s, a, r, s2, done in steps:
+        data.setdefault((h, s, a), []).append((r, s2, done))
+        h = 0 if done else h + 1
+    lam, nv = 1 / 1.5, 0.49
+    for (hh, s, a), obs in data.items():
+        y = sum(r + (0.0 if done else agent.q[hh + 1, s2].max()) for r, s2, done in obs)
+        n = len(obs)
+        assert agent.mean[hh, s, a] == pytest.approx((y / nv) / (n / nv + lam), abs=1e-12)
+        assert agent.sd[hh, s, a] == pytest.approx(1 / math.sqrt(n / nv + lam))
