@@ -59,9 +59,9 @@ for _family in (
     baselines,  # random, oracle
     qlearning,  # epsilon-greedy, soft-q, q-learning-ucb
     k_learning,  # k-learning
-    psrl,  # psrl, psrl-continuing
+    psrl,  # psrl, psrl-continuing, optimistic-psrl
     ube,  # ube, count-bonus, ube-continuing
-    index_agents,  # mdp-ucb, olp, mdp-dmed, mdp-ps
+    index_agents,  # mdp-ucb, olp, mdp-dmed, mdp-ps, imed-rl
     ucrl,  # ucrl2, kl-ucrl, ucrl2-discounted
     ravi,  # ravi-ucb, ravi-ucb-linear
     bql,  # bql
@@ -95,8 +95,9 @@ def make_agent(name: str, env, *, criterion: str | None = None, **params):
         ``"k-learning"``, ``"psrl"``, ``"ube"``, ``"count-bonus"``, ``"mdp-ucb"``, ``"olp"``,
         ``"mdp-dmed"``, ``"mdp-ps"``, ``"ucrl2"``, ``"kl-ucrl"``, ``"ucrl2-discounted"``,
         ``"ravi-ucb"``, ``"ravi-ucb-linear"``, ``"bql"``, ``"psrl-continuing"``,
-        ``"ube-continuing"``, ``"moment-matching"``, ``"ucbvi"``, ``"q-learning-ucb"``,
-        ``"rlsvi"``, and any added by :func:`register_agent`.
+        ``"ube-continuing"``, ``"moment-matching"``, ``"imed-rl"``, ``"optimistic-psrl"``,
+        ``"ucbvi"``, ``"q-learning-ucb"``, ``"rlsvi"``, and any added by
+        :func:`register_agent`.
     env : environment or model
         What the agent will act in: an optplan environment (or any environment exposing
         ``.unwrapped.mdp``), a Gymnasium toy-text environment, or a ``TabularMDP`` /
