@@ -46,7 +46,7 @@ COMMANDS = {
         "verify_fn",
         "check your own function against a problem's CVXPY formulation (hypothesis)",
     ),
-    "info": ("info", "hardness report: class, diameter, gains, gaps, mixing"),
+    "info": ("info", "hardness report: class, diameter, gains, gaps, C(P), mixing"),
     "bench": ("bench", "fast-vs-conic benchmarks"),
     "run": ("experiments", "run one agent on one environment over seeds"),
     "sweep": ("experiments", "run a sweep file into a resumable result directory"),
