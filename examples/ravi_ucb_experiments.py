@@ -455,7 +455,7 @@ GRIDS = {
         {"horizon": T_EVAL},
         {
             "beta_scale": [3e-5, 1e-4, 3e-4, 1e-3, 3e-3],
-            "eta_scale": [10.0, 30.0, 100.0, 1000.0, 10000.0, 100000.0],
+            "eta_scale": [100.0, 1000.0, 10000.0, 100000.0],
         },
     ),
     "UCRL2 (discounted)": ("ucrl2-discounted", {}, {"delta": [0.99, 0.1, 0.001]}),
@@ -550,14 +550,54 @@ def cell_label(agent: str, cell: dict) -> str:
     return agent + " " + ", ".join(f"{k}={v:g}" for k, v in cell.items())
 
 
-def tune_sweep(setting: str):
-    """Every agent's grid on the held-out models of ``setting``, T_TUNE steps, one seed each."""
+#: Extension rounds: after a round, an agent whose best cell lies at an end of its grid for a
+#: knob gets that knob's next value beyond the end (the grid's ratio there) in every
+#: combination with the other knob's values; at most EXTEND rounds after the first.
+EXTEND = 2
+#: Open bounds a knob's values must stay within (no extension past them).
+KNOB_BOUNDS = {"delta": (0.0, 1.0), "epsilon": (0.0, 1.0)}
+
+
+def extend(grid: dict, best: dict) -> dict | None:
+    """``grid`` with, for every knob at whose smallest or largest value ``best`` lies, the next
+    value beyond it (``v0 * v0 / v1``, 3 significant digits) if it stays within
+    :data:`KNOB_BOUNDS`; ``None`` when nothing is added."""
+    out, grew = {}, False
+    for knob, values in grid.items():
+        v = sorted(values)
+        new = list(values)
+        if len(v) >= 2:
+            lo_b, hi_b = KNOB_BOUNDS.get(knob, (0.0, np.inf))
+            for end, near in ((v[0], v[1]), (v[-1], v[-2])):
+                if best[knob] == end:
+                    x = float(f"{end * end / near:.3g}")
+                    if lo_b < x < hi_b and x not in new:
+                        new.append(x)
+                        grew = True
+        out[knob] = sorted(new)
+    return out if grew else None
+
+
+def tune_name(setting: str, round_: int) -> str:
+    """The tuning sweep of ``setting``'s round ``round_`` (1: the grids of :data:`GRIDS`)."""
+    return f"ravi-fair-tune-{setting}" + ("" if round_ == 1 else f"-r{round_}")
+
+
+def tune_sweep(setting: str, round_: int = 1, todo: dict | None = None):
+    """The cells ``todo`` (``{agent: [cell, ...]}``; default: every cell of :data:`GRIDS`) on
+    the held-out models of ``setting``, T_TUNE steps, one seed each."""
     register_goal_env()
     env, params = SETTINGS[setting]
+    if todo is None:
+        todo = {agent: cells(grid) for agent, (_, _, grid) in GRIDS.items()}
     agents = [
-        {"name": name, "label": cell_label(agent, cell), "params": {**fixed, **cell}}
-        for agent, (name, fixed, grid) in GRIDS.items()
-        for cell in cells(grid)
+        {
+            "name": GRIDS[agent][0],
+            "label": cell_label(agent, cell),
+            "params": {**GRIDS[agent][1], **cell},
+        }
+        for agent, todo_cells in todo.items()
+        for cell in todo_cells
     ]
     envs = [
         {"name": env, "label": f"{setting} model {m}", "params": {**params, "model_seed": m}}
@@ -565,7 +605,7 @@ def tune_sweep(setting: str):
     ]
     return sweep_from_dict(
         {
-            "name": f"ravi-fair-tune-{setting}",
+            "name": tune_name(setting, round_),
             "description": f"RAVI-UCB fair comparison: tuning on held-out models, {setting}",
             "seed": TUNE_SEED,
             "seeds": 1,
@@ -578,16 +618,22 @@ def tune_sweep(setting: str):
     )
 
 
-def select(setting: str) -> dict:
+def select(setting: str, grids: dict | None = None) -> dict:
     """``{agent: {"params", "mean_R", "grid": [[cell, mean R_T at T_TUNE, n], ...]}}``: each
-    agent's cell with the lowest mean R_T at T_TUNE over the held-out models."""
-    res = load_results(FAIR / f"ravi-fair-tune-{setting}")
+    agent's cell of ``grids`` (default: :data:`GRIDS`' own) with the lowest mean R_T at T_TUNE
+    over the held-out models, read from every tuning round of ``setting``."""
+    if grids is None:
+        grids = {agent: grid for agent, (_, _, grid) in GRIDS.items()}
     by_label: dict = {}
-    for r in res.rows:
-        if r["status"] == "ok":
-            by_label.setdefault(r["agent"], []).append(r[METRIC])
+    for round_ in range(1, EXTEND + 2):
+        d = FAIR / tune_name(setting, round_)
+        if not (d / "sweep.json").exists():
+            continue
+        for r in load_results(d).rows:
+            if r["status"] == "ok":
+                by_label.setdefault(r["agent"], []).append(r[METRIC])
     out = {}
-    for agent, (_, _, grid) in GRIDS.items():
+    for agent, grid in grids.items():
         rows = []
         for cell in cells(grid):
             vals = by_label.get(cell_label(agent, cell), [])
@@ -595,7 +641,7 @@ def select(setting: str) -> dict:
                 raise SystemExit(f"tuning of {setting} incomplete: {cell_label(agent, cell)}")
             rows.append([cell, float(np.mean(vals)), len(vals)])
         best = min(rows, key=lambda row: row[1])
-        out[agent] = {"params": best[0], "mean_R": best[1], "grid": rows}
+        out[agent] = {"params": best[0], "mean_R": best[1], "grid": rows, "knobs": grid}
     return out
 
 
@@ -647,20 +693,36 @@ def run_logged(sweep, out: Path, jobs: int, log: dict) -> None:
 
 
 def tune(jobs: int) -> dict:
-    """Run the tuning sweeps, select, write :data:`TUNED`."""
+    """Run the tuning rounds, select, write :data:`TUNED`."""
     register_goal_env()
     log_path = FAIR / "walltimes.json"
     log = json.loads(log_path.read_text()) if log_path.exists() else {}
     tuned = {}
     for setting in SETTINGS:
-        run_logged(tune_sweep(setting), FAIR / f"ravi-fair-tune-{setting}", jobs, log)
-        tuned[setting] = select(setting)
+        grids = {agent: grid for agent, (_, _, grid) in GRIDS.items()}
+        run_logged(tune_sweep(setting), FAIR / tune_name(setting, 1), jobs, log)
+        for round_ in range(2, EXTEND + 2):
+            picked = select(setting, grids)
+            todo = {}
+            for agent, grid in grids.items():
+                wider = extend(grid, picked[agent]["params"])
+                if wider is not None:
+                    old = cells(grid)
+                    todo[agent] = [c for c in cells(wider) if c not in old]
+                    grids[agent] = wider
+            if not todo:
+                break
+            sweep = tune_sweep(setting, round_, todo)
+            run_logged(sweep, FAIR / tune_name(setting, round_), jobs, log)
+        tuned[setting] = select(setting, grids)
     protocol = {
         "t_tune": T_TUNE,
         "tune_models": list(TUNE_MODELS),
         "tune_seed": TUNE_SEED,
         "grids": {a: g for a, (_, _, g) in GRIDS.items()},
-        "selection": "lowest mean R_T at t_tune over the held-out models",
+        "extend_rounds": EXTEND,
+        "selection": "lowest mean R_T at t_tune over the held-out models; a pick at an end "
+        "of a knob's grid extends it beyond that end (at most extend_rounds times)",
     }
     TUNED.write_text(json.dumps({"protocol": protocol, "tuned": tuned}, indent=1))
     print(f"wrote {TUNED}", file=sys.stderr)
