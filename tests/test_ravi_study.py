@@ -185,3 +185,20 @@ def test_greedy_loss_of_the_harder_family():
     goal = [ex.greedy_loss(ex.env_model("goal-dirichlet-20", m))[0] for m in range(5)]
     dense = [ex.greedy_loss(ex.env_model("dirichlet-10", m))[0] for m in range(5)]
     assert np.mean(goal) >= 0.05 and np.mean(dense) < 0.02
+
+
+def test_a_pick_at_the_end_of_a_grid_extends_it():
+    ex = example()
+    grid = {"beta_scale": [1e-4, 1e-3], "eta_scale": [10.0, 100.0, 1000.0]}
+    assert ex.extend(grid, {"beta_scale": 1e-4, "eta_scale": 100.0}) == {
+        "beta_scale": [1e-5, 1e-4, 1e-3],
+        "eta_scale": [10.0, 100.0, 1000.0],
+    }
+    assert ex.extend(grid, {"beta_scale": 1e-3, "eta_scale": 1000.0}) == {
+        "beta_scale": [1e-4, 1e-3, 1e-2],
+        "eta_scale": [10.0, 100.0, 1000.0, 10000.0],
+    }
+    assert ex.extend({"epsilon": [0.01, 0.1]}, {"epsilon": 0.05}) is None  # inside: no change
+    # a probability never leaves (0, 1): delta = 0.99 * 0.99 / 0.1 is not a confidence level
+    assert ex.extend({"delta": [0.1, 0.99]}, {"delta": 0.99}) is None
+    assert ex.extend({"delta": [0.001, 0.1]}, {"delta": 0.001}) == {"delta": [1e-5, 0.001, 0.1]}
