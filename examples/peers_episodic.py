@@ -20,8 +20,12 @@ rlberry's UCBVI as a further row (rlberry runs in its own environment:
     python examples/peers_episodic.py --export results/peers-episodic-models
     /tmp/rlberry-venv/bin/python examples/rlberry_ucbvi_deepsea.py \\
         results/peers-episodic-models results/peers-episodic-rlberry --episodes 1000
+    /tmp/rlberry-venv/bin/python examples/rlberry_ucbvi_deepsea.py \\
+        results/peers-episodic-models results/peers-episodic-rlberry-paper --episodes 1000 \\
+        --bonus-scale-factor paper
     python examples/peers_episodic.py results/peers-episodic \\
-        --rlberry results/peers-episodic-rlberry --out examples/figures
+        --rlberry results/peers-episodic-rlberry --rlberry results/peers-episodic-rlberry-paper \\
+        --out examples/figures
 
 ``--export`` writes the sweep's DeepSea models (``mapping_seed`` = the seed index 0-4, as the
 sweep's environment rows take it); ``--rlberry`` scores the saved actions against the true
@@ -49,6 +53,7 @@ AT = (100, 1000)  # episodes
 SIZES = (10, 20, 30)
 SEEDS = 5
 RLBERRY = "rlberry UCBVI (simplified Bernstein, bonus_scale_factor 1)"
+RLBERRY_PAPER = "rlberry UCBVI (bonus_scale_factor 7 H L: UCBVI-CH's constant)"
 
 
 @dataclass
@@ -85,7 +90,8 @@ def export_models(directory: Path) -> None:
 
 
 def rlberry_rows(directory: Path, rows: dict[int, dict[str, Row]]) -> None:
-    """Add rlberry's runs (``examples/rlberry_ucbvi_deepsea.py``), scored on the true model."""
+    """Add rlberry's runs (``examples/rlberry_ucbvi_deepsea.py``), scored on the true model,
+    as the row its ``label.txt`` names."""
     from optplan.dp import backward_induction
     from optplan.envs import DeepSea
     from optplan.experiments.metrics import time_to_solve
@@ -100,10 +106,11 @@ def rlberry_rows(directory: Path, rows: dict[int, dict[str, Row]]) -> None:
         per_episode = (V[l, s] - Q[l, s, a]).reshape(-1, L).sum(axis=1)
         goal = (mdp.R[l, s, a] > 0.5).reshape(-1, L).any(axis=1)
         runs.setdefault(L, []).append((np.cumsum(per_episode), time_to_solve(goal)))
+    label = (directory / "label.txt").read_text().strip()
     for L, found in runs.items():
         Y = np.stack([y for y, _ in found])
         episodes = np.arange(1, Y.shape[1] + 1, dtype=float)
-        rows.setdefault(L, {})[RLBERRY] = Row(episodes, Y, [t for _, t in found])
+        rows.setdefault(L, {})[label] = Row(episodes, Y, [t for _, t in found])
 
 
 def _at(episodes, Y, k):
@@ -142,6 +149,7 @@ STYLE = {
     "PSRL (deterministic prior)": ("tab:red", "-"),
     "K-learning tau* (deterministic prior, posterior bonus)": ("tab:purple", "-"),
     RLBERRY: ("black", "-."),
+    RLBERRY_PAPER: ("dimgray", "--"),
 }
 
 
@@ -157,6 +165,7 @@ SHORT = {
     "RLSVI (sigma 1, prior_var 1)": "RLSVI sigma 1",
     "RLSVI (sigma 0.1, prior_var 1)": "RLSVI sigma 0.1",
     RLBERRY: "rlberry UCBVI",
+    RLBERRY_PAPER: "rlberry UCBVI 7 H L",
 }
 
 
@@ -194,16 +203,18 @@ def figure(rows):
                 never.append(SHORT.get(agent, agent))
         ax.plot(episodes, episodes, ":", color="grey", lw=1.2, label="regret 1 per episode")
         never_text = "no seed solved (goal in 10% of episodes): " + (", ".join(never) or "none")
+        wrapped = textwrap.fill(never_text, 72)
         ax.text(
             0.5,
             1.01,
-            textwrap.fill(never_text, 72),
+            wrapped,
             transform=ax.transAxes,
             ha="center",
             va="bottom",
             fontsize=7.5,
         )
-        ax.set_title(f"DeepSea L = {L} (deterministic, bsuite)", pad=26)
+        lines = wrapped.count("\n") + 1
+        ax.set_title(f"DeepSea L = {L} (deterministic, bsuite)", pad=6 + 10 * lines)
         ax.set_xlabel("episode")
         ax.set_yscale("log")
         ax.set_ylim(8, 1500)
@@ -229,7 +240,13 @@ def main(argv=None) -> int:
     ap.add_argument("results", type=Path, nargs="?", help="the sweep's result directory")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "figures")
     ap.add_argument("--export", type=Path, help="write the sweep's DeepSea models here, then stop")
-    ap.add_argument("--rlberry", type=Path, help="rlberry UCBVI's saved runs, as a further row")
+    ap.add_argument(
+        "--rlberry",
+        type=Path,
+        action="append",
+        default=[],
+        help="a directory of rlberry UCBVI's saved runs, as a further row (repeatable)",
+    )
     args = ap.parse_args(argv)
     if args.export is not None:
         export_models(args.export)
@@ -237,8 +254,8 @@ def main(argv=None) -> int:
     if args.results is None:
         ap.error("give the sweep's result directory (or --export DIR)")
     rows = sweep_rows(load_results(args.results))
-    if args.rlberry is not None:
-        rlberry_rows(args.rlberry, rows)
+    for directory in args.rlberry:
+        rlberry_rows(directory, rows)
     print("\n".join(table(rows)))
     fig = figure(rows)
     print(save_figure(fig, args.out / "peers-episodic.png"), file=sys.stderr)

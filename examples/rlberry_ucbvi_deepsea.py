@@ -7,23 +7,29 @@ row of docs/peers-episodic.md. Needs only numpy, gymnasium and rlberry (no optpl
         matplotlib adastop
     /tmp/rlberry-venv/bin/pip install --no-deps rlberry==0.7.3 rlberry-scool==0.7.3
 
-    python examples/peers_episodic.py export results/peers-episodic-models   # optplan's venv
+    python examples/peers_episodic.py --export results/peers-episodic-models   # optplan's venv
     /tmp/rlberry-venv/bin/python examples/rlberry_ucbvi_deepsea.py \\
         results/peers-episodic-models results/peers-episodic-rlberry --episodes 1000
+    /tmp/rlberry-venv/bin/python examples/rlberry_ucbvi_deepsea.py \\
+        results/peers-episodic-models results/peers-episodic-rlberry-paper --episodes 1000 \\
+        --bonus-scale-factor paper
 
 Each model file ``deepsea-L{L}-m{mapping_seed}.npz`` (``P[l, s, a, s']``, ``R[l, s, a]``,
 ``initial[s]``) becomes a Gymnasium environment whose observation is the column within the
-layer; the agent is ``UCBVIAgent(env, horizon=L, gamma=1, bonus_scale_factor=1,
-bonus_type="simplified_bernstein", stage_dependent=True)`` (rlberry's only bonus,
-``sqrt(1 / n) + v_max[h] / n``; estimates per step, as optplan's ``ucbvi``), with the
-environment's ``reward_range = (0, 1)`` so that ``v_max[h] = H - h``. Every step's ``(layer,
-state, action)`` is saved to ``OUT/deepsea-L{L}-m{mapping_seed}.npz``; ``peers_episodic.py
---rlberry OUT`` scores them against the true model.
+layer, with ``reward_range = (0, 1)`` so that rlberry's ``v_max[h] = H - h``. The agent is
+``UCBVIAgent(env, horizon=L, gamma=1, bonus_scale_factor=..., bonus_type=
+"simplified_bernstein", stage_dependent=True)``: rlberry's only bonus, ``bonus_scale_factor
+sqrt(1 / n) + v_max[h] / n``, with estimates per step as optplan's ``ucbvi``;
+``bonus_scale_factor`` is rlberry's default 1, or UCBVI-CH's ``7 H L`` with
+``--bonus-scale-factor paper``. Every step's ``(layer, state, action)`` is saved to
+``OUT/deepsea-L{L}-m{mapping_seed}.npz`` and the row's label to ``OUT/label.txt``;
+``peers_episodic.py --rlberry OUT`` scores them against the true model.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -71,16 +77,35 @@ def main(argv=None) -> int:
     ap.add_argument("models", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument(
+        "--bonus-scale-factor",
+        default="1",
+        help="a number (rlberry's default: 1), or 'paper': UCBVI-CH's 7 H L on the sqrt(1/n) "
+        "term, L = ln(5 S A T / delta) with T = episodes x H and delta = 0.1",
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    paper = args.bonus_scale_factor == "paper"
+    if paper:
+        label = "rlberry UCBVI (bonus_scale_factor 7 H L: UCBVI-CH's constant)"
+    else:
+        label = (
+            f"rlberry UCBVI (simplified Bernstein, bonus_scale_factor {args.bonus_scale_factor})"
+        )
+    (args.out / "label.txt").write_text(label + "\n")
     for path in sorted(args.models.glob("deepsea-L*-m*.npz")):
         data = np.load(path)
         env = LayeredModelEnv(data["P"], data["R"], data["initial"])
+        H, S, A = env.L, env.S, env.A
+        if paper:
+            scale = 7 * H * math.log(5 * S * A * args.episodes * H / 0.1)
+        else:
+            scale = float(args.bonus_scale_factor)
         agent = UCBVIAgent(
             env,
             gamma=1.0,
-            horizon=env.L,
-            bonus_scale_factor=1.0,
+            horizon=H,
+            bonus_scale_factor=scale,
             bonus_type="simplified_bernstein",
             stage_dependent=True,
         )
