@@ -214,12 +214,17 @@ def test_rlsvi_first_draw_by_hand():
     assert agent.select_action(0) == int(np.argmax(agent.q[0, 0]))
 
 
-def test_rlsvi_masked_actions_are_never_played():
+@pytest.mark.parametrize("cls", [UCBVI, QLearningUCB, RLSVI])
+def test_masked_actions_are_never_played(cls):
     mask = np.array([[True, False], [True, True]])
-    agent = RLSVI(2, 2, n_layers=3, action_mask=mask)
+    agent = cls(2, 2, n_layers=3, action_mask=mask)
     agent.reset(np.random.default_rng(1))
     assert np.isneginf(agent.q[:, 0, 1]).all()
-    assert all(agent.select_action(0) == 0 for _ in range(5))
+    for _ in range(4):  # four episodes, always in state 0
+        for h in range(3):
+            assert agent.select_action(0) == 0
+            agent.update(0, 0, 0.5, 0, h == 2)
+    assert np.isneginf(agent.q[:, 0, 1]).all()
 
 
 # --- the registry, optplan run and a sweep --------------------------------------------------
