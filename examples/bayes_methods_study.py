@@ -461,7 +461,9 @@ def draw_bars(data, out: Path, n_seeds: str, title: str = SETTING_TITLES["optpla
         ax.axhline(0, color="k", lw=0.5)
         ax.set_ylabel("normalized regret (mean ± sd over seeds)")
         ax.set_title(FAMILIES[fam], fontsize=10)
-    axes[0].legend(fontsize=7, loc="best")
+    fig.set_layout_engine("constrained")  # room for the legend below the panels
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(agents), fontsize=8)
     fig.suptitle(
         "The draft's normalized regret sum(r_oracle - r_agent) / sum(r_oracle), gamma = 0.9, "
         f"{n_seeds} seeds per point, bars = ± population sd\n{title}",
