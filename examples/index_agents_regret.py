@@ -192,7 +192,7 @@ def main(argv=None) -> int:
             fig.set_size_inches(max(w, 8.0), h + 1.2)
             fig.suptitle(
                 f"{SETTING[key]}\n{METRIC_TITLE[metric]}; mean and 95% CI over "
-                f"{'/'.join(str(n) for n in sorted(runs))} runs; dotted: C(P) ln t "
+                f"{'/'.join(str(n) for n in sorted(runs))} runs; black line: C(P) ln t "
                 "(ergodic models)",
                 fontsize=9,
             )

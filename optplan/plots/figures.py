@@ -148,7 +148,7 @@ def regret_figure(
                 t = t_ref[shown]
                 line = np.ones(t.size) if ratio else bound * np.log(t)
                 label = "lower bound (ratio 1)" if ratio else "C(P) ln t (lower bound)"
-                ax.plot(t, line, color="black", ls=":", lw=1.5, label=label)
+                ax.plot(t, line, color="black", ls="-", lw=1.2, label=label)
     plots.figure_legend(fig, axes)
     fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} against steps ({STAT_NOTE[stat]})")
     return fig
@@ -219,11 +219,14 @@ def lower_bound_figure(
             title=f"{env}: {metric.replace('_', ' ')} / ln t",
             legend=False,
         )
-        ax.axhline(bound, color="black", ls=":", lw=1.5, label=f"C(P) = {bound:.4g}")
+        ax.axhline(bound, color="black", ls="-", lw=1.2, label=f"C(P) = {bound:.4g}")
     plots.figure_legend(fig, axes)
+    sweep = results.spec["sweep"]
+    runs = "/".join(str(n) for n in sorted({len(groups[(a, env)]) for a in agent_labels}))
+    horizon = f" x {sweep['steps']:,} steps" if sweep.get("steps") else ""
     fig.suptitle(
-        f"{results.spec['sweep']['name']}: regret / ln t against the lower bound C(P) "
-        f"({STAT_NOTE['mean']})",
+        f"{sweep['name']}: regret / ln t against the lower bound C(P) (black line), {runs} runs"
+        f"{horizon}\n{STAT_NOTE['mean']}",
         fontsize=10,
     )
     return fig
