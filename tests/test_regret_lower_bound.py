@@ -362,3 +362,15 @@ def test_sweep_results_carry_c_the_ratio_curves_and_the_figure_line(tmp_path, ca
     gap_panel = fig.axes[0].get_lines()[0]  # mdp-dmed's mean gap regret / ln t
     keep = t >= 10.0
     np.testing.assert_allclose(gap_panel.get_ydata(), gap[:, keep].mean(axis=0) / np.log(t[keep]))
+
+
+def test_bench_planning_times_the_lower_bound_and_both_paths_agree():
+    from optplan.bench import STEM_SUITES
+    from optplan.bench._common import Runs
+    from optplan.bench.planning import bench_planning
+
+    assert STEM_SUITES["regret_lower_bound"] == "planning"
+    runs = Runs(sizes=(4,), n_actions=2, repeats=2, solvers=("CLARABEL",), seed=1)
+    (row,) = bench_planning(runs, criteria=("lower_bound",))
+    assert row["criterion"] == "lower_bound" and row["CLARABEL_fail"] == 0
+    assert row["CLARABEL_err"] < 1e-6 and row["fast_s"] > 0
