@@ -150,7 +150,7 @@ def regret_figure(
                 label = "lower bound (ratio 1)" if ratio else "C(P) ln t (lower bound)"
                 ax.plot(t, line, color="black", ls="-", lw=1.2, label=label)
     plots.figure_legend(fig, axes)
-    fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} against steps ({STAT_NOTE[stat]})")
+    fig.suptitle(f"{results.spec['sweep']['name']}: {ylabel} against steps\n{STAT_NOTE[stat]}")
     return fig
 
 
