@@ -26,7 +26,9 @@ positive).
 ``run_oracle_experiment``; docs/sources.md §1 "Regret") uses realized rewards only: the oracle, the
 true model's optimal policy for the run's criterion (for the draft's continuing environments,
 discounted at their ``gamma = 0.9``), is *run* in the same environment from the same
-environment seed for as many steps. Both runs read one random stream: step ``t`` of the two
+environment seed for as many steps (``run(..., oracle_noise="shared")``, the default; with
+``oracle_noise="independent"``, the public code's setting, the oracle's environment has its own
+seed and its noise is not shared). Sharing, both runs read one random stream: step ``t`` of the two
 uses the same draws whenever both made the same number of draws before it (always on
 DeepSea-chain and PriorMDP, where every step draws one uniform and one normal; on WideNarrow
 the exact reward of the way back to state 0 draws none). The draft's normalized regret is

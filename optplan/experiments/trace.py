@@ -47,7 +47,8 @@ class Trace:
         criterion); :attr:`normalized_regret` divides by it.
     oracle_run_rewards : ndarray of float, shape (steps,), or None
         The rewards the oracle's policy received when run in the same environment from the
-        same environment seed for as many steps (see :func:`run`); :attr:`draft_regret` and
+        same environment seed (its own seed with ``oracle_noise="independent"``) for as many
+        steps (see :func:`run`); :attr:`draft_regret` and
         :attr:`draft_normalized_regret` use them.
     optimal_rate : float
         Fraction of steps whose action is optimal in the true model (ties included).
