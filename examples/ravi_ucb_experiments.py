@@ -832,13 +832,15 @@ def fair_report(figures: Path) -> None:
     print("\n".join(regret_table(data)))
     figures.mkdir(parents=True, exist_ok=True)
     n = sorted({len(c["Y"]) for a in data.values() for c in a.values()})
+    models = len(json.loads(TUNED.read_text())["protocol"]["tune_models"]) if TUNED.exists() else 0
     fig = regret_figure(
         data,
         list(data),
         len(data),
-        "RAVI-UCB vs baselines, every agent tuned on held-out models ($\\gamma = 0.9$, discounted "
-        f"resets): $R_t$, log-log, mean and 95% CI over {'/'.join(map(str, n))} evaluation "
-        "models (one seed each)",
+        "RAVI-UCB vs baselines, every agent tuned by the same protocol on "
+        f"{models} held-out models ($\\gamma = 0.9$, discounted resets)\n"
+        "$R_t$ (log-log): mean and 95% Student-t CI over "
+        f"{'/'.join(map(str, n))} evaluation models, one seed each",
     )
     print(save_figure(fig, figures / "ravi-fair-regret.png"), file=sys.stderr)
 
