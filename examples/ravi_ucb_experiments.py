@@ -820,6 +820,39 @@ def greedy_lines() -> list[str]:
     return lines
 
 
+def paired_lines() -> list[str]:
+    """Per setting: tuned RAVI-UCB's R_T at T_EVAL minus each other agent's on the same model
+    (seed i plays model i for every agent; mean ± 95% Student-t), and every agent's regret per
+    step over the second half of the run, ``(R_T - R_{T/2}) / (T/2)``."""
+    lines = [
+        "| setting | agent | R_T(RAVI-UCB tuned) - R_T(agent), paired by model | RAVI-UCB lower "
+        "on | regret per step over [T/2, T] | models below 0.001 per step |",
+        "|---|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        d = FAIR / f"ravi-fair-{setting}"
+        if not (d / "sweep.json").exists():
+            continue
+        res = load_results(d)
+        final, late = {}, {}
+        for (agent, _), recs in res.groups().items():
+            t, Y = res.curve_matrix(recs, METRIC)
+            Y = Y[np.argsort([r["seed_index"] for r in recs])]
+            half = int(np.searchsorted(t, t[-1] / 2))
+            final[agent] = Y[:, -1]
+            late[agent] = (Y[:, -1] - Y[:, half]) / (t[-1] - t[half])
+        ours = final["RAVI-UCB (tuned)"]
+        for agent in final:
+            diff = "-" if agent == "RAVI-UCB (tuned)" else fmt(*mean_ci(ours - final[agent]))
+            lower = "-" if diff == "-" else f"{int((ours < final[agent]).sum())} of {ours.size}"
+            m, h = mean_ci(late[agent])
+            lines.append(
+                f"| {SETTING_LABELS[setting]} | {agent} | {diff} | {lower} | {m:.4f} ± {h:.4f} | "
+                f"{int((late[agent] < 1e-3).sum())} of {ours.size} |"
+            )
+    return lines
+
+
 def fair_report(figures: Path) -> None:
     """Print the fair comparison's tables; draw ``ravi-fair-regret.png`` into ``figures``."""
     print("\n".join(greedy_lines()))
@@ -830,6 +863,8 @@ def fair_report(figures: Path) -> None:
     if not data:
         return
     print("\n".join(regret_table(data)))
+    print()
+    print("\n".join(paired_lines()))
     figures.mkdir(parents=True, exist_ok=True)
     n = sorted({len(c["Y"]) for a in data.values() for c in a.values()})
     models = len(json.loads(TUNED.read_text())["protocol"]["tune_models"]) if TUNED.exists() else 0
