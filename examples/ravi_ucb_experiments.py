@@ -62,7 +62,6 @@ from pathlib import Path
 
 import numpy as np
 
-from optplan._params import Param
 from optplan.experiments.fits import growth_exponent, mean_curve_exponent
 from optplan.experiments.stats import mean_ci
 from optplan.modelfile import tomllib
@@ -470,59 +469,9 @@ GRIDS = {
 PAPER = ("RAVI-UCB (paper)", "ravi-ucb", {"horizon": T_EVAL})
 
 
-def goal_dirichlet_resets(
-    seed_index: int,
-    n_states: int = 20,
-    n_actions: int = 3,
-    alpha: float = 0.1,
-    n_goals: int | None = None,
-    distractor: float = 0.1,
-    model_seed: int | None = None,
-    discount: float = 0.9,
-):
-    """:func:`optplan.generators.sparse_goal_dirichlet` with discounted resets to nu_0
-    (uniform); the model is drawn from ``model_seed``, the run's seed index when unset."""
-    from optplan.envs import DiscountedResets, TabularEnv
-    from optplan.generators import sparse_goal_dirichlet
-
-    seed = seed_index if model_seed is None else model_seed
-    mdp = sparse_goal_dirichlet(
-        n_states,
-        n_actions,
-        seed=seed,
-        alpha=alpha,
-        n_goals=n_goals,
-        distractor=distractor,
-        discount=discount,
-    )
-    return DiscountedResets(TabularEnv(mdp), discount)
-
-
-def register_goal_env() -> None:
-    from optplan.envs.registry import ENVS, register_env
-
-    if "sparse-goal-dirichlet-resets" in ENVS:
-        return
-    register_env(
-        "sparse-goal-dirichlet-resets",
-        goal_dirichlet_resets,
-        (
-            Param("n_states", "int", 20, "number of states"),
-            Param("n_actions", "int", 3, "number of actions"),
-            Param("alpha", "float", 0.1, "Dirichlet concentration of each transition row"),
-            Param("n_goals", "int", None, "goal states (reward 1); unset: max(1, S // 10)"),
-            Param("distractor", "float", 0.1, "distracting rewards ~ U(0, distractor)"),
-            Param("model_seed", "int", None, "seed of the model; unset: the run's seed index"),
-            Param("discount", "float", 0.9, "gamma: each step resets to nu_0 w.p. 1 - gamma"),
-        ),
-        "sparse goal Dirichlet MDP with discounted resets (RAVI-UCB's fair comparison)",
-    )
-
-
 def env_model(setting: str, model_seed: int):
     """The true model of ``setting`` drawn from ``model_seed``."""
     name, params = SETTINGS[setting]
-    register_goal_env()
     from optplan.envs.registry import ENVS
 
     return ENVS[name].build(0, **params, model_seed=model_seed).unwrapped.mdp
@@ -587,7 +536,6 @@ def tune_name(setting: str, round_: int) -> str:
 def tune_sweep(setting: str, round_: int = 1, todo: dict | None = None):
     """The cells ``todo`` (``{agent: [cell, ...]}``; default: every cell of :data:`GRIDS`) on
     the held-out models of ``setting``, T_TUNE steps, one seed each."""
-    register_goal_env()
     env, params = SETTINGS[setting]
     if todo is None:
         todo = {agent: cells(grid) for agent, (_, _, grid) in GRIDS.items()}
@@ -649,7 +597,6 @@ def select(setting: str, grids: dict | None = None) -> dict:
 def eval_sweep(setting: str, tuned: dict):
     """The evaluation of ``setting``: the paper's constants and every agent at its tuned
     constants, EVAL_SEEDS seeds on the evaluation models (seed i on model i), T_EVAL steps."""
-    register_goal_env()
     env, params = SETTINGS[setting]
     label, name, fixed = PAPER
     agents = [{"name": name, "label": label, "params": dict(fixed)}]
@@ -695,7 +642,6 @@ def run_logged(sweep, out: Path, jobs: int, log: dict) -> None:
 
 def tune(jobs: int) -> dict:
     """Run the tuning rounds, select, write :data:`TUNED`."""
-    register_goal_env()
     log_path = FAIR / "walltimes.json"
     log = json.loads(log_path.read_text()) if log_path.exists() else {}
     tuned = {}
@@ -732,7 +678,6 @@ def tune(jobs: int) -> dict:
 
 def evaluate(jobs: int) -> None:
     """Run the evaluation sweeps at the constants of :data:`TUNED`."""
-    register_goal_env()
     if not TUNED.exists():
         raise SystemExit(f"{TUNED} missing: run with --tune first")
     tuned = json.loads(TUNED.read_text())["tuned"]

@@ -59,6 +59,8 @@ __all__ = [
     "riverswim_resets",
     "random_dirichlet",
     "random_dirichlet_resets",
+    "sparse_goal_dirichlet",
+    "sparse_goal_dirichlet_resets",
     "linear_mixture",
     "linear_mixture_resets",
     "prior_mdp",
@@ -117,6 +119,32 @@ def random_dirichlet(
     return TabularEnv(mdp, reward_noise=reward_noise)
 
 
+def sparse_goal_dirichlet(
+    n_states: int = 20,
+    n_actions: int = 3,
+    alpha: float = 0.1,
+    n_goals: int | None = None,
+    distractor: float = 0.1,
+    model_seed: int = 0,
+    reward_noise: float = 0.0,
+    *,
+    discount: float | None = None,
+    render_mode: str | None = None,
+):
+    """A sparse goal Dirichlet MDP (:func:`optplan.generators.sparse_goal_dirichlet`: peaked
+    rows, a few goal pairs, small distracting rewards) drawn from ``model_seed``."""
+    from ..generators import sparse_goal_dirichlet as model
+    from .tabular import TabularEnv
+
+    _no_render(render_mode)
+    mdp = model(
+        n_states, n_actions, seed=model_seed, alpha=alpha, n_goals=n_goals, distractor=distractor
+    )
+    if discount is not None:
+        mdp = mdp.with_discount(discount)
+    return TabularEnv(mdp, reward_noise=reward_noise)
+
+
 def linear_mixture(
     n_states: int = 20,
     n_actions: int = 2,
@@ -163,6 +191,10 @@ def _with_resets(build: Callable, doc: str) -> Callable:
 riverswim_resets = _with_resets(riverswim, "RiverSwim with discounted resets to its start state.")
 random_dirichlet_resets = _with_resets(
     random_dirichlet, "A random Dirichlet MDP with discounted resets to nu_0 (uniform)."
+)
+sparse_goal_dirichlet_resets = _with_resets(
+    sparse_goal_dirichlet,
+    "A sparse goal Dirichlet MDP with discounted resets to nu_0 (uniform).",
 )
 linear_mixture_resets = _with_resets(
     linear_mixture, "A random linear mixture MDP with discounted resets to nu_0 (uniform)."
@@ -280,6 +312,14 @@ _RESETS = Param(
 )
 _MODEL_SEED = Param("model_seed", "int", None, "seed of the model; unset: the run's seed index")
 _RIVERSWIM = (Param("n_states", "int", 6, "number of states"),)
+_GOAL_DIRICHLET = (
+    Param("n_states", "int", 20, "number of states"),
+    Param("n_actions", "int", 3, "number of actions"),
+    Param("alpha", "float", 0.1, "Dirichlet concentration of each transition row"),
+    Param("n_goals", "int", None, "goal states (reward 1); unset: max(1, S // 10)"),
+    Param("distractor", "float", 0.1, "distracting rewards ~ U(0, distractor)"),
+    _MODEL_SEED,
+)
 _DIRICHLET = (
     Param("n_states", "int", 10, "number of states"),
     Param("n_actions", "int", 3, "number of actions"),
@@ -361,6 +401,10 @@ ENV_TABLE: tuple[EnvSpec, ...] = (
     EnvSpec("random-dirichlet-resets", random_dirichlet_resets, (*_DIRICHLET, _RESETS, _NOISE),
             False, "RandomDirichletResets",
             "random Dirichlet MDP with discounted resets to nu_0 (uniform)", "model_seed"),
+    EnvSpec("sparse-goal-dirichlet-resets", sparse_goal_dirichlet_resets,
+            (*_GOAL_DIRICHLET, _RESETS, _NOISE), False, "SparseGoalDirichletResets",
+            "sparse goal Dirichlet MDP (reward-greedy play loses) with discounted resets to "
+            "nu_0 (uniform)", "model_seed"),
     EnvSpec("linear-mixture", linear_mixture_resets, (*_MIXTURE, _RESETS, _NOISE), False,
             "LinearMixtureResets",
             "linear mixture MDP P = sum_i theta_i P_i (LinearMixtureMDP.random) with discounted "
