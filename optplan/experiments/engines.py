@@ -6,10 +6,13 @@ Two tables, each of engines that say for themselves what they cover:
 - :data:`RUN_ENGINES`, consulted by :func:`~optplan.experiments.run` for one run (its
   ``engine=`` argument, :func:`select`). An engine has ``reason(agent, env, episodes, track)``
   (why it does not cover the run, ``None`` when it does), ``loop(agent, env, env_seed,
-  agent_rng, steps, record, bar)`` (fills the :class:`~optplan.experiments.trace.Record` as the
-  generic loop would) and ``oracle_run(env, oracle, env_seed, steps)`` (the oracle run's
+  agent_rng, steps, record, bar, track)`` (fills the :class:`~optplan.experiments.trace.Record`
+  as the generic loop would; ``track``: the agent's policies too, for an engine whose module
+  sets ``TRACKS = True``, else its ``reason`` refuses tracked runs) and ``oracle_run(env, oracle, env_seed, steps)`` (the oracle run's
   rewards, or ``None`` for the generic one). The index agents' compiled run is one
-  (:mod:`.index_compiled`).
+  (:mod:`.index_compiled`); the planning agents' (UCRL2, KL-UCRL, the continuing posterior
+  agents: compiled steps between plans, the agent's own plans) another
+  (:mod:`.planning_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -46,9 +49,14 @@ class RunEngine:
         """Why this engine does not cover the run, or ``None`` when it does."""
         return self._impl().compiled_reason(agent, env, episodes, track)
 
-    def loop(self, agent, env, env_seed: int, agent_rng, steps: int, record, bar=None):
-        """The run, recorded into ``record`` as the generic loop records it."""
-        return self._impl().compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar)
+    def loop(self, agent, env, env_seed: int, agent_rng, steps: int, record, bar=None,
+             track: bool = False):  # fmt: skip
+        """The run, recorded into ``record`` as the generic loop records it (``track``: with
+        the agent's policies, for a module that sets ``TRACKS = True``)."""
+        impl = self._impl()
+        if getattr(impl, "TRACKS", False):
+            return impl.compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar, track)
+        return impl.compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar)
 
     def oracle_run(self, env, oracle, env_seed: int, steps: int):
         """The oracle run's rewards, or ``None`` (the caller runs the generic one)."""
@@ -61,8 +69,17 @@ def _index_compiled():
     return index_compiled
 
 
+def _planning_compiled():
+    from . import planning_compiled
+
+    return planning_compiled
+
+
 #: The engines :func:`select` tries, in order.
-RUN_ENGINES: tuple[RunEngine, ...] = (RunEngine("index agents", _index_compiled),)
+RUN_ENGINES: tuple[RunEngine, ...] = (
+    RunEngine("index agents", _index_compiled),
+    RunEngine("planning agents", _planning_compiled),
+)
 
 
 def select(engine: str, agent, env, episodes, track: bool) -> RunEngine | None:

@@ -199,7 +199,7 @@ def _drive(
     bar = _bar(steps, episodes) if progress else None
     try:
         if compiled is not None:
-            return compiled.loop(agent, env, env_seed, agent_rng, steps, Record(), bar)
+            return compiled.loop(agent, env, env_seed, agent_rng, steps, Record(), bar, track)
         return _loop(agent, env, env_seed, agent_rng, steps, episodes, stop, on_end, track, bar)
     finally:
         if bar is not None:
