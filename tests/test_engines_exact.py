@@ -1,0 +1,175 @@
+"""The planning agents' compiled engine (optplan.experiments.planning_compiled) equals the
+generic Python loop exactly on every agent x environment it covers: the whole Trace (actions,
+rewards, regret curves, the oracle run, tracked policies), the agent's counts and posterior,
+the generators and the environment left behind; and runs it does not cover take the generic
+loop (engine="auto") or are refused (engine="compiled")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import optplan as op
+from optplan.agents import KLUCRL, UCRL2, ContinuingPSRL, ContinuingUBE, MomentMatching
+from optplan.agents.registry import make_agent
+from optplan.envs import TabularEnv
+from optplan.envs.registry import ENVS
+from optplan.experiments import engines, planning_compiled, run
+from optplan.experiments import _segment_kernels as K
+from optplan.result import OptplanError
+
+pytestmark = pytest.mark.skipif(not K.AVAILABLE, reason="numba not installed")
+
+UCRL_AGENTS = ("ucrl2", "kl-ucrl")
+POSTERIOR_AGENTS = ("psrl-continuing", "ube-continuing", "moment-matching")
+# name -> (registry environment, its parameters); cowan3 is the model file
+ENVIRONMENTS = {
+    "riverswim-6": ("riverswim", {"n_states": 6}),
+    "riverswim-6-noisy": ("riverswim", {"n_states": 6, "reward_noise": 0.5}),
+    "cowan3": (None, {}),
+    "deepsea-chain-6": ("deepsea-chain", {"n": 6}),
+    "wide-narrow": ("wide-narrow", {}),
+    "prior-mdp": ("prior-mdp", {}),
+}
+
+
+def make_env(name):
+    reg, params = ENVIRONMENTS[name]
+    if reg is None:
+        return TabularEnv(op.load_model("models/cowan3.toml"))
+    comp = ENVS[reg]
+    return comp.build(0, **comp.resolve(params, name))
+
+
+def both(agent_name, env_name, steps, seed, **params):
+    """``(trace, agent, env)`` of the generic loop and of the compiled one."""
+    out = {}
+    for engine in ("python", "compiled"):
+        env = make_env(env_name)
+        agent = make_agent(agent_name, env, **params)
+        out[engine] = (run(agent, env, steps=steps, seed=seed, engine=engine), agent, env)
+    return out["python"], out["compiled"]
+
+
+def assert_same_trace(tr, tc):
+    for f in dataclasses.fields(tr):
+        if f.name == "wall_time":
+            continue
+        a, b = getattr(tr, f.name), getattr(tc, f.name)
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            np.testing.assert_array_equal(b, a, err_msg=f.name)
+        elif isinstance(a, float) and np.isnan(a):
+            assert np.isnan(b), f.name
+        else:
+            assert b == a, f.name
+
+
+def assert_same_left(ref, got):
+    """Agent, generators and environment left alike."""
+    (_, ar, er), (_, ac, ec) = ref, got
+    assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
+    assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
+    assert (ec._state, ec._t) == (er._state, er._t)
+    np.testing.assert_array_equal(ac.policy, ar.policy)
+    if isinstance(ar, (UCRL2, KLUCRL)):
+        for name in ("N", "N_next", "reward_sums", "nu", "N_k"):
+            np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
+        assert (ac.t, ac.episodes, ac.policy_version) == (ar.t, ar.episodes, ar.policy_version)
+        assert ac.last_result.value == ar.last_result.value or (
+            np.isnan(ac.last_result.value) and np.isnan(ar.last_result.value)
+        )
+        return
+    assert (ac.steps, ac.plans, ac._pending) == (ar.steps, ar.plans, ar._pending)
+    np.testing.assert_array_equal(ac.transitions.alpha, ar.transitions.alpha)
+    for x, y in zip(ac.rewards.params, ar.rewards.params):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(ac.q, ar.q)
+    if isinstance(ar, ContinuingPSRL):
+        assert ac.policy_version == ar.policy_version
+    else:
+        np.testing.assert_array_equal(ac.noise_sd, ar.noise_sd)
+
+
+@pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
+@pytest.mark.parametrize("agent_name", UCRL_AGENTS)
+@pytest.mark.parametrize("seed", [0, 5])
+def test_ucrl_equals_python_loop(agent_name, env_name, seed):
+    ref, got = both(agent_name, env_name, 700, seed)
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+    assert ref[1].episodes > 3  # several plans within the run
+
+
+@pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
+@pytest.mark.parametrize("agent_name", POSTERIOR_AGENTS)
+@pytest.mark.parametrize("seed,update_every", [(0, 1), (5, 4)])
+def test_posterior_agents_equal_python_loop(agent_name, env_name, seed, update_every):
+    ref, got = both(agent_name, env_name, 250, seed, update_every=update_every)
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
+def test_engine_is_taken_and_tracks_policies():
+    """DeepSea-chain is discounted: UCRL2 and PSRL (policy agents) have their policies tracked
+    by both loops, and engine="auto" picks the planning engine."""
+    env = make_env("deepsea-chain-6")
+    for name in ("ucrl2", "psrl-continuing"):
+        agent = make_agent(name, env)
+        chosen = engines.select("auto", agent, env, None, True)
+        assert chosen is not None and chosen.name == "planning agents"
+    ref, got = both("psrl-continuing", "deepsea-chain-6", 300, 1, update_every=7)
+    assert ref[0].occupancy_regret is not None
+    np.testing.assert_array_equal(got[0].occupancy_regret, ref[0].occupancy_regret)
+    assert_same_left(ref, got)
+
+
+def test_long_run_with_zeta_zero_equals_python_loop():
+    """A longer UCRL2 run (many doubling episodes) and UBE without Thompson noise."""
+    ref, got = both("kl-ucrl", "riverswim-6", 4000, 3)
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+    ref, got = both("ube-continuing", "wide-narrow", 200, 2, zeta=0.0, update_every=3)
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
+def test_thompson_argmax_takes_numpy_rule():
+    """The compiled Thompson action is numpy's argmax of ``q + zeta eps sd`` after the same
+    draws, ties and -inf (masked) entries included."""
+    from optplan.agents.base import thompson_action
+
+    c = K._compiled()
+    S, A = 4, 5
+    q = np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.0, -np.inf, 1.0, 0.5, -np.inf],
+                  [-np.inf, -np.inf, 2.0, -np.inf, -np.inf], [3.0, 2.0, 1.0, 0.0, -1.0]])  # fmt: skip
+    sd = np.where(np.isfinite(q), np.array([0.0, 1.0, 2.0, 0.5, 3.0]), 0.0)
+    forced = np.array([-1, -1, 2, -1], dtype=np.int64)
+    policy = np.zeros(S, dtype=np.int64)
+    for zeta in (0.0, 1e-3, 1.0, 10.0):
+        r1, r2 = np.random.default_rng(11), np.random.default_rng(11)
+        for k in range(200):
+            x = k % S
+            want = thompson_action(r1, forced[x], policy[x], q[x], zeta, sd[x])
+            got = c["_thompson"](x, forced, policy, q, zeta, sd, r2)
+            assert got == want
+        assert r1.bit_generator.state == r2.bit_generator.state
+
+
+def test_uncovered_runs_take_the_generic_loop():
+    env = make_env("riverswim-6")
+    agent = UCRL2(6, 2, method="conic")
+    assert "method" in planning_compiled.compiled_reason(agent, env)
+
+    class Sub(UCRL2):
+        pass
+
+    assert "subclasses" in planning_compiled.compiled_reason(Sub(6, 2), env)
+    assert "episodes" in planning_compiled.compiled_reason(UCRL2(6, 2), env, episodes=3)
+    truncated = TabularEnv(env.mdp, max_steps=10)
+    assert "max_steps" in planning_compiled.compiled_reason(UCRL2(6, 2), truncated)
+    with pytest.raises(OptplanError, match="does not cover"):
+        run(UCRL2(6, 2), truncated, steps=20, engine="compiled")
+    for cls in (ContinuingPSRL, ContinuingUBE, MomentMatching):
+        assert planning_compiled.compiled_reason(cls(6, 2), env) is None
