@@ -62,6 +62,7 @@ def test_the_cli_has_one_subcommand_per_suite():
         "ube",
         "optimistic",
         "ravi",
+        "agents",
     ]
     for name, suite in SUITES.items():
         args = build_parser().parse_args(["bench", name])
@@ -282,6 +283,7 @@ def test_bench_ravi_agents_tiny_run(capsys):
 
 
 _TINY = {
+    "agents": ["--agents", "ucrl2", "oracle", "--steps", "30", "--warmup", "5"],
     "planning": ["--sizes", "3", "--criteria", "discounted", "--solvers", "CLARABEL"],
     "k-learning": ["--sizes", "3", "4", "--instances", "1", "--solvers", "CLARABEL"],
     "index-agents": [
@@ -306,3 +308,29 @@ def test_suite_total_counts_its_progress_lines(name):
     lines: list[str] = []
     suite.bench(**suite.options(args), progress=lines.append)
     assert len(lines) == suite.total(args) > 0
+
+
+def test_bench_agents_rows_and_table():
+    """``bench agents``: a row per (agent, case) it fits, the compiled rate where an engine
+    covers the run and the engine's reason where none does; bad options refused first."""
+    from optplan.bench.agents import bench_agents, format_agents_table
+
+    rows = bench_agents(agents=["ucrl2", "k-learning"], steps=40, warmup=5, param=["delta=0.1"])
+    cases = [(r["agent"], r["case"]) for r in rows]
+    assert cases == [("ucrl2", "riverswim-6"), ("ucrl2", "cowan3"), ("k-learning", "deepsea-20")]
+    for r in rows[:2]:
+        assert r["compiled_steps_per_s"] > 0 and r["generic_steps_per_s"] > 0
+        assert r["ratio"] == r["compiled_steps_per_s"] / r["generic_steps_per_s"]
+    assert rows[2]["compiled_steps_per_s"] is None and rows[2]["ratio"] is None
+    assert rows[2]["compiled_note"] == "no engine for KLearning"
+    lines = format_agents_table(rows).splitlines()
+    assert lines[0].split()[:4] == ["agent", "case", "compiled/s", "generic/s"]
+    assert lines[4].startswith("k-learning        deepsea-20") and "no engine" in lines[4]
+    with pytest.raises(OptplanError, match="unknown agent 'nope'"):
+        bench_agents(agents=["nope"])
+    with pytest.raises(OptplanError, match="param 'zeta' is a parameter of none"):
+        bench_agents(agents=["ucrl2"], param=["zeta=1"])
+    with pytest.raises(OptplanError, match="NAME=VALUE"):
+        bench_agents(agents=["ucrl2"], param=["delta"])
+    with pytest.raises(OptplanError, match="steps"):
+        bench_agents(agents=["ucrl2"], steps=0)

@@ -23,7 +23,7 @@ from types import ModuleType
 
 from .._checks import OptplanError
 from ..problems import stems as _stems
-from . import index_agents, indices, k_temperature, optimistic, planning, ravi, ube
+from . import agents, index_agents, indices, k_temperature, optimistic, planning, ravi, ube
 from ._common import Runs
 from ._options import solver_name
 
@@ -105,6 +105,7 @@ SUITES: dict[str, Suite] = {
         ("ube", ube, ube.bench_ube),
         ("optimistic", optimistic, optimistic.bench_optimistic),
         ("ravi", ravi, ravi.bench_ravi),
+        ("agents", agents, agents.bench_agents),
     )
 }
 
