@@ -104,7 +104,7 @@ def test_ucrl_equals_python_loop(agent_name, env_name, seed):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize("agent_name", POSTERIOR_AGENTS)
-@pytest.mark.parametrize("seed,update_every", [(0, 1), (5, 4)])
+@pytest.mark.parametrize("seed,update_every", [(0, 2), (5, 4)])
 def test_posterior_agents_equal_python_loop(agent_name, env_name, seed, update_every):
     ref, got = both(agent_name, env_name, 250, seed, update_every=update_every)
     assert_same_trace(ref[0], got[0])
@@ -115,8 +115,8 @@ def test_engine_is_taken_and_tracks_policies():
     """DeepSea-chain is discounted: UCRL2 and PSRL (policy agents) have their policies tracked
     by both loops, and engine="auto" picks the planning engine."""
     env = make_env("deepsea-chain-6")
-    for name in ("ucrl2", "psrl-continuing"):
-        agent = make_agent(name, env)
+    for name, params in (("ucrl2", {}), ("psrl-continuing", {"update_every": 7})):
+        agent = make_agent(name, env, **params)
         chosen = engines.select("auto", agent, env, None, True)
         assert chosen is not None and chosen.name == "planning agents"
     ref, got = both("psrl-continuing", "deepsea-chain-6", 300, 1, update_every=7)
@@ -172,4 +172,31 @@ def test_uncovered_runs_take_the_generic_loop():
     with pytest.raises(OptplanError, match="does not cover"):
         run(UCRL2(6, 2), truncated, steps=20, engine="compiled")
     for cls in (ContinuingPSRL, ContinuingUBE, MomentMatching):
-        assert planning_compiled.compiled_reason(cls(6, 2), env) is None
+        assert planning_compiled.compiled_reason(cls(6, 2, update_every=2), env) is None
+        assert "update_every=1" in planning_compiled.compiled_reason(cls(6, 2), env)
+
+
+@pytest.mark.parametrize("mode", ["correct", "public-code"])
+def test_unchecked_absorb_equals_the_checked_updates(mode):
+    """The posterior agents' batch update skips the public updates' input checks: the same
+    posterior, bit for bit, on random batches (repeated pairs, noisy rewards, empty rows)."""
+    rng = np.random.default_rng(4)
+    for trial in range(30):
+        S, A = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        n = int(rng.integers(1, 25))
+        agents = [ContinuingPSRL(S, A, update_every=n, sum_of_squares=mode) for _ in range(2)]
+        for agent in agents:
+            agent.reset(np.random.default_rng(trial))
+        for _ in range(3):  # three batches: later ones update a non-prior posterior
+            k = int(rng.integers(1, n + 1))
+            batch = (rng.integers(0, S, k), rng.integers(0, A, k), rng.normal(0, 3, k),
+                     rng.integers(0, S, k))  # fmt: skip
+            for agent in agents:
+                agent._buf_s[:k], agent._buf_a[:k], agent._buf_r[:k], agent._buf_s2[:k] = batch
+                agent._pending = k
+            agents[0].absorb()
+            agents[1].absorb_checked()
+            np.testing.assert_array_equal(agents[0].transitions.alpha, agents[1].transitions.alpha)
+            for x, y in zip(agents[0].rewards.params, agents[1].rewards.params):
+                np.testing.assert_array_equal(x, y)
+            assert agents[0]._pending == agents[1]._pending == 0

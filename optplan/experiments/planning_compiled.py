@@ -15,7 +15,8 @@ reference (``tests/test_engines_exact.py`` compares the two). What it covers:
 - the agent is an instance of exactly :class:`~optplan.agents.UCRL2`,
   :class:`~optplan.agents.KLUCRL` (``method="fast"``), :class:`~optplan.agents.ContinuingPSRL`,
   :class:`~optplan.agents.ContinuingUBE` or :class:`~optplan.agents.MomentMatching`
-  (``method="fast"``), not a subclass;
+  (``method="fast"``, ``update_every`` at least 2: with a plan every step there is nothing
+  between plans to compile), not a subclass;
 - the environment is a :class:`~optplan.envs.TabularEnv` over a continuing model (no wrapper)
   whose class keeps ``TabularEnv``'s ``reset`` and ``step`` and either ``TabularEnv``'s reward
   (``R[s, a]`` plus ``reward_noise`` times a normal) or
@@ -84,6 +85,11 @@ def _agent_reason(agent) -> str | None:
         return f"{cls.__name__} is not one of {names} (subclasses take the generic loop)"
     if getattr(agent, "method", "fast") != "fast":
         return f'method={agent.method!r} (only "fast" is compiled)'
+    if getattr(agent, "update_every", 2) == 1:
+        return (
+            "update_every=1: a plan every step leaves no steps between plans to compile (the "
+            "generic loop is as fast)"
+        )
     return None
 
 

@@ -105,6 +105,15 @@ class Dirichlet:
         self.alpha = _frozen(check_dirichlet(alpha))
         self.shape = self.alpha.shape
 
+    @classmethod
+    def _trusted(cls, alpha) -> Dirichlet:
+        """``Dirichlet(alpha)`` without the checks, for parameters known valid (an update of a
+        valid posterior by counts known to be non-negative whole numbers)."""
+        out = cls.__new__(cls)
+        out.alpha = _frozen(alpha)
+        out.shape = out.alpha.shape
+        return out
+
     def update(self, counts) -> Dirichlet:
         """The posterior after ``counts[..., k]`` observations of outcome ``k``:
         ``Dirichlet(alpha + counts)``."""
