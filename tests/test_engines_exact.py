@@ -16,8 +16,8 @@ from optplan.agents import KLUCRL, UCRL2, ContinuingPSRL, ContinuingUBE, MomentM
 from optplan.agents.registry import make_agent
 from optplan.envs import TabularEnv
 from optplan.envs.registry import ENVS
-from optplan.experiments import engines, planning_compiled, run
 from optplan.experiments import _segment_kernels as K
+from optplan.experiments import engines, planning_compiled, run
 from optplan.result import OptplanError
 
 pytestmark = pytest.mark.skipif(not K.AVAILABLE, reason="numba not installed")
@@ -83,7 +83,7 @@ def assert_same_left(ref, got):
         return
     assert (ac.steps, ac.plans, ac._pending) == (ar.steps, ar.plans, ar._pending)
     np.testing.assert_array_equal(ac.transitions.alpha, ar.transitions.alpha)
-    for x, y in zip(ac.rewards.params, ar.rewards.params):
+    for x, y in zip(ac.rewards.params, ar.rewards.params, strict=True):
         np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(ac.q, ar.q)
     if isinstance(ar, ContinuingPSRL):
@@ -141,9 +141,16 @@ def test_thompson_argmax_takes_numpy_rule():
     from optplan.agents.base import thompson_action
 
     c = K._compiled()
-    S, A = 4, 5
-    q = np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [1.0, -np.inf, 1.0, 0.5, -np.inf],
-                  [-np.inf, -np.inf, 2.0, -np.inf, -np.inf], [3.0, 2.0, 1.0, 0.0, -1.0]])  # fmt: skip
+    S = 4
+    inf = np.inf
+    q = np.array(
+        [
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [1.0, -inf, 1.0, 0.5, -inf],
+            [-inf, -inf, 2.0, -inf, -inf],
+            [3.0, 2.0, 1.0, 0.0, -1.0],
+        ]
+    )
     sd = np.where(np.isfinite(q), np.array([0.0, 1.0, 2.0, 0.5, 3.0]), 0.0)
     forced = np.array([-1, -1, 2, -1], dtype=np.int64)
     policy = np.zeros(S, dtype=np.int64)
@@ -197,6 +204,6 @@ def test_unchecked_absorb_equals_the_checked_updates(mode):
             agents[0].absorb()
             agents[1].absorb_checked()
             np.testing.assert_array_equal(agents[0].transitions.alpha, agents[1].transitions.alpha)
-            for x, y in zip(agents[0].rewards.params, agents[1].rewards.params):
+            for x, y in zip(agents[0].rewards.params, agents[1].rewards.params, strict=True):
                 np.testing.assert_array_equal(x, y)
             assert agents[0]._pending == agents[1]._pending == 0

@@ -150,7 +150,7 @@ def _engine(agent, env):
 
     track = _tracks_policies(agent, solve_oracle(true_model(env), None))
     reasons = [e.reason(agent, env, None, track) for e in engines.RUN_ENGINES]
-    for candidate, reason in zip(engines.RUN_ENGINES, reasons):
+    for candidate, reason in zip(engines.RUN_ENGINES, reasons, strict=True):
         if reason is None:
             return candidate, None
     # the reason of an engine made for this agent class, else: no engine for the class
@@ -197,8 +197,7 @@ def format_agents_table(rows: list[dict]) -> str:
     """One line per (agent, case): compiled and generic steps per second, the ratio, and why
     no engine covers the run where none does."""
     head = (
-        f"{'agent':<17} {'case':<19} {'compiled/s':>11} {'generic/s':>10} {'x generic':>10}  "
-        "engine"
+        f"{'agent':<17} {'case':<19} {'compiled/s':>11} {'generic/s':>10} {'x generic':>10}  engine"
     )
     lines = [head, "-" * len(head)]
     for r in rows:

@@ -8,11 +8,11 @@ Two tables, each of engines that say for themselves what they cover:
   (why it does not cover the run, ``None`` when it does), ``loop(agent, env, env_seed,
   agent_rng, steps, record, bar, track)`` (fills the :class:`~optplan.experiments.trace.Record`
   as the generic loop would; ``track``: the agent's policies too, for an engine whose module
-  sets ``TRACKS = True``, else its ``reason`` refuses tracked runs) and ``oracle_run(env, oracle, env_seed, steps)`` (the oracle run's
-  rewards, or ``None`` for the generic one). The index agents' compiled run is one
-  (:mod:`.index_compiled`); the planning agents' (UCRL2, KL-UCRL, the continuing posterior
-  agents: compiled steps between plans, the agent's own plans) another
-  (:mod:`.planning_compiled`).
+  sets ``TRACKS = True``, else its ``reason`` refuses tracked runs) and ``oracle_run(env,
+  oracle, env_seed, steps)`` (the oracle run's rewards, or ``None`` for the generic one).
+  The index agents' compiled run is one (:mod:`.index_compiled`); the planning agents'
+  (UCRL2, KL-UCRL, the continuing posterior agents: compiled steps between plans, the
+  agent's own plans) another (:mod:`.planning_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
