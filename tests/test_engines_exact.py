@@ -43,13 +43,14 @@ def make_env(name):
     return comp.build(0, **comp.resolve(params, name))
 
 
-def both(agent_name, env_name, steps, seed, **params):
+def both(agent_name, env_name, steps, seed, run_kw=None, **params):
     """``(trace, agent, env)`` of the generic loop and of the compiled one."""
     out = {}
     for engine in ("python", "compiled"):
         env = make_env(env_name)
         agent = make_agent(agent_name, env, **params)
-        out[engine] = (run(agent, env, steps=steps, seed=seed, engine=engine), agent, env)
+        trace = run(agent, env, steps=steps, seed=seed, engine=engine, **(run_kw or {}))
+        out[engine] = (trace, agent, env)
     return out["python"], out["compiled"]
 
 
@@ -94,7 +95,7 @@ def assert_same_left(ref, got):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize("agent_name", UCRL_AGENTS)
-@pytest.mark.parametrize("seed", [0, 5])
+@pytest.mark.parametrize("seed", [0, 5, 9])
 def test_ucrl_equals_python_loop(agent_name, env_name, seed):
     ref, got = both(agent_name, env_name, 700, seed)
     assert_same_trace(ref[0], got[0])
@@ -104,7 +105,7 @@ def test_ucrl_equals_python_loop(agent_name, env_name, seed):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize("agent_name", POSTERIOR_AGENTS)
-@pytest.mark.parametrize("seed,update_every", [(0, 2), (5, 4)])
+@pytest.mark.parametrize("seed,update_every", [(0, 2), (5, 4), (9, 11)])
 def test_posterior_agents_equal_python_loop(agent_name, env_name, seed, update_every):
     ref, got = both(agent_name, env_name, 250, seed, update_every=update_every)
     assert_same_trace(ref[0], got[0])
@@ -207,3 +208,15 @@ def test_unchecked_absorb_equals_the_checked_updates(mode):
             for x, y in zip(agents[0].rewards.params, agents[1].rewards.params, strict=True):
                 np.testing.assert_array_equal(x, y)
             assert agents[0]._pending == agents[1]._pending == 0
+
+
+def test_independent_oracle_noise_and_progress_bar():
+    """The oracle run on its own seed (noisy rewards: PriorMDP) and a run under a progress bar
+    give the generic loop's trace too."""
+    ref, got = both("ube-continuing", "prior-mdp", 300, 4, {"oracle_noise": "independent"},
+                    update_every=3)  # fmt: skip
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+    ref, got = both("kl-ucrl", "riverswim-6-noisy", 2500, 6, {"progress": True})
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
