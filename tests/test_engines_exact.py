@@ -136,6 +136,15 @@ def test_long_run_with_zeta_zero_equals_python_loop():
     assert_same_left(ref, got)
 
 
+def test_self_check_passes_and_fails_closed(monkeypatch):
+    """numba's draws equal numpy's here; where the check fails the engine steps aside."""
+    assert K.self_check() is True
+    env = make_env("riverswim-6")
+    monkeypatch.setattr(K, "_CHECK", [False])
+    assert "random draws differ" in planning_compiled.compiled_reason(UCRL2(6, 2), env)
+    assert engines.select("auto", UCRL2(6, 2), env, None, False) is None
+
+
 def test_thompson_argmax_takes_numpy_rule():
     """The compiled Thompson action is numpy's argmax of ``q + zeta eps sd`` after the same
     draws, ties and -inf (masked) entries included."""

@@ -16,7 +16,8 @@ operations on the same generators:
   ``R[s, a] + reward_noise z`` and :class:`~optplan.envs.transition_rewards.TransitionRewardEnv`'s
   per-transition law are both of this form); numba implements both draws with NumPy's
   algorithms on the same bit generator, so the streams and the states left behind are
-  NumPy's;
+  NumPy's (:func:`self_check` verifies it once per process; the engine is not used where it
+  fails);
 - Thompson actions (:func:`optplan.agents.base.thompson_action`): ``A`` standard normals from
   the agent's generator, ``argmax(q + (zeta eps) sd)`` with NumPy's ``argmax`` rule (first
   maximum; the first NaN if any);
@@ -32,7 +33,7 @@ import numpy as np
 from .. import _jit
 
 __all__ = ["AVAILABLE", "POLICY", "THOMPSON", "DONE", "INADMISSIBLE", "PLAN", "follow", "ucrl",
-           "oracle"]  # fmt: skip
+           "oracle", "self_check"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -152,8 +153,36 @@ def _oracle(n, state, policy, cdf, mean, rsd, rng, rewards):  # pragma: no cover
     return state
 
 
+@_JIT
+def _draws(rng, out):  # pragma: no cover - compiled by numba
+    """Alternate ``random()`` and ``standard_normal()`` into ``out`` (:func:`self_check`)."""
+    for i in range(0, out.shape[0] - 1, 2):
+        out[i] = rng.random()
+        out[i + 1] = rng.standard_normal()
+
+
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
+
+
+_CHECK: list = []
+
+
+def self_check(n: int = 4096, seed: int = 12345) -> bool:
+    """Whether numba's ``Generator.random`` and ``standard_normal`` give NumPy's numbers and
+    leave NumPy's state on this installation (checked once per process on ``n`` draws)."""
+    if _CHECK:
+        return _CHECK[0]
+    ref, got = np.random.default_rng(seed), np.random.default_rng(seed)
+    want = np.empty(n)
+    for i in range(0, n - 1, 2):
+        want[i] = ref.random()
+        want[i + 1] = ref.standard_normal()
+    out = np.empty(n)
+    _compiled()["_draws"](got, out)
+    same = np.array_equal(out, want) and got.bit_generator.state == ref.bit_generator.state
+    _CHECK.append(bool(same))
+    return _CHECK[0]
 
 
 def follow(*args):

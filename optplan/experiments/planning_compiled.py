@@ -23,7 +23,8 @@ reference (``tests/test_engines_exact.py`` compares the two). What it covers:
   :class:`~optplan.envs.transition_rewards.TransitionRewardEnv`'s (a normal law per
   transition: DeepSea-chain, WideNarrow, PriorMDP), without ``max_steps`` or goal states, run
   for ``steps`` (not ``episodes``);
-- numba is installed (the ``jit`` extra).
+- numba is installed (the ``jit`` extra), and its ``Generator.random`` and
+  ``standard_normal`` give NumPy's numbers (:func:`._segment_kernels.self_check`).
 
 Policies are tracked (discounted runs, for the occupancy regret) at the start of each
 segment: a plan is the only place their version changes. The oracle run of
@@ -102,6 +103,8 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         return "the run counts episodes (give steps=)"
     if not K.AVAILABLE:
         return 'numba is not installed (pip install "optplan[jit]")'
+    if not K.self_check():
+        return "numba's random draws differ from numpy's on this installation"
     return None
 
 
@@ -239,7 +242,9 @@ def _progress(bar, done: int) -> None:
 def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
     """:func:`~optplan.experiments.run.oracle_run` compiled, for the environments
     :func:`compiled_reason` accepts (``None`` for others: the caller runs the generic one)."""
-    if _env_reason(env) is not None or oracle.criterion == "finite_horizon" or not K.AVAILABLE:
+    if _env_reason(env) is not None or oracle.criterion == "finite_horizon":
+        return None
+    if not (K.AVAILABLE and K.self_check()):
         return None
     policy = np.ascontiguousarray(oracle.result.policy, dtype=np.int64)
     state, _ = env.reset(seed=env_seed)
