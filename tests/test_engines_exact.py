@@ -229,3 +229,67 @@ def test_independent_oracle_noise_and_progress_bar():
     ref, got = both("kl-ucrl", "riverswim-6-noisy", 2500, 6, {"progress": True})
     assert_same_trace(ref[0], got[0])
     assert_same_left(ref, got)
+
+
+def _f_inv_reference(y: float) -> float:
+    """BQL's Newton inverse of ``log x - digamma(x)`` as a plain 60-step loop."""
+    import math
+
+    from scipy import special
+
+    from optplan.agents import bql
+
+    lo, hi = bql.F_INV_DOMAIN
+    if not y > 0:
+        return hi
+    x = (3.0 - y + math.sqrt((y - 3.0) ** 2 + 24.0 * y)) / (12.0 * y)
+    for _ in range(60):
+        if x >= 100.0:
+            i2 = 1.0 / (x * x)
+            f = 0.5 / x + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
+            fp = -i2 * (0.5 + (1 / 6 - i2 * (1 / 30 - i2 / 42)) / x)
+        else:
+            f = math.log(x) - float(special.digamma(x))
+            fp = 1.0 / x - float(special.zeta(2.0, x))
+        new = x - (f - y) / fp
+        if not new > 0:
+            new = 0.5 * x
+        if abs(new - x) <= 1e-14 * x:
+            x = new
+            break
+        x = new
+    return min(max(x, lo), hi)
+
+
+def test_bql_inverse_cycle_shortcut_equals_the_full_loop():
+    """BQL's ``f^-1`` leaves a cycling Newton iteration early with the float the full 60 steps
+    end on: equal bit for bit on the arguments a BQL run meets and on a wide random range."""
+    from optplan.agents import bql
+
+    seen = []
+    original = bql._f_inv
+
+    def record(y):
+        seen.append(y)
+        return original(y)
+
+    env = make_env("deepsea-chain-6")
+    agent = make_agent("bql", env)
+    try:
+        bql._f_inv = record
+        run(agent, env, steps=600, seed=3)
+    finally:
+        bql._f_inv = original
+    rng = np.random.default_rng(8)
+    ys = [*seen, *np.exp(rng.uniform(np.log(1e-13), np.log(1e3), 3000)), 0.0, -1.0, 1e-300]
+    for y in ys:
+        got, want = _outcome(bql._f_inv, float(y)), _outcome(_f_inv_reference, float(y))
+        assert got == want, y
+
+
+def _outcome(fn, y):
+    """``fn(y)``, or the type of the exception it raised (the same inputs fail alike)."""
+    try:
+        return fn(y)
+    except ArithmeticError as exc:
+        return type(exc)

@@ -145,12 +145,25 @@ def inverse_log_minus_digamma(y):
 
 
 def _f_inv(y: float) -> float:
-    """:func:`inverse_log_minus_digamma` for one float (the per-step path: plain floats)."""
+    """:func:`inverse_log_minus_digamma` for one float (the per-step path: plain floats).
+
+    Newton's iterate is a function of the last one only, so once an iterate repeats (the
+    iteration circles through a few floats next to the root without meeting its stopping rule,
+    a quarter of the agent's calls) every later one is known: the loop returns the iterate the
+    full 60 steps would end on, the same float, without computing them."""
     lo, hi = F_INV_DOMAIN
     if not y > 0:
         return hi
     x = (3.0 - y + math.sqrt((y - 3.0) ** 2 + 24.0 * y)) / (12.0 * y)
-    for _ in range(60):
+    seen: dict[float, int] = {}  # iterate -> the step it started
+    path: list[float] = []
+    for k in range(60):
+        first = seen.get(x)
+        if first is not None:  # a cycle of length k - first: step 60 starts on this iterate
+            x = path[first + (60 - first) % (k - first)]
+            break
+        seen[x] = k
+        path.append(x)
         if x >= _SERIES_FROM:
             i2 = 1.0 / (x * x)
             f = 0.5 / x + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
