@@ -3,8 +3,9 @@ compiled engine and generic loop, with the ratio.
 
 Cases: RiverSwim-6 and the 3-state example of accelerating-ucb-indices-mdp
 (``models/cowan3.toml``) for the continuing agents, DeepSea L = 20 (bsuite's deterministic
-grid) for the episodic ones; an agent that fits none of them (it needs a discount) plays
-RiverSwim-6 with discounted resets (gamma 0.9). An agent is built on each case by the agent
+grid) for the episodic ones; an agent that fits none of them plays RiverSwim-6 with
+discounted resets (gamma 0.9) if it needs a discount, or the 20-state linear mixture MDP with
+discounted resets if it needs a feature map. An agent is built on each case by the agent
 table (:func:`optplan.agents.make_agent`, its default parameters; ``--param NAME=VALUE``
 overrides one for every agent that has it) and a case it refuses is skipped.
 
@@ -51,8 +52,12 @@ CASES: dict[str, tuple[str, dict]] = {
     "cowan3": ("model", {"path": "models/cowan3.toml"}),
     "deepsea-20": ("deepsea", {"size": 20}),
 }
-#: The case of an agent that fits none of :data:`CASES` (one that needs a discount).
-FALLBACK_CASE: tuple[str, str, dict] = ("riverswim-6-resets", "riverswim-resets", {"n_states": 6})
+#: The cases of an agent that fits none of :data:`CASES`, tried in order until one fits: an
+#: agent that needs a discount, then one that needs a feature map (RAVI-UCB-linear).
+FALLBACK_CASES: tuple[tuple[str, str, dict], ...] = (
+    ("riverswim-6-resets", "riverswim-resets", {"n_states": 6}),
+    ("linear-mixture-20", "linear-mixture", {}),
+)
 
 
 def _env(name: str, params: dict):
@@ -91,8 +96,9 @@ def _cases_of(name: str, params: dict):
         agent, why = _agent(name, _env(env_name, env_params), params)
         if agent is not None:
             out.append((label, env_name, env_params, agent))
-    if not out:
-        label, env_name, env_params = FALLBACK_CASE
+    for label, env_name, env_params in FALLBACK_CASES:
+        if out:
+            break
         agent, why = _agent(name, _env(env_name, env_params), params)
         if agent is not None:
             out.append((label, env_name, env_params, agent))
