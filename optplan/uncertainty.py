@@ -106,7 +106,13 @@ def local_lemma1(reward_var, alpha, q_max: float, discount: float) -> np.ndarray
     _same(("reward_var", var.shape), ("alpha", a.shape[:-1]))
     gamma = check_real("discount", discount, 0.0, 1.0)
     qm = check_positive("q_max", q_max)
-    return var + gamma**2 * qm**2 * dirichlet_variance_sum(a)
+    return _lemma1_unchecked(var, a, qm, gamma)
+
+
+def _lemma1_unchecked(reward_var, alpha, q_max: float, discount: float) -> np.ndarray:
+    """:func:`local_lemma1` of inputs already valid (float arrays of matching shapes, checked
+    scalars): the same operations without the checks, for an agent's own posterior."""
+    return reward_var + discount**2 * q_max**2 * dirichlet_variance_sum(alpha)
 
 
 def local_tabular(counts, reward_sd, q_max: float, discount: float, min_count=1.0):
@@ -127,7 +133,12 @@ def local_tabular(counts, reward_sd, q_max: float, discount: float, min_count=1.
     qm = check_positive("q_max", q_max)
     gamma = check_real("discount", discount, 0.0, 1.0)
     floor = check_positive("min_count", min_count)
-    return (sd**2 + gamma**2 * qm**2) / np.maximum(n, floor)
+    return _tabular_unchecked(n, sd, qm, gamma, floor)
+
+
+def _tabular_unchecked(counts, reward_sd, q_max: float, discount: float, min_count=1.0):
+    """:func:`local_tabular` of inputs already valid, without the checks."""
+    return (reward_sd**2 + discount**2 * q_max**2) / np.maximum(counts, min_count)
 
 
 def local_draft(alpha, reward_mean, reward_var, q_max: float) -> np.ndarray:
@@ -147,11 +158,17 @@ def local_draft(alpha, reward_mean, reward_var, q_max: float) -> np.ndarray:
     var = _nonneg("reward_var", reward_var)
     _same(("alpha", a.shape), ("reward_mean", mean.shape), ("reward_var", var.shape))
     qm = check_positive("q_max", q_max)
-    p = a / a.sum(axis=-1, keepdims=True)
+    return _draft_unchecked(a, mean, var, qm)
+
+
+def _draft_unchecked(alpha, reward_mean, reward_var, q_max: float) -> np.ndarray:
+    """:func:`local_draft` of inputs already valid (float arrays of one shape, ``q_max``
+    checked), without the checks."""
+    p = alpha / alpha.sum(axis=-1, keepdims=True)
     return (
-        np.sum(p * var, axis=-1)
-        + dirichlet_covariance(a, mean, mean)
-        + qm**2 * dirichlet_variance_ratio_sum(a)
+        np.sum(p * reward_var, axis=-1)
+        + dirichlet_covariance(alpha, reward_mean, reward_mean)
+        + q_max**2 * dirichlet_variance_ratio_sum(alpha)
     )
 
 
@@ -187,12 +204,19 @@ def moment_matching_local(alpha, reward_mean, reward_var, values, discount: floa
             f"values has {v.shape[0]} entries, expected one per state ({a.shape[-1]})"
         )
     gamma = check_real("discount", discount, 0.0, 1.0)
-    p = a / a.sum(axis=-1, keepdims=True)
-    A = dirichlet_covariance(a, mean, mean)
-    B = np.sum(p * var, axis=-1)
-    C = dirichlet_covariance(a, mean, v)
-    D = dirichlet_covariance(a, v, v)
-    return MomentMatchingLocal(A + B + 2 * gamma * C + gamma**2 * D, A, B, C, D)
+    return _moment_matching_unchecked(a, mean, var, v, gamma)
+
+
+def _moment_matching_unchecked(alpha, reward_mean, reward_var, values, discount: float):
+    """:func:`moment_matching_local` of inputs already valid (float arrays, ``values`` one per
+    state, ``discount`` checked), without the checks."""
+    p = alpha / alpha.sum(axis=-1, keepdims=True)
+    A = dirichlet_covariance(alpha, reward_mean, reward_mean)
+    B = np.sum(p * reward_var, axis=-1)
+    C = dirichlet_covariance(alpha, reward_mean, values)
+    D = dirichlet_covariance(alpha, values, values)
+    g = discount
+    return MomentMatchingLocal(A + B + 2 * g * C + g**2 * D, A, B, C, D)
 
 
 #: The local-uncertainty rules of the UBE, by name.

@@ -236,7 +236,9 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
         """The Thompson noise's standard deviation per pair, before ``zeta``."""
 
     def _solve(self, problem):
-        return self.solve_checked(problem, f"{type(problem).__name__} on the posterior")
+        """The agent's problem solved: the fast path without the dual (never read here)."""
+        what = f"{type(problem).__name__} on the posterior"
+        return self.solve_checked(problem, what, multiplier=False)
 
     def select_action(self, state: int) -> int:
         return thompson_action(

@@ -227,16 +227,17 @@ class ConicFallback:
         )
         return None
 
-    def solve_planned(self, problem) -> PlanResult:
+    def solve_planned(self, problem, **fast) -> PlanResult:
         """``problem`` solved by :attr:`method`: by CVXPY when ``"conic"`` (the fast path when
-        that status is not acceptable), else by the fast path."""
+        that status is not acceptable), else by the fast path with the options ``fast`` (e.g.
+        ``multiplier=False`` where the agent never reads the dual)."""
         res = self.solve_conic(problem) if self.method == "conic" else None
-        return problem.solve("fast") if res is None else res
+        return problem.solve("fast", **fast) if res is None else res
 
-    def solve_checked(self, problem, what: str) -> PlanResult:
+    def solve_checked(self, problem, what: str, **fast) -> PlanResult:
         """:meth:`solve_planned`, and a ``RuntimeError`` naming ``what`` when even the answer
         kept is not a success."""
-        res = self.solve_planned(problem)
+        res = self.solve_planned(problem, **fast)
         if not res.success:
             raise RuntimeError(f"{what} ended {res.status!r}: {res.message}")
         return res

@@ -69,13 +69,14 @@ class MomentMatching(ThompsonMeanModel):
         super().__init__(n_states, n_actions, zeta=zeta, discount=discount, **model)
 
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
-        self.problem = MomentMatchingVariance(
-            alpha=self.transitions.alpha,
-            reward_mean=self.rewards.mu0,
-            reward_var=self.rewards.variance,
-            policy=self.policy,
-            discount=self.discount,
-            values=self.values,
+        # the agent's own posterior and plan: valid by construction, so built unchecked
+        self.problem = MomentMatchingVariance._trusted(
+            self.transitions.alpha,
+            self.rewards.mu0,
+            self.rewards.variance,
+            self.policy,
+            self.discount,
+            self.values,
         )
         self.variance = np.where(self.action_mask, np.asarray(self._solve(self.problem).x), 0.0)
         sd = np.sqrt(self.variance)

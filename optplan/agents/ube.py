@@ -39,7 +39,13 @@ from .._params import Component, Param
 from ..dp import backup, evaluate_discounted, policy_model
 from ..posteriors import dirichlet_covariance
 from ..problems.ube import UncertaintyBellman
-from ..uncertainty import LOCAL_UNCERTAINTY, local_draft, local_lemma1, local_tabular, q_max
+from ..uncertainty import (
+    LOCAL_UNCERTAINTY,
+    _draft_unchecked,
+    _lemma1_unchecked,
+    _tabular_unchecked,
+    q_max,
+)
 from ._mean_model import MEAN_MODEL_PARAMS, UPDATE_EVERY, MeanModelAgent, mean_model_args
 from ._posterior_agent import (
     CONIC_PARAMS,
@@ -168,15 +174,17 @@ class UBE(ConicFallback, MeanModelAgent):
             counts = post.counts[head]
             alpha = post.next_counts[head] + post.transition_prior
             g = self.discount
+            # the rules of optplan.uncertainty without their input checks (the posterior is
+            # valid by construction)
             if self.local_rule == "tabular":
                 reward_term = np.square(self._sd[head]) / np.maximum(counts, 1.0)
-                nu = local_tabular(counts, self._sd[head], self.q_max, g)
+                nu = _tabular_unchecked(counts, self._sd[head], self.q_max, g)
             elif self.local_rule == "lemma1":
                 reward_term = var
-                nu = local_lemma1(var, alpha, self.q_max, g)
+                nu = _lemma1_unchecked(var, alpha, self.q_max, g)
             else:  # "draft", whose rewards are per (s, a, s'): the same for every s' here
                 reward_term = var
-                nu = local_draft(
+                nu = _draft_unchecked(
                     alpha,
                     np.broadcast_to(self.mean[head][..., None], alpha.shape),
                     np.broadcast_to(var[..., None], alpha.shape),
@@ -206,11 +214,11 @@ class UBE(ConicFallback, MeanModelAgent):
         self._sqrt_u[head] = np.sqrt(self.u[head])
 
     def _solve(self, P, policy, nu) -> np.ndarray:
-        problem = UncertaintyBellman(
-            mean_transitions=P, policy=policy, local=nu, discount=self.discount
-        )
+        # the agent's own model and plan: valid by construction, so built unchecked; its dual
+        # (the occupancy) is never read
+        problem = UncertaintyBellman._trusted(P, policy, nu, self.discount)
         what = "the uncertainty Bellman equation of the posterior-mean model"
-        return np.asarray(self.solve_checked(problem, what).x)
+        return np.asarray(self.solve_checked(problem, what, multiplier=False).x)
 
     def stats(self) -> dict:
         """Plans made and, with ``method="conic"``, the conic fallbacks and statuses."""
@@ -349,19 +357,19 @@ class ContinuingUBE(ThompsonMeanModel):
         alpha = self.transitions.alpha
         mu0 = self.rewards.mu0
         var = self.rewards.variance
+        # local_draft / local_lemma1 without their input checks (the posterior is valid)
         if self.local_rule == "draft":
-            nu = local_draft(alpha, mu0, var, self.q_max)
+            nu = _draft_unchecked(alpha, mu0, var, self.q_max)
         else:
             pbar = self.transitions.mean
             reward_var = np.sum(pbar * var, axis=-1) + dirichlet_covariance(alpha, mu0, mu0)
-            nu = local_lemma1(reward_var, alpha, self.q_max, self.discount)
+            nu = _lemma1_unchecked(reward_var, alpha, self.q_max, self.discount)
         return np.where(self.action_mask, nu, 0.0)
 
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
         self.local = self.local_uncertainty()
-        self.problem = UncertaintyBellman(
-            mean_transitions=P, policy=self.policy, local=self.local, discount=self.discount
-        )
+        # the agent's own posterior and plan: valid by construction, so built unchecked
+        self.problem = UncertaintyBellman._trusted(P, self.policy, self.local, self.discount)
         self.u = np.asarray(self._solve(self.problem).x)
         return np.sqrt(self.u)
 

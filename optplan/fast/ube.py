@@ -16,7 +16,11 @@ ALGORITHMS = ("direct", "iteration")
 
 
 def solve(
-    problem, algorithm: str = "direct", tol: float = 1e-12, max_iter: int | None = None
+    problem,
+    algorithm: str = "direct",
+    tol: float = 1e-12,
+    max_iter: int | None = None,
+    multiplier: bool = True,
 ) -> PlanResult:
     """Solve the UBE (``u``) and its dual (``y``).
 
@@ -37,24 +41,31 @@ def solve(
         Relative accuracy of ``"iteration"``, entry by entry.
     max_iter : int, optional
         Iteration cap of ``"iteration"`` (default 1,000,000).
+    multiplier : bool, default True
+        ``False``: ``u`` alone, for a caller that never reads the dual (an agent's plan):
+        ``multiplier`` is ``None``, only ``u``'s fixed point is certified, and
+        ``"iteration"`` counts ``u``'s iterations only. ``u``, ``value`` and ``values`` are
+        the same bits either way.
     """
     check_algorithm(algorithm, ALGORITHMS)
     check_tol_iter(tol, max_iter)
     start = time.perf_counter()
     if problem.layered:
-        u, y = _layered(problem)
+        u, y = _layered(problem, multiplier)
         status, message, solver, iterations = OPTIMAL, "", "recursion", problem.local.shape[0]
     elif algorithm == "direct":
         solver, iterations = "direct", 1
         try:
-            u, y = _direct(problem)
+            u, y = _direct(problem, multiplier)
             status, message = OPTIMAL, ""
         except EvaluationError as exc:
             u = y = None
             status, message = NUMERICAL_ERROR, str(exc)
     else:
         solver = "iteration"
-        u, y, status, message, iterations = _iterate(problem, tol, max_iter or 1_000_000)
+        u, y, status, message, iterations = _iterate(
+            problem, tol, max_iter or 1_000_000, multiplier
+        )
     if u is not None and status == OPTIMAL:
         status, message = _certify(
             problem, u, y, algorithm == "iteration" and not problem.layered, tol
@@ -79,7 +90,7 @@ def _result(problem, u, y, status, message, solver, iterations, seconds) -> Plan
     )
 
 
-def _direct(problem) -> tuple[np.ndarray, np.ndarray]:
+def _direct(problem, multiplier: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
     S, A, _ = P.shape
     g2 = problem.discount**2
@@ -88,12 +99,14 @@ def _direct(problem) -> tuple[np.ndarray, np.ndarray]:
     M = np.eye(S) - g2 * P_pi
     v = solve_system(M, np.sum(pi * nu, axis=1), "the UBE's state uncertainties")
     u = nu + g2 * (Pf @ v).reshape(S, A)
+    if not multiplier:
+        return u, None
     z = solve_system(M.T, Pf.T @ w.reshape(-1), "the UBE's dual (occupancy)")
     y = w + g2 * pi * z[:, None]
     return u, y
 
 
-def _iterate(problem, tol: float, max_iter: int):
+def _iterate(problem, tol: float, max_iter: int, multiplier: bool = True):
     P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
     S, A, _ = P.shape
     g2 = problem.discount**2
@@ -103,9 +116,9 @@ def _iterate(problem, tol: float, max_iter: int):
         "u": lambda u: nu + g2 * (Pf @ np.sum(pi * u, axis=1)).reshape(S, A),
         "y": lambda y: w + g2 * pi * (PfT @ y.reshape(-1))[:, None],
     }
-    x = {"u": nu.copy(), "y": w.copy()}
+    x = {"u": nu.copy(), "y": w.copy() if multiplier else None}
     diff = {"u": x["u"], "y": x["y"]}  # d_0 = x_0 - 0
-    done = {"u": False, "y": False}
+    done = {"u": False, "y": not multiplier}
     for it in range(1, max_iter + 1):  # loop over iterations only
         for key in ("u", "y"):
             if not done[key]:
@@ -147,7 +160,7 @@ def _entry_bounds(
     return bound
 
 
-def _layered(problem) -> tuple[np.ndarray, np.ndarray]:
+def _layered(problem, multiplier: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
     L = nu.shape[0]
     g2 = problem.discount**2
@@ -156,6 +169,8 @@ def _layered(problem) -> tuple[np.ndarray, np.ndarray]:
     for l in range(L - 2, -1, -1):  # loop over layers only
         v = np.sum(pi[l + 1] * u[l + 1], axis=1)
         u[l] = nu[l] + g2 * np.einsum("sat,t->sa", P[l], v)
+    if not multiplier:
+        return u, None
     y = np.empty_like(w)
     y[0] = w[0]
     for l in range(L - 1):
@@ -168,13 +183,13 @@ def _certify(problem, u, y, iterative: bool, tol: float) -> tuple[str, str]:
     """An answer whose fixed-point residual is beyond rounding (value iteration: beyond its
     stopping rule) is not called optimal: ``gamma`` near 1 with a closed class makes
     ``I - gamma^2 Pbar_pi`` ill-conditioned and the solve loses digits."""
-    if not (np.isfinite(u).all() and np.isfinite(y).all()):
+    if not (np.isfinite(u).all() and (y is None or np.isfinite(y).all())):
         return NUMERICAL_ERROR, "the UBE solution overflowed the double range"
     allowed = 1e-10 + (tol if iterative else 0.0)  # relative to the size of the solution
-    for name, res, scale in (
-        ("u", problem.residual(u), float(np.abs(u).max(initial=0.0))),
-        ("y", problem.dual_residual(y), float(np.abs(y).max(initial=0.0))),
-    ):
+    checks = [("u", problem.residual(u), float(np.abs(u).max(initial=0.0)))]
+    if y is not None:
+        checks.append(("y", problem.dual_residual(y), float(np.abs(y).max(initial=0.0))))
+    for name, res, scale in checks:
         if res > allowed * scale:
             return NUMERICAL_ERROR, (
                 f"the solved {name} misses its fixed point by {res:.3g} (scale {scale:.3g}): "

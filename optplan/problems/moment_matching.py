@@ -9,7 +9,7 @@ import numpy as np
 
 from .._checks import OptplanError, as_array, check_real
 from ..result import PlanResult
-from ..uncertainty import check_dirichlet, moment_matching_local
+from ..uncertainty import _moment_matching_unchecked, check_dirichlet, moment_matching_local
 from ._compare import answer_errors
 from .base import Problem, store_readonly
 from .ube import UncertaintyBellman, as_policy
@@ -76,17 +76,40 @@ class MomentMatchingVariance(Problem):
         else:
             values = self.values
         terms = moment_matching_local(alpha, mean, self.reward_var, values, gamma)
-        # the local term is a variance; rounding can leave it at -1e-17 where it is 0
-        scale = np.abs(np.stack([terms.A, terms.B, 2 * gamma * terms.C, gamma**2 * terms.D])).max(0)
-        if (terms.w < -1e-12 * (1 + scale)).any():  # pragma: no cover - a variance identity
-            raise OptplanError("moment-matching local term is negative beyond rounding")
-        w = np.maximum(terms.w, 0.0)
-        bellman = UncertaintyBellman(alpha / alpha.sum(-1, keepdims=True), pbar_policy, w, gamma)
+        bellman = UncertaintyBellman(
+            alpha / alpha.sum(-1, keepdims=True), pbar_policy, _local_term(terms, gamma), gamma
+        )
+        self._store(alpha, mean, values, gamma, terms, bellman)
+
+    def _store(self, alpha, mean, values, gamma, terms, bellman) -> None:
         store_readonly(self, alpha=alpha, reward_mean=mean)
         object.__setattr__(self, "values", np.asarray(values, dtype=float))
         object.__setattr__(self, "discount", gamma)
         object.__setattr__(self, "terms", terms)
         object.__setattr__(self, "bellman", bellman)
+
+    @classmethod
+    def _trusted(
+        cls, alpha, reward_mean, reward_var, policy, discount: float, values
+    ) -> MomentMatchingVariance:
+        """The problem of an agent's own posterior, already valid (float arrays of one shape
+        ``(S, A, S)``, Dirichlet ``alpha``, ``reward_var >= 0``, a policy of action indices,
+        a checked ``discount``, the policy's ``values``), built without the checks: the same
+        arrays, terms and :attr:`bellman` as the public constructor. Not part of the public
+        API: a user's input goes through the constructor."""
+        out = cls.__new__(cls)
+        alpha = np.array(alpha, dtype=float)
+        mean = np.array(reward_mean, dtype=float)
+        values = np.asarray(values, dtype=float)
+        gamma = float(discount)
+        terms = _moment_matching_unchecked(alpha, mean, reward_var, values, gamma)
+        bellman = UncertaintyBellman._trusted(
+            alpha / alpha.sum(-1, keepdims=True), policy, _local_term(terms, gamma), gamma
+        )
+        object.__setattr__(out, "reward_var", reward_var)
+        object.__setattr__(out, "policy", policy)
+        out._store(alpha, mean, values, gamma, terms, bellman)
+        return out
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         return self.bellman.compare(a, b)
@@ -94,3 +117,14 @@ class MomentMatchingVariance(Problem):
     def compare_answer(self, answer, reference: PlanResult) -> dict[str, tuple[float, float]]:
         """Value, ``sigma~^2`` and the occupancy ``y``."""
         return answer_errors(self, answer, reference, multiplier=True)
+
+
+def _local_term(terms, gamma: float) -> np.ndarray:
+    """``w`` clipped at 0: the local term is a variance, and rounding can leave it at -1e-17
+    where it is 0 (beyond rounding it is an error)."""
+    w = terms.w
+    if (w < 0).any():
+        scale = np.abs(np.stack([terms.A, terms.B, 2 * gamma * terms.C, gamma**2 * terms.D])).max(0)
+        if (w < -1e-12 * (1 + scale)).any():  # pragma: no cover - a variance identity
+            raise OptplanError("moment-matching local term is negative beyond rounding")
+    return np.maximum(w, 0.0)

@@ -117,6 +117,31 @@ class UncertaintyBellman(Problem):
         store_readonly(self, mean_transitions=P, local=local, policy=policy, weights=w)
         object.__setattr__(self, "discount", gamma)
 
+    @classmethod
+    def _trusted(cls, mean_transitions, policy, local, discount: float) -> UncertaintyBellman:
+        """The problem of an agent's own arrays, already valid (float ``mean_transitions``
+        with distribution rows, ``local >= 0`` of the matching shape, a policy of action
+        indices or probabilities, a checked ``discount``), built without the checks: the
+        arrays the public constructor would store (float copies, read-only; unit weights).
+        Not part of the public API: a user's input goes through the constructor."""
+        out = cls.__new__(cls)
+        P = np.array(mean_transitions, dtype=float)
+        shape = P.shape[:-1]
+        pi = np.asarray(policy)
+        if pi.dtype.kind in "iu":
+            pi = np.eye(shape[-1])[pi]
+        else:
+            pi = np.array(pi, dtype=float)
+        store_readonly(
+            out,
+            mean_transitions=P,
+            local=np.array(local, dtype=float),
+            policy=pi,
+            weights=np.ones(shape),
+        )
+        object.__setattr__(out, "discount", float(discount))
+        return out
+
     @property
     def layered(self) -> bool:
         """True for the layered (finite-horizon, DAG) form."""
