@@ -210,11 +210,17 @@ def moment_matching_local(alpha, reward_mean, reward_var, values, discount: floa
 def _moment_matching_unchecked(alpha, reward_mean, reward_var, values, discount: float):
     """:func:`moment_matching_local` of inputs already valid (float arrays, ``values`` one per
     state, ``discount`` checked), without the checks."""
-    p = alpha / alpha.sum(axis=-1, keepdims=True)
-    A = dirichlet_covariance(alpha, reward_mean, reward_mean)
+    # dirichlet_covariance's operations, with alpha_0, pbar and the centred factors formed
+    # once for the three covariances (the same bits)
+    a0 = alpha.sum(axis=-1)
+    p = alpha / a0[..., None]
+    scale = a0 + 1.0
+    dm = reward_mean - np.sum(p * reward_mean, axis=-1)[..., None]
+    dv = values - np.sum(p * values, axis=-1)[..., None]
+    A = np.sum(p * dm * dm, axis=-1) / scale
     B = np.sum(p * reward_var, axis=-1)
-    C = dirichlet_covariance(alpha, reward_mean, values)
-    D = dirichlet_covariance(alpha, values, values)
+    C = np.sum(p * dm * dv, axis=-1) / scale
+    D = np.sum(p * dv * dv, axis=-1) / scale
     g = discount
     return MomentMatchingLocal(A + B + 2 * g * C + g**2 * D, A, B, C, D)
 

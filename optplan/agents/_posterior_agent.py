@@ -146,12 +146,13 @@ class PosteriorAgent(ABC):
         if k == 0:
             return
         S, A = self.n_states, self.n_actions
-        idx = (self._buf_s[:k], self._buf_a[:k], self._buf_s2[:k])
+        # np.add.at's sums into zeros, in the same order: one flat index and three bincounts
+        flat = (self._buf_s[:k] * A + self._buf_a[:k]) * S + self._buf_s2[:k]
         r = self._buf_r[:k]
-        counts, sums, sums_sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
-        np.add.at(counts, idx, 1.0)
-        np.add.at(sums, idx, r)
-        np.add.at(sums_sq, idx, r * r)
+        n = S * A * S
+        counts = np.bincount(flat, minlength=n).astype(float).reshape(S, A, S)
+        sums = np.bincount(flat, weights=r, minlength=n).reshape(S, A, S)
+        sums_sq = np.bincount(flat, weights=r * r, minlength=n).reshape(S, A, S)
         self.transitions = Dirichlet._trusted(self.transitions.alpha + counts)
         mode = self.rewards.sum_of_squares
         new = normal_gamma_update(*self.rewards.params, counts, sums, sums_sq, mode)
