@@ -21,6 +21,7 @@ from optplan.envs import TabularEnv
 from optplan.envs.registry import ENVS
 from optplan.experiments import run
 from optplan.posteriors import dirichlet_covariance
+from optplan.problems.k_temperature import KLearningTemperature
 from optplan.problems.moment_matching import MomentMatchingVariance
 from optplan.problems.ube import UncertaintyBellman
 from optplan.uncertainty import local_draft, local_lemma1, local_tabular
@@ -320,3 +321,26 @@ def test_moment_matching_fast_solve_without_multiplier_keeps_sigma():
     assert lean.multiplier is None and full.multiplier is not None
     np.testing.assert_array_equal(lean.x, full.x)
     assert lean.info["w"] is full.info["w"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"transitions": "deterministic"}, {"variant": "k-learning", "bonus": "posterior"}],
+)
+def test_k_learning_plans_equal_the_checked_reference(params, monkeypatch):
+    """K-learning's tau* problem built unchecked equals the public constructor's plans."""
+    env_params = {"size": 6, **({"variant": params.pop("variant")} if "variant" in params else {})}
+    out = []
+    for checked in (False, True):
+        if checked:
+            monkeypatch.setattr(
+                KLearningTemperature, "_trusted", classmethod(lambda cls, *a: cls(*a))
+            )
+        comp = ENVS["deepsea"]
+        env = comp.build(0, **comp.resolve(env_params, "deepsea"))
+        agent = make_agent("k-learning", env, **params)
+        out.append((run(agent, env, episodes=30, seed=4, engine="python"), agent))
+    (trace, agent), (ref_trace, ref) = out
+    assert_same_trace(ref_trace, trace)
+    for name in ("K", "pi", "values", "tau"):
+        np.testing.assert_array_equal(getattr(agent, name), getattr(ref, name), err_msg=name)

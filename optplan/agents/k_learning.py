@@ -189,7 +189,11 @@ class KLearning(ConicFallback, EpisodicAgent):
             )
             self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
         else:
-            problem = KLearningTemperature(R, P, post.counts, post.sigma, self.initial, c)
+            # the agent's own posterior: valid by construction, so built unchecked (a per-pair
+            # sigma goes through the public constructor, which names it)
+            build = KLearningTemperature._trusted if np.ndim(post.sigma) == 0 else None
+            build = build or KLearningTemperature
+            problem = build(R, P, post.counts, post.sigma, self.initial, c)
             res = self.solve_planned(problem)
             self.tau = float(res.x)
             if self.tau > 0 and self.method == "fast":

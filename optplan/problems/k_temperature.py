@@ -187,6 +187,32 @@ class KLearningTemperature(Problem):
         ):
             object.__setattr__(self, name, value)
 
+    @classmethod
+    def _trusted(
+        cls, mean_rewards, mean_transitions, counts, sigma, initial=None, bonus=None
+    ) -> KLearningTemperature:
+        """The problem of an agent's own posterior, already valid (float ``(L, S, A)`` /
+        ``(L, S, A, S)`` arrays, distribution rows, counts and bonus ``>= 0``, a checked
+        ``sigma`` and ``initial``, at least 2 actions), built without the checks: the arrays
+        the public constructor would store (float copies, read-only). Not part of the public
+        API: a user's input goes through the constructor."""
+        out = cls.__new__(cls)
+        S = np.shape(mean_rewards)[1]
+        rho = np.full(S, 1.0 / S) if initial is None else initial
+        for name, value in (
+            ("mean_rewards", mean_rewards),
+            ("mean_transitions", mean_transitions),
+            ("counts", counts),
+            ("initial", rho),
+            ("bonus", bonus),
+        ):
+            if value is not None:
+                value = np.array(value, dtype=float)
+                value.setflags(write=False)
+            object.__setattr__(out, name, value)
+        object.__setattr__(out, "sigma", float(sigma))
+        return out
+
     def bonus_numerators(self) -> np.ndarray:
         """``c`` (L, S, A): :attr:`bonus`, or Eq. 6's when none was given."""
         if self.bonus is not None:
