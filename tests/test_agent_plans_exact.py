@@ -344,3 +344,23 @@ def test_k_learning_plans_equal_the_checked_reference(params, monkeypatch):
     assert_same_trace(ref_trace, trace)
     for name in ("K", "pi", "values", "tau"):
         np.testing.assert_array_equal(getattr(agent, name), getattr(ref, name), err_msg=name)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_moment_matching_terms_equal_the_dirichlet_covariances(seed):
+    """The local term's four parts, formed with one pbar, equal dirichlet_covariance's bits."""
+    rng = np.random.default_rng(seed)
+    S, A = 2 + seed, 3
+    alpha = rng.gamma(0.5, 2.0, size=(S, A, S)) + (seed % 2) * 1e3
+    mean = rng.normal(size=alpha.shape) * 10.0**seed
+    var = rng.random(alpha.shape)
+    values = rng.normal(size=S) * 10.0 ** (2 - seed)
+    g = 0.9
+    terms = uncertainty.moment_matching_local(alpha, mean, var, values, g)
+    p = alpha / alpha.sum(axis=-1, keepdims=True)
+    A_ = dirichlet_covariance(alpha, mean, mean)
+    B_ = np.sum(p * var, axis=-1)
+    C_ = dirichlet_covariance(alpha, mean, values)
+    D_ = dirichlet_covariance(alpha, values, values)
+    for got, want in zip(terms, (A_ + B_ + 2 * g * C_ + g**2 * D_, A_, B_, C_, D_), strict=True):
+        np.testing.assert_array_equal(got, want)
