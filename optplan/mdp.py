@@ -7,6 +7,13 @@ Array naming (used everywhere in optplan):
 * ``action_mask[s, a]`` is ``True`` where action ``a`` is admissible in state ``s``
   (the admissible sets A(x) of accelerating-ucb-indices-mdp §2).
 
+A :class:`TabularMDP` holds ``P`` in one of two formats (:attr:`TabularMDP.P_format`): dense,
+an ``(S, A, S)`` array, or sparse, a ``scipy.sparse`` CSR matrix of shape ``(S·A, S)`` whose
+row ``s·A + a`` is ``P[s, a, :]`` (the layout in which ``P v`` is one sparse mat-vec and a
+policy's chain a row gather). :attr:`TabularMDP.P_rows` is the ``(S·A, S)`` matrix in either
+format; :meth:`TabularMDP.dense_P` is the one densifying accessor, and it refuses a dense copy
+larger than :data:`DENSE_VIEW_MAX_BYTES`.
+
 Every check runs at construction and raises ``ValueError``/``TypeError`` naming the field and
 the offending value, so a model that exists is a valid model.
 """
@@ -43,6 +50,8 @@ __all__ = [
     "MAX_MODEL_BYTES",
     "check_model_size",
     "shape_fault",
+    "DENSE_VIEW_MAX_BYTES",
+    "is_sparse",
 ]
 
 #: Every planning criterion, in this order everywhere (model files, CLI choices, sweeps). A
@@ -58,6 +67,14 @@ MAX_MODEL_BYTES = 2 * 2**30
 #: within this of 1: float32 round-off (about 1e-7 per entry) or decimals rounded to a few
 #: places. A row further off is a wrong row, not a rounded one, and is refused either way.
 NORMALIZE_TOL = 1e-6
+#: The largest dense ``(S, A, S)`` float64 copy :meth:`TabularMDP.dense_P` makes of a sparse
+#: model (512 MiB: S = 4,096 with A = 4); beyond it the accessor raises, naming the size.
+DENSE_VIEW_MAX_BYTES = 2**29
+
+
+def is_sparse(value) -> bool:
+    """Whether ``value`` is a ``scipy.sparse`` matrix or array (without importing scipy)."""
+    return type(value).__module__.startswith("scipy.sparse")
 
 
 def check_model_size(
@@ -243,6 +260,85 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
         )
 
 
+def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool):
+    """A sparse ``P`` as a validated, read-only, canonical float64 CSR matrix of shape
+    ``(S·A, S)`` (row ``s·A + a``): entries finite and non-negative, duplicate entries summed,
+    explicit zeros dropped, admissible rows summing to 1 (``normalize``: rescaled when within
+    :data:`NORMALIZE_TOL`). Errors name ``(s, a)``, ``s'`` and the value. The input is copied
+    unless it is already such a matrix (``with_mask`` / ``with_discount`` pass it on)."""
+    import scipy.sparse as sp
+
+    if P.ndim != 2:
+        raise OptplanError(f"P (sparse) must be 2-D of shape (S*A, S), got shape {P.shape}")
+    if P.shape != (S * A, S):
+        hint = ""
+        if P.shape == (A * S, S) or P.shape == (S, A * S):
+            hint = "; row s*A + a holds P[s, a, :]"
+        raise OptplanError(
+            f"P (sparse) has shape {P.shape}, expected (S*A, S) = ({S * A}, {S}) from R of "
+            f"shape ({S}, {A}){hint}"
+        )
+    if P.dtype.kind not in "biuf":
+        raise OptplanTypeError(f"P must be a real numeric sparse matrix, got dtype {P.dtype}")
+    copied = not _frozen_csr(P)
+    if copied:
+        P = sp.csr_matrix(P, dtype=np.float64, copy=True)
+        P.sum_duplicates()
+    data = P.data
+
+    def where(k: int) -> str:
+        row = int(np.searchsorted(P.indptr, k, side="right")) - 1
+        s, a = divmod(row, A)
+        return f"(s, a) = ({s}, {a}), s'={int(P.indices[k])}"
+
+    bad = ~np.isfinite(data)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise OptplanError(f"P has a non-finite entry {float(data[k])!r} at {where(k)}")
+    neg = data < 0
+    if neg.any():
+        k = int(np.argmax(neg))
+        raise OptplanError(f"P has a negative entry {float(data[k])!r} at {where(k)}")
+    if copied:
+        P.eliminate_zeros()
+        data = P.data
+    sums = np.add.reduceat(data, P.indptr[:-1]) if data.size else np.zeros(S * A)
+    sums = np.where(np.diff(P.indptr) > 0, sums, 0.0)  # reduceat repeats a value for empty rows
+    if normalize and copied:
+        near = np.abs(sums - 1.0) <= NORMALIZE_TOL
+        scale = np.where(near & (sums > 0), 1.0 / np.where(sums > 0, sums, 1.0), 1.0)
+        data *= np.repeat(scale, np.diff(P.indptr))
+        sums = np.where(near & (sums > 0), 1.0, sums)
+    off = np.abs(sums - 1.0)
+    bad = (off > ROW_SUM_TOL) & mask.reshape(-1)
+    if bad.any():
+        row = int(np.argmax(bad))
+        s, a = divmod(row, A)
+        raise OptplanError(
+            f"row P[(s, a) = ({s}, {a})] (sparse row {row}) sums to {float(sums[row])!r}, "
+            f"not 1 (tolerance {ROW_SUM_TOL}){_hint(float(off[bad].max()))}"
+        )
+    for arr in (P.data, P.indices, P.indptr):
+        arr.setflags(write=False)
+    return P
+
+
+def _frozen_csr(P) -> bool:
+    """A canonical float64 ``csr_matrix`` whose arrays no one can write (a validated model's)."""
+    import scipy.sparse as sp
+
+    return (
+        isinstance(P, sp.csr_matrix)
+        and P.dtype == np.float64
+        and P.has_canonical_format
+        and not any(a.flags.writeable for a in (P.data, P.indices, P.indptr))
+    )
+
+
+def _dense_bytes(S: int, A: int) -> int:
+    return S * A * S * 8
+
+
 def check_reward_scale(R: np.ndarray, mask: np.ndarray, horizon: float, what: str) -> None:
     """Refuse rewards whose values would overflow float64: the largest admissible ``|R|``
     times ``max(2, horizon)`` (a value sums up to ``horizon`` rewards, a span or a gap
@@ -309,10 +405,13 @@ class TabularMDP(StateActionSizes):
 
     Parameters
     ----------
-    P : array_like, shape (S, A, S)
+    P : array_like, shape (S, A, S), or scipy.sparse matrix, shape (S·A, S)
         ``P[s, a, s']`` = probability of moving to ``s'`` after action ``a`` in ``s``.
         Rows of admissible ``(s, a)`` must sum to 1; rows of masked-out pairs are ignored
-        (they may be all zeros) but must be finite and non-negative.
+        (they may be all zeros) but must be finite and non-negative. A ``scipy.sparse``
+        matrix (any format) is held as a canonical CSR matrix (row ``s·A + a`` is
+        ``P[s, a, :]``; duplicates summed, explicit zeros dropped): see :attr:`P_format`,
+        :attr:`P_rows` and :meth:`dense_P`. Its errors name ``(s, a)``, ``s'`` and the value.
     R : array_like, shape (S, A)
         Expected one-step reward ``r_{x,a}``.
     discount : float in [0, 1), optional
@@ -344,18 +443,23 @@ class TabularMDP(StateActionSizes):
     def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
         normalize = _check_normalize(normalize)
-        P = _as_float_array("P", self.P, 3)
+        sparse = is_sparse(self.P)
+        P = None if sparse else _as_float_array("P", self.P, 3)
         R = _as_float_array("R", self.R, 2)
         S, A = R.shape
-        _check_shapes(P, R)
+        if not sparse:
+            _check_shapes(P, R)
         if S == 0 or A == 0:
             raise OptplanError(
                 f"the model needs at least one state and one action, got R {R.shape}"
             )
         mask = check_action_mask(self.action_mask, (S, A))
-        if normalize:
-            P = _normalized(P)
-        _check_transitions(P, mask, "sa")
+        if sparse:
+            P = _sparse_transitions(self.P, S, A, mask, normalize)
+        else:
+            if normalize:
+                P = _normalized(P)
+            _check_transitions(P, mask, "sa")
         discount = self.discount
         if discount is not None:
             if isinstance(discount, bool) or not isinstance(discount, (int, float, np.floating)):
@@ -382,6 +486,70 @@ class TabularMDP(StateActionSizes):
         """``(S, A)``."""
         return self.R.shape
 
+    @property
+    def P_format(self) -> str:
+        """``"dense"`` (``P`` is an ``(S, A, S)`` array) or ``"csr"`` (``P`` is a
+        ``scipy.sparse.csr_matrix`` of shape ``(S·A, S)``, row ``s·A + a``)."""
+        return "csr" if is_sparse(self.P) else "dense"
+
+    @property
+    def sparse(self) -> bool:
+        """Whether ``P`` is held sparse (:attr:`P_format` ``"csr"``)."""
+        return is_sparse(self.P)
+
+    @property
+    def P_rows(self):
+        """``P`` as the ``(S·A, S)`` matrix of rows ``s·A + a``, in the model's own format
+        (a view of the dense array, or the CSR matrix): ``P_rows @ v`` is ``sum_s' P[s, a, s']
+        v[s']`` flattened, in either format, without a copy."""
+        if self.sparse:
+            return self.P
+        S, A = self.R.shape
+        return self.P.reshape(S * A, S)
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored transition probabilities (every entry of a dense ``P``)."""
+        return int(self.P.nnz) if self.sparse else int(self.P.size)
+
+    def dense_P(self) -> np.ndarray:
+        """``P`` as a read-only ``(S, A, S)`` array: the model's own when dense, a copy when
+        sparse. A copy larger than :data:`DENSE_VIEW_MAX_BYTES` is refused with an
+        ``OptplanError`` naming the size, so no code densifies a large model by accident."""
+        if not self.sparse:
+            return self.P
+        S, A = self.R.shape
+        nbytes = _dense_bytes(S, A)
+        if nbytes > DENSE_VIEW_MAX_BYTES:
+            raise OptplanError(
+                f"a dense P of this sparse model (S={S}, A={A}) would take {nbytes:,} bytes "
+                f"({nbytes / 2**30:.3g} GiB), above the {DENSE_VIEW_MAX_BYTES / 2**30:g} GiB "
+                "of optplan.mdp.DENSE_VIEW_MAX_BYTES: this computation needs a dense model; "
+                "the discounted and average-reward fast paths (and their LPs) run sparse"
+            )
+        out = self.P.toarray().reshape(S, A, S)
+        out.setflags(write=False)
+        return out
+
+    def to_dense(self) -> TabularMDP:
+        """The same model with ``P`` dense (itself when it is; :meth:`dense_P`'s size limit)."""
+        if not self.sparse:
+            return self
+        return TabularMDP(
+            self.dense_P(), self.R, self.discount, self.initial, self.action_mask, self.name
+        )
+
+    def to_sparse(self) -> TabularMDP:
+        """The same model with ``P`` a CSR matrix of shape ``(S·A, S)`` (itself when it is)."""
+        if self.sparse:
+            return self
+        import scipy.sparse as sp
+
+        return TabularMDP(
+            sp.csr_matrix(self.P_rows), self.R, self.discount, self.initial, self.action_mask,
+            self.name,
+        )
+
     def with_mask(self, action_mask) -> TabularMDP:
         """The same model with other admissible action sets (index agents restrict actions)."""
         return TabularMDP(self.P, self.R, self.discount, self.initial, action_mask, self.name)
@@ -396,7 +564,7 @@ class TabularMDP(StateActionSizes):
         return (
             self.name == other.name
             and self.discount == other.discount
-            and np.array_equal(self.P, other.P)
+            and _same_transitions(self, other)
             and np.array_equal(self.R, other.R)
             and np.array_equal(self.initial, other.initial)
             and np.array_equal(self.action_mask, other.action_mask)
@@ -407,7 +575,18 @@ class TabularMDP(StateActionSizes):
     def __repr__(self) -> str:
         crit = "average" if self.discount is None else f"discount={self.discount}"
         label = f"{self.name!r}, " if self.name else ""
-        return f"TabularMDP({label}S={self.n_states}, A={self.n_actions}, {crit})"
+        fmt = f", sparse nnz={self.nnz}" if self.sparse else ""
+        return f"TabularMDP({label}S={self.n_states}, A={self.n_actions}, {crit}{fmt})"
+
+
+def _same_transitions(a: TabularMDP, b: TabularMDP) -> bool:
+    """Equal ``P`` in any pair of formats (a dense one compared as CSR, never densified)."""
+    if a.R.shape != b.R.shape:
+        return False
+    if not a.sparse and not b.sparse:
+        return np.array_equal(a.P, b.P)
+    x, y = a.to_sparse().P, b.to_sparse().P
+    return (x != y).nnz == 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -482,8 +661,9 @@ class FiniteHorizonMDP(StateActionSizes):
             )
         L = check_int("horizon", horizon)
         check_model_size(mdp.n_states, mdp.n_actions, L)
+        P = mdp.dense_P()
         return cls(
-            np.broadcast_to(mdp.P, (L, *mdp.P.shape)),
+            np.broadcast_to(P, (L, *P.shape)),
             np.broadcast_to(mdp.R, (L, *mdp.R.shape)),
             initial=mdp.initial,
             action_mask=mdp.action_mask,

@@ -233,10 +233,15 @@ def bellman_matrix(
     (finite horizon: the next layer's block).
     """
     K, S = P_rows.shape
-    k_idx, s_next = np.nonzero(P_rows)
+    if sp.issparse(P_rows):  # a sparse model's rows: their stored entries, never densified
+        coo = P_rows.tocoo()
+        k_idx, s_next, probs = coo.row, coo.col, coo.data
+    else:
+        k_idx, s_next = np.nonzero(P_rows)
+        probs = P_rows[k_idx, s_next]
     cols = s_next if next_offset is None else s_next + next_offset[k_idx]
     E = sp.csr_matrix((np.ones(K), (np.arange(K), rows_state)), shape=(K, n_cols))
-    Pm = sp.csr_matrix((P_rows[k_idx, s_next], (k_idx, cols)), shape=(K, n_cols))
+    Pm = sp.csr_matrix((probs, (k_idx, cols)), shape=(K, n_cols))
     return (E - discount * Pm).tocsr()
 
 
@@ -244,9 +249,14 @@ def bellman_rows(
     P: np.ndarray, R: np.ndarray, mask: np.ndarray, discount: float = 1.0
 ) -> tuple[sp.csr_matrix, np.ndarray, tuple[np.ndarray, ...]]:
     """The Bellman inequalities ``(E - discount P) v >= r`` of the pairs of ``mask``, one per
-    pair in C order: ``(E - discount P, r, (s_idx, a_idx))`` (:func:`bellman_matrix`)."""
+    pair in C order: ``(E - discount P, r, (s_idx, a_idx))`` (:func:`bellman_matrix`).
+
+    ``P`` dense ``(S, A, S)`` or the ``(S·A, S)`` matrix of rows ``s·A + a`` (a sparse
+    model's ``P_rows``: its rows gathered, the constraint matrix built from its entries)."""
     s_idx, a_idx = admissible_pairs(mask)
-    A = bellman_matrix(P[s_idx, a_idx], s_idx, P.shape[0], discount)
+    S, A = R.shape
+    rows = P[s_idx * A + a_idx] if P.ndim == 2 else P[s_idx, a_idx]
+    A = bellman_matrix(rows, s_idx, S, discount)
     return A, R[s_idx, a_idx], (s_idx, a_idx)
 
 

@@ -46,7 +46,15 @@ from .average import (
     relative_value_iteration,
     stationary,
 )
-from .discounted import discounted_occupancy, evaluate_discounted, value_iteration
+from .discounted import (
+    DENSE_ITERATIVE_MIN_STATES,
+    SPARSE_DIRECT_MAX_STATES,
+    DiscountedPolicyIteration,
+    discounted_occupancy,
+    discounted_policy_iteration,
+    evaluate_discounted,
+    value_iteration,
+)
 from .layered import backward_induction, evaluate_layered, forward_occupancy
 from .multichain import (
     ModelClass,
@@ -65,6 +73,10 @@ __all__ = [
     "APERIODIC_SHRINK",
     "APERIODIC_WINDOW",
     "DENSE_CLASSES_MAX_STATES",
+    "DENSE_ITERATIVE_MIN_STATES",
+    "SPARSE_DIRECT_MAX_STATES",
+    "DiscountedPolicyIteration",
+    "discounted_policy_iteration",
     "ITERATIVE_BUDGET",
     "ITERATIVE_MIN_STATES",
     "ITERATIVE_TOL",

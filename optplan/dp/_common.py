@@ -12,10 +12,12 @@ def masked(q: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, q, -np.inf)
 
 
-def backup(P: np.ndarray, R: np.ndarray, v: np.ndarray, discount: float = 1.0) -> np.ndarray:
-    """``Q[s, a] = R[s, a] + discount * sum_s' P[s, a, s'] v[s']``."""
+def backup(P, R: np.ndarray, v: np.ndarray, discount: float = 1.0) -> np.ndarray:
+    """``Q[s, a] = R[s, a] + discount * sum_s' P[s, a, s'] v[s']``; ``P`` dense ``(S, A, S)``
+    or the ``(S·A, S)`` matrix of rows ``s·A + a`` (dense or ``scipy.sparse``)."""
     S, A = R.shape
-    q = (P.reshape(S * A, -1) @ v).reshape(S, A)
+    rows = P if P.ndim == 2 else P.reshape(S * A, -1)
+    q = np.asarray(rows @ v).reshape(S, A)
     if discount != 1.0:
         q *= discount
     q += R
@@ -51,9 +53,16 @@ def finite_scale(x: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def policy_model(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The Markov chain ``P_pi[s, s']`` and reward ``r_pi[s]`` of a deterministic policy."""
-    idx = np.arange(R.shape[0])
+def policy_model(P, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Markov chain ``P_pi[s, s']`` and reward ``r_pi[s]`` of a deterministic policy.
+
+    ``P`` dense ``(S, A, S)`` gives a dense chain; ``P`` as the ``(S·A, S)`` matrix of rows
+    ``s·A + a`` (a sparse model's :attr:`~optplan.mdp.TabularMDP.P_rows`) gives the chain as
+    one row gather of it, in its format (CSR stays CSR)."""
+    S, A = R.shape
+    idx = np.arange(S)
+    if P.ndim == 2:
+        return P[idx * A + policy], R[idx, policy]
     return P[idx, policy], R[idx, policy]
 
 

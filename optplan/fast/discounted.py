@@ -1,4 +1,5 @@
-"""Fast path of ``DiscountedPlanning``: policy iteration or value iteration (vectorized)."""
+"""Fast path of ``DiscountedPlanning``: policy iteration or value iteration (vectorized), on
+dense or sparse models."""
 
 from __future__ import annotations
 
@@ -6,55 +7,98 @@ import time
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..dp import (
+    DENSE_ITERATIVE_MIN_STATES,
     backup,
     discounted_occupancy,
+    discounted_policy_iteration,
     greedy,
     masked,
     policy_iteration,
     policy_model,
     value_iteration,
 )
-from ..result import PlanResult
+from ..result import OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
 
 ALGORITHMS = ("policy_iteration", "value_iteration")
+EVALUATIONS = ("auto", "direct", "iterative")
 
 
 def solve(
-    problem, algorithm: str = "policy_iteration", tol: float = 1e-10, max_iter: int | None = None
+    problem,
+    algorithm: str = "policy_iteration",
+    tol: float = 1e-10,
+    max_iter: int | None = None,
+    evaluation: str = "auto",
 ) -> PlanResult:
-    """Solve a discounted MDP.
+    """Solve a discounted MDP (``P`` dense or sparse; a sparse model is never densified).
 
     Parameters
     ----------
     algorithm : {"policy_iteration", "value_iteration"}
-        Howard policy iteration (exact; terminates when the greedy policy repeats) or value
-        iteration stopped when ``||V_{k+1} - V_k|| < tol (1 - gamma) / (2 gamma)``, which
-        guarantees ``||V - V*||_inf < tol`` (Puterman Thm 6.3.1).
+        Policy iteration (:func:`optplan.dp.discounted_policy_iteration` on sparse models and
+        on dense ones from :data:`~optplan.dp.DENSE_ITERATIVE_MIN_STATES` states, Howard's
+        :func:`optplan.dp.policy_iteration` on smaller dense ones) or value iteration
+        stopped when ``||V_{k+1} - V_k|| < tol (1 - gamma) / (2 gamma)``, which guarantees
+        ``||V - V*||_inf < tol`` (Puterman Thm 6.3.1).
     tol : float
-        Value-iteration accuracy; for policy iteration the tie tolerance is ``1e-12``.
+        Value iteration: absolute accuracy. Policy iteration with an iterative evaluation:
+        the relative accuracy ``||V - V*||_inf <= tol * max |V|`` its Bellman residual
+        certifies (exact evaluations: the tie tolerance ``1e-12`` only).
     max_iter : int, optional
         Default 1,000 (policy iteration) or 1,000,000 (value iteration).
+    evaluation : {"auto", "direct", "iterative"}
+        How policy iteration evaluates a policy: a factorization of ``I - gamma P_pi``
+        (dense LU, or SuperLU on a sparse model), a warm-started GMRES solve (inexact policy
+        iteration), or by size (``"auto"``: see :func:`optplan.dp.discounted_policy_iteration`).
+
+    The result's ``message`` carries the certified bound ``||V - V*||_inf`` when an
+    iterative evaluation was used; the occupancy is then solved by GMRES too (to 1e-13).
     """
     check_algorithm(algorithm, ALGORITHMS)
+    if evaluation not in EVALUATIONS:
+        raise OptplanError(f"evaluation must be one of {EVALUATIONS}, got {evaluation!r}")
     if max_iter is None:
         max_iter = 1_000 if algorithm == "policy_iteration" else 1_000_000
     check_tol_iter(tol, max_iter)
     mdp = problem.mdp
-    P, R, mask, gamma = mdp.P, mdp.R, mdp.action_mask, mdp.discount
+    R, mask, gamma = mdp.R, mdp.action_mask, mdp.discount
+    S = mdp.n_states
+    P = mdp.P_rows if mdp.sparse else mdp.P
     start = time.perf_counter()
+    iterative = False
     if algorithm == "policy_iteration":
-        status, message, policy, V, Q, _, it = policy_iteration(P, R, mask, gamma, None, max_iter)
+        howard = not mdp.sparse and evaluation != "iterative" and (
+            evaluation == "direct" or S < DENSE_ITERATIVE_MIN_STATES
+        )
+        if howard:
+            status, message, policy, V, Q, _, it = policy_iteration(
+                P, R, mask, gamma, None, max_iter
+            )
+        else:
+            out = discounted_policy_iteration(
+                P, R, mask, gamma, None, max_iter, tol, evaluation
+            )
+            status, message, policy, V, Q, it = (
+                out.status, out.message, out.policy, out.values, out.q, out.iterations,
+            )
+            iterative = out.iterative
+            if iterative and status == OPTIMAL:
+                message = (
+                    f"inexact policy iteration: {out.evaluations} GMRES evaluations, "
+                    f"certified ||V - V*||_inf <= {out.bound:.3g}"
+                )
     else:
         status, message, V, it = value_iteration(P, R, mask, gamma, tol, max_iter)
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))
-    P_pi, _ = policy_model(P, R, policy)
-    d = discounted_occupancy(P_pi, problem.weights, gamma)
+    P_pi, _ = policy_model(mdp.P_rows if mdp.sparse else P, R, policy)
+    d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
     occupancy = np.zeros_like(R)
-    occupancy[np.arange(mdp.n_states), policy] = d
+    occupancy[np.arange(S), policy] = d
     return fast_result(
         algorithm,
         start,

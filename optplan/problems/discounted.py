@@ -66,7 +66,8 @@ class DiscountedPlanning(Problem):
 
     def policy_values(self, policy: np.ndarray) -> np.ndarray:
         """Exact ``V^pi`` of a deterministic policy in this model."""
-        return evaluate_discounted(*policy_model(self.mdp.P, self.mdp.R, policy), self.mdp.discount)
+        mdp = self.mdp  # P_rows: the (S·A, S) rows, dense or sparse
+        return evaluate_discounted(*policy_model(mdp.P_rows, mdp.R, policy), mdp.discount)
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         out = {"value": diff(a.value, b.value), "x": diff(a.values, b.values)}
