@@ -28,6 +28,18 @@ SPARSE_DIRECT_MAX_STATES = 2_000
 #: Restart length and the largest number of restarts of one GMRES evaluation.
 GMRES_RESTART = 30
 GMRES_MAX_RESTARTS = 200
+#: Value-iteration sweeps that pick policy iteration's first policy: at most this many, and
+#: they stop once the greedy policy changed in at most :data:`WARM_FRACTION` of the states for
+#: :data:`WARM_STABLE` sweeps in a row. A sweep is one mat-vec with ``P``; on Taxi (S = 501)
+#: 18 of them leave one policy evaluation instead of 16; on random models with 10 successors
+#: about 5 leave three or four.
+WARM_SWEEPS = 50
+WARM_FRACTION = 1e-2
+WARM_STABLE = 2
+#: The iterative solves' fixed-point phase: at most this many iterations, left for GMRES
+#: once an iteration shrinks the residual by less than this factor.
+FIXED_POINT_MAX = 500
+FIXED_POINT_SLOW = 0.9
 #: First evaluation of the inexact policy iteration: residual ``LOOSE_EVAL`` times the reward
 #: scale; later ones a tenth of the last Bellman residual, down to what the certificate needs.
 LOOSE_EVAL = 1e-3
@@ -54,13 +66,14 @@ def discounted_occupancy(
 ) -> np.ndarray:
     """Normalized discounted state occupancy ``(1-discount) start^T (I - discount P_pi)^{-1}``.
 
-    ``iterative``: a GMRES solve of the transposed system to ``tol`` (absolute, in the
-    ``inf``-norm of the residual; the occupancy sums to 1), for chains too large to factorize.
+    ``iterative``: an iterative solve of the transposed system (a mass-preserving fixed point,
+    then GMRES if the chain mixes slowly) to ``tol`` (absolute, in the ``inf``-norm of the
+    residual; the occupancy sums to 1), for chains too large to factorize.
     """
     b = (1.0 - discount) * start
     if iterative:
-        PT = P_pi.T.tocsr() if is_sparse(P_pi) else np.ascontiguousarray(P_pi.T)
-        return _krylov(PT, b, discount, b.copy(), tol, "the discounted occupancy")
+        PT = P_pi.T  # CSC: its mat-vec scatters, no transposed copy
+        return _krylov(PT, b, discount, start.copy(), tol, "the discounted occupancy", False)
     if is_sparse(P_pi):
         from scipy.sparse.linalg import spsolve
 
@@ -69,10 +82,49 @@ def discounted_occupancy(
     return np.linalg.solve((np.eye(S) - discount * P_pi).T, b)
 
 
-def _krylov(M, b: np.ndarray, discount: float, x0: np.ndarray, tol: float, what: str):
-    """Solve ``(I - discount M) x = b`` by restarted GMRES from ``x0`` until the residual's
-    ``inf``-norm is at most ``tol`` (checked on the true residual); :class:`EvaluationError`
-    when GMRES stalls above it."""
+def _krylov(
+    M, b: np.ndarray, discount: float, x0: np.ndarray, tol: float, what: str, stochastic: bool
+):
+    """Solve ``(I - discount M) x = b`` from ``x0`` until the residual's ``inf``-norm is at
+    most ``tol``; ``M`` is a policy's chain (``stochastic``: rows sum to 1) or its transpose
+    (columns sum to 1).
+
+    First the fixed-point iteration ``y = b + discount M x``, one mat-vec an iteration, made
+    to converge at the chain's mixing rate instead of at ``discount``: for the chain, by
+    MacQueen's extrapolation (``x' = y + discount / (1 - discount) * mid(y - x)`` has residual
+    at most ``discount * span(y - x) / 2``: the slow mode, the constant vector, is removed);
+    for the transpose, by starting from ``x0`` rescaled to the solution's sum
+    ``sum(b) / (1 - discount)``, which the iteration keeps, so the slow mode (the stationary
+    distribution) is never excited. When the increments shrink slowly (a slowly mixing
+    chain) restarted GMRES takes over from where it got, stopped on the true residual.
+    :class:`EvaluationError` when GMRES stalls above ``tol``."""
+    x = x0
+    if not stochastic:
+        total = float(x.sum())
+        if total > 0:
+            x = x * (float(b.sum()) / (1.0 - discount) / total)
+    prev = np.inf
+    for it in range(FIXED_POINT_MAX):
+        y = b + discount * (M @ x)
+        d = y - x
+        lo, hi = float(d.min()), float(d.max())
+        if stochastic:
+            size = discount * (hi - lo) / 2  # the residual of the extrapolated y
+            x = y + (discount / (1.0 - discount)) * 0.5 * (lo + hi)
+        else:
+            size = max(-lo, hi)  # the residual of x
+            if size <= tol:
+                return x
+            x = y
+        if size <= tol:
+            return x
+        if it >= 3 and size > FIXED_POINT_SLOW * prev:
+            break
+        prev = size
+    return _gmres(M, b, discount, x, tol, what)
+
+
+def _gmres(M, b: np.ndarray, discount: float, x0: np.ndarray, tol: float, what: str):
     from scipy.sparse.linalg import LinearOperator, gmres
 
     S = b.size
@@ -83,9 +135,10 @@ def _krylov(M, b: np.ndarray, discount: float, x0: np.ndarray, tol: float, what:
         err = float(np.abs(res).max())
         if err <= tol:
             return x
-        # ||res||_2 <= tol guarantees the inf-norm; a few more iterations, not a rerun
-        dx, _ = gmres(op, res, rtol=0.0, atol=tol, restart=GMRES_RESTART,
-                      maxiter=GMRES_MAX_RESTARTS)
+        # ||res||_2 <= tol guarantees the inf-norm
+        dx, _ = gmres(
+            op, res, rtol=0.0, atol=tol, restart=GMRES_RESTART, maxiter=GMRES_MAX_RESTARTS
+        )
         x = x + dx
     res = b - op.matvec(x)
     err = float(np.abs(res).max())
@@ -125,6 +178,7 @@ def discounted_policy_iteration(
     max_iter: int = 1_000,
     tol: float = 1e-10,
     evaluation: str = "auto",
+    warm_sweeps: int = WARM_SWEEPS,
 ) -> DiscountedPolicyIteration:
     """Policy iteration for the discounted criterion, on dense or sparse models.
 
@@ -148,7 +202,10 @@ def discounted_policy_iteration(
     R, mask : arrays (S, A)
     discount : float in [0, 1)
     policy : array (S,) of int, optional
-        Warm start (ignored when it takes an inadmissible action).
+        Warm start (ignored when it takes an inadmissible action). Without one, up to
+        ``warm_sweeps`` sweeps of value iteration from ``V = 0`` choose the first policy
+        (their greedy one, once it held for :data:`WARM_STABLE` sweeps) and the first
+        evaluation starts from their values.
     max_iter : int
         Largest number of improvements.
     tol : float
@@ -162,11 +219,14 @@ def discounted_policy_iteration(
         iterative = S > SPARSE_DIRECT_MAX_STATES if sparse else S >= DENSE_ITERATIVE_MIN_STATES
     else:
         iterative = evaluation == "iterative"
+    values = np.zeros(S)
+    if policy is None and warm_sweeps > 0:
+        policy, values = _warm_start(rows, R, mask, discount, warm_sweeps)
     policy = start_policy(R, mask, policy)
     idx = np.arange(S)
+    every = bool(mask.all())
     r_scale = float(np.abs(np.where(mask, R, 0.0)).max()) or 1.0
     eval_tol = LOOSE_EVAL * r_scale
-    values = np.zeros(S)
     q = None
     bound = np.inf
     evaluations = 0
@@ -177,7 +237,9 @@ def discounted_policy_iteration(
         try:
             evaluations += 1
             if iterative:
-                values = _krylov(P_pi, r_pi, discount, values, eval_tol, "policy evaluation")
+                values = _krylov(
+                    P_pi, r_pi, discount, values, eval_tol, "policy evaluation", True
+                )
             else:
                 values = evaluate_discounted(P_pi, r_pi, discount)
                 if not np.isfinite(values).all():
@@ -189,7 +251,7 @@ def discounted_policy_iteration(
                 NUMERICAL_ERROR, message, policy, values, q, np.inf, it, evaluations, iterative
             )
         q = backup(rows, R, values, discount)
-        qm = masked(q, mask)
+        qm = q if every else masked(q, mask)
         new = greedy(qm, policy, tol=1e-12)
         top = qm.max(axis=1)
         own = q[idx, policy]
@@ -213,6 +275,27 @@ def discounted_policy_iteration(
     return DiscountedPolicyIteration(
         MAX_ITER, message, policy, values, q, bound, max_iter, evaluations, iterative
     )
+
+
+def _warm_start(rows, R, mask, discount, sweeps):
+    """Value iteration from 0 for at most ``sweeps`` sweeps, stopped once its greedy policy
+    changed in at most :data:`WARM_FRACTION` of the states for :data:`WARM_STABLE` sweeps in
+    a row: ``(greedy policy, values)``."""
+    S = R.shape[0]
+    V = np.zeros(S)
+    policy, held = None, 0
+    every = bool(mask.all())
+    for _ in range(sweeps):
+        qm = backup(rows, R, V, discount)
+        qm = qm if every else masked(qm, mask)
+        new = qm.argmax(axis=1)
+        V = qm.max(axis=1)
+        quiet = policy is not None and np.count_nonzero(new != policy) <= WARM_FRACTION * S
+        held = held + 1 if quiet else 0
+        policy = new
+        if held >= WARM_STABLE:
+            break
+    return policy, V
 
 
 def value_iteration(

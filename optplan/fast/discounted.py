@@ -88,7 +88,7 @@ def solve(
             iterative = out.iterative
             if iterative and status == OPTIMAL:
                 message = (
-                    f"inexact policy iteration: {out.evaluations} GMRES evaluations, "
+                    f"inexact policy iteration: {out.evaluations} iterative evaluations, "
                     f"certified ||V - V*||_inf <= {out.bound:.3g}"
                 )
     else:
