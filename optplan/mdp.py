@@ -375,7 +375,11 @@ def check_action_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
     empty = ~out.any(axis=-1)
     if empty.any():
         idx = first_bad(empty)
-        raise OptplanError(f"action_mask leaves state {index_str(idx)} with no action")
+        row = out[idx].tolist()
+        raise OptplanError(
+            f"action_mask leaves state {index_str(idx)} with no action "
+            f"(action_mask[{index_str(idx)}] = {row})"
+        )
     out.setflags(write=False)
     return out
 

@@ -51,9 +51,21 @@ def _eye(P_pi):
     return sp.identity(P_pi.shape[0], format="csr")
 
 
+#: The residual, relative to ``max |r_pi|``, to which :func:`evaluate_discounted` solves a
+#: sparse chain above :data:`SPARSE_DIRECT_MAX_STATES` states iteratively (its values are then
+#: within ``EXACT_RESIDUAL max|r_pi| / (1 - discount)`` of the exact ones).
+EXACT_RESIDUAL = 1e-13
+
+
 def evaluate_discounted(P_pi, r_pi: np.ndarray, discount: float) -> np.ndarray:
-    """``V = (I - discount P_pi)^{-1} r_pi`` (dense LU, or a sparse LU for a sparse chain)."""
+    """``V = (I - discount P_pi)^{-1} r_pi``: a dense LU; for a sparse chain a sparse LU up to
+    :data:`SPARSE_DIRECT_MAX_STATES` states, beyond (where a random chain's LU fills in) the
+    iterative solve of :func:`discounted_policy_iteration` to a residual of
+    :data:`EXACT_RESIDUAL` times ``max |r_pi|``."""
     if is_sparse(P_pi):
+        if P_pi.shape[0] > SPARSE_DIRECT_MAX_STATES:
+            tol = EXACT_RESIDUAL * (float(np.abs(r_pi).max()) or 1.0)
+            return _krylov(P_pi, r_pi, discount, np.zeros_like(r_pi), tol, "V^pi", True)
         from scipy.sparse.linalg import spsolve
 
         return spsolve((_eye(P_pi) - discount * P_pi).tocsc(), r_pi)

@@ -1,0 +1,212 @@
+"""Sparse transition models: the same model held dense and sparse gives the same answers,
+the sparse paths never densify, and bad sparse input is refused where it enters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import optplan as op
+from optplan import mdp as mdp_module
+from optplan._checks import OptplanError, OptplanTypeError
+from optplan.dp import discounted_policy_iteration
+from optplan.problems.discounted import DiscountedPlanning
+
+
+def random_model(seed: int, discount: float | None = 0.9, dense_rows: bool = False):
+    """A random model with rows of a few successors, sometimes a mask."""
+    rng = np.random.default_rng(seed)
+    S, A = int(rng.integers(2, 40)), int(rng.integers(1, 5))
+    k = S if dense_rows else int(rng.integers(1, min(S, 6) + 1))
+    P = np.zeros((S, A, S))
+    for s in range(S):  # test data only
+        for a in range(A):
+            succ = rng.choice(S, size=k, replace=False)
+            P[s, a, succ] = rng.dirichlet(np.ones(k))
+    R = rng.normal(size=(S, A))
+    mask = None
+    if A > 1 and rng.random() < 0.5:
+        mask = rng.random((S, A)) < 0.7
+        mask[np.arange(S), rng.integers(0, A, S)] = True
+    return op.TabularMDP(P, R, discount=discount, action_mask=mask)
+
+
+def sparse_of(mdp):
+    S, A = mdp.shape
+    return op.TabularMDP(
+        sp.csr_matrix(mdp.P.reshape(S * A, S)), mdp.R, mdp.discount, mdp.initial,
+        mdp.action_mask,
+    )
+
+
+def close(a, b, tol):
+    scale = max(1.0, float(np.abs(a).max()))
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max()) <= tol * scale
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+def test_sparse_model_interface():
+    dense = random_model(0)
+    sparse = sparse_of(dense)
+    S, A = dense.shape
+    assert (dense.P_format, sparse.P_format) == ("dense", "csr")
+    assert sparse.sparse and not dense.sparse
+    assert sparse.P.shape == (S * A, S) and sparse.nnz == np.count_nonzero(dense.P)
+    assert np.array_equal(sparse.dense_P(), dense.P)
+    assert np.array_equal(dense.P_rows, dense.P.reshape(S * A, S))
+    assert sparse == dense and dense == sparse
+    assert sparse.to_dense() == dense and dense.to_sparse() == sparse
+    assert sparse.to_sparse() is sparse and dense.to_dense() is dense
+    # passed on, not copied: with_mask / with_discount keep the validated matrix
+    assert sparse.with_discount(0.5).P is sparse.P
+    assert "sparse" in repr(sparse)
+    # read-only: a validated model cannot be changed through its arrays
+    with pytest.raises(ValueError):
+        sparse.P.data[0] = 2.0
+
+
+def test_sparse_input_is_copied_and_canonical():
+    S, A = 3, 2
+    rows = np.array([0, 0, 1, 2, 3, 4, 5, 0])
+    cols = np.array([0, 1, 2, 0, 1, 2, 0, 0])
+    vals = np.array([0.25, 0.5, 1, 1, 1, 1, 1, 0.25])  # (0, 0) given twice: summed
+    coo = sp.coo_matrix((vals, (rows, cols)), shape=(S * A, S))
+    m = op.TabularMDP(coo, np.zeros((S, A)), discount=0.5)
+    assert m.P.format == "csr" and m.P.has_canonical_format
+    assert m.dense_P()[0, 0, 0] == 0.5
+    coo.data[:] = 7.0
+    assert m.dense_P()[0, 0, 0] == 0.5
+
+
+def test_sparse_normalize():
+    dense = random_model(3)
+    S, A = dense.shape
+    P = sp.csr_matrix(dense.P.reshape(S * A, S) * (1 + 1e-8))
+    with pytest.raises(OptplanError, match="normalize=True"):
+        op.TabularMDP(P, dense.R)
+    m = op.TabularMDP(P, dense.R, normalize=True)
+    assert np.allclose(np.asarray(m.P.sum(axis=1)).ravel(), 1.0, atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda P: P.__setitem__((3, 1), P[3, 1] + 0.1), r"row P\[\(s, a\) = \(1, 1\)\].* sums to 1\.1"),
+        (lambda P: P.__setitem__((3, 1), np.nan), r"non-finite entry nan at \(s, a\) = \(1, 1\), s'=1"),
+        (lambda P: (P.__setitem__((3, 1), -0.1), P.__setitem__((3, 2), P[3, 2] + 0.1)),
+         r"negative entry -0\.1 at \(s, a\) = \(1, 1\), s'=1"),
+    ],
+)
+def test_sparse_bad_entries(edit, match):
+    rng = np.random.default_rng(1)
+    S, A = 4, 2
+    P = rng.dirichlet(np.ones(S), size=S * A)
+    edit(P)
+    with pytest.raises(OptplanError, match=match):
+        op.TabularMDP(sp.csr_matrix(P), rng.random((S, A)))
+
+
+def test_sparse_bad_shape_mask_and_type():
+    S, A = 4, 2
+    P = sp.csr_matrix(np.full((S * A, S), 1 / S))
+    with pytest.raises(OptplanError, match=r"shape \(4, 8\), expected \(S\*A, S\) = \(8, 4\)"):
+        op.TabularMDP(P.T.tocsr(), np.zeros((S, A)))
+    with pytest.raises(OptplanError, match=r"shape \(8, 4\), expected .* \(12, 4\)"):
+        op.TabularMDP(P, np.zeros((S, 3)))
+    mask = np.ones((S, A), bool)
+    mask[2] = False
+    with pytest.raises(OptplanError, match=r"leaves state 2 with no action .*\[False, False\]"):
+        op.TabularMDP(P, np.zeros((S, A)), action_mask=mask)
+    with pytest.raises(OptplanTypeError, match="real numeric"):
+        op.TabularMDP(P.astype(complex), np.zeros((S, A)))
+    # a masked-out row may be empty
+    Q = P.tolil()
+    Q[1, :] = 0
+    mask = np.ones((S, A), bool)
+    mask[0, 1] = False
+    assert op.TabularMDP(Q.tocsr(), np.zeros((S, A)), action_mask=mask).nnz == S * A * S - S
+
+
+def test_dense_view_is_refused_above_the_limit(monkeypatch):
+    sparse = sparse_of(random_model(2))
+    S, A = sparse.shape
+    monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
+    with pytest.raises(OptplanError, match=rf"S={S}, A={A}\) would take {S * A * S * 8:,} bytes"):
+        sparse.dense_P()
+    # the sparse paths never ask for it
+    fast = DiscountedPlanning(sparse).solve()
+    assert fast.status == "optimal"
+
+
+# -- discounted ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_discounted_dense_and_sparse_agree(seed):
+    dense = random_model(seed, discount=float(np.random.default_rng(seed).choice([0.5, 0.9, 0.99])))
+    sparse = sparse_of(dense)
+    a = DiscountedPlanning(dense).solve()
+    b = DiscountedPlanning(sparse).solve()
+    assert a.status == b.status == "optimal"
+    assert np.array_equal(a.policy, b.policy)
+    assert close(a.values, b.values, 1e-10)
+    assert close(a.occupancy, b.occupancy, 1e-10)
+    assert np.allclose(a.q, b.q, rtol=0, atol=1e-10 * max(1.0, np.abs(a.values).max()))
+    vi = DiscountedPlanning(sparse).solve(algorithm="value_iteration", tol=1e-11)
+    assert close(vi.values, a.values, 1e-10)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_iterative_evaluation_certifies_its_accuracy(seed, fmt):
+    dense = random_model(seed, discount=0.99)
+    model = dense if fmt == "dense" else sparse_of(dense)
+    rows, R, mask = model.P_rows, model.R, model.action_mask
+    exact = DiscountedPlanning(dense).solve(evaluation="direct")
+    rounding = 1e-12 * np.abs(exact.values).max()  # the LU's own error at discount 0.99
+    for tol in (1e-6, 1e-10):
+        out = discounted_policy_iteration(rows, R, mask, 0.99, tol=tol, evaluation="iterative")
+        assert out.status == "optimal" and out.iterative
+        err = float(np.abs(out.values - exact.values).max())
+        assert err <= out.bound + rounding
+        assert out.bound <= tol * np.abs(out.values).max()
+    fast = DiscountedPlanning(model).solve(evaluation="iterative")
+    assert "certified" in fast.message
+    assert close(fast.occupancy, exact.occupancy, 1e-10)
+
+
+def test_inexact_policy_iteration_on_a_slow_chain_falls_back_to_gmres():
+    # a ring: the policy's chain mixes slowly, the fixed point stalls, GMRES finishes
+    S = 400
+    P = sp.lil_matrix((S, S))
+    for s in range(S):  # test data only
+        P[s, (s + 1) % S] = 0.99
+        P[s, s] = 0.01
+    R = np.sin(np.arange(S))[:, None]
+    m = op.TabularMDP(P.tocsr(), R, discount=0.999)
+    out = discounted_policy_iteration(m.P_rows, m.R, m.action_mask, 0.999, tol=1e-10,
+                                      evaluation="iterative")
+    exact = discounted_policy_iteration(m.P_rows, m.R, m.action_mask, 0.999, evaluation="direct")
+    assert out.status == "optimal"
+    assert np.abs(out.values - exact.values).max() <= out.bound
+
+
+def test_cross_check_on_a_sparse_model():
+    sparse = sparse_of(random_model(5, discount=0.95))
+    result = op.cross_check(DiscountedPlanning(sparse))
+    assert result.agree, result.message
+
+
+@pytest.mark.slow
+def test_cross_check_sparse_discounted_at_ten_thousand_states():
+    rng = np.random.default_rng(0)
+    S, A, K = 10_000, 2, 5
+    indices = rng.integers(0, S, size=S * A * K)
+    data = rng.dirichlet(np.ones(K), size=S * A).ravel()
+    P = sp.csr_matrix((data, indices, np.arange(0, S * A * K + 1, K)), shape=(S * A, S))
+    m = op.TabularMDP(P, rng.random((S, A)), discount=0.9)
+    result = op.cross_check(DiscountedPlanning(m))
+    assert result.agree, result.message
