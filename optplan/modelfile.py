@@ -10,6 +10,9 @@ A model file has one of two forms.
     discount = 0.95                    # required iff criterion = "discounted"
     P = [[[...], ...], ...]            # P[s][a][s']   (finite_horizon: P[l][s][a][s'])
     R = [[...], ...]                   # R[s][a]       (finite_horizon: R[l][s][a])
+    # or, for a sparse model (average / discounted), instead of P: P's CSR arrays, the
+    # (S*A, S) matrix whose row s*A + a is P[s][a] (scipy.sparse.csr_matrix's fields)
+    P_csr = {indptr = [...], indices = [...], data = [...]}
     initial = [...]                    # optional, default uniform
     action_mask = [[true, ...], ...]   # optional, default all admissible
                                        # (finite_horizon: [s][a] for every layer or [l][s][a])
@@ -54,7 +57,8 @@ __all__ = ["load_model", "save_model", "load_counts", "CRITERIA"]
 #: The values of the ``criterion`` key.
 
 _COMMON_KEYS = ("name", "description", "criterion", "discount")
-_ARRAY_KEYS = ("P", "R", "initial", "action_mask")
+_ARRAY_KEYS = ("P", "P_csr", "R", "initial", "action_mask")
+_CSR_KEYS = ("indptr", "indices", "data")
 _GENERATOR_KEYS = ("generator", "horizon")
 
 Model = TabularMDP | FiniteHorizonMDP
@@ -89,6 +93,42 @@ def _array(path: Path, key: str, value: Any, ndims: tuple[int, ...], kind: str) 
         names = ", ".join(sorted(t.__name__ for t in bad))
         raise _fail(path, key, f"must hold {kind}s only, found {names}")
     return arr.astype(bool if kind == "bool" else float)
+
+
+def _csr(path: Path, table: Any, S: int, A: int):
+    """``P_csr = {indptr, indices, data}`` -> a CSR matrix of shape ``(S*A, S)``; the arrays'
+    consistency checked here (naming the key), the probabilities by ``TabularMDP``."""
+    import scipy.sparse as sp
+
+    key = "P_csr"
+    if not isinstance(table, dict):
+        raise _fail(path, key, f"must be a table {{indptr, indices, data}}, got {type(table).__name__}")
+    _unknown_keys(path, table, _CSR_KEYS, "P_csr")
+    for k in _CSR_KEYS:
+        if k not in table:
+            raise _fail(path, key, f"needs '{k}' (the keys are {', '.join(_CSR_KEYS)})")
+    data = _array(path, f"{key}.data", table["data"], (1,), "number")
+    ints = {}
+    for k in ("indptr", "indices"):
+        arr = _array(path, f"{key}.{k}", table[k], (1,), "number")
+        if arr.size and (arr != np.round(arr)).any():
+            raise _fail(path, f"{key}.{k}", "must hold integers")
+        ints[k] = arr.astype(np.int64)
+    indptr, indices = ints["indptr"], ints["indices"]
+    if indptr.size != S * A + 1 or (indptr.size and indptr[0] != 0):
+        raise _fail(
+            path, f"{key}.indptr", f"must have S*A + 1 = {S * A + 1} entries starting at 0 "
+            f"(R has shape ({S}, {A})), got {indptr.size}"
+        )
+    if (np.diff(indptr) < 0).any() or indptr[-1] != data.size or indices.size != data.size:
+        raise _fail(
+            path, key, f"inconsistent arrays: indptr must be non-decreasing and end at "
+            f"len(data) = len(indices) ({data.size}, {indices.size}), ends at {indptr[-1]}"
+        )
+    if indices.size and (indices.min() < 0 or indices.max() >= S):
+        bad = int(indices[(indices < 0) | (indices >= S)][0])
+        raise _fail(path, f"{key}.indices", f"holds state {bad}, outside 0..{S - 1}")
+    return sp.csr_matrix((data, indices, indptr), shape=(S * A, S))
 
 
 def _check_shape(path: Path, key: str, arr: np.ndarray, expected: tuple[int, ...], why: str):
@@ -130,15 +170,22 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
     _unknown_keys(path, data, _COMMON_KEYS + _ARRAY_KEYS, "an explicit-array model")
     criterion, discount = _criterion(path, data, default=None)
     layered = criterion == "finite_horizon"
-    for key in ("P", "R"):
+    if "P" in data and "P_csr" in data:
+        raise _fail(path, "P_csr", "and 'P' are two forms of the same array: give one")
+    for key in ("P" if "P_csr" not in data else "P_csr", "R"):
         if key not in data:
             raise _fail(path, key, "is required in an explicit-array model (or set 'generator')")
-    P = _array(path, "P", data["P"], (4,) if layered else (3,), "number")
     R = _array(path, "R", data["R"], (3,) if layered else (2,), "number")
     S, A = R.shape[-2:]
-    fault = shape_fault(P.shape, R.shape)  # names R when P is consistent and R is not
-    if fault is not None:
-        raise _fail(path, *fault)
+    if "P_csr" in data:
+        if layered:
+            raise _fail(path, "P_csr", "is for average and discounted models; use P")
+        P = _csr(path, data["P_csr"], S, A)
+    else:
+        P = _array(path, "P", data["P"], (4,) if layered else (3,), "number")
+        fault = shape_fault(P.shape, R.shape)  # names R when P is consistent and R is not
+        if fault is not None:
+            raise _fail(path, *fault)
     initial = mask = None
     if "initial" in data:
         initial = _array(path, "initial", data["initial"], (1,), "number")
@@ -302,7 +349,8 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
     Floats are written by :mod:`tomli_w` with ``repr``, the shortest string that parses back
     to the same double, so ``load_model(save_model(m, f)) == m`` holds bit for bit.
     ``initial`` is written only when it is not uniform, ``action_mask`` only when some action
-    is masked out (the defaults reproduce both exactly).
+    is masked out (the defaults reproduce both exactly). A sparse model is written compactly,
+    as ``P_csr`` (its CSR arrays), and read back sparse.
 
     Parameters
     ----------
@@ -344,8 +392,17 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
         doc["initial"] = model.initial.tolist()
     if not model.action_mask.all():
         doc["action_mask"] = model.action_mask.tolist()
-    doc["P"] = model.P.tolist()
-    doc["R"] = model.R.tolist()
+    if getattr(model, "sparse", False):
+        P = model.P
+        doc["R"] = model.R.tolist()
+        doc["P_csr"] = {
+            "indptr": P.indptr.tolist(),
+            "indices": P.indices.tolist(),
+            "data": P.data.tolist(),
+        }
+    else:
+        doc["P"] = model.P.tolist()
+        doc["R"] = model.R.tolist()
     try:
         path.write_text(tomli_w.dumps(doc), encoding="utf-8")
     except OSError as exc:

@@ -210,3 +210,37 @@ def test_cross_check_sparse_discounted_at_ten_thousand_states():
     m = op.TabularMDP(P, rng.random((S, A)), discount=0.9)
     result = op.cross_check(DiscountedPlanning(m))
     assert result.agree, result.message
+
+
+# -- model files ---------------------------------------------------------------------------
+
+
+def test_model_file_round_trip_is_compact_and_sparse(tmp_path):
+    from optplan.modelfile import load_model, save_model
+
+    sparse = sparse_of(random_model(4, discount=0.9))
+    path = save_model(sparse, tmp_path / "m.toml")
+    text = path.read_text()
+    assert "P_csr" in text and "\nP = " not in text
+    back = load_model(path)
+    assert back.sparse and back == sparse
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        ("P_csr = {indptr = [0, 1, 2], indices = [0, 5], data = [1.0, 1.0]}", r"state 5, outside"),
+        ("P_csr = {indptr = [0, 1], indices = [0], data = [1.0]}", r"S\*A \+ 1 = 3 entries"),
+        ("P_csr = {indptr = [0, 1, 2], indices = [0, 1], data = [1.0, 0.5]}", r"sums to 0\.5"),
+        ("P_csr = {indptr = [0, 1, 2], indices = [0, 1]}", r"needs 'data'"),
+        ("P_csr = {indptr = [0, 1, 2], indices = [0, 1], data = [1.0, 1.0]}\nP = [[[1.0]]]",
+         r"two forms"),
+    ],
+)
+def test_model_file_bad_csr(tmp_path, table, match):
+    from optplan.modelfile import load_model
+
+    path = tmp_path / "bad.toml"
+    path.write_text(f'criterion = "average"\nR = [[0.0], [1.0]]\n{table}\n')
+    with pytest.raises(OptplanError, match=match):
+        load_model(path)

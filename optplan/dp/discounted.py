@@ -24,7 +24,7 @@ from ._common import EvaluationError, backup, greedy, masked, policy_model, star
 DENSE_ITERATIVE_MIN_STATES = 1_000
 #: Up to this many states a sparse model's policies are evaluated by a sparse LU (SuperLU);
 #: above it by a warm-started Krylov solve (a random chain's LU fills in).
-SPARSE_DIRECT_MAX_STATES = 2_000
+SPARSE_DIRECT_MAX_STATES = 1_000
 #: Restart length and the largest number of restarts of one GMRES evaluation.
 GMRES_RESTART = 30
 GMRES_MAX_RESTARTS = 200
