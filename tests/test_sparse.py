@@ -200,14 +200,21 @@ def test_cross_check_on_a_sparse_model():
     assert result.agree, result.message
 
 
-@pytest.mark.slow
-def test_cross_check_sparse_discounted_at_ten_thousand_states():
-    rng = np.random.default_rng(0)
-    S, A, K = 10_000, 2, 5
-    indices = rng.integers(0, S, size=S * A * K)
+def local_sparse_model(S: int, A: int = 2, K: int = 5, discount=0.9, seed: int = 0):
+    """Each pair moves to ``K`` states near its own (a ring): sparse, with a sparse LP whose
+    factorization does not fill in (random successors make Clarabel's KKT system dense)."""
+    rng = np.random.default_rng(seed)
+    own = np.repeat(np.arange(S), A * K).reshape(S * A, K)
+    indices = ((own + rng.integers(-8, 9, size=own.shape)) % S).ravel()
     data = rng.dirichlet(np.ones(K), size=S * A).ravel()
     P = sp.csr_matrix((data, indices, np.arange(0, S * A * K + 1, K)), shape=(S * A, S))
-    m = op.TabularMDP(P, rng.random((S, A)), discount=0.9)
+    return op.TabularMDP(P, rng.random((S, A)), discount=discount)
+
+
+@pytest.mark.slow
+def test_cross_check_sparse_discounted_at_ten_thousand_states():
+    m = local_sparse_model(10_000)
+    assert m.sparse
     result = op.cross_check(DiscountedPlanning(m))
     assert result.agree, result.message
 
