@@ -251,3 +251,64 @@ def test_model_file_bad_csr(tmp_path, table, match):
     path.write_text(f'criterion = "average"\nR = [[0.0], [1.0]]\n{table}\n')
     with pytest.raises(OptplanError, match=match):
         load_model(path)
+
+
+# -- average reward ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("algorithm", ["policy_iteration", "relative_value_iteration"])
+def test_average_reward_dense_and_sparse_agree(seed, algorithm):
+    from optplan.problems.average_reward import AverageRewardPlanning
+
+    dense = random_model(seed, discount=None)
+    a = AverageRewardPlanning(dense).solve(algorithm=algorithm)
+    b = AverageRewardPlanning(sparse_of(dense)).solve(algorithm=algorithm)
+    assert a.status == b.status
+    if a.status == "optimal":
+        assert np.array_equal(a.policy, b.policy)
+        assert close(a.gain, b.gain, 1e-10)
+        assert close(a.bias, b.bias, 1e-10)
+        assert close(a.occupancy, b.occupancy, 1e-10)
+
+
+def test_average_reward_large_sparse_chain_is_evaluated_iteratively():
+    from optplan.dp import SPARSE_DIRECT_MAX_STATES
+    from optplan.problems.average_reward import AverageRewardPlanning
+
+    S, A, K = SPARSE_DIRECT_MAX_STATES + 500, 3, 4
+    rng = np.random.default_rng(7)
+    indices = rng.integers(0, S, size=S * A * K)
+    data = rng.dirichlet(np.ones(K), size=S * A).ravel()
+    P = sp.csr_matrix((data, indices, np.arange(0, S * A * K + 1, K)), shape=(S * A, S))
+    sparse = op.TabularMDP(P, rng.random((S, A)))
+    b = AverageRewardPlanning(sparse).solve()
+    a = AverageRewardPlanning(sparse.to_dense()).solve()
+    assert a.status == b.status == "optimal"
+    assert np.array_equal(a.policy, b.policy)
+    assert close(a.gain, b.gain, 1e-10)
+    assert close(a.bias, b.bias, 1e-8)
+    assert close(a.occupancy, b.occupancy, 1e-10)
+
+
+def test_average_reward_multichain_sparse_goes_dense():
+    from optplan.problems.average_reward import AverageRewardPlanning
+
+    # two absorbing states: every policy has two recurrent classes
+    P = np.zeros((3, 1, 3))
+    P[0, 0, [0, 2]] = 0.5
+    P[1, 0, 1] = P[2, 0, 2] = 1.0
+    dense = op.TabularMDP(P, np.array([[0.0], [1.0], [0.0]]))
+    for multichain in ("refuse", "solve"):
+        a = AverageRewardPlanning(dense, multichain=multichain).solve()
+        b = AverageRewardPlanning(sparse_of(dense), multichain=multichain).solve()
+        assert a.status == b.status
+        assert np.allclose(a.gain, b.gain, equal_nan=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cross_check_average_reward_on_a_sparse_model(seed):
+    from optplan.problems.average_reward import AverageRewardPlanning
+
+    result = op.cross_check(AverageRewardPlanning(sparse_of(random_model(seed, discount=None))))
+    assert result.agree, result.message

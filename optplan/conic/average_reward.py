@@ -13,6 +13,7 @@ from ..dp import (
     greedy,
     masked,
     policy_model,
+    sparse_recurrent_classes,
 )
 from ..problems.average_reward import settle_multichain
 from ..problems.base import SOLVER_TOL
@@ -36,8 +37,19 @@ TIGHT_TOL = 1e-8
 
 
 def _bellman(mdp):
-    """The Bellman inequalities of the admissible pairs (:func:`bellman_rows`, no discount)."""
-    return bellman_rows(mdp.P, mdp.R, mdp.action_mask)
+    """The Bellman inequalities of the admissible pairs (:func:`bellman_rows`, no discount;
+    a sparse model's constraint matrix built from its CSR rows)."""
+    return bellman_rows(mdp.P_rows, mdp.R, mdp.action_mask)
+
+
+def _dense_problem(problem):
+    """``problem`` on its model with ``P`` dense: the multichain LP and its post-processing
+    are dense (``mdp.dense_P()`` refuses, naming the size, a large sparse model)."""
+    if not problem.mdp.sparse:
+        return problem
+    import dataclasses
+
+    return dataclasses.replace(problem, mdp=problem.mdp.to_dense())
 
 
 def _refused(run: ConicRun, status: str, message: str, **fields) -> PlanResult:
@@ -78,7 +90,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     reported ``optimal_inaccurate`` with the residual in the message.
     """
     if problem.multichain == "solve":
-        return solve_multichain(problem, solver, solver_options)
+        return solve_multichain(_dense_problem(problem), solver, solver_options)
     mdp = problem.mdp
     why = "a large gain is always feasible and the gain is bounded below by any policy's"
     prob, result, failed = run_formulated(formulate, problem, solver, solver_options, why)
@@ -89,13 +101,14 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     occupancy = scatter(y / y.sum(), admissible_pairs(mdp.action_mask), mdp.R.shape)
     pi = occupancy.sum(axis=1)
     visited = pi > 1e-6 * pi.max()
-    q_lp = masked(backup(mdp.P, mdp.R, v), mdp.action_mask)
+    q_lp = masked(backup(mdp.P_rows, mdp.R, v), mdp.action_mask)
     policy = np.where(visited, occupancy.argmax(axis=1), greedy(q_lp))
     refused = _refuse_multichain(result, mdp, policy, occupancy, gain)
     if refused is not None:
         if refused.status != MULTICHAIN:
             return refused
-        return settle_multichain(refused, solve_multichain(problem, solver, solver_options), mdp)
+        dense = _dense_problem(problem)
+        return settle_multichain(refused, solve_multichain(dense, solver, solver_options), mdp)
     scale = 1.0 + np.abs(mdp.R).max()
     stage2 = bool(np.abs(q_lp.max(axis=1) - v - gain).max() > TIGHT_TOL * scale)
     if stage2:
@@ -104,7 +117,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
         if failed:
             return failed
     h = v - pi @ v
-    q = masked(backup(mdp.P, mdp.R, h), mdp.action_mask)
+    q = masked(backup(mdp.P_rows, mdp.R, h), mdp.action_mask)
     policy = np.where(visited, policy, greedy(q))
     bellman = float(np.max(np.abs(q.max(axis=1) - h - gain)))
     result = result.checked(bellman, scale, "Bellman residual")
@@ -130,8 +143,10 @@ def _refuse_multichain(result: ConicRun, mdp, policy, occupancy, gain: float):
     gain from every state, and its stage 2 cannot pin the bias of several classes: the
     multichain LP decides)."""
     fields = {"policy": policy, "occupancy": occupancy, "info": {"lp_gain": gain}}
+    if mdp.sparse and sparse_recurrent_classes(policy_model(mdp.P_rows, mdp.R, policy)[0]) == 1:
+        return None
     try:
-        gains = class_gains(mdp.P, mdp.R, policy)
+        gains = class_gains(mdp.dense_P(), mdp.R, policy)
     except EvaluationError as exc:
         return _refused(result, NUMERICAL_ERROR, f"the LP's policy: {exc}", **fields)
     if gains.size == 1:

@@ -67,6 +67,11 @@ from .multichain import (
     multichain_policy_iteration,
     near_max,
 )
+from .sparse_average import (
+    SparseUnichainEvaluation,
+    evaluate_sparse_unichain,
+    sparse_recurrent_classes,
+)
 from .policy_iteration import PolicyIteration, average_policy_iteration, policy_iteration
 
 __all__ = [
@@ -76,6 +81,9 @@ __all__ = [
     "DENSE_ITERATIVE_MIN_STATES",
     "SPARSE_DIRECT_MAX_STATES",
     "DiscountedPolicyIteration",
+    "SparseUnichainEvaluation",
+    "evaluate_sparse_unichain",
+    "sparse_recurrent_classes",
     "discounted_policy_iteration",
     "ITERATIVE_BUDGET",
     "ITERATIVE_MIN_STATES",

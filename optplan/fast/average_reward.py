@@ -9,7 +9,11 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..dp import (
+    SPARSE_DIRECT_MAX_STATES,
     EvaluationError,
+    evaluate_sparse_unichain,
+    greedy,
+    sparse_recurrent_classes,
     average_policy_iteration,
     backup,
     evaluate_unichain,
@@ -62,6 +66,9 @@ def solve(
     aperiodicity : float in (0, 1)
         ``tau`` of the aperiodicity transform (relative value iteration, once stalled).
 
+    A sparse model (``mdp.P_format == "csr"``) is solved without densifying it: see
+    :func:`_solve_sparse`.
+
     Returns
     -------
     PlanResult
@@ -72,6 +79,8 @@ def solve(
         ``optimal``); relative value iteration alone reports ``max_iter``.
     """
     _check_options(problem, algorithm, tol, max_iter, aperiodicity)
+    if problem.mdp.sparse:
+        return _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity)
     if problem.multichain == "solve":
         return solve_multichain(problem, max_iter or 1_000)
     mdp = problem.mdp
@@ -104,6 +113,84 @@ def solve(
     if algorithm == "policy_iteration" and status == MULTICHAIN:
         return settle_multichain(result, solve_multichain(problem, max_iter or 1_000), mdp)
     return result
+
+
+def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult:
+    """The unichain fast path on a sparse model, never densifying it.
+
+    Relative value iteration on the model's ``P_rows`` (one sparse mat-vec a sweep, the same
+    :func:`~optplan.dp.relative_value_iteration` as dense models) gives a policy; with
+    ``policy_iteration``, Howard's iteration continues from it (each chain a row gather,
+    evaluated by :func:`~optplan.dp.evaluate_sparse_unichain`: exactly on chains up to
+    :data:`~optplan.dp.SPARSE_DIRECT_MAX_STATES` states, by iterations to ``tol`` times the
+    reward scale above) until the policy repeats. The gain, bias and stationary distribution
+    returned are the returned policy's. A multichain iterate, or ``multichain="solve"``,
+    hands the model to the dense path when its dense copy is within
+    :data:`~optplan.mdp.DENSE_VIEW_MAX_BYTES` (``mdp.dense_P()`` raises, naming the size,
+    otherwise)."""
+    import dataclasses
+
+    mdp = problem.mdp
+    if problem.multichain == "solve":
+        return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
+                     max_iter, aperiodicity)
+    rows, R, mask = mdp.P_rows, mdp.R, mdp.action_mask
+    S = mdp.n_states
+    idx = np.arange(S)
+    start = time.perf_counter()
+    scale = float(np.abs(R[mask]).max()) or 1.0
+    status, message, policy, iterations = relative_value_iteration(
+        rows, R, mask, tol * scale, max_iter or 100_000, aperiodicity
+    )
+    if status != OPTIMAL:
+        return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
+                     max_iter, aperiodicity)
+    exact = S <= SPARSE_DIRECT_MAX_STATES
+    tie = 1e-12 if exact else 1e-9
+    for _ in range(max_iter or 1_000):
+        P_pi, r_pi = policy_model(rows, R, policy)
+        n_classes = sparse_recurrent_classes(P_pi)
+        if n_classes > 1:
+            return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
+                         max_iter, aperiodicity)
+        try:
+            ev = evaluate_sparse_unichain(P_pi, r_pi, 0.1 * tol * scale)
+        except EvaluationError as exc:
+            status, message = NUMERICAL_ERROR, str(exc)
+            break
+        q = masked(backup(rows, R, ev.bias), mask)
+        if algorithm != "policy_iteration":
+            break
+        iterations += 1
+        new = greedy(q, policy, tol=tie)
+        if (new == policy).all():
+            break
+        policy = new
+    else:
+        status, message = MAX_ITER, f"policy iteration did not stop in {max_iter} iterations"
+    if status == NUMERICAL_ERROR:
+        nan = np.full(S, np.nan)
+        gain, h, pi, q = np.nan, nan, nan, masked(np.full_like(R, np.nan), mask)
+    else:
+        gain, h, pi = ev.gain, ev.bias, ev.stationary
+    occupancy = np.zeros_like(R)
+    occupancy[idx, policy] = pi
+    return fast_result(
+        algorithm,
+        start,
+        iterations,
+        value=gain,
+        x=h,
+        multiplier=occupancy,
+        status=status,
+        message=message,
+        values=h,
+        q=q,
+        policy=policy,
+        gain=gain,
+        bias=h,
+        occupancy=occupancy,
+    )
 
 
 def _check_options(problem, algorithm, tol, max_iter, aperiodicity) -> None:

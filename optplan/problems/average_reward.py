@@ -12,9 +12,11 @@ from ..dp import (
     backup,
     class_gains,
     evaluate_multichain,
+    evaluate_sparse_unichain,
     masked,
     near_max,
     policy_model,
+    sparse_recurrent_classes,
 )
 from ..mdp import TabularMDP
 from ..result import OPTIMAL, OPTIMAL_INACCURATE, PlanResult
@@ -101,20 +103,28 @@ class AverageRewardPlanning(Problem):
         check_choice("multichain", self.multichain, ("refuse", "solve"))
 
     def policy_gain(self, policy: np.ndarray) -> float:
-        """Gain of a deterministic policy (the worst recurrent class's if it is multichain)."""
-        return float(class_gains(self.mdp.P, self.mdp.R, policy).min())
+        """Gain of a deterministic policy (the worst recurrent class's if it is multichain);
+        on a sparse model a unichain policy is evaluated sparse, a multichain one densely
+        (``mdp.dense_P()``: refused, naming the size, for a large model)."""
+        mdp = self.mdp
+        if mdp.sparse:
+            P_pi, r_pi = policy_model(mdp.P_rows, mdp.R, policy)
+            if sparse_recurrent_classes(P_pi) == 1:
+                scale = float(np.abs(r_pi).max()) or 1.0
+                return evaluate_sparse_unichain(P_pi, r_pi, 1e-13 * scale, bias=False).gain
+        return float(class_gains(mdp.dense_P(), mdp.R, policy).min())
 
     def policy_gains(self, policy: np.ndarray) -> np.ndarray:
         """Gain per state of a deterministic policy (any number of recurrent classes)."""
-        return evaluate_multichain(*policy_model(self.mdp.P, self.mdp.R, policy)).gain
+        return evaluate_multichain(*policy_model(self.mdp.dense_P(), self.mdp.R, policy)).gain
 
     def optimality_residual(self, gain: np.ndarray, bias: np.ndarray) -> float:
         """``max |max_{a: P g = g} (r + P h) - g - h|`` and ``max (max_a P g - g)``: how far
         ``(gain, bias)`` is from solving the multichain optimality equations (the actions
         with ``P(s, a) g`` within 1e-7 of the best form the inner set)."""
         mdp = self.mdp
-        pg = masked(backup(mdp.P, np.zeros_like(mdp.R), gain), mdp.action_mask)
-        q = masked(backup(mdp.P, mdp.R, bias), mdp.action_mask & near_max(pg, 1e-7))
+        pg = masked(backup(mdp.P_rows, np.zeros_like(mdp.R), gain), mdp.action_mask)
+        q = masked(backup(mdp.P_rows, mdp.R, bias), mdp.action_mask & near_max(pg, 1e-7))
         return float(max(np.abs(q.max(axis=1) - gain - bias).max(), (pg.max(axis=1) - gain).max()))
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
@@ -130,7 +140,7 @@ class AverageRewardPlanning(Problem):
         zero = np.zeros(self.mdp.n_states)
         out["multiplier_feasibility"] = (
             max(
-                max(flow_residual(r.occupancy, self.mdp.P, zero), abs(r.occupancy.sum() - 1.0))
+                max(flow_residual(r.occupancy, self.mdp.P_rows, zero), abs(r.occupancy.sum() - 1.0))
                 for r in (a, b)
             ),
             1.0,
@@ -211,7 +221,7 @@ def settle_multichain(refused: PlanResult, solved: PlanResult, mdp) -> PlanResul
         multiplier=occupancy,
         message=note.strip("; "),
         values=h,
-        q=masked(backup(mdp.P, mdp.R, h), mdp.action_mask),
+        q=masked(backup(mdp.P_rows, mdp.R, h), mdp.action_mask),
         gain=gain,
         bias=h,
         occupancy=occupancy,
