@@ -162,6 +162,9 @@ def describe(
     """
     if not isinstance(mdp, TabularMDP):
         raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
+    # the classification, hitting times and lower bound are dense: a sparse model's dense
+    # copy (mdp.dense_P() refuses, naming the size, a large one)
+    mdp = mdp.to_dense()
     check_choice("method", method, ("fast", "both"))
     check_int("max_policies", max_policies, 0)
     S, A = mdp.R.shape

@@ -312,3 +312,23 @@ def test_cross_check_average_reward_on_a_sparse_model(seed):
 
     result = op.cross_check(AverageRewardPlanning(sparse_of(random_model(seed, discount=None))))
     assert result.agree, result.message
+
+
+# -- dense-only computations take a dense copy, within the size limit -------------------------
+
+
+def test_dense_only_computations_on_a_sparse_model(monkeypatch):
+    from optplan.problems.hitting_time import HittingTimes
+
+    dense = random_model(1, discount=None)
+    sparse = sparse_of(dense)
+    a, b = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
+    assert a.structure == b.structure and a.gain["min"] == b.gain["min"]
+    ha, hb = HittingTimes(dense).solve(), HittingTimes(sparse).solve()
+    assert np.array_equal(ha.x, hb.x)
+    S, A = sparse.shape
+    monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
+    with pytest.raises(OptplanError, match="would take"):
+        op.describe(sparse, method="fast")
+    with pytest.raises(OptplanError, match="would take"):
+        HittingTimes(sparse)

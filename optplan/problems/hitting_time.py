@@ -70,6 +70,8 @@ class HittingTimes(Problem):
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
             raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
+        # its paths are dense: a sparse model's dense copy (refused, naming the size, when large)
+        object.__setattr__(self, "mdp", self.mdp.to_dense())
 
     @property
     def reach(self) -> np.ndarray:

@@ -86,6 +86,8 @@ class RegretLowerBound(Problem):
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
             raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
+        # its paths are dense: a sparse model's dense copy (refused, naming the size, when large)
+        object.__setattr__(self, "mdp", self.mdp.to_dense())
         tol = check_positive("tie_tol", self.tie_tol, allow_zero=True)
         if not tol < 1.0:
             raise OptplanError(f"tie_tol must lie in [0, 1), got {self.tie_tol!r}")
