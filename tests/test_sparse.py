@@ -332,3 +332,17 @@ def test_dense_only_computations_on_a_sparse_model(monkeypatch):
         op.describe(sparse, method="fast")
     with pytest.raises(OptplanError, match="would take"):
         HittingTimes(sparse)
+
+
+def test_dense_discounted_path_evaluates_iteratively_from_the_threshold():
+    from optplan.dp import DENSE_ITERATIVE_MIN_STATES
+
+    rng = np.random.default_rng(11)
+    S, A = DENSE_ITERATIVE_MIN_STATES, 3
+    m = op.TabularMDP(rng.dirichlet(np.ones(S) * 0.3, size=(S, A)), rng.random((S, A)), 0.99)
+    auto = DiscountedPlanning(m).solve()
+    exact = DiscountedPlanning(m).solve(evaluation="direct")
+    assert "certified" in auto.message and "certified" not in exact.message
+    assert np.array_equal(auto.policy, exact.policy)
+    assert close(auto.values, exact.values, 1e-10)
+    assert close(auto.occupancy, exact.occupancy, 1e-10)

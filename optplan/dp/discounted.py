@@ -19,9 +19,12 @@ from ..mdp import is_sparse
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL
 from ._common import EvaluationError, backup, greedy, masked, policy_model, start_policy
 
-#: From this many states a dense model's policy iteration evaluates each policy by a
-#: warm-started Krylov solve instead of factorizing ``I - discount P_pi`` (O(S^3) per policy).
-DENSE_ITERATIVE_MIN_STATES = 1_000
+#: From this many states a dense model's policy iteration (in the discounted fast path)
+#: evaluates each policy iteratively, warm-started, instead of factorizing
+#: ``I - discount P_pi`` (O(S^3) per policy): on random dense models with A = 4 it is ahead
+#: of the factorization from S = 100 on (0.5 ms against 1.35 ms at S = 200, 8 ms against
+#: 38 ms at S = 800).
+DENSE_ITERATIVE_MIN_STATES = 200
 #: Up to this many states a sparse model's policies are evaluated by a sparse LU (SuperLU);
 #: above it by a warm-started Krylov solve (a random chain's LU fills in).
 SPARSE_DIRECT_MAX_STATES = 1_000
