@@ -346,3 +346,32 @@ def test_dense_discounted_path_evaluates_iteratively_from_the_threshold():
     assert np.array_equal(auto.policy, exact.policy)
     assert close(auto.values, exact.values, 1e-10)
     assert close(auto.occupancy, exact.occupancy, 1e-10)
+
+
+def test_slowly_mixing_grid_is_solved_by_the_factorization_fallback():
+    # a 30 x 30 grid with slips: chains mix slowly at discount 0.99, the fixed point hands
+    # over to the sparse LU (values and occupancy), the answer still certified
+    n, A = 30, 4
+    S = n * n
+    r, c = np.divmod(np.arange(S), n)
+    moves = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])
+    dest = [np.clip(r + dr, 0, n - 1) * n + np.clip(c + dc, 0, n - 1) for dr, dc in moves]
+    rows = np.concatenate([np.arange(S) * A + a for a in range(A) for _ in range(4)])
+    cols = np.concatenate([dest[m] for a in range(A) for m in range(4)])
+    vals = np.concatenate([np.full(S, 0.925 if m == a else 0.025) for a in range(A) for m in range(4)])
+    P = sp.csr_matrix((vals, (rows, cols)), shape=(S * A, S))
+    R = np.full((S, A), -0.01)
+    R[S - 1] = 1.0
+    m = op.TabularMDP(P, R, discount=0.99)
+    out = DiscountedPlanning(m).solve(evaluation="iterative", tol=1e-9)
+    exact = DiscountedPlanning(m).solve(evaluation="direct")
+    assert out.status == exact.status == "optimal"
+    assert close(out.values, exact.values, 1e-9)
+    # the grid's symmetric moves tie: optimal policies (and their occupancies) may differ,
+    # their occupancies' values may not; each occupancy is its own policy's
+    value = [float(np.sum(x.occupancy * R)) / (1 - 0.99) for x in (out, exact)]
+    assert abs(value[0] - value[1]) <= 1e-9 * abs(value[1])
+    from optplan.problems._compare import flow_residual
+
+    source = (1 - 0.99) * DiscountedPlanning(m).weights
+    assert flow_residual(out.occupancy, m.P_rows, source, 0.99) <= 1e-12

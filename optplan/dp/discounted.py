@@ -111,8 +111,9 @@ def _krylov(
     for the transpose, by starting from ``x0`` rescaled to the solution's sum
     ``sum(b) / (1 - discount)``, which the iteration keeps, so the slow mode (the stationary
     distribution) is never excited. When the increments shrink slowly (a slowly mixing
-    chain) restarted GMRES takes over from where it got, stopped on the true residual.
-    :class:`EvaluationError` when GMRES stalls above ``tol``."""
+    chain) a factorization takes over (:func:`_direct`), checked on the true residual, and
+    restarted GMRES from there if that is above ``tol``. :class:`EvaluationError` when GMRES
+    stalls above it."""
     x = x0
     if not stochastic:
         total = float(x.sum())
@@ -136,7 +137,26 @@ def _krylov(
         if it >= 3 and size > FIXED_POINT_SLOW * prev:
             break
         prev = size
+    x = _direct(M, b, discount, x)
     return _gmres(M, b, discount, x, tol, what)
+
+
+def _direct(M, b: np.ndarray, discount: float, x: np.ndarray) -> np.ndarray:
+    """``(I - discount M)^{-1} b`` by a factorization (SuperLU for a sparse ``M``), for the
+    slowly mixing chains the fixed point leaves: those are the structured ones (grids, paths,
+    cycles), whose sparse LU fills in little, while random chains, whose LU fills in, mix fast
+    and never get here. ``x`` (the iterate so far) when the factorization fails."""
+    with np.errstate(all="ignore"):
+        try:
+            if is_sparse(M):
+                from scipy.sparse.linalg import spsolve
+
+                out = spsolve((_eye(M) - discount * M).tocsc(), b)
+            else:
+                out = np.linalg.solve(np.eye(b.size) - discount * M, b)
+        except (np.linalg.LinAlgError, RuntimeError, MemoryError):
+            return x
+    return out if np.isfinite(out).all() else x
 
 
 def _gmres(M, b: np.ndarray, discount: float, x0: np.ndarray, tol: float, what: str):

@@ -10,6 +10,7 @@ import numpy as np
 from .._checks import OptplanError
 from ..dp import (
     DENSE_ITERATIVE_MIN_STATES,
+    EvaluationError,
     backup,
     discounted_occupancy,
     discounted_policy_iteration,
@@ -19,7 +20,7 @@ from ..dp import (
     policy_model,
     value_iteration,
 )
-from ..result import OPTIMAL, PlanResult
+from ..result import NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
 
@@ -96,7 +97,11 @@ def solve(
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))
     P_pi, _ = policy_model(mdp.P_rows if mdp.sparse else P, R, policy)
-    d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
+    try:
+        d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
+    except EvaluationError as exc:  # an iterative solve that stalled: a status, no number
+        d = np.full(S, np.nan)
+        status, message = NUMERICAL_ERROR, f"{message}; {exc}".strip("; ")
     occupancy = np.zeros_like(R)
     occupancy[np.arange(S), policy] = d
     return fast_result(
