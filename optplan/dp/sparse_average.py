@@ -20,7 +20,7 @@ from .discounted import SPARSE_DIRECT_MAX_STATES
 
 #: The aperiodic transform's ``tau`` and the iterations' budget.
 SPARSE_TAU = 0.5
-SPARSE_MAX_ITER = 100_000
+SPARSE_MAX_ITER = 20_000
 STALL_STEPS = 200
 
 
@@ -54,26 +54,68 @@ def evaluate_sparse_unichain(
     power iteration ``pi <- pi P_tau`` until ``||pi_{k+1} - pi_k||_1 <= 1e-14``, gain
     ``pi @ r``, then the fixed-policy relative value iteration ``h <- h + (1 - tau)(r - g +
     P h - h)`` recentred to ``pi @ h = 0`` until the residual ``||r - g + P h - h||_inf`` is
-    at most ``tol`` (``bias=False``: not computed, zeros). :class:`EvaluationError` when
-    either does not converge in :data:`SPARSE_MAX_ITER` steps, or the residual stops
-    shrinking (by half in :data:`STALL_STEPS` steps: a chain that mixes too slowly for
-    iterations, or a ``tol`` below the rounding floor)."""
+    at most ``tol`` (``bias=False``: not computed, zeros). When either does not converge in
+    :data:`SPARSE_MAX_ITER` steps, or the bias residual stops shrinking (by half in
+    :data:`STALL_STEPS` steps: a chain that mixes too slowly for iterations), one sparse LU
+    of the bordered system gives all three; :class:`EvaluationError` when that is singular."""
     S = r_pi.shape[0]
     if S <= SPARSE_DIRECT_MAX_STATES:
         ev = evaluate_unichain(P_pi.toarray(), r_pi, stationary=True)
         pi = ev.stationary()
         ev.normalize()
         return SparseUnichainEvaluation(ev.gain, ev.bias, pi)
+    try:
+        return _iterate(P_pi, r_pi, tol, bias)
+    except EvaluationError:  # a slowly mixing chain: structured, its sparse LU fills in little
+        return _factorize(P_pi, r_pi)
+
+
+def _factorize(P_pi, r_pi: np.ndarray) -> SparseUnichainEvaluation:
+    """The bordered system ``[[I - P_pi, 1], [e_0^T, 0]] (h, g) = (r, 0)`` by one sparse LU
+    (SuperLU); its transpose solve with ``e_S`` gives ``(pi, 0)`` (as the dense
+    :class:`~optplan.dp.UnichainEvaluation` does). :class:`EvaluationError` when singular."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu
+
+    S = r_pi.shape[0]
+    G = sp.identity(S, format="csr") - P_pi
+    e0 = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, S))
+    M = sp.bmat([[G, np.ones((S, 1))], [e0, None]], format="csc")
+    try:
+        lu = splu(M)
+    except RuntimeError as exc:
+        raise EvaluationError(f"the bordered unichain system is singular ({exc})") from None
+    x = lu.solve(np.append(r_pi, 0.0))
+    end = np.zeros(S + 1)
+    end[S] = 1.0
+    pi = np.clip(lu.solve(end, trans="T")[:S], 0.0, None)
+    if not (np.isfinite(x).all() and np.isfinite(pi).all() and pi.sum() > 0):
+        raise EvaluationError("the bordered unichain system is singular in double precision")
+    pi /= pi.sum()
+    h = x[:S]
+    return SparseUnichainEvaluation(float(x[S]), h - pi @ h, pi)
+
+
+def _iterate(P_pi, r_pi: np.ndarray, tol: float, bias: bool) -> SparseUnichainEvaluation:
+    """The iterations of :func:`evaluate_sparse_unichain`."""
+    S = r_pi.shape[0]
     tau = SPARSE_TAU
     PT = P_pi.T  # CSC view: pi P as a mat-vec, no transposed copy
     pi = np.full(S, 1.0 / S)
-    for _ in range(SPARSE_MAX_ITER):
+    checkpoint = np.inf
+    for it in range(SPARSE_MAX_ITER):
         new = tau * pi + (1.0 - tau) * (PT @ pi)
         new /= new.sum()
         step = float(np.abs(new - pi).sum())
         pi = new
         if step <= 1e-14:
             break
+        if it % STALL_STEPS == 0:
+            if step > 0.5 * checkpoint:
+                raise EvaluationError(
+                    f"the power iteration stalled at step {step:.3g} after {it} iterations"
+                )
+            checkpoint = step
     else:
         raise EvaluationError(
             f"the stationary distribution did not converge in {SPARSE_MAX_ITER} power "
