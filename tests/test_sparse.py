@@ -404,3 +404,23 @@ def test_average_reward_on_a_slowly_mixing_large_grid():
     assert close(a.gain, b.gain, 1e-10)
     # the grid's symmetric moves tie (the policies may differ); the optimal bias does not
     assert close(b.bias, a.bias, 1e-8)
+
+
+# -- the benchmark's sparse rows -------------------------------------------------------------
+
+
+def test_bench_planning_sparse_rows():
+    from optplan.bench import Runs
+    from optplan.bench.planning import bench_planning, format_table, random_sparse_mdp
+
+    m = random_sparse_mdp(np.random.default_rng(0), 50, 3)
+    assert m.sparse and m.nnz <= 50 * 3 * 10
+    rows = bench_planning(Runs(sizes=(40,), n_actions=2, repeats=2, solvers=("CLARABEL",)),
+                          sparse=True)
+    assert [r["criterion"] for r in rows] == ["discounted", "average"]
+    for r in rows:
+        assert r["CLARABEL_fail"] == 0 and r["CLARABEL_err"] < 1e-7
+        assert r["nnz"] > 0 and r["peak_rss_gib"] > 0
+    assert "peak GiB" in format_table(rows, ("CLARABEL",))
+    with pytest.raises(OptplanError, match="--sparse times the criteria"):
+        bench_planning(Runs(sizes=(10,)), criteria=("hitting_time",), sparse=True)

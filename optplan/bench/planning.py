@@ -1,7 +1,8 @@
 """``optplan bench planning``: known-model planning, the fast path vs each conic solver.
 
-Random dense MDPs (:func:`optplan.bench.cases.random_mdp`), the same instances for every
-criterion of one size. Every ratio printed comes from timings taken in the same run,
+Random dense MDPs (:func:`optplan.bench.cases.random_mdp`), or with ``--sparse`` random
+sparse ones (:func:`random_sparse_mdp`: :data:`SPARSE_SUCCESSORS` successors per pair, ``P``
+held CSR), the same instances for every criterion of one size. Every ratio printed comes from timings taken in the same run,
 interleaved instance by instance, so machine noise hits both paths alike. Medians, not means.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import astuple
 import numpy as np
 
 from ..dp import ITERATIVE_MIN_STATES
-from ..mdp import FiniteHorizonMDP, check_model_size
+from ..mdp import FiniteHorizonMDP, TabularMDP, check_model_size
 from ..problems import (
     AverageRewardPlanning,
     DiscountedPlanning,
@@ -22,6 +23,7 @@ from ..problems import (
     HittingTimes,
     RegretLowerBound,
 )
+from .._checks import OptplanError
 from ..result import SOLUTION_PRESENT
 from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
@@ -36,6 +38,8 @@ __all__ = [
     "STEMS",
     "HELP",
     "bench_planning",
+    "random_sparse_mdp",
+    "SPARSE_SUCCESSORS",
     "format_table",
     "table",
     "total",
@@ -70,6 +74,29 @@ DEFAULT_CRITERIA = ("discounted", "average")
 PEER_RUNS = 3
 #: The suite's default runs: sizes, actions, MDPs per size, solvers, seed.
 RUNS = Runs(sizes=(10, 100, 500), n_actions=4, repeats=5)
+#: Successors per state-action pair of :func:`random_sparse_mdp`.
+SPARSE_SUCCESSORS = 10
+#: The criteria ``--sparse`` times (the others' paths are dense).
+SPARSE_CRITERIA = ("discounted", "average")
+
+
+def random_sparse_mdp(
+    rng: np.random.Generator, n_states: int, n_actions: int, successors: int = SPARSE_SUCCESSORS
+) -> TabularMDP:
+    """A random sparse ``TabularMDP``: each pair moves to ``successors`` states drawn
+    uniformly (with replacement: a repeated state's probabilities add up) with Dirichlet(1)
+    probabilities; rewards uniform on [0, 1); ``P`` built as CSR directly (memory ``O(S A
+    successors)``, never ``S^2``)."""
+    import scipy.sparse as sp
+
+    S, A, K = n_states, n_actions, min(successors, n_states)
+    index = np.int32 if S < 2**31 else np.int64
+    indices = rng.integers(0, S, size=S * A * K, dtype=index)
+    data = rng.random(S * A * K).reshape(-1, K)
+    data = (-np.log1p(-data)) / (-np.log1p(-data)).sum(axis=1, keepdims=True)  # Dirichlet(1)
+    pointer = np.arange(0, S * A * K + 1, K, dtype=np.int64 if S * A * K >= 2**31 else np.int32)
+    P = sp.csr_matrix((data.ravel(), indices, pointer), shape=(S * A, S))
+    return TabularMDP(P, rng.random((S, A)))
 
 
 def bench_planning(
@@ -77,6 +104,7 @@ def bench_planning(
     criteria: Sequence[str] = DEFAULT_CRITERIA,
     peers: bool = False,
     progress: Callable[[str], None] | None = None,
+    sparse: bool = False,
 ) -> list[dict]:
     """Median wall time of the fast path and of each conic solver on random dense MDPs:
     ``runs.repeats`` MDPs with ``runs.n_actions`` actions at each of ``runs.sizes`` states.
@@ -93,12 +121,26 @@ def bench_planning(
     ``peer_<NAME>_s``, ``peer_<NAME>_ratio`` (peer median / fast median: >= 1 means optplan
     is faster) and ``peer_<NAME>_err`` (max disagreement of gain or values).
 
+    ``sparse``: the instances are :func:`random_sparse_mdp` models (criteria of
+    :data:`SPARSE_CRITERIA` only, no peers), and each row adds ``nnz`` (stored transition
+    probabilities per instance) and ``peak_rss_gib`` (the process's peak resident memory
+    once the size is done: it only grows, so it is the largest size's so far).
+
     Every argument is checked before any timing (sizes and counts positive integers, a model
-    within :data:`optplan.mdp.MAX_MODEL_BYTES`).
+    within :data:`optplan.mdp.MAX_MODEL_BYTES`, dense).
     """
     sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
     criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
+    if sparse:
+        other = [c for c in criteria if c not in SPARSE_CRITERIA]
+        if other:
+            raise OptplanError(
+                f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
+            )
+        if peers:
+            raise OptplanError("--sparse and --peers together are not available: run them apart")
+        return _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress)
     check_model_size(max(sizes), n_actions, layers)
     if peers:
         require()  # before any timing
@@ -117,6 +159,39 @@ def bench_planning(
                 ratios = [f"best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
                 ratios += [f"{n} ratio {row[f'peer_{n}_ratio']:.2f}" for n in names]
                 progress(f"{criterion} S={S}: fast {row['fast_s']:.2e}s, " + ", ".join(ratios))
+    return rows
+
+
+def _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress) -> list[dict]:
+    """:func:`bench_planning` on random sparse models (see its ``sparse``)."""
+    import resource
+
+    rows = []
+    for criterion in criteria:
+        cls, model = PLANNING_PROBLEMS[criterion]
+        warm = cls(model(random_sparse_mdp(np.random.default_rng(seed), 8, n_actions)))
+        warm.solve(method="fast")  # untimed: imports
+        for S in sizes:
+            rng = np.random.default_rng([seed, S])
+            row = {"criterion": criterion, "S": S, "A": n_actions, "instances": repeats}
+            nnz = []
+
+            def instances(rng=rng, cls=cls, model=model, nnz=nnz):
+                for _ in range(repeats):
+                    problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
+                    nnz.append(problem.mdp.nnz)
+                    yield problem
+
+            _size_row(row, instances(), solvers, ())
+            row["nnz"] = int(np.median(nnz))
+            row["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            rows.append(row)
+            if progress:
+                ratios = [f", best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
+                progress(
+                    f"{criterion} S={S} (sparse): fast {row['fast_s']:.2e}s, peak RSS "
+                    f"{row['peak_rss_gib']:.2f} GiB" + "".join(ratios)
+                )
     return rows
 
 
@@ -168,19 +243,24 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
 
 
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
-    """One line per (criterion, S): the fast median, then per solver its median, the ratio to
+    """One line per (criterion, S): the fast median (with ``--sparse`` the stored transition
+    probabilities and the peak memory), then per solver its median, the ratio to
     the fast median, failures and the max value difference; then per pymdptoolbox peer (when
     timed, ``-`` on rows without that peer) its median, ratio and max disagreement."""
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
     peers = [n for n in ("RVI", "PI") if any(f"peer_{n}_s" in r for r in rows)]
+    extra = any("peak_rss_gib" in r for r in rows)  # the --sparse columns
     lines = table_lines(
-        f"{'criterion':<{width}}{'S':>5}{'fast s':>10}",
+        f"{'criterion':<{width}}{'S':>8}{'fast s':>10}"
+        + (f"{'nnz':>12}{'peak GiB':>10}" if extra else ""),
         solvers,
         lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}",
         "".join(f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
     )
     for r in rows:
-        line = f"{r['criterion']:<{width}}{r['S']:>5}{r['fast_s']:>10.2e}"
+        line = f"{r['criterion']:<{width}}{r['S']:>8}{r['fast_s']:>10.2e}"
+        if extra:
+            line += f"{r['nnz']:>12}{r['peak_rss_gib']:>10.2f}"
         for s in solvers:
             line += (
                 f"{r[f'{s}_s']:>12.2e}{r[f'{s}_ratio']:>7.0f}x{r[f'{s}_fail']:>5}"
@@ -214,8 +294,13 @@ def header(args: argparse.Namespace) -> str:
         if "finite_horizon" in args.criteria
         else ""
     )
+    kind = (
+        f"random sparse MDPs ({SPARSE_SUCCESSORS} successors per pair, P held CSR)"
+        if getattr(args, "sparse", False)
+        else "random dense MDPs"
+    )
     text = (
-        f"planning benchmark: random dense MDPs, A={args.n_actions}{horizon}, {args.repeats} "
+        f"planning benchmark: {kind}, A={args.n_actions}{horizon}, {args.repeats} "
         "instances per size, median wall seconds; ratio = conic median / fast median (same run)"
     )
     if getattr(args, "peers", False):
@@ -251,6 +336,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_actions(parser, RUNS.n_actions)
     add_count(parser, "--repeats", RUNS.repeats, "random MDPs per size (medians)")
     add_solvers(parser, "*", "conic solvers to time (none: --solvers with no name)")
+    parser.add_argument(
+        "--sparse",
+        action="store_true",
+        help=f"random sparse models ({SPARSE_SUCCESSORS} successors per pair, P held CSR; "
+        "discounted and average only); rows add nnz and peak RSS",
+    )
     parser.add_argument(
         "--peers",
         action="store_true",
