@@ -550,7 +550,11 @@ class TabularMDP(StateActionSizes):
         import scipy.sparse as sp
 
         return TabularMDP(
-            sp.csr_matrix(self.P_rows), self.R, self.discount, self.initial, self.action_mask,
+            sp.csr_matrix(self.P_rows),
+            self.R,
+            self.discount,
+            self.initial,
+            self.action_mask,
             self.name,
         )
 

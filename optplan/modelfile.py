@@ -102,7 +102,9 @@ def _csr(path: Path, table: Any, S: int, A: int):
 
     key = "P_csr"
     if not isinstance(table, dict):
-        raise _fail(path, key, f"must be a table {{indptr, indices, data}}, got {type(table).__name__}")
+        raise _fail(
+            path, key, f"must be a table {{indptr, indices, data}}, got {type(table).__name__}"
+        )
     _unknown_keys(path, table, _CSR_KEYS, "P_csr")
     for k in _CSR_KEYS:
         if k not in table:
@@ -117,13 +119,17 @@ def _csr(path: Path, table: Any, S: int, A: int):
     indptr, indices = ints["indptr"], ints["indices"]
     if indptr.size != S * A + 1 or (indptr.size and indptr[0] != 0):
         raise _fail(
-            path, f"{key}.indptr", f"must have S*A + 1 = {S * A + 1} entries starting at 0 "
-            f"(R has shape ({S}, {A})), got {indptr.size}"
+            path,
+            f"{key}.indptr",
+            f"must have S*A + 1 = {S * A + 1} entries starting at 0 "
+            f"(R has shape ({S}, {A})), got {indptr.size}",
         )
     if (np.diff(indptr) < 0).any() or indptr[-1] != data.size or indices.size != data.size:
         raise _fail(
-            path, key, f"inconsistent arrays: indptr must be non-decreasing and end at "
-            f"len(data) = len(indices) ({data.size}, {indices.size}), ends at {indptr[-1]}"
+            path,
+            key,
+            f"inconsistent arrays: indptr must be non-decreasing and end at "
+            f"len(data) = len(indices) ({data.size}, {indices.size}), ends at {indptr[-1]}",
         )
     if indices.size and (indices.min() < 0 or indices.max() >= S):
         bad = int(indices[(indices < 0) | (indices >= S)][0])

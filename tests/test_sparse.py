@@ -35,7 +35,10 @@ def random_model(seed: int, discount: float | None = 0.9, dense_rows: bool = Fal
 def sparse_of(mdp):
     S, A = mdp.shape
     return op.TabularMDP(
-        sp.csr_matrix(mdp.P.reshape(S * A, S)), mdp.R, mdp.discount, mdp.initial,
+        sp.csr_matrix(mdp.P.reshape(S * A, S)),
+        mdp.R,
+        mdp.discount,
+        mdp.initial,
         mdp.action_mask,
     )
 
@@ -94,10 +97,18 @@ def test_sparse_normalize():
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (lambda P: P.__setitem__((3, 1), P[3, 1] + 0.1), r"row P\[\(s, a\) = \(1, 1\)\].* sums to 1\.1"),
-        (lambda P: P.__setitem__((3, 1), np.nan), r"non-finite entry nan at \(s, a\) = \(1, 1\), s'=1"),
-        (lambda P: (P.__setitem__((3, 1), -0.1), P.__setitem__((3, 2), P[3, 2] + 0.1)),
-         r"negative entry -0\.1 at \(s, a\) = \(1, 1\), s'=1"),
+        (
+            lambda P: P.__setitem__((3, 1), P[3, 1] + 0.1),
+            r"row P\[\(s, a\) = \(1, 1\)\].* sums to 1\.1",
+        ),
+        (
+            lambda P: P.__setitem__((3, 1), np.nan),
+            r"non-finite entry nan at \(s, a\) = \(1, 1\), s'=1",
+        ),
+        (
+            lambda P: (P.__setitem__((3, 1), -0.1), P.__setitem__((3, 2), P[3, 2] + 0.1)),
+            r"negative entry -0\.1 at \(s, a\) = \(1, 1\), s'=1",
+        ),
     ],
 )
 def test_sparse_bad_entries(edit, match):
@@ -187,8 +198,9 @@ def test_inexact_policy_iteration_on_a_slow_chain_falls_back_to_gmres():
         P[s, s] = 0.01
     R = np.sin(np.arange(S))[:, None]
     m = op.TabularMDP(P.tocsr(), R, discount=0.999)
-    out = discounted_policy_iteration(m.P_rows, m.R, m.action_mask, 0.999, tol=1e-10,
-                                      evaluation="iterative")
+    out = discounted_policy_iteration(
+        m.P_rows, m.R, m.action_mask, 0.999, tol=1e-10, evaluation="iterative"
+    )
     exact = discounted_policy_iteration(m.P_rows, m.R, m.action_mask, 0.999, evaluation="direct")
     assert out.status == "optimal"
     assert np.abs(out.values - exact.values).max() <= out.bound
@@ -240,8 +252,10 @@ def test_model_file_round_trip_is_compact_and_sparse(tmp_path):
         ("P_csr = {indptr = [0, 1], indices = [0], data = [1.0]}", r"S\*A \+ 1 = 3 entries"),
         ("P_csr = {indptr = [0, 1, 2], indices = [0, 1], data = [1.0, 0.5]}", r"sums to 0\.5"),
         ("P_csr = {indptr = [0, 1, 2], indices = [0, 1]}", r"needs 'data'"),
-        ("P_csr = {indptr = [0, 1, 2], indices = [0, 1], data = [1.0, 1.0]}\nP = [[[1.0]]]",
-         r"two forms"),
+        (
+            "P_csr = {indptr = [0, 1, 2], indices = [0, 1], data = [1.0, 1.0]}\nP = [[[1.0]]]",
+            r"two forms",
+        ),
     ],
 )
 def test_model_file_bad_csr(tmp_path, table, match):
@@ -358,7 +372,9 @@ def test_slowly_mixing_grid_is_solved_by_the_factorization_fallback():
     dest = [np.clip(r + dr, 0, n - 1) * n + np.clip(c + dc, 0, n - 1) for dr, dc in moves]
     rows = np.concatenate([np.arange(S) * A + a for a in range(A) for _ in range(4)])
     cols = np.concatenate([dest[m] for a in range(A) for m in range(4)])
-    vals = np.concatenate([np.full(S, 0.925 if m == a else 0.025) for a in range(A) for m in range(4)])
+    vals = np.concatenate(
+        [np.full(S, 0.925 if m == a else 0.025) for a in range(A) for m in range(4)]
+    )
     P = sp.csr_matrix((vals, (rows, cols)), shape=(S * A, S))
     R = np.full((S, A), -0.01)
     R[S - 1] = 1.0
@@ -415,8 +431,9 @@ def test_bench_planning_sparse_rows():
 
     m = random_sparse_mdp(np.random.default_rng(0), 50, 3)
     assert m.sparse and m.nnz <= 50 * 3 * 10
-    rows = bench_planning(Runs(sizes=(40,), n_actions=2, repeats=2, solvers=("CLARABEL",)),
-                          sparse=True)
+    rows = bench_planning(
+        Runs(sizes=(40,), n_actions=2, repeats=2, solvers=("CLARABEL",)), sparse=True
+    )
     assert [r["criterion"] for r in rows] == ["discounted", "average"]
     for r in rows:
         assert r["CLARABEL_fail"] == 0 and r["CLARABEL_err"] < 1e-7

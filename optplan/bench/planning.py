@@ -2,8 +2,9 @@
 
 Random dense MDPs (:func:`optplan.bench.cases.random_mdp`), or with ``--sparse`` random
 sparse ones (:func:`random_sparse_mdp`: :data:`SPARSE_SUCCESSORS` successors per pair, ``P``
-held CSR), the same instances for every criterion of one size. Every ratio printed comes from timings taken in the same run,
-interleaved instance by instance, so machine noise hits both paths alike. Medians, not means.
+held CSR), the same instances for every criterion of one size. Every ratio printed comes
+from timings taken in the same run, interleaved instance by instance, so machine noise hits
+both paths alike. Medians, not means.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import astuple
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..dp import ITERATIVE_MIN_STATES
 from ..mdp import FiniteHorizonMDP, TabularMDP, check_model_size
 from ..problems import (
@@ -23,7 +25,6 @@ from ..problems import (
     HittingTimes,
     RegretLowerBound,
 )
-from .._checks import OptplanError
 from ..result import SOLUTION_PRESENT
 from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
@@ -176,7 +177,7 @@ def _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress) 
             row = {"criterion": criterion, "S": S, "A": n_actions, "instances": repeats}
             nnz = []
 
-            def instances(rng=rng, cls=cls, model=model, nnz=nnz):
+            def instances(rng=rng, cls=cls, model=model, nnz=nnz, S=S):
                 for _ in range(repeats):
                     problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
                     nnz.append(problem.mdp.nnz)

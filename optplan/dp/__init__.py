@@ -67,12 +67,12 @@ from .multichain import (
     multichain_policy_iteration,
     near_max,
 )
+from .policy_iteration import PolicyIteration, average_policy_iteration, policy_iteration
 from .sparse_average import (
     SparseUnichainEvaluation,
     evaluate_sparse_unichain,
     sparse_recurrent_classes,
 )
-from .policy_iteration import PolicyIteration, average_policy_iteration, policy_iteration
 
 __all__ = [
     "APERIODIC_SHRINK",

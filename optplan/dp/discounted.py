@@ -274,9 +274,7 @@ def discounted_policy_iteration(
         try:
             evaluations += 1
             if iterative:
-                values = _krylov(
-                    P_pi, r_pi, discount, values, eval_tol, "policy evaluation", True
-                )
+                values = _krylov(P_pi, r_pi, discount, values, eval_tol, "policy evaluation", True)
             else:
                 values = evaluate_discounted(P_pi, r_pi, discount)
                 if not np.isfinite(values).all():

@@ -11,17 +11,17 @@ from .._checks import OptplanError
 from ..dp import (
     SPARSE_DIRECT_MAX_STATES,
     EvaluationError,
-    evaluate_sparse_unichain,
-    greedy,
-    sparse_recurrent_classes,
     average_policy_iteration,
     backup,
+    evaluate_sparse_unichain,
     evaluate_unichain,
+    greedy,
     masked,
     multichain_policy_iteration,
     n_recurrent_classes,
     policy_model,
     relative_value_iteration,
+    sparse_recurrent_classes,
 )
 from ..problems.average_reward import settle_multichain
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, PlanResult
@@ -132,8 +132,9 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
 
     mdp = problem.mdp
     if problem.multichain == "solve":
-        return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
-                     max_iter, aperiodicity)
+        return solve(
+            dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol, max_iter, aperiodicity
+        )
     rows, R, mask = mdp.P_rows, mdp.R, mdp.action_mask
     S = mdp.n_states
     idx = np.arange(S)
@@ -143,16 +144,22 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
         rows, R, mask, tol * scale, max_iter or 100_000, aperiodicity
     )
     if status != OPTIMAL:
-        return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
-                     max_iter, aperiodicity)
+        return solve(
+            dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol, max_iter, aperiodicity
+        )
     exact = S <= SPARSE_DIRECT_MAX_STATES
     tie = 1e-12 if exact else 1e-9
     for _ in range(max_iter or 1_000):
         P_pi, r_pi = policy_model(rows, R, policy)
         n_classes = sparse_recurrent_classes(P_pi)
         if n_classes > 1:
-            return solve(dataclasses.replace(problem, mdp=mdp.to_dense()), algorithm, tol,
-                         max_iter, aperiodicity)
+            return solve(
+                dataclasses.replace(problem, mdp=mdp.to_dense()),
+                algorithm,
+                tol,
+                max_iter,
+                aperiodicity,
+            )
         try:
             ev = evaluate_sparse_unichain(P_pi, r_pi, 0.1 * tol * scale)
         except EvaluationError as exc:

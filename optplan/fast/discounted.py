@@ -72,19 +72,24 @@ def solve(
     start = time.perf_counter()
     iterative = False
     if algorithm == "policy_iteration":
-        howard = not mdp.sparse and evaluation != "iterative" and (
-            evaluation == "direct" or S < DENSE_ITERATIVE_MIN_STATES
+        howard = (
+            not mdp.sparse
+            and evaluation != "iterative"
+            and (evaluation == "direct" or S < DENSE_ITERATIVE_MIN_STATES)
         )
         if howard:
             status, message, policy, V, Q, _, it = policy_iteration(
                 P, R, mask, gamma, None, max_iter
             )
         else:
-            out = discounted_policy_iteration(
-                P, R, mask, gamma, None, max_iter, tol, evaluation
-            )
+            out = discounted_policy_iteration(P, R, mask, gamma, None, max_iter, tol, evaluation)
             status, message, policy, V, Q, it = (
-                out.status, out.message, out.policy, out.values, out.q, out.iterations,
+                out.status,
+                out.message,
+                out.policy,
+                out.values,
+                out.q,
+                out.iterations,
             )
             iterative = out.iterative
             if iterative and status == OPTIMAL:
