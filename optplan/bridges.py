@@ -442,7 +442,7 @@ def to_mdptoolbox(mdp: TabularMDP, *, allow_masked: bool = False) -> MDPToolboxM
             f"with the mask beside them (pymdptoolbox would treat every action as admissible)"
         )
     return MDPToolboxModel(
-        P=np.ascontiguousarray(np.transpose(mdp.P, (1, 0, 2))),
+        P=np.ascontiguousarray(np.transpose(mdp.dense_P(), (1, 0, 2))),
         R=np.array(mdp.R),
         discount=mdp.discount,
         initial=np.array(mdp.initial),

@@ -441,3 +441,119 @@ def test_bench_planning_sparse_rows():
     assert "peak GiB" in format_table(rows, ("CLARABEL",))
     with pytest.raises(OptplanError, match="--sparse times the criteria"):
         bench_planning(Runs(sizes=(10,)), criteria=("hitting_time",), sparse=True)
+
+
+# -- readers of P outside the planning paths: dense copies of a sparse model, same numbers --
+
+
+def unmasked_model(seed: int, discount=None):
+    """A random unmasked model with rows of every successor (ergodic), dense and sparse."""
+    dense = random_model(seed, discount=discount, dense_rows=True)
+    dense = op.TabularMDP(dense.P, dense.R, discount=discount)
+    return dense, sparse_of(dense)
+
+
+def traces_equal(a, b) -> bool:
+    """The same run: identical states, actions and rewards; the regrets within round-off (the
+    oracle's values come from the sparse or the dense planning path)."""
+    same = all(
+        np.array_equal(getattr(a, f), getattr(b, f))
+        for f in ("states", "actions", "rewards", "expected_rewards")
+    )
+    fields = ("regret", "gap_regret", "realized_regret", "oracle_cumulative")
+    return same and all(close(getattr(a, f), getattr(b, f), 1e-12) for f in fields)
+
+
+@pytest.mark.parametrize("agent", ["mdp-ucb", "psrl-continuing"])
+def test_agent_run_on_a_sparse_env_matches_dense(agent):
+    from optplan.agents import make_agent
+    from optplan.envs import TabularEnv
+    from optplan.experiments import run
+
+    dense, sparse = unmasked_model(4)
+    traces = []
+    for model in (dense, sparse):
+        env = TabularEnv(model)
+        traces.append(run(make_agent(agent, env), env, steps=300, seed=7))
+    assert traces[0].states.size == 300 and traces_equal(*traces)
+
+
+def test_known_transition_agents_and_metrics_on_a_sparse_model():
+    from optplan.agents import make_agent
+    from optplan.envs import TabularEnv
+    from optplan.experiments import metrics, run
+
+    dense, sparse = unmasked_model(5, discount=0.9)
+    traces = []
+    for model in (dense, sparse):
+        env = TabularEnv(model)
+        agent = make_agent("ube", env, transitions="known")
+        traces.append(run(agent, env, steps=150, seed=2, criterion="discounted"))
+    assert traces_equal(*traces)
+    S, A = dense.shape
+    rng = np.random.default_rng(0)
+    pols = rng.dirichlet(np.ones(A), size=(3, S))
+    det = rng.integers(0, A, S)
+    for f in (metrics.discounted_policy_values, metrics.occupancy_measures):
+        assert np.array_equal(f(dense, pols), f(sparse, pols))
+    # the optimal value: policy iteration on the same dense copy
+    assert np.array_equal(metrics.occupancy_gaps(dense, pols), metrics.occupancy_gaps(sparse, pols))
+    a, b = metrics.oracle_step_rewards(dense, det, 50), metrics.oracle_step_rewards(sparse, det, 50)
+    assert close(a, b, 1e-13)
+    ta, tb = op.to_mdptoolbox(dense), op.to_mdptoolbox(sparse)
+    assert np.array_equal(ta.P, tb.P) and ta.P.shape == (A, S, S)
+
+
+def test_cli_finite_horizon_and_hitting_times_on_a_sparse_model(tmp_path, capsys):
+    import json
+
+    from optplan.cli import main
+    from optplan.problems.hitting_time import HittingTimes
+
+    dense, sparse = unmasked_model(6, discount=0.9)
+    outs = []
+    for name, model in (("dense", dense), ("sparse", sparse)):
+        path = tmp_path / f"{name}.toml"
+        op.save_model(model, path)
+        assert op.load_model(path).sparse == (name == "sparse")
+        assert main(["solve", str(path), "--criterion", "discounted", "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["results"]["fast"])
+        flags = ["--criterion", "finite_horizon", "--horizon", "4", "--json"]
+        assert main(["solve", str(path), *flags]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["results"]["fast"])
+    assert close(outs[0]["values"], outs[2]["values"], 1e-10)
+    assert outs[0]["policy"] == outs[2]["policy"]
+    assert outs[1]["values"] == outs[3]["values"] and outs[1]["policy"] == outs[3]["policy"]
+    fa = op.FiniteHorizonMDP.from_stationary(dense, 5)
+    fb = op.FiniteHorizonMDP.from_stationary(sparse, 5)
+    ra, rb = op.FiniteHorizonPlanning(fa).solve(), op.FiniteHorizonPlanning(fb).solve()
+    assert np.array_equal(fa.P, fb.P) and np.array_equal(ra.values, rb.values)
+    assert np.array_equal(HittingTimes(dense).solve().x, HittingTimes(sparse).solve().x)
+    da, db = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
+    assert da.structure == db.structure and da.diameter == db.diameter
+
+
+def test_dense_only_readers_refuse_a_large_sparse_model(monkeypatch):
+    from optplan.agents import CountBonus, make_agent
+    from optplan.envs import TabularEnv
+    from optplan.experiments import metrics
+
+    dense, sparse = unmasked_model(4, discount=0.9)
+    S, A = sparse.shape
+    monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
+    pols = np.full((S, A), 1.0 / A)
+    calls = [
+        lambda: TabularEnv(sparse),
+        lambda: op.to_mdptoolbox(sparse),
+        lambda: metrics.discounted_policy_values(sparse, pols),
+        lambda: metrics.occupancy_gaps(sparse, pols),
+        lambda: op.FiniteHorizonMDP.from_stationary(sparse, 3),
+        lambda: make_agent("ube", sparse, transitions="known"),
+    ]
+    for call in calls:
+        with pytest.raises(OptplanError, match=rf"would take {S * A * S * 8:,} bytes"):
+            call()
+    # the sparse fast path needs no dense copy: the oracle's rewards stay available
+    assert metrics.oracle_step_rewards(sparse, np.zeros(S, dtype=np.intp), 5).shape == (5,)
+    with pytest.raises(OptplanError, match="known_transitions must be a dense array"):
+        CountBonus(S, A, discount=0.9, known_transitions=sparse.P)

@@ -26,6 +26,7 @@ __all__ = [
     "continuing_shape",
     "env_discount",
     "env_reward_sd",
+    "env_transitions",
     "DISCOUNT_FROM_ENV",
 ]
 
@@ -95,6 +96,13 @@ def continuing_shape(env, refusal: str):
     if L is not None:
         raise OptplanError(refusal)
     return S, A, mask
+
+
+def env_transitions(model: TabularMDP | FiniteHorizonMDP) -> np.ndarray:
+    """The model's transitions as a dense array, ``(S, A, S)`` or ``(L, S, A, S)``: a sparse
+    ``TabularMDP``'s dense copy (:meth:`~optplan.mdp.TabularMDP.dense_P`, refused with an
+    ``OptplanError`` naming the size when too large)."""
+    return model.dense_P() if isinstance(model, TabularMDP) else model.P
 
 
 def env_discount(env, who: str, discount) -> float:

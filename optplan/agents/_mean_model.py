@@ -51,9 +51,10 @@ import numpy as np
 from .._checks import OptplanError, as_array, check_distribution, check_positive, check_real
 from .._params import Param
 from ..dp import backup, masked, policy_iteration
+from ..mdp import is_sparse
 from ..posteriors import LayeredPosterior
 from ..result import OPTIMAL
-from ._env import env_model, env_shape
+from ._env import env_model, env_shape, env_transitions
 from .base import LayerClock, check_agent_mask, check_count, check_rng
 
 __all__ = ["MeanModelAgent"]
@@ -262,6 +263,11 @@ def _check_transitions(P, shape: tuple[int, ...], mask: np.ndarray) -> np.ndarra
     """Known transitions of the agent's shape; admissible rows are distributions, masked rows
     (which the model may leave empty) become uniform so that every row is one."""
     S = shape[-2]
+    if is_sparse(P):
+        raise OptplanError(
+            f"known_transitions must be a dense array of shape {(*shape, S)}, got a sparse "
+            f"{type(P).__name__} of shape {P.shape}: pass mdp.dense_P() (TabularMDP.dense_P)"
+        )
     arr = as_array("known_transitions", P)
     if arr.shape != (*shape, S):
         raise OptplanError(
@@ -333,7 +339,7 @@ def mean_model_args(env, who: str, params: dict) -> dict:
         "discount": discount,
         "sigma": sigma,
         "prior_var": prior_var,
-        "known_transitions": model.P if transitions == "known" else None,
+        "known_transitions": env_transitions(model) if transitions == "known" else None,
         "transition_prior": transition_prior,
         "action_mask": mask,
         **params,

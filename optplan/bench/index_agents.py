@@ -91,8 +91,9 @@ def _cases(models, sizes, n_actions, seed):
         # Every pair already tried (20 sampled transitions each): every step computes an index
         # per action, as in the long run, instead of the closed form of untried actions.
         rng = np.random.default_rng(seed)
+        P = mdp.dense_P()
         counts = np.stack(
-            [[rng.multinomial(20, mdp.P[x, a]) for a in range(n_actions)] for x in range(S)]
+            [[rng.multinomial(20, P[x, a]) for a in range(n_actions)] for x in range(S)]
         ).astype(float)
         yield f"dirichlet-{S}", mdp, counts
 

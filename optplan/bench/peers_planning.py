@@ -73,7 +73,7 @@ def run_peer(name: str, mdp, fast) -> tuple[float, float]:
         raise ValueError(f"peer must be one of ('RVI', 'PI'), got {name!r}")
     if not mdp.action_mask.all():
         raise ValueError("pymdptoolbox has no admissible-action sets: the model masks actions")
-    P = np.ascontiguousarray(np.transpose(mdp.P, (1, 0, 2)))  # pymdptoolbox: P[a, s, s']
+    P = np.ascontiguousarray(np.transpose(mdp.dense_P(), (1, 0, 2)))  # pymdptoolbox: P[a, s, s']
     R = np.array(mdp.R)
     if name == "RVI":
         peer = _build(mdptoolbox, mdptoolbox.mdp.RelativeValueIteration, P, R, RVI_EPSILON)

@@ -256,7 +256,7 @@ def cmd_demo(args) -> int:
     say(f"\ncowan3 optimal policy {sol.policy.tolist()} {paper} the paper's (a1, a2, a1) (§5).")
     report["cowan3_policy"] = sol.policy.tolist()
     report["cowan3_matches_paper"] = sol.policy.tolist() == [0, 1, 0]
-    ok &= _demo_indices(cowan.P[0, 1], sol.bias, say, report)
+    ok &= _demo_indices(cowan.dense_P()[0, 1], sol.bias, say, report)
     ok &= _demo_k_learning(say, report)
     total = time.perf_counter() - start
     say(f"all cross-checks agree: {ok}; total {total:.1f} s")

@@ -116,7 +116,8 @@ class TabularEnv(gym.Env):
         self._horizon = mdp.horizon if self._finite else None
         self._n_states = mdp.n_states
         self._n_actions = mdp.n_actions
-        self._cdf = _cumulative_rows(mdp.P)
+        # a sparse model's dense copy (refused, naming the size, when too large)
+        self._cdf = _cumulative_rows(mdp.P if self._finite else mdp.dense_P())
         self._initial_cdf = _cumulative_rows(mdp.initial)
 
         self.observation_space = spaces.Discrete(self._n_states)

@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import OptplanError, check_int, check_real, first_bad, index_str
-from ..dp import forward_occupancy, policy_iteration
+from ..dp import forward_occupancy, policy_iteration, policy_model
 from ..mdp import CRITERIA, TabularMDP
 from ..problems.regret_lower_bound import RegretLowerBound
 
@@ -95,6 +95,13 @@ SOLVE_THRESHOLD = 0.1
 _STATIONARY_TOL = 1e-15
 
 
+def _dense_P(mdp) -> np.ndarray:
+    """A model's transitions as a dense array: a sparse ``TabularMDP``'s dense copy
+    (:meth:`~optplan.mdp.TabularMDP.dense_P`, refused with an ``OptplanError`` naming the
+    size when too large), any other model's ``P``."""
+    return mdp.dense_P() if isinstance(mdp, TabularMDP) else mdp.P
+
+
 def _policy_rows(P: np.ndarray, R: np.ndarray, policy: np.ndarray):
     """``P_pi`` and ``r_pi`` of a deterministic policy (last axes ``(S, A, S)`` / ``(S, A)``)."""
     policy = np.asarray(policy, dtype=np.intp)
@@ -120,12 +127,16 @@ def oracle_step_rewards(mdp, policy, steps: int) -> np.ndarray:
         ``mu_0 P_pi^t r_pi``. Propagation stops once the distribution is stationary to
         ``1e-15`` (L1) and the last value is repeated, so long horizons cost little.
     """
-    P_pi, r_pi = _policy_rows(mdp.P, mdp.R, policy)
+    if getattr(mdp, "sparse", False):  # the chain as a row gather of the CSR rows
+        P_pi, r_pi = policy_model(mdp.P_rows, mdp.R, np.asarray(policy, dtype=np.intp))
+        P_pi = P_pi.T.tocsr()
+    else:
+        P_pi, r_pi = _policy_rows(mdp.P, mdp.R, policy)
     out = np.empty(steps)
     d = np.asarray(mdp.initial, dtype=float)
     for t in range(steps):
         out[t] = d @ r_pi
-        nxt = d @ P_pi
+        nxt = P_pi @ d if getattr(mdp, "sparse", False) else d @ P_pi
         if np.abs(nxt - d).sum() < _STATIONARY_TOL:
             out[t + 1 :] = nxt @ r_pi
             break
@@ -142,7 +153,7 @@ def oracle_layer_rewards(mdp, policy) -> np.ndarray:
         ``d_l r_pi,l`` with ``d_0 = mdp.initial`` and ``d_{l+1} = d_l P_pi,l``; their sum is
         the policy's expected episode return.
     """
-    occ = forward_occupancy(mdp.P, mdp.initial, np.asarray(policy, dtype=np.intp))
+    occ = forward_occupancy(_dense_P(mdp), mdp.initial, np.asarray(policy, dtype=np.intp))
     return (occ * mdp.R).sum(axis=(1, 2))
 
 
@@ -346,7 +357,7 @@ def discounted_policy_values(mdp, policies, discount: float | None = None) -> np
     out = np.empty((K, S))
     eye = np.eye(S)
     for part in _chunks(K, S):
-        P_pi, r_pi = stochastic_policy_model(mdp.P, mdp.R, pi[part])
+        P_pi, r_pi = stochastic_policy_model(_dense_P(mdp), mdp.R, pi[part])
         out[part] = np.linalg.solve(eye - gamma * P_pi, r_pi[..., None])[..., 0]
     return out
 
@@ -362,7 +373,7 @@ def occupancy_measures(mdp, policies, discount: float | None = None) -> np.ndarr
     eye = np.eye(S)
     start = (1.0 - gamma) * np.asarray(mdp.initial, dtype=float)
     for part in _chunks(K, S):
-        P_pi, _ = stochastic_policy_model(mdp.P, mdp.R, pi[part])
+        P_pi, _ = stochastic_policy_model(_dense_P(mdp), mdp.R, pi[part])
         M = np.swapaxes(eye - gamma * P_pi, -1, -2)
         d = np.linalg.solve(M, np.broadcast_to(start, (M.shape[0], S))[..., None])[..., 0]
         out[part] = d[..., None] * pi[part]
@@ -388,7 +399,7 @@ def occupancy_gaps(
     """
     gamma = _discount(mdp, discount)
     if optimal_value is None:
-        out = policy_iteration(mdp.P, mdp.R, mdp.action_mask, gamma)
+        out = policy_iteration(_dense_P(mdp), mdp.R, mdp.action_mask, gamma)
         optimal_value = float(mdp.initial @ out.values)
     values = discounted_policy_values(mdp, policies, gamma) @ np.asarray(mdp.initial, float)
     return (1.0 - gamma) * (optimal_value - values)

@@ -46,7 +46,8 @@ def flow_residual(
     ``source = 0`` (plus ``sum y = 1``) for the average-reward LP.
     """
     S, A = occupancy.shape
-    inflow = source + discount * (occupancy.reshape(-1) @ P.reshape(S * A, S))
+    rows = P if P.ndim == 2 else P.reshape(S * A, S)  # (S·A, S): dense or a model's CSR rows
+    inflow = source + discount * np.asarray(rows.T @ occupancy.reshape(-1)).reshape(-1)
     return float(np.max(np.abs(occupancy.sum(axis=1) - inflow)))
 
 
@@ -96,7 +97,7 @@ def occupancy_errors(problem, answer, reference, source, discount, R, mask, scal
     out = {}
     if unique_argmax(reference.q):
         out["multiplier"] = diff(occ, reference.occupancy)
-    residual = flow_residual(occ, problem.mdp.P, source, discount)
+    residual = flow_residual(occ, problem.mdp.P_rows, source, discount)
     residual += max(-float(occ.min()), 0.0) + float(np.abs(occ[~mask]).sum())
     if discount == 1.0:
         residual += abs(float(occ.sum()) - 1.0)

@@ -78,7 +78,7 @@ class DiscountedPlanning(Problem):
         gamma = self.mdp.discount
         source = (1.0 - gamma) * self.weights
         out["multiplier_feasibility"] = (
-            max(flow_residual(r.occupancy, self.mdp.P, source, gamma) for r in (a, b)),
+            max(flow_residual(r.occupancy, self.mdp.P_rows, source, gamma) for r in (a, b)),
             1.0,
         )
         if unique_argmax(a.q):
