@@ -557,3 +557,19 @@ def test_dense_only_readers_refuse_a_large_sparse_model(monkeypatch):
     assert metrics.oracle_step_rewards(sparse, np.zeros(S, dtype=np.intp), 5).shape == (5,)
     with pytest.raises(OptplanError, match="known_transitions must be a dense array"):
         CountBonus(S, A, discount=0.9, known_transitions=sparse.P)
+
+
+def test_multichain_solvers_called_with_a_sparse_model_take_its_dense_copy(monkeypatch):
+    from optplan.conic import average_reward as conic_average
+    from optplan.fast import average_reward as fast_average
+
+    dense, sparse = unmasked_model(7)
+    a = fast_average.solve_multichain(op.AverageRewardPlanning(dense), 100)
+    b = fast_average.solve_multichain(op.AverageRewardPlanning(sparse), 100)
+    assert a.status == b.status == "optimal" and np.array_equal(a.values, b.values)
+    c = conic_average.solve_multichain(op.AverageRewardPlanning(sparse), "CLARABEL")
+    assert c.success and close(c.values, a.values, 1e-6)
+    S, A = sparse.shape
+    monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
+    with pytest.raises(OptplanError, match="would take"):
+        fast_average.solve_multichain(op.AverageRewardPlanning(sparse), 100)

@@ -203,7 +203,7 @@ def formulate_multichain_bias(problem, gain, keep, big_m: float) -> cp.Problem:
     ``A1`` outside ``A2``: then the minimizer is ``h*``. The caller certifies it: ``h`` must
     equal the bias of a gain-optimal policy (linear algebra), which is ``<= h*``.
     """
-    mdp = problem.mdp
+    mdp = _dense_problem(problem).mdp
     A, r, (s_idx, _) = bellman_rows(mdp.P, mdp.R, keep)
     h = cp.Variable(mdp.n_states, name="bias")
     w = cp.Variable(mdp.n_states, name="w")
@@ -266,6 +266,7 @@ def solve_multichain(problem, solver: str, solver_options: dict | None = None) -
     gain-optimal policy's bias is ``<= h*``, that proves ``h = h*`` up to the tolerance.
     Otherwise, or when the residual in the optimality equations is larger, the status is
     ``optimal_inaccurate`` with the reason."""
+    problem = _dense_problem(problem)  # a sparse model's dense copy (its size limit)
     mdp = problem.mdp
     S = mdp.n_states
     why = "a large constant gain is feasible and g >= every policy's gain"

@@ -272,7 +272,7 @@ def _evaluate_returned(P, R, mask, policy, status, message, note, pi_out, ev):
 def solve_multichain(problem, max_iter: int) -> PlanResult:
     """Multichain policy iteration (Puterman §9.2, :func:`optplan.dp.multichain_policy_iteration`):
     the optimal gain of every state and the bias of the returned policy (``P*_d h = 0``)."""
-    mdp = problem.mdp
+    mdp = problem.mdp.to_dense()  # a sparse model's dense copy (its size limit)
     P, R, mask = mdp.P, mdp.R, mdp.action_mask
     start = time.perf_counter()
     out = multichain_policy_iteration(P, R, mask, max_iter=max_iter)
