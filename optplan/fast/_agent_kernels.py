@@ -38,8 +38,11 @@ they agree bit for bit.
 
 Compiled on first use and cached by numba, with the cache keyed on this module's source and on
 those of :mod:`optplan.fast._kernels` (whose kernels the loop inlines; numba's own key would
-not see a change there: see :class:`optplan._jit.Jit`): the first compile is long, loading
-from the cache is quick.
+not see a change there: see :class:`optplan._jit.Jit`). Each agent kind has its own loop
+(``_run_ucb``, ``_run_olp``, ...), so a run compiles the index kernel of its agent and no
+other: MDP-UCB's first run compiles the loop and the KL-ball kernel (about 12 s of CPU on the
+shared 2-core machine, numba 0.68; see ``ESTIMATE`` in :mod:`optplan._jit`), later runs load
+them from the cache.
 """
 
 from __future__ import annotations
@@ -123,6 +126,14 @@ _JIT = _jit.Jit(
 )
 
 
+@_JIT(inline="always")
+def _copy(dst, src):  # pragma: no cover - compiled by numba
+    """``dst[:n] = src`` for ``n = len(src)`` (an explicit loop: a slice assignment compiles
+    numba's broadcast checks and their error message, seconds of a first compile)."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
 @_JIT
 def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
     """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (``pairwise_sum`` in
@@ -178,7 +189,7 @@ def _matvec(M, v, out):  # pragma: no cover - compiled by numba
     if M.shape[0] == 1:
         out[0] = np.dot(M[0], v)
     else:
-        out[:] = np.dot(M, v)
+        _copy(out, np.dot(M, v))
 
 
 @_JIT
@@ -269,7 +280,7 @@ def _policy_iteration(p_hat, R, good, policy, q, M, b, row, max_iter):  # pragma
                 changed = True
         if not changed:
             return sol[S], sol[:S].copy(), it
-        policy[:] = new
+        _copy(policy, new)
     return sol[S], sol[:S].copy(), -1
 
 
@@ -301,10 +312,9 @@ def _good_row(x, Tx, Txa, mask, good):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _ball_indices(
-    kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
-):  # noqa: E501  # pragma: no cover
-    """``_BallIndexAgent.indices(x)`` into ``u``."""
+def _ball_gather(kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts):  # pragma: no cover
+    """The rows of ``_BallIndexAgent.indices(x)``: ``u[a]`` of the masked and unvisited
+    actions, and the ball rows of the others in ``Pr, Vr, D, acts`` (their number returned)."""
     S, A = R.shape
     vmax = v[0]
     for j in range(1, S):
@@ -317,28 +327,47 @@ def _ball_indices(
             continue
         T = Txa[x, a]
         if T > 0:
-            Pr[B, :] = p_hat[x, a]
-            Vr[B, :] = v
+            _copy(Pr[B], p_hat[x, a])
+            _copy(Vr[B], v)
             D[B] = log_t / T if kind == UCB else math.sqrt(2.0 * log_t / T)
             acts[B] = a
             B += 1
         else:
             u[a] = R[x, a] + vmax
+    return B
+
+
+@_JIT
+def _ucb_indices(
+    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+):  # noqa: E501  # pragma: no cover
+    """``MDPUCB.indices(x)`` into ``u`` (KL balls)."""
+    B = _ball_gather(UCB, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
     if B == 0:
         return
-    if kind == UCB:
-        _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])
-        left = False
-        for i in range(B):
-            if not flag[i]:
-                left = True
-        if left:  # rows the compiled kernel leaves to numpy: the reference call
-            Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
-            with objmode(out="float64[:]"):  # noqa: F821
-                out = _py_kl_ball(Pc, vc, Dc)
-            val[:B] = out
-    else:
-        _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])
+    _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])
+    left = False
+    for i in range(B):
+        if not flag[i]:
+            left = True
+    if left:  # rows the compiled kernel leaves to numpy: the reference call
+        Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
+        with objmode(out="float64[:]"):  # noqa: F821
+            out = _py_kl_ball(Pc, vc, Dc)
+        _copy(val, out)
+    for i in range(B):
+        u[acts[i]] = R[x, acts[i]] + val[i]
+
+
+@_JIT
+def _olp_indices(
+    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+):  # noqa: E501  # pragma: no cover
+    """``OLP.indices(x)`` into ``u`` (L1 balls)."""
+    B = _ball_gather(OLP, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
+    if B == 0:
+        return
+    _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])
     for i in range(B):
         u[acts[i]] = R[x, acts[i]] + val[i]
 
@@ -358,8 +387,8 @@ def _dmed_indices(
         u[a] = -math.inf
         rates[a] = math.nan
         if mask[x, a] and a != best:
-            Pr[B, :] = p_hat[x, a]
-            Vr[B, :] = v
+            _copy(Pr[B], p_hat[x, a])
+            _copy(Vr[B], v)
             D[B] = Lv[best] - R[x, a]
             acts[B] = a
             B += 1
@@ -375,7 +404,7 @@ def _dmed_indices(
         Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
         with objmode(out="float64[:]"):  # noqa: F821
             out = _py_kl_inf(Pc, vc, Dc)
-        val[:B] = out
+        _copy(val, out)
     for i in range(B):
         a = acts[i]
         K = val[i]
@@ -423,8 +452,8 @@ def _imed_indices(
         else:
             u[a] = _log_count(T, logs)
             if Lv[a] != top:  # empirically sub-optimal: a rate to compute
-                Pr[B, :] = p_hat[x, a]
-                Vr[B, :] = v
+                _copy(Pr[B], p_hat[x, a])
+                _copy(Vr[B], v)
                 D[B] = top - R[x, a]
                 acts[B] = a
                 B += 1
@@ -439,7 +468,7 @@ def _imed_indices(
         Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
         with objmode(out="float64[:]"):  # noqa: F821
             out = _py_kl_inf(Pc, vc, Dc)
-        val[:B] = out
+        _copy(val, out)
     for i in range(B):
         a = acts[i]
         rates[a] = val[i]
@@ -476,33 +505,10 @@ def _search_right(cdf, u):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _run(
-    kind,
-    steps,
-    state,
-    t,
-    R,
-    mask,
-    good,
-    T,
-    Txa,
-    Tx,
-    p_hat,
-    policy,
-    v,
-    cdf,
-    true_mask,
-    env_rng,
-    agent_rng,
-    states,
-    actions,
-    u,
-    rates,
-    logs,
-):  # noqa: E501  # pragma: no cover
-    """The loop of :func:`optplan.experiments.run` with the agent's select/update inlined.
-    Returns ``(status, steps done, t, gain, v, last best action, action, state)``."""
-    S, A = R.shape
+def _work(S, A):  # pragma: no cover - compiled by numba
+    """The work arrays of a run: ``(Pr, Vr, qw, G, Q)`` ``(A, S)``; ``(D, val, lam, Lv)``
+    ``(A,)``; ``(its, code, acts)`` int ``(A,)``; ``flag`` bool ``(A,)``; ``q`` ``(S, A)``;
+    ``M, b, row`` of the bordered solve."""
     Pr, Vr, qw = np.empty((A, S)), np.empty((A, S)), np.empty((A, S))
     D, val, lam, Lv = np.empty(A), np.empty(A), np.empty(A), np.empty(A)
     its, code, acts = np.empty(A, np.int64), np.empty(A, np.int64), np.empty(A, np.int64)
@@ -510,71 +516,153 @@ def _run(
     G, Q = np.empty((A, S)), np.empty((A, S))
     q = np.empty((S, A))
     M, b, row = np.empty((S + 1, S + 1)), np.empty(S + 1), np.empty(S)
+    return Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row
+
+
+@_JIT
+def _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf, env_rng, states, actions,
+             q, M, b, row):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Step ``k`` after the choice of ``a`` in ``x``: the environment's transition, the
+    record, ``TransitionEstimator.update`` and the warm-started policy iteration. Returns
+    ``(next state, gain, bias, iterations)`` (``iterations = -1``: no stop)."""
+    S = R.shape[0]
+    y = _search_right(cdf[x, a], env_rng.random())
+    states[k] = x
+    actions[k] = a
+    # TransitionEstimator.update
+    T[x, a, y] += 1
+    Txa[x, a] += 1
+    Tx[x] += 1
+    den = Txa[x, a] + S
+    for j in range(S):
+        p_hat[x, a, j] = (T[x, a, j] + 1.0) / den
+    _good_row(x, Tx, Txa, mask, good)
+    gain, v, it = _policy_iteration(p_hat, R, good, policy, q, M, b, row, 100)
+    return y, gain, v, it
+
+
+# One loop per agent kind (the loop of :func:`optplan.experiments.run` with the agent's
+# select/update inlined), so that a run compiles the index kernel of its agent only. Each
+# takes the arguments of :func:`run_index_loop` and returns ``(status, steps done, t, gain,
+# v, last best action, action, state)``.
+
+
+@_JIT
+def _run_ucb(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+             env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
+    """MDP-UCB's run."""
+    S, A = R.shape
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    gain = math.nan
+    for k in range(steps):
+        x = state
+        _ucb_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its,
+                     flag, acts)  # fmt: skip
+        a = _argmax(u)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, k, t, gain, v, 0, a, state
+        state, gain, v, it = _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf,
+                                      env_rng, states, actions, q, M, b, row)  # fmt: skip
+        t += 1
+        if it < 0:
+            return PI_MAX_ITER, k + 1, t, gain, v, 0, a, state
+    return DONE, steps, t, gain, v, 0, -1, state
+
+
+@_JIT
+def _run_olp(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+             env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
+    """OLP's run."""
+    S, A = R.shape
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    gain = math.nan
+    for k in range(steps):
+        x = state
+        _olp_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its,
+                     flag, acts)  # fmt: skip
+        a = _argmax(u)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, k, t, gain, v, 0, a, state
+        state, gain, v, it = _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf,
+                                      env_rng, states, actions, q, M, b, row)  # fmt: skip
+        t += 1
+        if it < 0:
+            return PI_MAX_ITER, k + 1, t, gain, v, 0, a, state
+    return DONE, steps, t, gain, v, 0, -1, state
+
+
+@_JIT
+def _run_dmed(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+              env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
+    """MDP-DMED's run."""
+    S, A = R.shape
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
     gain = math.nan
     best = 0
     for k in range(steps):
         x = state
-        log_t = math.log(t)
-        if kind == UCB or kind == OLP:
-            _ball_indices(
-                kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
-            )  # noqa: E501
-            a = _argmax(u)
-        elif kind == DMED:
-            best = _dmed_indices(
-                x,
-                log_t,
-                R,
-                mask,
-                Txa,
-                p_hat,
-                v,
-                u,
-                rates,
-                Lv,
-                Pr,
-                Vr,
-                D,
-                val,
-                qw,
-                lam,
-                its,
-                code,
-                acts,
-            )  # noqa: E501
-            ub = u[best]
-            u[best] = -math.inf
-            j = _argmax(u)
-            a = j if u[j] > 0 else best
-            u[best] = ub
-        elif kind == IMED:
-            _imed_indices(
-                x, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its, code, acts,
-                logs,
-            )  # fmt: skip
-            a = _argmin(u)
-        else:
-            _ps_indices(x, agent_rng, R, mask, T, v, u, G, Q, Lv)
-            a = _argmax(u)
+        best = _dmed_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D,
+                             val, qw, lam, its, code, acts)  # fmt: skip
+        ub = u[best]
+        u[best] = -math.inf
+        j = _argmax(u)
+        a = j if u[j] > 0 else best
+        u[best] = ub
         if not true_mask[x, a]:
             return INADMISSIBLE, k, t, gain, v, best, a, state
-        y = _search_right(cdf[x, a], env_rng.random())
-        states[k] = x
-        actions[k] = a
-        # TransitionEstimator.update
-        T[x, a, y] += 1
-        Txa[x, a] += 1
-        Tx[x] += 1
+        state, gain, v, it = _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf,
+                                      env_rng, states, actions, q, M, b, row)  # fmt: skip
         t += 1
-        den = Txa[x, a] + S
-        for j in range(S):
-            p_hat[x, a, j] = (T[x, a, j] + 1.0) / den
-        _good_row(x, Tx, Txa, mask, good)
-        gain, v, it = _policy_iteration(p_hat, R, good, policy, q, M, b, row, 100)
         if it < 0:
-            return PI_MAX_ITER, k + 1, t, gain, v, best, a, y
-        state = y
+            return PI_MAX_ITER, k + 1, t, gain, v, best, a, state
     return DONE, steps, t, gain, v, best, -1, state
+
+
+@_JIT
+def _run_imed(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+              env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
+    """IMED-RL's run."""
+    S, A = R.shape
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    gain = math.nan
+    for k in range(steps):
+        x = state
+        _imed_indices(x, R, mask, Txa, p_hat, v, u, rates, Lv, Pr, Vr, D, val, qw, lam, its,
+                      code, acts, logs)  # fmt: skip
+        a = _argmin(u)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, k, t, gain, v, 0, a, state
+        state, gain, v, it = _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf,
+                                      env_rng, states, actions, q, M, b, row)  # fmt: skip
+        t += 1
+        if it < 0:
+            return PI_MAX_ITER, k + 1, t, gain, v, 0, a, state
+    return DONE, steps, t, gain, v, 0, -1, state
+
+
+@_JIT
+def _run_ps(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+            env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
+    """MDP-PS's run."""
+    S, A = R.shape
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    gain = math.nan
+    for k in range(steps):
+        x = state
+        _ps_indices(x, agent_rng, R, mask, T, v, u, G, Q, Lv)
+        a = _argmax(u)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, k, t, gain, v, 0, a, state
+        state, gain, v, it = _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf,
+                                      env_rng, states, actions, q, M, b, row)  # fmt: skip
+        t += 1
+        if it < 0:
+            return PI_MAX_ITER, k + 1, t, gain, v, 0, a, state
+    return DONE, steps, t, gain, v, 0, -1, state
+
+
+#: The loop of each agent kind.
+_RUNS = {UCB: "_run_ucb", OLP: "_run_olp", DMED: "_run_dmed", PS: "_run_ps", IMED: "_run_imed"}
 
 
 @_JIT
@@ -664,8 +752,8 @@ def run_index_loop(kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, poli
     u = np.full(A, -np.inf)
     rates = np.full(A, np.nan)
     logs = np.zeros(0) if logs is None else np.ascontiguousarray(logs, dtype=float)
-    status, n, t, gain, v, best, action, state = c["_run"](
-        kind, steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
+    status, n, t, gain, v, best, action, state = c[_RUNS[kind]](
+        steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, true_mask,
         env_rng, agent_rng, states, actions, u, rates, logs,
     )  # fmt: skip
     return status, n, t, gain, v, best, action, state, states, actions, u, rates

@@ -61,7 +61,8 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
     A = 0.0
     B = 0.0
     for l in range(L):
-        nxt[:] = 0.0
+        for t in range(S):  # (loops, not slice assignments: no broadcast checks to compile)
+            nxt[t] = 0.0
         for s in range(S):
             ds = d[s]
             # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
@@ -91,7 +92,8 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
                         for t in range(S):
                             nxt[t] += w * P[l, s, a, t]
             A += ds * h
-        d[:] = nxt
+        for t in range(S):
+            d[t] = nxt[t]
     f = 0.0
     for s in range(S):
         f += rho[s] * V[0, s]

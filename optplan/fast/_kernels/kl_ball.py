@@ -49,7 +49,7 @@ from .common import (
 from .logs import _fill, _fill_lib, _fill_same, _log1p_pos, _log_pos, _plogd, _sums, _sums_direct
 
 
-@jit(inline="always")
+@jit
 def _g(
     s, ps, delta, n, d, log_mean_delta, P_top, mean_delta, ell, w, u
 ):  # pragma: no cover - numba
@@ -129,7 +129,7 @@ def _log_expm1(d):  # pragma: no cover - compiled by numba
     return math.log(math.expm1(d))
 
 
-@jit(inline="always")
+@jit
 def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - numba
     """One KL-ball row: fill ``q`` and return ``(value, lam, iterations, handled)``;
     ``ps, delta, ell, w, u``: work arrays of length ``>= S``."""

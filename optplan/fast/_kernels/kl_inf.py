@@ -15,7 +15,7 @@ import numpy as np
 from .common import DONE, INFEASIBLE_ROW, LEFT, _bracketed, _leftover, _valid_one, call_rows, jit
 
 
-@jit(inline="always")
+@jit
 def _kl_inf_row(p, v, rho, max_iter, q, c):  # pragma: no cover - compiled by numba
     """One KL-inf row (:func:`optplan.fast.kl_inf.kl_inf_rate`, the same steps): fill ``q``
     and return ``(value, lam, iterations, code)`` (``DONE``, ``INFEASIBLE_ROW``, ``LEFT``:

@@ -20,9 +20,9 @@ from .common import L1_INSERTION_N, SORT_SMALL_N, jit
 @jit
 def _drain_order(v, order):  # pragma: no cover - compiled by numba
     """``order``: the states by increasing ``v``, ties in index order, the best state (first
-    argmax) last: ``np.argsort(key, kind="stable")`` of the numpy path, by the default sort and
-    an insertion sort of the indices inside each run of equal values (only where there are
-    ties). Returns the best state."""
+    argmax) last: ``np.argsort(key, kind="stable")`` of the numpy path, by an insertion sort
+    (short rows) or :func:`_sort2` on ``(value, index)`` pairs, whose order is the stable one
+    (``v`` holds no NaN: the callers' inputs are checked). Returns the best state."""
     S = v.shape[0]
     best = 0
     for x in range(S):
@@ -43,25 +43,10 @@ def _drain_order(v, order):  # pragma: no cover - compiled by numba
         return best
     key = v.copy()
     key[best] = math.inf
-    srt = np.argsort(key)
+    # (numba's own argsort would be a second sort to compile, and an unstable one)
     for j in range(S):
-        order[j] = srt[j]
-    j = 0
-    while j < S - 1:
-        if key[order[j + 1]] == key[order[j]]:  # a run of ties: indices ascending
-            k = j + 1
-            while k + 1 < S and key[order[k + 1]] == key[order[j]]:
-                k += 1
-            for a in range(j + 1, k + 1):
-                x = order[a]
-                b = a - 1
-                while b >= j and order[b] > x:
-                    order[b + 1] = order[b]
-                    b -= 1
-                order[b + 1] = x
-            j = k + 1
-        else:
-            j += 1
+        order[j] = j
+    _sort2(key, order, key, 0, S, np.empty(128, dtype=np.int64))
     return best
 
 
