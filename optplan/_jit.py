@@ -39,11 +39,12 @@ import importlib.util
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AVAILABLE", "INSTALL", "Jit", "available"]
+__all__ = ["AVAILABLE", "INSTALL", "Jit", "available", "compile_seconds"]
 
 #: numba is installed (the optional ``jit`` extra). Found without importing numba.
 AVAILABLE = importlib.util.find_spec("numba") is not None
@@ -71,11 +72,22 @@ ESTIMATE = "about 15-35 s of CPU"
 # alive by their collection's ``functions``).
 _OWNERS: dict[int, Jit] = {}
 _LISTENING = False
+# numba's outermost compiles in this process: how deep the current one is, when it started,
+# and the seconds of those that ended (numba compiles under one lock: one at a time).
+_COMPILING = {"depth": 0, "start": 0.0, "seconds": 0.0}
 
 
 def available() -> bool:
     """Whether numba is installed (:data:`AVAILABLE`; numba is not imported)."""
     return AVAILABLE
+
+
+def compile_seconds() -> float:
+    """Wall seconds numba has spent compiling in this process since a :class:`Jit` collection
+    was first compiled (each outermost compile once, its callees inside it; loading a function
+    from numba's cache is not a compile). ``optplan bench`` reports the difference across a
+    first call as that call's compile time."""
+    return _COMPILING["seconds"]
 
 
 class Jit:
@@ -199,7 +211,7 @@ class Jit:
         stamp = _stamp(files) if len(files) > 1 else None
         table = {}
         for fn, name, options in self.functions:
-            dispatcher = numba.njit(**{**self.options, **options})(fn)
+            dispatcher = _unliteral(numba, numba.njit(**{**self.options, **options})(fn))
             table[name] = dispatcher if stamp is None else _stamped(dispatcher, stamp)
         _rebind(self.functions, table, spaces)
         # numba compiles a function at its first call: every callee is bound by then
@@ -220,13 +232,18 @@ def _listen(numba) -> None:
 
     class _Notice(event.Listener):
         def on_start(self, ev) -> None:
+            if _COMPILING["depth"] == 0:
+                _COMPILING["start"] = time.perf_counter()
+            _COMPILING["depth"] += 1
             fn = getattr(ev.data.get("dispatcher"), "py_func", None)
             owner = _OWNERS.get(id(fn))
             if owner is not None and not owner.noticed:
                 owner.notice(fn.__module__)
 
         def on_end(self, ev) -> None:
-            pass
+            _COMPILING["depth"] -= 1
+            if _COMPILING["depth"] == 0:
+                _COMPILING["seconds"] += time.perf_counter() - _COMPILING["start"]
 
     event.register("numba:compile", _Notice())
 
@@ -239,6 +256,30 @@ def _rebind(functions, table: Mapping[str, Any], spaces: list[dict]) -> None:
         for ns in spaces:
             if ns.get(name) is fn:
                 ns[name] = table[name]
+
+
+def _unliteral(numba, dispatcher):
+    """``dispatcher`` compiled, when compiled code calls it, for the plain types of the
+    arguments (``int64``, ``bool``), never for their literal types (``Literal[int](0)``).
+
+    numba's type inference resolves a call while the types of its arguments are still being
+    inferred: a counter that starts at ``0`` is first ``Literal[int](0)``, then ``int64``
+    once the loop that increments it is seen, and each is a full compile of the callee and
+    of everything it calls (the same machine code: a literal argument only serves
+    ``numba.literally``, which no kernel uses). Without the internals this relies on, the
+    dispatcher as it is."""
+    base = getattr(dispatcher, "get_call_template", None)
+    unliteral = getattr(getattr(numba, "core", None), "types", None)
+    unliteral = getattr(unliteral, "unliteral", None)
+    if base is None or unliteral is None:  # pragma: no cover - another numba's internals
+        return dispatcher
+
+    def get_call_template(args, kws):
+        args = tuple(unliteral(a) for a in args)
+        return base(args, {k: unliteral(t) for k, t in kws.items()})
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 def _stamp(files: list[str]) -> str:

@@ -3,7 +3,7 @@ stderr when numba really compiles (nothing in its on-disk cache), once per colle
 not when a later process loads the compiled code from the cache.
 
 Each run is a fresh interpreter with its own ``NUMBA_CACHE_DIR``; the collection is a small
-module written for the test (optplan's own kernels take 15-35 s of CPU to compile, see
+module written for the test (optplan's own kernels take seconds to compile, see
 ``optplan/_jit.py``), compiled through the same :class:`optplan._jit.Jit`.
 """
 
@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -45,11 +46,18 @@ CALLER = textwrap.dedent(
 )
 
 
+def _path(tmp_path) -> str:
+    """``PYTHONPATH`` of a run: the test's module, then the optplan under test."""
+    import optplan
+
+    return os.pathsep.join([str(tmp_path), str(Path(optplan.__file__).parents[1])])
+
+
 def _run(tmp_path, cache) -> str:
     env = {
         **os.environ,
         "NUMBA_CACHE_DIR": str(cache),
-        "PYTHONPATH": str(tmp_path),
+        "PYTHONPATH": _path(tmp_path),
         "OPTPLAN_JIT_NOTICE": "1",  # the test suite turns it off (tests/conftest.py)
     }
     out = subprocess.run(
@@ -92,10 +100,61 @@ def test_the_environment_variable_silences_it(tmp_path):
     env = {
         **os.environ,
         "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"),
-        "PYTHONPATH": str(tmp_path),
+        "PYTHONPATH": _path(tmp_path),
         "OPTPLAN_JIT_NOTICE": "0",
     }
     out = subprocess.run(
         [sys.executable, "-c", CALLER], capture_output=True, text=True, check=True, env=env
     )
     assert "compiling" not in out.stderr
+
+
+LITERALS = textwrap.dedent(
+    """
+    from optplan._jit import Jit
+
+    jit = Jit("toy kernels", cache=True)
+
+    @jit
+    def _add(x, n):
+        return x + n
+
+    @jit
+    def _loop(x):
+        n = 0
+        for _ in range(3):
+            x = _add(x, n)
+            n += 1
+        return _add(x, 1) + _add(x, True)
+    """
+)
+
+COUNTED = textwrap.dedent(
+    """
+    import optplan._jit as J
+    import toy_literals
+    table = toy_literals.jit.compiled()
+    before = J.compile_seconds()
+    print(table["_loop"](0.5), len(table["_add"].signatures), J.compile_seconds() > before)
+    """
+)
+
+
+def test_compiled_for_plain_types_and_compile_seconds(tmp_path):
+    """A kernel called from compiled code with constants (``0``, ``1``, ``True``) is compiled
+    once, for ``int64`` / ``bool`` rather than once per literal; ``compile_seconds`` counts a
+    real compile and not a load from the cache."""
+    (tmp_path / "toy_literals.py").write_text(LITERALS)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"),
+           "PYTHONPATH": _path(tmp_path), "OPTPLAN_JIT_NOTICE": "0"}  # fmt: skip
+
+    def run() -> list[str]:
+        out = subprocess.run([sys.executable, "-c", COUNTED], capture_output=True, text=True,
+                             check=True, env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+        return out.stdout.split()
+
+    # 0.5 + 0 + 1 + 2 = 3.5, then (3.5 + 1) + (3.5 + True); _add(float64, int64) and
+    # _add(float64, bool): two signatures, no Literal[int](0) / Literal[int](1) ones
+    assert run() == ["9.0", "2", "True"]
+    cached = run()  # loaded from the cache: no compile (and _add not even loaded)
+    assert cached[0] == "9.0" and cached[2] == "False"
