@@ -15,7 +15,9 @@ covers the run; ``-`` and the engine's reason otherwise) and with the generic lo
 (``engine="python"``). A rate is ``steps`` over the CPU time (``time.process_time``) of one
 whole ``run`` call (scoring and oracle run included) after a warm-up run of ``--warmup``
 steps on the same case (numba compiles, or loads from its cache, there), under ``run``'s one
-BLAS thread. One run each: on a shared machine, quote the load beside the numbers.
+BLAS thread. ``compile s`` (beside each rate): the wall seconds numba spent compiling during
+that warm-up (:func:`optplan._jit.compile_seconds` before and after it; 0 where numba's cache
+or an earlier row of the same run had the kernels). One run each: on a shared machine, quote the load beside the numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 
+from .. import _jit
 from .._checks import OptplanError, check_int
 from ..agents.registry import AGENTS, make_agent
 from ..envs.registry import ENVS
@@ -129,6 +132,7 @@ def bench_agents(
         cases = _cases_of(name, params)
         if not cases:
             rows.append(_row(name, "-", None, None, "fits none of the cases", steps))
+            rows[-1] |= {"compile_s": None, "generic_compile_s": None}
             if progress:
                 progress(f"{name}: fits none of the cases")
             continue
@@ -136,13 +140,18 @@ def bench_agents(
             env = _env(env_name, env_params)
             # the reason an engine gives when it does not cover the run (track: as run decides)
             chosen, reason = _engine(agent, env)
-            compiled = None
+            compiled = compile_s = None
             if chosen is not None:
+                before = _jit.compile_seconds()
                 _rate(name, env_name, env_params, params, warmup, seed, "compiled")
+                compile_s = _jit.compile_seconds() - before
                 compiled = _rate(name, env_name, env_params, params, steps, seed, "compiled")
+            before = _jit.compile_seconds()
             _rate(name, env_name, env_params, params, warmup, seed, "python")
+            generic_compile_s = _jit.compile_seconds() - before
             generic = _rate(name, env_name, env_params, params, steps, seed, "python")
             rows.append(_row(name, label, compiled, generic, reason, steps))
+            rows[-1] |= {"compile_s": compile_s, "generic_compile_s": generic_compile_s}
             if progress:
                 done = "-" if compiled is None else f"{compiled:.0f}/s"
                 progress(f"{name} on {label}: compiled {done}, generic {generic:.0f}/s")
@@ -203,16 +212,21 @@ def format_agents_table(rows: list[dict]) -> str:
     """One line per (agent, case): compiled and generic steps per second, the ratio, and why
     no engine covers the run where none does."""
     head = (
-        f"{'agent':<17} {'case':<19} {'compiled/s':>11} {'generic/s':>10} {'x generic':>10}  engine"
+        f"{'agent':<17} {'case':<19} {'compiled/s':>11} {'compile s':>9} {'generic/s':>10} "
+        f"{'compile s':>9} {'x generic':>10}  engine"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         comp = "-" if r["compiled_steps_per_s"] is None else f"{r['compiled_steps_per_s']:.0f}"
         gen = "-" if r["generic_steps_per_s"] is None else f"{r['generic_steps_per_s']:.0f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.1f}"
+        cs, gs = (
+            "-" if r.get(k) is None else f"{r[k]:.2f}" for k in ("compile_s", "generic_compile_s")
+        )
         note = r["compiled_note"] or ""
         lines.append(
-            f"{r['agent']:<17} {r['case']:<19} {comp:>11} {gen:>10} {ratio:>10}  {note}".rstrip()
+            f"{r['agent']:<17} {r['case']:<19} {comp:>11} {cs:>9} {gen:>10} {gs:>9} {ratio:>10}  "
+            f"{note}".rstrip()
         )
     return "\n".join(lines)
 
@@ -228,6 +242,8 @@ def header(args: argparse.Namespace) -> str:
         f"Agents: steps per CPU second of one run of {args.steps} steps (after a "
         f"{args.warmup}-step warm-up), compiled engine (results equal to the generic loop's; - "
         "and the reason where no engine covers the run) and generic loop, one BLAS thread; "
+        "compile s = wall seconds numba spent compiling in each one's warm-up (0 where numba's "
+        "cache or an earlier row of this run had the kernels); "
         "cases: riverswim-6 and cowan3 (continuing), deepsea-20 (episodic)"
     )
 

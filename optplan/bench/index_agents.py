@@ -18,7 +18,9 @@ A step is the whole agent step (estimator update, warm-started average-reward so
 action) plus the environment; each rate is steps over the wall time of one
 :func:`~optplan.experiments.run` call (scoring included), after a warm-up call that loads (or
 compiles) the loop or the kernels (for the Python loop, the same run: every kernel it
-reaches). Rates are measured in this one run; ``x python`` and
+reaches). ``compile s``: the wall seconds numba spent compiling during the compiled loop's
+warm-up call (:func:`optplan._jit.compile_seconds` before and after it; 0 where numba's cache
+or an earlier row of the same run had the kernels). Rates are measured in this one run; ``x python`` and
 ``x conic`` are ratios.
 """
 
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _jit
 from .._checks import OptplanError, check_int
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..envs import TabularEnv
@@ -126,9 +129,11 @@ def bench_index_agents(
         for name, cls in AGENT_CLASSES.items():
             agent = cls(mdp.R, initial_counts=counts)
             reason = compiled_reason(agent, TabularEnv(mdp))
-            compiled = None
+            compiled = compile_s = None
             if reason is None:
+                before = _jit.compile_seconds()
                 _rate(cls, mdp, "fast", 10, seed, counts, "compiled")  # load / compile
+                compile_s = _jit.compile_seconds() - before
                 compiled, _ = _rate(cls, mdp, "fast", compiled_steps, seed, counts, "compiled")
             # first calls compile the row kernels (numba) or import CVXPY: not timed. The
             # Python loop's warm-up plays the timed run's steps: a short one can miss a
@@ -146,6 +151,7 @@ def bench_index_agents(
                     "compiled_steps_per_s": compiled,
                     "compiled_us_per_step": None if compiled is None else 1e6 / compiled,
                     "compiled_note": reason,
+                    "compile_s": compile_s,
                     "fast_steps_per_s": fast,
                     "fast_us_per_step": 1e6 / fast,
                     "conic_steps_per_s": conic,
@@ -170,17 +176,20 @@ def format_index_agents_table(rows: list[dict]) -> str:
     """One line per (case, agent): compiled and Python-loop steps per second and us per step,
     their ratio, conic steps per second, the Python/conic ratio, fallbacks."""
     head = (
-        f"{'case':<13} {'|S|':>4} {'agent':<9} {'compiled/s':>11} {'us/step':>8} "
+        f"{'case':<13} {'|S|':>4} {'agent':<9} {'compiled/s':>11} {'us/step':>8} {'compile s':>9} "
         f"{'python/s':>9} {'us/step':>8} {'x python':>9} {'conic/s':>8} {'x conic':>8} "
         f"{'fallbacks':>10}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         if r["compiled_steps_per_s"] is None:
-            comp = f"{'-':>11} {'-':>8} "
+            comp = f"{'-':>11} {'-':>8} {'-':>9} "
             ratio = f"{'-':>9}"
         else:
-            comp = f"{r['compiled_steps_per_s']:>11.0f} {r['compiled_us_per_step']:>8.2f} "
+            comp = (
+                f"{r['compiled_steps_per_s']:>11.0f} {r['compiled_us_per_step']:>8.2f} "
+                f"{r['compile_s']:>9.2f} "
+            )
             ratio = f"{r['compiled_ratio']:>9.0f}"
         lines.append(
             f"{r['case']:<13} {r['n_states']:>4} {r['agent']:<9} {comp}"
@@ -203,7 +212,9 @@ def header(args: argparse.Namespace) -> str:
         "example, plain start; dirichlet-S = random Dirichlet MDPs, every pair pre-tried): "
         "whole agent+env steps per second and us per step, measured in this run: compiled "
         f"loop ({args.compiled_steps} steps, results equal to the Python loop's; - where it "
-        f"does not apply), Python loop ({args.fast_steps} steps), conic index path "
+        "does not apply; compile s = wall seconds numba spent compiling in the compiled loop's "
+        "first, untimed call: 0 where its cache or an earlier row of this run had the "
+        f"kernels), Python loop ({args.fast_steps} steps), conic index path "
         f"({args.conic_steps} steps); fallbacks = conic index instances not solved to optimal "
         "(recomputed fast) / conic instances"
     )
