@@ -10,7 +10,7 @@ the two), because every floating-point result the decisions depend on is compute
 code or the same operations in the same order:
 
 - the indices: the compiled row kernels of :mod:`optplan.fast._kernels`
-  (``_kl_ball_rows``, ``_l1_rows``, ``_kl_inf_rows``), the very functions the reference's
+  (``_kl_row``, ``_l1_rows``, ``_kl_inf_rows``), the very functions the reference's
   batched calls run; a row they leave to numpy (``LEFT``, e.g. a radius of 0) sends the whole
   batch to the reference function (:func:`~optplan.fast.kl_ball.kl_ball_index`,
   :func:`~optplan.fast.kl_inf.kl_inf_rate`) through ``numba.objmode``;
@@ -53,7 +53,7 @@ import numpy as np
 
 from .. import _jit
 from . import _kernels
-from ._kernels.kl_ball import _kl_ball_rows
+from ._kernels.kl_ball import _kl_row
 from ._kernels.kl_inf import _kl_inf_rows
 from ._kernels.l1_ball import _l1_rows
 
@@ -117,10 +117,26 @@ def _py_threshold(Tx, x):
 
 #: The loop and its helpers: compiled after the index kernels they call, ``objmode`` bound
 #: for the rare calls back into Python.
+def _setup(numba) -> dict:
+    """``objmode``, and LAPACK's ``dgesv`` as numba binds it for ``np.linalg.solve`` (SciPy's
+    LAPACK): :func:`_gesv` calls it without ``np.linalg.solve``'s checks and copies, seconds of
+    a first compile. ``ImportError`` where numba's internals differ (:func:`self_check` then
+    refuses the compiled loop)."""
+    try:
+        from numba.np import linalg
+
+        linalg.ensure_lapack()
+        xgesv = linalg._LAPACK().numba_xgesv(numba.float64)
+        f_int = linalg.F_INT_nptype
+    except AttributeError as exc:  # pragma: no cover - another numba's internals
+        raise ImportError(f"numba's LAPACK binding: {exc}") from exc
+    return {"objmode": numba.objmode, "_xgesv": xgesv, "_F_INT": f_int}
+
+
 _JIT = _jit.Jit(
     "the compiled agent loop",
     uses=(_kernels.jit,),
-    setup=lambda numba: {"objmode": numba.objmode},
+    setup=_setup,
     cache=True,
     error_model="numpy",
 )
@@ -217,9 +233,23 @@ def _argmax(u):  # pragma: no cover - compiled by numba
 
 
 @_JIT
+def _gesv(M, b):  # pragma: no cover - compiled by numba
+    """Solve the system whose matrix ``M`` holds transposed (its C buffer is the matrix in
+    Fortran order) by LAPACK ``dgesv`` (numba's binding, the routine ``np.linalg.solve`` calls
+    in numba): ``M`` is destroyed, ``b`` overwritten; returns a copy of the solution."""
+    n = b.shape[0]
+    ipiv = np.empty(n, dtype=_F_INT)  # noqa: F821 (bound at compile time: _setup)
+    r = _xgesv(100, n, 1, M.ctypes, n, ipiv.ctypes, b.ctypes, n)  # noqa: F821 (100: "d")
+    if r != 0:
+        raise np.linalg.LinAlgError("Matrix is singular to machine precision.")
+    return b.copy()
+
+
+@_JIT
 def _evaluate(p_hat, R, policy, M, b, row):  # pragma: no cover - compiled by numba
     """Gain and bias (``h[0] = 0``) of ``policy`` on ``p_hat``: the bordered system of
-    :func:`optplan.dp.evaluate_average` with :func:`optplan.dp.generator`'s diagonal."""
+    :func:`optplan.dp.evaluate_average` with :func:`optplan.dp.generator`'s diagonal, built
+    transposed in ``M`` (LAPACK's column order) and solved by :func:`_gesv`."""
     S = R.shape[0]
     for i in range(S + 1):
         for j in range(S + 1):
@@ -228,14 +258,14 @@ def _evaluate(p_hat, R, policy, M, b, row):  # pragma: no cover - compiled by nu
         a = policy[i]
         for j in range(S):
             row[j] = -p_hat[i, a, j]
-            M[i, j] = row[j]
+            M[j, i] = row[j]
         row[i] = 0.0
         M[i, i] = -_row_sum(row)
-        M[i, S] = 1.0
+        M[S, i] = 1.0
         b[i] = R[i, a]
-    M[S, 0] = 1.0
+    M[0, S] = 1.0
     b[S] = 0.0
-    return np.linalg.solve(M, b)
+    return _gesv(M, b)
 
 
 @_JIT
@@ -339,16 +369,24 @@ def _ball_gather(kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts):  #
 
 @_JIT
 def _ucb_indices(
-    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, kw, acts
 ):  # noqa: E501  # pragma: no cover
-    """``MDPUCB.indices(x)`` into ``u`` (KL balls)."""
+    """``MDPUCB.indices(x)`` into ``u`` (KL balls; ``kw``: ``(5, S)`` work rows)."""
     B = _ball_gather(UCB, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
     if B == 0:
         return
-    _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], flag[:B])
+    # _kl_ball_rows(Pr[:B], Vr[:B], D[:B], 100, val[:B], qw[:B], lam[:B], its[:B], ...):
+    # its loop over _kl_row here, one level of compiled calls fewer
     left = False
     for i in range(B):
-        if not flag[i]:
+        value, lm, it, ok = _kl_row(
+            Pr[i], Vr[i], D[i], 100, qw[i], kw[0], kw[1], kw[2], kw[3], kw[4]
+        )  # fmt: skip
+        if ok:
+            val[i] = value
+            lam[i] = lm
+            its[i] = it
+        else:
             left = True
     if left:  # rows the compiled kernel leaves to numpy: the reference call
         Pc, vc, Dc = Pr[:B].copy(), v.copy(), D[:B].copy()
@@ -361,13 +399,13 @@ def _ucb_indices(
 
 @_JIT
 def _olp_indices(
-    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, flag, acts
+    x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, code, acts
 ):  # noqa: E501  # pragma: no cover
     """``OLP.indices(x)`` into ``u`` (L1 balls)."""
     B = _ball_gather(OLP, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
     if B == 0:
         return
-    _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], its[:B])
+    _l1_rows(Pr[:B], Vr[:1], D[:B], True, val[:B], qw[:B], lam[:B], code[:B])
     for i in range(B):
         u[acts[i]] = R[x, acts[i]] + val[i]
 
@@ -507,16 +545,16 @@ def _search_right(cdf, u):  # pragma: no cover - compiled by numba
 @_JIT
 def _work(S, A):  # pragma: no cover - compiled by numba
     """The work arrays of a run: ``(Pr, Vr, qw, G, Q)`` ``(A, S)``; ``(D, val, lam, Lv)``
-    ``(A,)``; ``(its, code, acts)`` int ``(A,)``; ``flag`` bool ``(A,)``; ``q`` ``(S, A)``;
-    ``M, b, row`` of the bordered solve."""
+    ``(A,)``; ``(its, code, acts)`` int ``(A,)``; ``q`` ``(S, A)``;
+    ``M, b, row`` of the bordered solve; ``kw`` ``(5, S)``, a KL-ball row's."""
     Pr, Vr, qw = np.empty((A, S)), np.empty((A, S)), np.empty((A, S))
     D, val, lam, Lv = np.empty(A), np.empty(A), np.empty(A), np.empty(A)
     its, code, acts = np.empty(A, np.int64), np.empty(A, np.int64), np.empty(A, np.int64)
-    flag = np.empty(A, np.bool_)
     G, Q = np.empty((A, S)), np.empty((A, S))
     q = np.empty((S, A))
     M, b, row = np.empty((S + 1, S + 1)), np.empty(S + 1), np.empty(S)
-    return Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row
+    kw = np.empty((5, S))
+    return Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw
 
 
 @_JIT
@@ -552,12 +590,12 @@ def _run_ucb(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, 
              env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
     """MDP-UCB's run."""
     S, A = R.shape
-    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw = _work(S, A)
     gain = math.nan
     for k in range(steps):
         x = state
         _ucb_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its,
-                     flag, acts)  # fmt: skip
+                     kw, acts)  # fmt: skip
         a = _argmax(u)
         if not true_mask[x, a]:
             return INADMISSIBLE, k, t, gain, v, 0, a, state
@@ -574,12 +612,12 @@ def _run_olp(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, 
              env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
     """OLP's run."""
     S, A = R.shape
-    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw = _work(S, A)
     gain = math.nan
     for k in range(steps):
         x = state
-        _olp_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its,
-                     flag, acts)  # fmt: skip
+        _olp_indices(x, math.log(t), R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, code,
+                     acts)  # fmt: skip
         a = _argmax(u)
         if not true_mask[x, a]:
             return INADMISSIBLE, k, t, gain, v, 0, a, state
@@ -596,7 +634,7 @@ def _run_dmed(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf,
               env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
     """MDP-DMED's run."""
     S, A = R.shape
-    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw = _work(S, A)
     gain = math.nan
     best = 0
     for k in range(steps):
@@ -623,7 +661,7 @@ def _run_imed(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf,
               env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
     """IMED-RL's run."""
     S, A = R.shape
-    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw = _work(S, A)
     gain = math.nan
     for k in range(steps):
         x = state
@@ -645,7 +683,7 @@ def _run_ps(steps, state, t, R, mask, good, T, Txa, Tx, p_hat, policy, v, cdf, t
             env_rng, agent_rng, states, actions, u, rates, logs):  # fmt: skip  # pragma: no cover
     """MDP-PS's run."""
     S, A = R.shape
-    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, flag, q, M, b, row = _work(S, A)
+    Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw = _work(S, A)
     gain = math.nan
     for k in range(steps):
         x = state
@@ -691,9 +729,14 @@ def self_check(cases: int = 200, seed: int = 0) -> bool:
         return _CHECK[0]
     ok = AVAILABLE
     if ok:
+        try:
+            c = _compiled()
+        except ImportError:  # numba without the internals _setup binds
+            _CHECK.append(False)
+            return False
+    if ok:
         from ..dp import evaluate_unichain
 
-        c = _compiled()
         rng = np.random.default_rng(seed)
         logs = log_table(4096)
         for _ in range(cases):
