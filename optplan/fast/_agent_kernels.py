@@ -557,7 +557,7 @@ def _work(S, A):  # pragma: no cover - compiled by numba
     return Pr, Vr, qw, G, Q, D, val, lam, Lv, its, code, acts, q, M, b, row, kw
 
 
-@_JIT
+@_JIT(inline="always")
 def _advance(k, x, a, R, mask, good, T, Txa, Tx, p_hat, policy, cdf, env_rng, states, actions,
              q, M, b, row):  # fmt: skip  # pragma: no cover - compiled by numba
     """Step ``k`` after the choice of ``a`` in ``x``: the environment's transition, the
