@@ -151,7 +151,10 @@ def valid_one(p, v, param: float) -> bool:
 
 
 def _floats(a):
-    return np.ascontiguousarray(a, dtype=float)
+    """``a`` as a C-contiguous float array, writable: a read-only array is another numba type,
+    and another compile of the kernel (copied only where needed)."""
+    out = np.ascontiguousarray(a, dtype=float)
+    return out if out.flags.writeable else out.copy()
 
 
 def call_rows(name: str, p, v, param, max_iter, outputs: tuple, flags: np.ndarray):
