@@ -23,7 +23,7 @@ listed in ``uses`` and rebound the same way.
 
 The first compile of a collection in a process that numba does not serve from its on-disk
 cache prints one line on stderr, ``optplan: numba is compiling ...``: which kernels and about
-how long it takes (a pause of tens of seconds would otherwise look like a hang). Later runs
+how long it takes (a pause of several seconds would otherwise look like a hang). Later runs
 load the compiled code from the cache and say nothing. The environment variable
 ``OPTPLAN_JIT_NOTICE=0`` (or ``optplan._jit.NOTICE = False``) silences it.
 
@@ -59,14 +59,16 @@ _LOCK = threading.RLock()
 #: the environment variable ``OPTPLAN_JIT_NOTICE=0``.
 NOTICE = os.environ.get("OPTPLAN_JIT_NOTICE", "1") != "0"
 
-# How long a first compile takes, for the notice. Measured on 2 shared cores, numba 0.68.1,
-# each with an empty cache (then again with the same cache: the time the cache leaves):
+# How long a first compile takes, for the notice. Measured on 2 shared cores (load 1.2-1.5),
+# numba 0.68.1, OPENBLAS_NUM_THREADS=1, each with an empty cache (then again with the same
+# cache: the time the cache leaves); a command's notices together:
+#   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time optplan demo   9.6 s CPU (9.7 s wall); 1.5 s
 #   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time optplan run --agent mdp-ucb --env riverswim \
-#       --steps 3000 --seeds 1                                  33.0 s CPU (71 s wall); 1.1 s
+#       --steps 3000                                          10.3 s CPU (10.4 s wall); 1.5 s
 #   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time python -c "import numpy as np, optplan as op;
 #       op.KLBallIndex(np.array([.5, .5]), np.array([0., 1.]), 0.1).solve()"
-#                                                               16.5 s CPU (25.7 s wall); 0.54 s
-ESTIMATE = "about 15-35 s of CPU"
+#                                                              7.9 s CPU (7.9 s wall)
+ESTIMATE = "about 5-10 s of CPU in all"
 
 # id(python function) -> its collection, for the compile listener (the functions are kept
 # alive by their collection's ``functions``).

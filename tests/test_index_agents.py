@@ -314,4 +314,5 @@ def test_bench_index_agents_marks_sizes_the_compiled_loop_does_not_cover():
     for r in rows:
         assert r["compiled_steps_per_s"] is None and "200 states" in r["compiled_note"]
         assert r["compile_s"] is None
-    assert "dirichlet-200  200 mdp-ucb             -        -         -" in format_index_agents_table(rows)
+    line = "dirichlet-200  200 mdp-ucb             -        -         -"
+    assert line in format_index_agents_table(rows)

@@ -17,7 +17,8 @@ whole ``run`` call (scoring and oracle run included) after a warm-up run of ``--
 steps on the same case (numba compiles, or loads from its cache, there), under ``run``'s one
 BLAS thread. ``compile s`` (beside each rate): the wall seconds numba spent compiling during
 that warm-up (:func:`optplan._jit.compile_seconds` before and after it; 0 where numba's cache
-or an earlier row of the same run had the kernels). One run each: on a shared machine, quote the load beside the numbers.
+or an earlier row of the same run had the kernels). One run each: on a shared machine, quote
+the load beside the numbers.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ action) plus the environment; each rate is steps over the wall time of one
 compiles) the loop or the kernels (for the Python loop, the same run: every kernel it
 reaches). ``compile s``: the wall seconds numba spent compiling during the compiled loop's
 warm-up call (:func:`optplan._jit.compile_seconds` before and after it; 0 where numba's cache
-or an earlier row of the same run had the kernels). Rates are measured in this one run; ``x python`` and
-``x conic`` are ratios.
+or an earlier row of the same run had the kernels). Rates are measured in this one run;
+``x python`` and ``x conic`` are ratios.
 """
 
 from __future__ import annotations

@@ -65,6 +65,12 @@ def _env_reason(env) -> str | None:
     return None
 
 
+def _cdf(env) -> np.ndarray:
+    """The environment's transition CDFs as a writable C array (a read-only one is another
+    numba type: another compile of the loop's helpers)."""
+    return np.array(env._cdf, dtype=float, order="C", copy=True)
+
+
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
     """Why :func:`compiled_loop` does not apply to this run, or ``None`` when it does."""
     kind = _KINDS.get(type(agent))
@@ -89,7 +95,7 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         )
     if not K.AVAILABLE:
         return 'numba is not installed (pip install "optplan[jit]")'
-    if not K.self_check():
+    if not K.self_check(logs=kind == K.IMED):
         return "numba's BLAS/LAPACK results differ from numpy's on this machine"
     return None
 
@@ -112,7 +118,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     logs = K.log_table(steps + int(e.Txa.max()) + 2) if kind == K.IMED else None
     out = K.run_index_loop(
         kind, steps, int(state), int(e.t), R.astype(float), mask.astype(bool),
-        good, e.T, e.Txa, e.Tx, e.p_hat, policy, np.array(e.v, dtype=float), env._cdf,
+        good, e.T, e.Txa, e.Tx, e.p_hat, policy, np.array(e.v, dtype=float), _cdf(env),
         true_mask.astype(bool), env.np_random, agent.rng, logs,
     )  # fmt: skip
     status, n, t, gain, v, best, action, state, states, actions, u, rates = out
@@ -154,4 +160,4 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
     policy = np.ascontiguousarray(oracle.result.policy, dtype=np.int64)
     state, _ = env.reset(seed=env_seed)
     R = np.ascontiguousarray(env.mdp.R, dtype=float)
-    return K.oracle_loop(steps, state, policy, R, env._cdf, env.np_random)
+    return K.oracle_loop(steps, state, policy, R, _cdf(env), env.np_random)

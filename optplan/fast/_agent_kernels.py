@@ -115,8 +115,7 @@ def _py_threshold(Tx, x):
 # ---------------------------------------------------------------------------------------
 # Compiled helpers
 
-#: The loop and its helpers: compiled after the index kernels they call, ``objmode`` bound
-#: for the rare calls back into Python.
+
 def _setup(numba) -> dict:
     """``objmode``, and LAPACK's ``dgesv`` as numba binds it for ``np.linalg.solve`` (SciPy's
     LAPACK): :func:`_gesv` calls it without ``np.linalg.solve``'s checks and copies, seconds of
@@ -133,6 +132,8 @@ def _setup(numba) -> dict:
     return {"objmode": numba.objmode, "_xgesv": xgesv, "_F_INT": f_int}
 
 
+#: The loop and its helpers: compiled after the index kernels they call, ``objmode`` bound
+#: for the rare calls back into Python.
 _JIT = _jit.Jit(
     "the compiled agent loop",
     uses=(_kernels.jit,),
@@ -368,9 +369,9 @@ def _ball_gather(kind, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts):  #
 
 
 @_JIT
-def _ucb_indices(
+def _ucb_indices(  # pragma: no cover - compiled by numba
     x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, its, kw, acts
-):  # noqa: E501  # pragma: no cover
+):  # fmt: skip
     """``MDPUCB.indices(x)`` into ``u`` (KL balls; ``kw``: ``(5, S)`` work rows)."""
     B = _ball_gather(UCB, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
     if B == 0:
@@ -398,9 +399,9 @@ def _ucb_indices(
 
 
 @_JIT
-def _olp_indices(
+def _olp_indices(  # pragma: no cover - compiled by numba
     x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, val, qw, lam, code, acts
-):  # noqa: E501  # pragma: no cover
+):  # fmt: skip
     """``OLP.indices(x)`` into ``u`` (L1 balls)."""
     B = _ball_gather(OLP, x, log_t, R, mask, Txa, p_hat, v, u, Pr, Vr, D, acts)
     if B == 0:
@@ -542,7 +543,7 @@ def _search_right(cdf, u):  # pragma: no cover - compiled by numba
     return lo
 
 
-@_JIT
+@_JIT(inline="always")
 def _work(S, A):  # pragma: no cover - compiled by numba
     """The work arrays of a run: ``(Pr, Vr, qw, G, Q)`` ``(A, S)``; ``(D, val, lam, Lv)``
     ``(A,)``; ``(its, code, acts)`` int ``(A,)``; ``q`` ``(S, A)``;
@@ -718,27 +719,28 @@ def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
 
 
-_CHECK: list = []
+_CHECK: dict = {}
 
 
-def self_check(cases: int = 200, seed: int = 0) -> bool:
+def self_check(cases: int = 200, seed: int = 0, logs: bool = False) -> bool:
     """Whether the compiled products, row sums and bordered solves equal numpy's and
     :func:`optplan.dp.evaluate_unichain`'s bit for bit on ``cases`` random inputs (sizes 1 to
-    40; computed once per process). ``False`` when numba is missing."""
-    if _CHECK:
-        return _CHECK[0]
+    40; computed once per process), and with ``logs`` (IMED-RL's loop) the logs of counts
+    too. ``False`` when numba is missing or lacks the LAPACK binding :func:`_setup` takes."""
+    if logs in _CHECK:
+        return _CHECK[logs]
     ok = AVAILABLE
     if ok:
         try:
             c = _compiled()
         except ImportError:  # numba without the internals _setup binds
-            _CHECK.append(False)
+            _CHECK[logs] = False
             return False
     if ok:
         from ..dp import evaluate_unichain
 
         rng = np.random.default_rng(seed)
-        logs = log_table(4096)
+        table = log_table(4096)
         for _ in range(cases):
             S = int(rng.integers(1, 41))
             m = int(rng.integers(1, 9))
@@ -764,14 +766,15 @@ def self_check(cases: int = 200, seed: int = 0) -> bool:
             k, big = int(rng.integers(1, 4096)), float(rng.integers(4096, 2**40))
             row = rng.integers(1, 50, size=m).astype(float)
             j = int(rng.integers(m))
-            row[j] = k
-            ok &= bool(np.log(row)[j] == c["_log_count"](float(k), logs))
-            row[j] = big
-            ok &= bool(np.log(row)[j] == c["_log_count"](big, logs))
+            if logs:  # (the same draws either way)
+                row[j] = k
+                ok &= bool(np.log(row)[j] == c["_log_count"](float(k), table))
+                row[j] = big
+                ok &= bool(np.log(row)[j] == c["_log_count"](big, table))
             if not ok:
                 break
-    _CHECK.append(bool(ok))
-    return _CHECK[0]
+    _CHECK[logs] = bool(ok)
+    return _CHECK[logs]
 
 
 def log_table(n: int) -> np.ndarray:
