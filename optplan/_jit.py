@@ -59,12 +59,13 @@ _LOCK = threading.RLock()
 #: the environment variable ``OPTPLAN_JIT_NOTICE=0``.
 NOTICE = os.environ.get("OPTPLAN_JIT_NOTICE", "1") != "0"
 
-# How long a first compile takes, for the notice. Measured on 2 shared cores (load 1.2-1.5),
+# How long a first compile takes, for the notice. Measured on 2 shared cores (load 1.2-2.2),
 # numba 0.68.1, OPENBLAS_NUM_THREADS=1, each with an empty cache (then again with the same
-# cache: the time the cache leaves); a command's notices together:
-#   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time optplan demo   9.6 s CPU (9.7 s wall); 1.5 s
+# cache: the time the cache leaves); a command's notices together, three runs:
+#   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time optplan demo
+#                                                8.9-9.6 s CPU (9.1-9.7 s wall); 1.4-1.5 s
 #   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time optplan run --agent mdp-ucb --env riverswim \
-#       --steps 3000                                          10.3 s CPU (10.4 s wall); 1.5 s
+#       --steps 3000                            9.4-10.3 s CPU (9.5-10.4 s wall); 1.4-1.5 s
 #   NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time python -c "import numpy as np, optplan as op;
 #       op.KLBallIndex(np.array([.5, .5]), np.array([0., 1.]), 0.1).solve()"
 #                                                              7.9 s CPU (7.9 s wall)
