@@ -238,7 +238,13 @@ def figure(rows):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path, nargs="?", help="the sweep's result directory")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "figures")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "results" / "figures",
+        help="where the figure goes (default results/figures/; --out examples/figures replaces the "
+        "committed one)",
+    )
     ap.add_argument("--export", type=Path, help="write the sweep's DeepSea models here, then stop")
     ap.add_argument(
         "--rlberry",

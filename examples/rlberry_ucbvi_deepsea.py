@@ -36,7 +36,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+
 from rlberry.spaces import Discrete  # rlberry's counters accept its own Discrete only
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Every step's (layer, state, action), module-level: rlberry's agent works on a copy of the
 #: environment it is given, whose attributes are not the original's.
@@ -75,7 +78,13 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument(
+        "out",
+        type=Path,
+        nargs="?",
+        default=ROOT / "results" / "rlberry-ucbvi",
+        help="where the runs go (default results/rlberry-ucbvi/)",
+    )
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument(
         "--bonus-scale-factor",
