@@ -36,7 +36,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-
 from rlberry.spaces import Discrete  # rlberry's counters accept its own Discrete only
 
 ROOT = Path(__file__).resolve().parents[1]
