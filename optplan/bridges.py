@@ -66,7 +66,7 @@ def from_gymnasium(
         An environment whose ``unwrapped.P`` is the toy-text table
         ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` for every state
         ``s in range(S)`` and action ``a in range(A)``, or an id for ``gymnasium.make``
-        (e.g. ``"FrozenLake-v1"``, ``"Taxi-v3"``, ``"CliffWalking-v1"``).
+        (e.g. ``"FrozenLake-v1"``, ``"Taxi-v4"``, ``"CliffWalking-v1"``).
     terminal : {"absorbing", "restart"}, default "absorbing"
         What a transition flagged ``terminated`` leads to (its reward is always paid):
 
@@ -110,7 +110,7 @@ def from_gymnasium(
     Examples
     --------
     >>> mdp = from_gymnasium("FrozenLake-v1", discount=0.95)          # doctest: +SKIP
-    >>> mdp = from_gymnasium(gym.make("Taxi-v3"), terminal="restart")  # doctest: +SKIP
+    >>> mdp = from_gymnasium(gym.make("Taxi-v4"), terminal="restart")  # doctest: +SKIP
     """
     if terminal not in TERMINAL_MODES:
         raise OptplanError(f"terminal must be one of {TERMINAL_MODES}, got {terminal!r}")
