@@ -339,13 +339,12 @@ def test_dense_only_computations_on_a_sparse_model(monkeypatch):
     a, b = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
     assert a.structure == b.structure and a.gain["min"] == b.gain["min"]
     ha, hb = HittingTimes(dense).solve(), HittingTimes(sparse).solve()
-    assert np.array_equal(ha.x, hb.x)
+    assert np.allclose(ha.x, hb.x, rtol=1e-10, atol=0)
     S, A = sparse.shape
     monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
     with pytest.raises(OptplanError, match="would take"):
         op.describe(sparse, method="fast")
-    with pytest.raises(OptplanError, match="would take"):
-        HittingTimes(sparse)
+    assert HittingTimes(sparse).mdp.sparse  # hitting times run sparse, no copy to refuse
 
 
 def test_dense_discounted_path_evaluates_iteratively_from_the_threshold():
@@ -528,7 +527,7 @@ def test_cli_finite_horizon_and_hitting_times_on_a_sparse_model(tmp_path, capsys
     fb = op.FiniteHorizonMDP.from_stationary(sparse, 5)
     ra, rb = op.FiniteHorizonPlanning(fa).solve(), op.FiniteHorizonPlanning(fb).solve()
     assert np.array_equal(fa.P, fb.P) and np.array_equal(ra.values, rb.values)
-    assert np.array_equal(HittingTimes(dense).solve().x, HittingTimes(sparse).solve().x)
+    assert np.allclose(HittingTimes(dense).solve().x, HittingTimes(sparse).solve().x, rtol=1e-10)
     da, db = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
     assert da.structure == db.structure and da.diameter == db.diameter
 

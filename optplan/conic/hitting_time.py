@@ -24,13 +24,31 @@ def formulate(problem) -> cp.Problem:
     col[free] = np.arange(free.sum())
     t_idx, s_idx, a_idx = np.nonzero(stays & free[:, :, None])
     rows = np.arange(t_idx.size)
-    P_rows = mdp.P[s_idx, a_idx] * free[t_idx]  # mass into the target (or fixed cells) drops
-    k, nxt = np.nonzero(P_rows)
+    A = mdp.n_actions
+    picked = mdp.P_rows[s_idx * A + a_idx]  # (K, S), sparse for a sparse model
+    picked = picked.tocoo() if sp.issparse(picked) else sp.coo_matrix(picked)
+    k, nxt, mass = picked.row, picked.col, picked.data
+    into = free[t_idx[k], nxt] & (mass != 0)  # mass into the target (or fixed cells) drops
+    k, nxt, mass = k[into], nxt[into], mass[into]
     M = sp.csr_matrix(
         (np.ones(rows.size), (rows, col[t_idx, s_idx])), shape=(rows.size, free.sum())
-    ) - sp.csr_matrix((P_rows[k, nxt], (k, col[t_idx[k], nxt])), shape=(rows.size, free.sum()))
+    ) - sp.csr_matrix((mass, (k, col[t_idx[k], nxt])), shape=(rows.size, free.sum()))
     T = cp.Variable(int(free.sum()), name="times")
     return cp.Problem(cp.Maximize(cp.sum(T)), [M @ T <= 1.0])
+
+
+def _weighted_gaps(mdp, finite: np.ndarray) -> np.ndarray:
+    """``out[t, s, a] = sum_j P(s, a, j) (T[t, s] - T[t, j])`` over the stored entries of
+    ``P`` (dense, or the sparse rows without a dense copy)."""
+    S, A = mdp.n_states, mdp.n_actions
+    if not mdp.sparse:
+        gaps = finite[:, :, None] - finite[:, None, :]  # (t, s, j)
+        return np.einsum("saj,tsj->tsa", mdp.P, gaps)
+    coo = mdp.P_rows.tocoo()
+    r, j, p = coo.row, coo.col, coo.data
+    weighted = (finite[:, r // A] - finite[:, j]) * p  # (t, nnz)
+    collect = sp.csr_matrix((np.ones(r.size), (np.arange(r.size), r)), shape=(r.size, S * A))
+    return np.asarray(collect.T @ weighted.T).T.reshape(S, S, A)
 
 
 def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResult:
@@ -49,8 +67,7 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     finite = np.where(np.isfinite(T), T, 0.0)
     # q - T = 1 - sum_j P(s, a, j) (T[t, s] - T[t, j]): the residual from differences, which
     # keep their digits where 1 + P T - T rounds at the last digit of T (T = 5e11: 1e-4)
-    gaps = finite[:, :, None] - finite[:, None, :]  # (t, s, j)
-    slack = 1.0 - np.einsum("saj,tsj->tsa", mdp.P, gaps)
+    slack = 1.0 - _weighted_gaps(mdp, finite)
     slack = -masked(-slack, stays)
     policy = np.where(free, slack.argmin(axis=2), -1)
     residual = float(np.abs(slack.min(axis=2)[free]).max(initial=0.0))

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from .._checks import OptplanError
 from ..dp import EvaluationError, greedy, masked, solve_system
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_tol_iter
@@ -60,6 +61,8 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
     is proper, and so is every improvement (Bertsekas and Tsitsiklis 1991)."""
     check_tol_iter(tol, max_iter)
     mdp = problem.mdp
+    if mdp.sparse:
+        return _solve_sparse(problem, max_iter, tol)
     P = mdp.P
     S = mdp.n_states
     start = time.perf_counter()
@@ -110,6 +113,159 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         iterations = max(iterations, it)
         T[t, idx] = times
         policy[t, idx] = pol
+    off = ~np.eye(S, dtype=bool)
+    return fast_result(
+        "policy_iteration",
+        start,
+        iterations,
+        value=float(T[off].max()) if S > 1 else 0.0,
+        x=T,
+        status=status,
+        message=message,
+        values=T,
+        policy=policy,
+    )
+
+
+#: Above this many states a sparse policy's hitting times come from restarted GMRES (a random
+#: chain's LU fills in), below from SuperLU.
+SPARSE_HIT_DIRECT_MAX = 20_000
+
+
+def sparse_steps_toward(rows, allowed: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """:func:`steps_toward` on the CSR rows ``(S·A, S)``: each round's mass on the settled
+    states is one sparse mat-vec."""
+    S, A = allowed.shape
+    settled = goal.copy()
+    policy = np.full(S, -1)
+    for _ in range(S):  # rounds (each settles at least one state)
+        mass = np.where(allowed, (rows @ settled.astype(np.float64)).reshape(S, A), 0.0)
+        best = np.where(settled, 0.0, mass.max(axis=1))
+        top = best.max()
+        if not top > 0:
+            break
+        pick = best >= 0.5 * top
+        policy[pick] = mass[pick].argmax(axis=1)
+        settled |= pick
+    return policy
+
+
+def _sparse_evaluate(rows, idx: np.ndarray, pol: np.ndarray, t: int, A: int, x0, what: str):
+    """``T_N = (I - P_NN)^{-1} 1`` of the policy ``pol`` on the states ``idx``, with the
+    diagonal taken as the mass leaving each state (:func:`escape_matrix`): SuperLU up to
+    :data:`SPARSE_HIT_DIRECT_MAX` states, restarted GMRES from ``x0`` above, its residual
+    checked in the inf-norm."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import gmres, spsolve
+
+    n = idx.size
+    chain = rows[idx * A + pol]  # (n, S)
+    P_out = np.asarray(chain[:, t].todense()).ravel()
+    P_N = chain[:, idx].tocsr()
+    diag = P_N.diagonal()
+    off = P_N - sp.diags(diag)
+    escape = P_out + np.asarray(off.sum(axis=1)).ravel()
+    M = (sp.diags(escape) - off).tocsc()
+    ones = np.ones(n)
+    with np.errstate(all="ignore"):
+        if n <= SPARSE_HIT_DIRECT_MAX:
+            try:
+                x = spsolve(M, ones)
+            except RuntimeError as err:  # an exactly singular factor
+                raise EvaluationError(f"{what}: {err}") from err
+        else:
+            x = x0.copy()
+            for _ in range(4):
+                res = ones - M @ x
+                if float(np.abs(res).max()) <= 1e-10:
+                    break
+                dx, _ = gmres(M, res, rtol=0.0, atol=1e-11, restart=50, maxiter=200)
+                x = x + dx
+    if not np.isfinite(x).all() or float(np.abs(ones - M @ x).max()) > 1e-8 * max(
+        1.0, float(np.abs(x).max())
+    ):
+        raise EvaluationError(f"{what}: the sparse system I - P_NN is singular or unsolved")
+    return x
+
+
+def target_times(mdp, t: int, max_iter: int = 1_000, tol: float = 1e-12, support=None):
+    """Minimal expected hitting times to the one target ``t`` of a sparse (or dense) model,
+    by policy iteration on its ``(S·A, S)`` rows: ``(times, policy, iterations, status,
+    message)``, ``times`` of shape ``(S,)`` (``inf`` where ``t`` is not surely reachable),
+    ``policy`` ``-1`` where undefined. Each improvement is one sparse mat-vec over all
+    states and actions; each evaluation one sparse solve (:func:`_sparse_evaluate`)."""
+    from ..problems.hitting_time import reaching, staying, support_rows
+
+    check_tol_iter(tol, max_iter)
+    S, A = mdp.n_states, mdp.n_actions
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < S:
+        raise OptplanError(f"target t must be a state index in [0, {S}), got {t!r}")
+    t = int(t)
+    rows = mdp.P_rows
+    if support is None:
+        support = support_rows(mdp)
+    mask = mdp.action_mask
+    reach = reaching(support, mask, t)
+    stays = staying(support, mask, reach)
+    times = np.where(reach, 0.0, np.inf)
+    policy = np.full(S, -1)
+    N = reach.copy()
+    N[t] = False
+    idx = np.flatnonzero(N)
+    if not idx.size:
+        return times, policy, 0, OPTIMAL, ""
+    goal = np.zeros(S, dtype=bool)
+    goal[t] = True
+    pol = sparse_steps_toward(rows, stays, goal)[idx]
+    allowed = stays[idx]
+    status, message, it = OPTIMAL, "", 0
+    v = np.zeros(S)
+    x = np.zeros(idx.size)
+    try:
+        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
+            x = _sparse_evaluate(rows, idx, pol, t, A, x, "a hitting time")
+            v[idx] = x
+            q = 1.0 + (rows @ v).reshape(S, A)[idx]
+            new = greedy(masked(-q, allowed), pol, tol=tol)
+            if np.array_equal(new, pol):
+                break
+            pol = new
+        else:
+            status = MAX_ITER
+            message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
+    except EvaluationError as err:
+        x = np.full(idx.size, np.nan)
+        status, message = NUMERICAL_ERROR, f"target {t}: {err}"
+    if status == OPTIMAL and not (x >= 1.0 - 1e-9).all():
+        worst = int(idx[np.argmin(x)])
+        status = NUMERICAL_ERROR
+        message = (
+            f"target {t}: the policy evaluation gave a hitting time of {x.min():.3g} < 1 "
+            f"from state {worst}: the transition masses are too small for double precision"
+        )
+        x = np.full(idx.size, np.nan)
+    times[idx] = x
+    policy[idx] = pol
+    return times, policy, it, status, message
+
+
+def _solve_sparse(problem, max_iter: int, tol: float) -> PlanResult:
+    """:func:`solve` for a sparse model: :func:`target_times` for every target (the loop over
+    targets; each one's work is sparse and vectorized)."""
+    from ..problems.hitting_time import support_rows
+
+    mdp = problem.mdp
+    S = mdp.n_states
+    start = time.perf_counter()
+    support = support_rows(mdp)
+    T = np.empty((S, S))
+    policy = np.empty((S, S), dtype=int)
+    status, message, iterations = OPTIMAL, "", 0
+    for t in range(S):  # loop over targets
+        T[t], policy[t], it, st, msg = target_times(mdp, t, max_iter, tol, support)
+        iterations = max(iterations, it)
+        if st != OPTIMAL and status == OPTIMAL:
+            status, message = st, msg
     off = ~np.eye(S, dtype=bool)
     return fast_result(
         "policy_iteration",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._checks import OptplanTypeError
 from ..mdp import TabularMDP
@@ -42,6 +43,48 @@ def sure_reachability(P: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return reach
 
 
+def support_rows(mdp: TabularMDP):
+    """The admissible support as a boolean CSR matrix ``(S·A, S)``: row ``s·A + a`` holds the
+    states ``P(s, a)`` reaches when ``a`` is admissible at ``s`` (an empty row otherwise)."""
+    rows = mdp.P_rows
+    supp = sp.csr_matrix(rows > 0) if not sp.issparse(rows) else (rows > 0).tocsr()
+    supp = sp.diags(mdp.action_mask.reshape(-1).astype(np.float64)) @ supp.astype(np.float64)
+    supp.eliminate_zeros()
+    return supp.tocsr()
+
+
+def reaching(support, mask: np.ndarray, t: int) -> np.ndarray:
+    """``reach[s]``: some policy reaches ``t`` from ``s`` with probability 1, on the sparse
+    ``support`` of :func:`support_rows` (the same greatest fixed point as
+    :func:`sure_reachability`, one target). Each round is a mat-vec (the admissible actions
+    that stay) and a breadth-first search in C (``scipy.sparse.csgraph``) on the reversed
+    graph of those actions."""
+    from scipy.sparse.csgraph import breadth_first_order
+
+    S, A = mask.shape
+    keep = np.ones(S, dtype=bool)
+    while True:  # fixed-point rounds
+        leaves = (support @ (~keep).astype(np.float64)).reshape(S, A) > 0
+        allowed = mask & ~leaves
+        rows = sp.diags(allowed.reshape(-1).astype(np.float64)) @ support
+        graph = (sp.kron(sp.eye(S, format="csr"), np.ones((1, A))) @ rows).tocsr()  # (S, S)
+        order = breadth_first_order(graph.T.tocsr(), t, directed=True, return_predecessors=False)
+        back = np.zeros(S, dtype=bool)
+        back[order] = True
+        back &= keep
+        if np.array_equal(back, keep):
+            return keep
+        keep = back
+
+
+def staying(support, mask: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """``stays[s, a]``: ``a`` is admissible at ``s`` and never leaves the states in ``reach``
+    (one mat-vec on the sparse support)."""
+    S, A = mask.shape
+    leaves = (support @ (~reach).astype(np.float64)).reshape(S, A) > 0
+    return mask & ~leaves
+
+
 @dataclass(frozen=True, eq=False)
 class HittingTimes(Problem):
     r"""Minimal expected hitting times ``T[t, s] = min_pi E[steps from s to t]`` for every
@@ -59,6 +102,9 @@ class HittingTimes(Problem):
     Conic path: the LP ``max sum_{t, s} T[t, s]  s.t.  T[t, s] <= 1 + P(s, a) T[t]`` over the
     admissible pairs that stay, ``T[t, t] = 0`` (all targets in one LP).
 
+    A sparse model stays sparse: both paths then work on its ``(S·A, S)`` rows (per-target
+    graph searches, sparse evaluations and a sparse LP), never on a dense ``(S, A, S)`` copy.
+
     Results: ``value = diameter`` (``inf`` when some state cannot reach another);
     ``x = values = T[t, s]``; ``policy[t, s]`` (the fastest action, ``-1`` where undefined).
     """
@@ -70,19 +116,26 @@ class HittingTimes(Problem):
     def __post_init__(self):
         if not isinstance(self.mdp, TabularMDP):
             raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(self.mdp).__name__}")
-        # its paths are dense: a sparse model's dense copy (refused, naming the size, when large)
-        object.__setattr__(self, "mdp", self.mdp.to_dense())
 
     @property
     def reach(self) -> np.ndarray:
-        """``reach[t, s]`` (:func:`sure_reachability`)."""
-        return sure_reachability(self.mdp.P, self.mdp.action_mask)
+        """``reach[t, s]`` (:func:`sure_reachability`; per target on the sparse support,
+        :func:`reaching`, for a sparse model)."""
+        mdp = self.mdp
+        if not mdp.sparse:
+            return sure_reachability(mdp.P, mdp.action_mask)
+        support = support_rows(mdp)
+        return np.stack([reaching(support, mdp.action_mask, t) for t in range(mdp.n_states)])
 
     def stays(self) -> np.ndarray:
         """``stays[t, s, a]``: action ``a`` at ``s`` never leaves the states that reach ``t``."""
         reach = self.reach
-        out = (self.mdp.P[None] > 0) & ~reach[:, None, None, :]
-        return self.mdp.action_mask[None] & ~out.any(axis=3)
+        mdp = self.mdp
+        if mdp.sparse:
+            support = support_rows(mdp)
+            return np.stack([staying(support, mdp.action_mask, r) for r in reach])
+        out = (mdp.P[None] > 0) & ~reach[:, None, None, :]
+        return mdp.action_mask[None] & ~out.any(axis=3)
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
         """Diameter and every finite hitting time; the infinite ones must coincide."""
