@@ -129,7 +129,7 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
 
 #: Above this many states a sparse policy's hitting times come from restarted GMRES (a random
 #: chain's LU fills in), below from SuperLU.
-SPARSE_HIT_DIRECT_MAX = 20_000
+SPARSE_HIT_DIRECT_MAX = 2_000
 
 
 def sparse_steps_toward(rows, allowed: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -179,7 +179,10 @@ def _sparse_evaluate(rows, idx: np.ndarray, pol: np.ndarray, t: int, A: int, x0,
                 res = ones - M @ x
                 if float(np.abs(res).max()) <= 1e-10:
                     break
-                dx, _ = gmres(M, res, rtol=0.0, atol=1e-11, restart=50, maxiter=200)
+                # a 2-norm of 1e-11 sqrt(n) (each entry's share near 1e-11), above the
+                # rounding floor of M x, where GMRES would restart without progress
+                atol = 1e-11 * np.sqrt(n)
+                dx, _ = gmres(M, res, rtol=0.0, atol=atol, restart=50, maxiter=50)
                 x = x + dx
     if not np.isfinite(x).all() or float(np.abs(ones - M @ x).max()) > 1e-8 * max(
         1.0, float(np.abs(x).max())
