@@ -24,6 +24,8 @@ from ._checks import ROW_SUM_TOL, OptplanError, OptplanTypeError, check_label
 from .mdp import TabularMDP, check_model_size
 
 __all__ = [
+    "SPARSE_MAX_DENSITY",
+    "SPARSE_MIN_STATES",
     "TERMINAL_MODES",
     "MDPToolboxModel",
     "from_gymnasium",
@@ -34,6 +36,21 @@ __all__ = [
 
 #: Accepted values of ``from_gymnasium(terminal=...)``.
 TERMINAL_MODES = ("absorbing", "restart")
+#: The bridges return a sparse model (``P`` CSR) when the share of nonzero entries of ``P``
+#: is below this and the model has at least :data:`SPARSE_MIN_STATES` states.
+SPARSE_MAX_DENSITY = 0.05
+#: See :data:`SPARSE_MAX_DENSITY`: smaller models stay dense (a dense solve is faster there).
+SPARSE_MIN_STATES = 200
+
+
+def _wants_sparse(sparse, nnz: int, S: int, A: int) -> bool:
+    """The bridges' rule: ``sparse`` when given (True/False), else density of ``P`` below
+    :data:`SPARSE_MAX_DENSITY` and ``S >= SPARSE_MIN_STATES``."""
+    if sparse is not None:
+        if not isinstance(sparse, (bool, np.bool_)):
+            raise OptplanTypeError(f"sparse must be None, True or False, got {sparse!r}")
+        return bool(sparse)
+    return S >= SPARSE_MIN_STATES and nnz < SPARSE_MAX_DENSITY * S * A * S
 
 
 def table_of(env):
@@ -56,6 +73,7 @@ def from_gymnasium(
     discount: float | None = None,
     initial=None,
     name: str | None = None,
+    sparse: bool | None = None,
     **make_kwargs,
 ) -> TabularMDP:
     """A :class:`~optplan.mdp.TabularMDP` from a Gymnasium environment's transition table.
@@ -87,6 +105,13 @@ def from_gymnasium(
         states; CliffWalking: state 36), normalized; otherwise uniform over the ``S`` states.
     name : str, optional
         The model's label; default: the environment's spec id (or its class name).
+    sparse : bool, optional
+        Hold ``P`` as a CSR ``(S·A, S)`` matrix (``True``) or a dense ``(S, A, S)`` array
+        (``False``). ``None`` (default): sparse when that pays, i.e. when fewer than
+        :data:`SPARSE_MAX_DENSITY` (5%) of the entries of ``P`` are nonzero and the model has
+        at least :data:`SPARSE_MIN_STATES` (200) states (Taxi: 501 states, 0.2% nonzero,
+        sparse; FrozenLake 8x8: 65 states, dense). A sparse model is built from the table's
+        entries directly, never through a dense array.
     **make_kwargs
         Passed to ``gymnasium.make`` when ``env_or_id`` is a string (e.g.
         ``is_slippery=False``, ``map_name="8x8"``).
@@ -103,9 +128,9 @@ def from_gymnasium(
     ValueError
         An unknown ``terminal``; a state or action missing from the table; a next state out
         of range; a negative probability; probabilities of ``P[s][a]`` that do not sum to 1
-        (naming ``s`` and ``a``); a model whose dense ``(S, A, S)`` array would exceed
-        :data:`~optplan.mdp.MAX_MODEL_BYTES` (the size is stated before anything is
-        allocated).
+        (naming ``s`` and ``a``); a dense model whose ``(S, A, S)`` array would exceed
+        :data:`~optplan.mdp.MAX_MODEL_BYTES` (the size is stated before anything dense is
+        allocated; ``sparse=True`` or the rule lifts this).
 
     Examples
     --------
@@ -117,10 +142,17 @@ def from_gymnasium(
     env = _environment(env_or_id, make_kwargs)
     table = _table(env)
     inner = getattr(env, "unwrapped", env)
-    S, A = _table_shape(table, terminal)
+    S, A = _table_shape(table)
+    if sparse is False:  # dense on request: its size checked before reading the table
+        n = S + 1 if terminal == "absorbing" else S
+        check_model_size(n, A, subject=f"the Gymnasium table of {S} states and {A} actions")
     outcomes = _checked_outcomes(table, S, A)
     rho = _initial(inner, initial, S)
-    P, R, rho = _assemble(outcomes, S, A, rho, terminal)
+    P, R, rho = _assemble(outcomes, S, A, rho, terminal)  # P: CSR (n·A, n)
+    n = R.shape[0]
+    if not _wants_sparse(sparse, P.nnz, n, A):
+        check_model_size(n, A, subject=f"the Gymnasium table of {S} states and {A} actions")
+        P = P.toarray().reshape(n, A, n)
     if name is None:
         name = getattr(getattr(env, "spec", None), "id", None) or type(inner).__name__
     return TabularMDP(P, R, discount, rho, name=check_label("name", name))
@@ -168,19 +200,15 @@ def _table(env) -> dict:
     return table
 
 
-def _table_shape(table: dict, terminal: str) -> tuple[int, int]:
-    """``(S, A)`` of the table (``A`` from ``P[0]``), the model's size checked before any
-    dense allocation (one state more with ``terminal="absorbing"``)."""
+def _table_shape(table: dict) -> tuple[int, int]:
+    """``(S, A)`` of the table (``A`` from ``P[0]``)."""
     S = len(table)
     if S == 0:
         raise OptplanError("env.unwrapped.P is empty: the model needs at least one state")
     first = table.get(0)
     if not isinstance(first, dict) or not first:
         raise OptplanError(f"env.unwrapped.P[0] must be a non-empty dict of actions, got {first!r}")
-    A = len(first)
-    n_out = S + 1 if terminal == "absorbing" else S
-    check_model_size(n_out, A, subject=f"the Gymnasium table of {S} states and {A} actions")
-    return S, A
+    return S, len(first)
 
 
 def _outcomes(table: dict, S: int, A: int) -> tuple[np.ndarray, ...]:
@@ -252,27 +280,37 @@ def _checked_outcomes(table: dict, S: int, A: int) -> tuple[np.ndarray, ...]:
 
 
 def _assemble(outcomes, S: int, A: int, rho: np.ndarray, terminal: str):
-    """``(P, R, initial)`` of the model from the checked ``outcomes``: expected rewards, and
-    the terminating transitions sent to the appended absorbing state or to ``rho``."""
+    """``(P, R, initial)`` of the model from the checked ``outcomes``, ``P`` a CSR matrix of
+    shape ``(n·A, n)`` (row ``s·A + a``; ``n`` states): expected rewards, and the terminating
+    transitions sent to the appended absorbing state or to ``rho``. Memory ``O(entries)``."""
+    import scipy.sparse as sp
+
     s_idx, a_idx, nxt, prob, rew, term = outcomes
-    n_out = S + 1 if terminal == "absorbing" else S
-    R = np.zeros((n_out, A))
-    np.add.at(R, (s_idx, a_idx), prob * rew)
-    P = np.zeros((n_out, A, n_out))
     keep = ~term
-    np.add.at(P, (s_idx[keep], a_idx[keep], nxt[keep]), prob[keep])
+    rows, cols, vals = [s_idx[keep] * A + a_idx[keep]], [nxt[keep]], [prob[keep]]
+    n = S
     if terminal == "restart":
-        ends = np.zeros((S, A))
-        np.add.at(ends, (s_idx[term], a_idx[term]), prob[term])
-        P += ends[:, :, None] * rho[None, None, :]
+        support = np.flatnonzero(rho)
+        ends = s_idx[term] * A + a_idx[term]
+        rows.append(np.repeat(ends, support.size))
+        cols.append(np.tile(support, ends.size))
+        vals.append(np.outer(prob[term], rho[support]).ravel())
     elif term.any():
-        np.add.at(P, (s_idx[term], a_idx[term], S), prob[term])
-        P[S, :, S] = 1.0
+        n = S + 1
+        rows += [s_idx[term] * A + a_idx[term], S * A + np.arange(A)]
+        cols += [np.full(int(term.sum()), S), np.full(A, S)]
+        vals += [prob[term], np.ones(A)]
         rho = np.append(rho, 0.0)
-    else:  # no terminating transition: no absorbing state to add
-        P, R = P[:S, :, :S], R[:S]
+    R = np.zeros((n, A))
+    np.add.at(R, (s_idx, a_idx), prob * rew)
+    P = sp.coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n * A, n)
+    ).tocsr()  # duplicates summed
+    P.eliminate_zeros()
+    P.sort_indices()
     # Normalize rows exactly (sums checked above), so row sums are 1 to round-off.
-    P /= P.sum(axis=-1, keepdims=True)
+    sums = np.asarray(P.sum(axis=1)).ravel()
+    P.data /= np.repeat(sums, np.diff(P.indptr))
     return P, R, rho
 
 
@@ -299,6 +337,8 @@ def from_mdptoolbox(
     initial=None,
     action_mask=None,
     name: str = "",
+    *,
+    sparse: bool | None = None,
 ) -> TabularMDP:
     """A :class:`~optplan.mdp.TabularMDP` from pymdptoolbox's arrays.
 
@@ -308,7 +348,9 @@ def from_mdptoolbox(
     Parameters
     ----------
     P : array_like, shape (A, S, S), or a sequence of A (S, S) matrices
-        ``P[a, s, s']`` (pymdptoolbox's layout; scipy sparse matrices are densified).
+        ``P[a, s, s']`` (pymdptoolbox's layout), or a list of ``A`` scipy.sparse ``(S, S)``
+        matrices as pymdptoolbox also takes (read without building a dense array when the
+        model comes out sparse).
     R : array_like, shape (S, A), (S,) or (A, S, S)
         Rewards as pymdptoolbox accepts them: per state-action, per state (every action
         alike), or per transition ``R[a, s, s']``, whose expectation
@@ -320,6 +362,11 @@ def from_mdptoolbox(
     action_mask : array_like of bool, shape (S, A), optional
         Admissible actions; all if omitted (pymdptoolbox has no masks).
     name : str, optional
+    sparse : bool, optional
+        Hold ``P`` as a CSR ``(S·A, S)`` matrix (``True``) or dense ``(S, A, S)``
+        (``False``). ``None`` (default): sparse when that pays, i.e. when fewer than
+        :data:`SPARSE_MAX_DENSITY` (5%) of the entries of ``P`` are nonzero and
+        ``S >= SPARSE_MIN_STATES`` (200).
 
     Returns
     -------
@@ -334,34 +381,85 @@ def from_mdptoolbox(
     >>> from_mdptoolbox(P, R, 0.9)
     TabularMDP(S=2, A=2, discount=0.9)
     """
+    if isinstance(P, (list, tuple)) and any(hasattr(m, "tocsr") for m in P):
+        return _from_sparse_toolbox(P, R, discount, initial, action_mask, name, sparse)
     mats = [_dense(m) for m in P] if isinstance(P, (list, tuple)) else None
     Pt = np.asarray(mats if mats is not None else _dense(P), dtype=float)
-    if Pt.ndim != 3 or Pt.shape[1] != Pt.shape[2]:
+    S, A = _toolbox_shape(Pt.shape)
+    Rsa = _toolbox_rewards(R, S, A, lambda Rt: np.einsum("ast,ast->sa", Pt, Rt))
+    P_sas = np.transpose(Pt, (1, 0, 2))
+    if _wants_sparse(sparse, int(np.count_nonzero(Pt)), S, A):
+        import scipy.sparse as sp
+
+        P_sas = sp.csr_matrix(P_sas.reshape(S * A, S))
+    return TabularMDP(P_sas, Rsa, discount, initial, action_mask, name=name)
+
+
+def _toolbox_shape(shape: tuple) -> tuple[int, int]:
+    """``(S, A)`` of pymdptoolbox's ``P`` of ``shape`` (A, S, S), or the error naming it."""
+    if len(shape) != 3 or shape[1] != shape[2]:
         hint = ""
-        if Pt.ndim == 3 and Pt.shape[0] == Pt.shape[2]:
+        if len(shape) == 3 and shape[0] == shape[2]:
             hint = (
-                f"; {Pt.shape} looks like optplan's own layout P[s, a, s'] (S, A, S), which "
+                f"; {shape} looks like optplan's own layout P[s, a, s'] (S, A, S), which "
                 f"TabularMDP takes as it is"
             )
         raise OptplanError(
-            f"P must have shape (A, S, S) (pymdptoolbox's layout P[a, s, s']), got {Pt.shape}{hint}"
+            f"P must have shape (A, S, S) (pymdptoolbox's layout P[a, s, s']), got {shape}{hint}"
         )
-    A, S, _ = Pt.shape
+    return shape[1], shape[0]
+
+
+def _toolbox_rewards(R, S: int, A: int, expect) -> np.ndarray:
+    """``R[s, a]`` from pymdptoolbox's reward forms; ``expect(R[a, s, s'])`` gives the
+    expectation over the next state of the per-transition form."""
+    if isinstance(R, (list, tuple)) and len(R) == A and all(hasattr(m, "shape") for m in R):
+        if all(tuple(m.shape) == (S, S) for m in R):
+            return expect(R)
     Rt = np.asarray(
         [_dense(m) for m in R] if isinstance(R, (list, tuple)) else _dense(R), dtype=float
     )
     if Rt.shape == (S, A):
-        Rsa = Rt
-    elif Rt.shape == (S,):
-        Rsa = np.repeat(Rt[:, None], A, axis=1)
-    elif Rt.shape == (A, S, S):
-        Rsa = np.einsum("ast,ast->sa", Pt, Rt)
-    else:
-        raise OptplanError(
-            f"R has shape {Rt.shape}; pymdptoolbox's forms are (S, A) = {(S, A)}, (S,) = "
-            f"{(S,)} or (A, S, S) = {(A, S, S)} (from P {Pt.shape})"
-        )
-    return TabularMDP(np.transpose(Pt, (1, 0, 2)), Rsa, discount, initial, action_mask, name=name)
+        return Rt
+    if Rt.shape == (S,):
+        return np.repeat(Rt[:, None], A, axis=1)
+    if Rt.shape == (A, S, S):
+        return expect(Rt)
+    raise OptplanError(
+        f"R has shape {Rt.shape}; pymdptoolbox's forms are (S, A) = {(S, A)}, (S,) = "
+        f"{(S,)} or (A, S, S) = {(A, S, S)} (from P {(A, S, S)})"
+    )
+
+
+def _from_sparse_toolbox(P, R, discount, initial, action_mask, name, sparse) -> TabularMDP:
+    """:func:`from_mdptoolbox` of a list of ``A`` scipy.sparse ``(S, S)`` matrices: the CSR
+    ``(S·A, S)`` matrix built from them (rows ``a·S + s`` reordered to ``s·A + a``), never a
+    dense ``(A, S, S)`` array unless the rule (or ``sparse=False``) asks for a dense model."""
+    import scipy.sparse as sp
+
+    mats = [sp.csr_matrix(m, dtype=float) for m in P]
+    shape = (len(mats), *mats[0].shape)
+    S, A = _toolbox_shape(shape)
+    for a, m in enumerate(mats):
+        if m.shape != (S, S):
+            raise OptplanError(f"P[{a}] has shape {m.shape}, expected {(S, S)} as P[0]")
+
+    def expect(Rt):
+        cols = []
+        for a in range(A):
+            other = Rt[a]
+            prod = mats[a].multiply(other if hasattr(other, "tocsr") else np.asarray(other))
+            cols.append(np.asarray(prod.sum(axis=1), dtype=float).ravel())
+        return np.stack(cols, axis=1)
+
+    Rsa = _toolbox_rewards(R, S, A, expect)
+    order = (np.arange(S)[:, None] + S * np.arange(A)[None, :]).ravel()  # row s·A + a
+    P_rows = sp.vstack(mats, format="csr")[order]
+    P_rows.sort_indices()
+    if not _wants_sparse(sparse, P_rows.nnz, S, A):
+        check_model_size(S, A, subject=f"pymdptoolbox's P of {S} states and {A} actions")
+        P_rows = P_rows.toarray().reshape(S, A, S)
+    return TabularMDP(P_rows, Rsa, discount, initial, action_mask, name=name)
 
 
 def _dense(m):

@@ -55,7 +55,7 @@ def test_discounted_values_match_pymdptoolbox_policy_iteration(env_id, kwargs):
     fast = op.solve_discounted(mdp, method="fast")
     np.testing.assert_allclose(np.asarray(pi.V), fast.values, rtol=1e-9, atol=1e-9)
     # Same optimal values; where actions tie the policies may differ, the values may not.
-    q = mdp.R + GAMMA * mdp.P @ fast.values
+    q = mdp.R + GAMMA * (mdp.P_rows @ fast.values).reshape(mdp.R.shape)
     np.testing.assert_allclose(q[np.arange(mdp.n_states), pi.policy], fast.values, atol=1e-9)
 
 
@@ -150,6 +150,9 @@ def test_a_table_too_large_is_refused_before_allocation():
 
     table = Huge({0: {a: [(1.0, 0, 0.0, False)] for a in range(4)}})
     with pytest.raises(ValueError, match=r"200000 states and 4 actions needs .* bytes"):
+        from_gymnasium(TableEnv(table), sparse=False)
+    # by default such a table would be read sparse: its entries are checked, not its size
+    with pytest.raises(ValueError, match="has no state 1"):
         from_gymnasium(TableEnv(table))
 
 
@@ -270,7 +273,7 @@ def test_average_reward_any_model_fast_vs_clarabel(env_id, kwargs, terminal):
     every model here is multichain; restart: FrozenLake and CliffWalking are weakly
     communicating, Taxi's unreachable states keep it multichain)."""
     mdp = from_gymnasium(make(env_id, **kwargs), terminal=terminal)
-    kind = classify(mdp.P, mdp.action_mask).kind
+    kind = classify(mdp.dense_P(), mdp.action_mask).kind
     assert kind == "multichain" or (terminal == "restart" and kind == "weakly_communicating")
     chk = op.cross_check(op.AverageRewardPlanning(mdp, multichain="solve"), solver="CLARABEL")
     assert chk.fast.status == chk.conic.status == "optimal", chk.message
@@ -293,3 +296,87 @@ def test_average_reward_default_scalar_gain_both_paths(env_id, kwargs, terminal)
     assert chk.agree and "x" in chk.abs_err, chk.message
     solved = op.solve_average_reward(mdp, multichain="solve")
     assert chk.fast.gain == pytest.approx(solved.gain.max(), abs=1e-9)
+
+
+def _discounted(mdp):
+    res = op.DiscountedPlanning(mdp).solve(method="fast")
+    return np.asarray(res.values), np.asarray(res.policy)
+
+
+def _assert_same_plan(mdp, v_sparse, pi_sparse, v_dense, pi_dense):
+    """Values to 1e-10; policies equal up to ties (each one's action optimal to 1e-10)."""
+    np.testing.assert_allclose(v_sparse, v_dense, rtol=0, atol=1e-10)
+    q = mdp.R + mdp.discount * (mdp.P_rows @ v_dense).reshape(mdp.R.shape)
+    states = np.arange(q.shape[0])
+    for pi in (pi_sparse, pi_dense):
+        assert np.all(q[states, pi] >= q.max(axis=1) - 1e-10)
+    ties = np.sort(q, axis=1)[:, -1] - np.sort(q, axis=1)[:, -2] <= 1e-10
+    np.testing.assert_array_equal(pi_sparse[~ties], pi_dense[~ties])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "by_rule"),
+    [
+        ("Taxi-v4", {}, True),  # 501 states, 0.2% of P nonzero
+        ("FrozenLake-v1", {"map_name": "8x8", "is_slippery": True}, False),  # 65 states < 200
+    ],
+    ids=["taxi", "frozenlake8x8"],
+)
+@pytest.mark.parametrize("terminal", ["absorbing", "restart"])
+def test_sparse_conversion_by_the_rule_equals_the_dense_one(env_id, kwargs, by_rule, terminal):
+    env = make(env_id, **kwargs)
+    auto = from_gymnasium(env, terminal=terminal, discount=0.99)
+    dense = from_gymnasium(env, terminal=terminal, discount=0.99, sparse=False)
+    forced = from_gymnasium(env, terminal=terminal, discount=0.99, sparse=True)
+    assert auto.sparse is by_rule and not dense.sparse and forced.sparse
+    np.testing.assert_array_equal(forced.dense_P(), dense.dense_P())
+    np.testing.assert_array_equal(forced.R, dense.R)
+    np.testing.assert_array_equal(forced.initial, dense.initial)
+    _assert_same_plan(dense, *_discounted(forced), *_discounted(dense))
+
+
+def test_small_gymnasium_models_stay_dense():
+    for (env_id, kwargs), name in zip(CASES, IDS, strict=True):
+        mdp = from_gymnasium(make(env_id, **kwargs), discount=GAMMA)
+        assert mdp.sparse is (name == "taxi"), name
+    with pytest.raises(TypeError, match="sparse must be None, True or False"):
+        from_gymnasium(make("FrozenLake-v1"), sparse="yes")
+
+
+def _sparse_toolbox(S, A, seed, successors=3):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    mats = []
+    for _ in range(A):
+        cols = rng.integers(0, S, size=(S, successors))
+        vals = rng.dirichlet(np.ones(successors), size=S)
+        rows = np.repeat(np.arange(S), successors)
+        mats.append(sp.csr_matrix((vals.ravel(), (rows, cols.ravel())), shape=(S, S)))
+    return mats, rng.random((S, A))
+
+
+def test_mdptoolbox_sparse_matrices_follow_the_rule():
+    import scipy.sparse as sp
+
+    mats, R = _sparse_toolbox(300, 3, 0)
+    auto = from_mdptoolbox(mats, R, 0.95)
+    dense = from_mdptoolbox(mats, R, 0.95, sparse=False)
+    assert auto.sparse and not dense.sparse
+    expected = np.stack([m.toarray() for m in mats], axis=1)  # P[s, a, s']
+    np.testing.assert_array_equal(auto.dense_P(), expected)
+    np.testing.assert_array_equal(dense.dense_P(), expected)
+    _assert_same_plan(dense, *_discounted(auto), *_discounted(dense))
+    # per-transition rewards R[a] (S, S), sparse or dense: their expectation under P
+    Rt = [sp.random(300, 300, density=0.1, random_state=a, format="csr") for a in range(3)]
+    got = from_mdptoolbox(mats, Rt, 0.95).R
+    dense_P, dense_R = (np.stack([m.toarray() for m in ms]) for ms in (mats, Rt))
+    want = np.einsum("ast,ast->sa", dense_P, dense_R)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    # a dense (A, S, S) array of low density also comes out sparse; a small one stays dense
+    assert from_mdptoolbox(np.stack([m.toarray() for m in mats]), R, 0.95).sparse
+    small, Rs = _sparse_toolbox(20, 2, 1)
+    assert not from_mdptoolbox(small, Rs, 0.9).sparse
+    assert from_mdptoolbox(small, Rs, 0.9, sparse=True).sparse
+    with pytest.raises(ValueError, match=r"P\[1\] has shape \(4, 4\), expected \(20, 20\)"):
+        from_mdptoolbox([small[0], sp.eye(4, format="csr")], Rs, 0.9)
