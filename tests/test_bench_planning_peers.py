@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+import optplan as op
 from optplan.bench import Runs
 from optplan.bench.planning import bench_planning
 from optplan.cli import main
@@ -101,3 +102,77 @@ def test_bad_blas_thread_count_is_named():
     with pytest.raises(ValueError, match="blas threads"):
         with blas_threads(0):
             pass
+
+
+def test_gridworld_is_sparse_stochastic_and_matches_a_dense_build():
+    from optplan.bench.planning import gridworld_mdp
+
+    mdp = gridworld_mdp(5, discount=0.9)
+    assert mdp.sparse and (mdp.n_states, mdp.n_actions) == (25, 4)
+    P = mdp.dense_P()
+    # from the middle cell 12, action "right": 0.9 + 0.025 to 13, 0.025 to each other neighbour
+    np.testing.assert_allclose(P[12, 1, [7, 13, 17, 11]], [0.025, 0.925, 0.025, 0.025])
+    # the corner 0, action "up": blocked moves (up, left) stay
+    np.testing.assert_allclose(P[0, 0, [0, 1, 5]], [0.925 + 0.025, 0.025, 0.025])
+    np.testing.assert_array_equal(P[24, :, 24], 1.0)  # the goal absorbs
+    assert mdp.R[24].tolist() == [0.0] * 4 and (mdp.R[:24] == -1).all()
+    res = op.DiscountedPlanning(mdp).solve(method="fast")
+    assert np.all(np.diff(res.values.reshape(5, 5)[0]) > 0)  # closer to the goal: better
+    with pytest.raises(ValueError, match="grid must be an integer >= 2, got 1"):
+        gridworld_mdp(1)
+
+
+def test_sparse_named_rows_check_peers_and_say_where_they_are_skipped():
+    rows = bench_planning(
+        Runs(sizes=[10], repeats=1, solvers=[]),
+        criteria=["discounted"],
+        peers=True,
+        sparse=True,
+        models=["taxi", "frozenlake", "grid"],
+        grid=4,
+        gamma=0.9,
+    )
+    assert [(r["model"], r["S"]) for r in rows] == [("taxi", 501), ("frozenlake", 65), ("grid", 16)]
+    for r in rows:
+        assert r["nnz"] > 0 and r["peak_rss_gib"] > 0 and r["fast_s"] > 0
+        for peer in ("PI", "VI"):
+            assert r[f"peer_{peer}_err"] <= 1e-8 * 100  # checked to 1e-8 max(1, max|V|)
+            assert r[f"peer_{peer}_ratio"] > 0
+    text = __import__("optplan.bench.planning", fromlist=["x"]).format_table(rows, [])
+    assert "taxi" in text and "pymdp VI s" in text
+
+
+def test_sparse_peers_skip_large_models_with_a_reason():
+    from optplan.bench.peers_planning import PI_MAX_STATES, VI_MAX_STATES, sparse_peer_skip
+    from optplan.bench.planning import format_table
+
+    assert sparse_peer_skip("PI", PI_MAX_STATES) is None
+    assert "dense S x S" in sparse_peer_skip("PI", PI_MAX_STATES + 1)
+    assert "cap" in sparse_peer_skip("VI", VI_MAX_STATES + 1)
+    row = {"criterion": "discounted", "model": "grid", "S": 10**6, "fast_s": 1.0, "nnz": 5}
+    row |= {"peak_rss_gib": 1.0, "peer_PI_skip": sparse_peer_skip("PI", 10**6)}
+    text = format_table([row], [])
+    assert "skipped" in text and "grid S=1000000: PI skipped above" in text
+
+
+def test_sparse_options_are_checked_before_timing():
+    with pytest.raises(ValueError, match="gamma must be a discount"):
+        bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), sparse=True, gamma=1.0)
+    with pytest.raises(ValueError, match="leave 'random' out of --models"):
+        bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), sparse=True, peers=True)
+    with pytest.raises(ValueError, match="add --sparse"):
+        bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), models=["taxi"])
+    with pytest.raises(ValueError, match="models"):
+        bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), sparse=True, models=["maze"])
+
+
+def test_cli_sparse_named_models_with_gamma(capsys):
+    assert (
+        main(
+            ["bench", "planning", "--sparse", "--models", "frozenlake", "grid", "--grid", "3"]
+            + ["--gamma", "0.99", "--solvers"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "discount 0.99" in out and "frozenlake" in out and "grid 3x3" in out

@@ -29,11 +29,37 @@ import numpy as np
 
 from .._checks import MissingDependency
 
-__all__ = ["RVI_EPSILON", "PEERS", "require", "run_peer"]
+__all__ = [
+    "RVI_EPSILON",
+    "VI_EPSILON",
+    "PEERS",
+    "SPARSE_PEERS",
+    "PI_MAX_STATES",
+    "VI_MAX_STATES",
+    "require",
+    "run_peer",
+    "sparse_peer_skip",
+    "run_sparse_peer",
+]
 
 #: pymdptoolbox's ``RelativeValueIteration(epsilon=)``: the gain it reports is within this of
 #: the optimal gain, far below the 1e-9 agreement the planning rows check.
 RVI_EPSILON = 1e-12
+
+#: pymdptoolbox's ``ValueIteration(epsilon=)`` on sparse rows: it stops when the span of
+#: ``V_{k+1} - V_k`` is below ``epsilon (1 - gamma) / gamma``, so its values are within about
+#: ``epsilon`` of the optimal ones.
+VI_EPSILON = 1e-10
+#: pymdptoolbox's ``PolicyIteration`` builds each policy's matrix ``P_pi`` as a dense ``S x S``
+#: array (``_computePpolicyPRpolicy``: ``np.empty((S, S))``, even from sparse ``P``) and solves
+#: it densely: sparse rows above this many states skip it (8 S^2 bytes: 10^4 states, 0.8 GB).
+PI_MAX_STATES = 10_000
+#: ``ValueIteration`` runs on the sparse matrices, but at gamma = 0.99 and
+#: :data:`VI_EPSILON` needs thousands of sweeps: sparse rows above this many states skip it
+#: (the bench's cap, not a measured failure).
+VI_MAX_STATES = 100_000
+#: Peers of the ``--sparse --peers`` rows (discounted only), in column order.
+SPARSE_PEERS = ("PI", "VI")
 
 #: ``criterion -> peer names`` (pymdptoolbox classes, see the module docstring).
 PEERS: dict[str, tuple[str, ...]] = {"average": ("RVI",), "discounted": ("PI",)}
@@ -84,4 +110,48 @@ def run_peer(name: str, mdp, fast) -> tuple[float, float]:
     seconds = time.perf_counter() - start
     if name == "RVI":
         return seconds, abs(float(peer.average_reward) - float(fast.gain))
+    return seconds, float(np.abs(np.asarray(peer.V) - np.asarray(fast.values)).max())
+
+
+def sparse_peer_skip(name: str, n_states: int) -> str | None:
+    """Why peer ``name`` of :data:`SPARSE_PEERS` is not run on a sparse model of ``n_states``
+    states, or ``None`` when it is."""
+    if name == "PI" and n_states > PI_MAX_STATES:
+        return (
+            f"PI skipped above {PI_MAX_STATES} states: pymdptoolbox builds each policy's "
+            f"P_pi as a dense S x S array ({8 * n_states**2 / 2**30:.3g} GiB here)"
+        )
+    if name == "VI" and n_states > VI_MAX_STATES:
+        return (
+            f"VI skipped above {VI_MAX_STATES} states (the bench's cap: thousands of sweeps "
+            f"at epsilon {VI_EPSILON:g})"
+        )
+    return None
+
+
+def run_sparse_peer(name: str, mdp, fast) -> tuple[float, float]:
+    """``(wall seconds of run(), max |V_peer - V_fast|)`` for pymdptoolbox's
+    ``PolicyIteration`` (``"PI"``) or ``ValueIteration`` (``"VI"``, epsilon
+    :data:`VI_EPSILON`) given the discounted model ``mdp`` as a list of ``A`` scipy.sparse
+    ``S x S`` matrices (pymdptoolbox's sparse input), built untimed from ``mdp.P_rows``."""
+    mdptoolbox = require()
+    if name not in SPARSE_PEERS:
+        raise ValueError(f"peer must be one of {SPARSE_PEERS}, got {name!r}")
+    if not mdp.action_mask.all():
+        raise ValueError("pymdptoolbox has no admissible-action sets: the model masks actions")
+    import scipy.sparse as sp
+
+    rows = sp.csr_matrix(mdp.P_rows)
+    A = mdp.n_actions
+    P = [rows[a::A].tocsr() for a in range(A)]  # P[a][s, s'] = rows[s·A + a, s']
+    R = np.array(mdp.R)
+    if name == "PI":
+        peer = _build(mdptoolbox, mdptoolbox.mdp.PolicyIteration, P, R, mdp.discount)
+    else:
+        peer = _build(
+            mdptoolbox, mdptoolbox.mdp.ValueIteration, P, R, mdp.discount, VI_EPSILON, 10**7
+        )
+    start = time.perf_counter()
+    peer.run()
+    seconds = time.perf_counter() - start
     return seconds, float(np.abs(np.asarray(peer.V) - np.asarray(fast.values)).max())

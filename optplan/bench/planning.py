@@ -30,7 +30,16 @@ from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
 from ._rows import median, solver_entries, solvers_table, table_lines
 from .cases import random_mdp
-from .peers_planning import PEERS, RVI_EPSILON, require, run_peer
+from .peers_planning import (
+    PEERS,
+    RVI_EPSILON,
+    SPARSE_PEERS,
+    VI_EPSILON,
+    require,
+    run_peer,
+    run_sparse_peer,
+    sparse_peer_skip,
+)
 
 __all__ = [
     "RUNS",
@@ -40,6 +49,11 @@ __all__ = [
     "HELP",
     "bench_planning",
     "random_sparse_mdp",
+    "gridworld_mdp",
+    "named_mdp",
+    "NAMED_MODELS",
+    "GRID_SIZE",
+    "GRID_SLIP",
     "SPARSE_SUCCESSORS",
     "format_table",
     "table",
@@ -79,6 +93,74 @@ RUNS = Runs(sizes=(10, 100, 500), n_actions=4, repeats=5)
 SPARSE_SUCCESSORS = 10
 #: The criteria ``--sparse`` times (the others' paths are dense).
 SPARSE_CRITERIA = ("discounted", "average")
+#: ``--models`` of ``--sparse``: random sparse models at ``--sizes``, and named instances
+#: (discounted rows only): Gymnasium's Taxi-v4 and slippery FrozenLake-v1 8x8 (episodic
+#: view, ``P`` held CSR), and the ``--grid`` N x N :func:`gridworld_mdp`.
+NAMED_MODELS = ("taxi", "frozenlake", "grid")
+#: ``--grid``: side of the gridworld (10^6 states).
+GRID_SIZE = 1000
+#: The gridworld's slip probability: the move is drawn uniformly among the 4 directions.
+GRID_SLIP = 0.1
+#: A peer's values must agree with optplan's to this (times max(1, max |V|)) to be timed.
+PEER_AGREE = 1e-8
+#: The discount of the discounted rows unless ``--gamma`` says otherwise.
+GAMMA = 0.95
+
+
+def gridworld_mdp(n: int, slip: float = GRID_SLIP, discount: float | None = None) -> TabularMDP:
+    """An ``n x n`` gridworld, ``P`` held CSR (``4 n^2`` rows, at most 4 entries each): state
+    ``row * n + col``, actions up, right, down, left; the chosen move with probability
+    ``1 - slip``, otherwise a direction drawn uniformly among the 4 (a move off the grid
+    stays); reward -1 per step until the one goal, the corner ``n^2 - 1``, absorbing with
+    reward 0. Built without a Python loop over states."""
+    import scipy.sparse as sp
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise OptplanError(f"grid must be an integer >= 2, got {n!r}")
+    if not 0.0 <= slip <= 1.0:
+        raise OptplanError(f"slip must be in [0, 1], got {slip!r}")
+    S, A = n * n, 4
+    state = np.arange(S, dtype=np.int64)
+    r, c = np.divmod(state, n)
+    moves = (
+        np.where(r > 0, state - n, state),  # up
+        np.where(c < n - 1, state + 1, state),  # right
+        np.where(r < n - 1, state + n, state),  # down
+        np.where(c > 0, state - 1, state),  # left
+    )
+    goal = S - 1
+    rows, cols, vals = [], [], []
+    for a in range(A):  # over the 4 actions and 4 directions, vectorized over states
+        for d in range(A):
+            p = slip / A + (1.0 - slip) * (d == a)
+            if p > 0:
+                rows.append(state * A + a)
+                cols.append(moves[d])
+                vals.append(np.full(S, p))
+    rows, cols, vals = (np.concatenate(x) for x in (rows, cols, vals))
+    keep = rows // A != goal
+    rows = np.concatenate([rows[keep], goal * A + np.arange(A)])
+    cols = np.concatenate([cols[keep], np.full(A, goal)])
+    vals = np.concatenate([vals[keep], np.ones(A)])
+    P = sp.coo_matrix((vals, (rows, cols)), shape=(S * A, S)).tocsr()
+    R = np.full((S, A), -1.0)
+    R[goal] = 0.0
+    return TabularMDP(P, R, discount, name=f"gridworld {n}x{n}")
+
+
+def named_mdp(name: str, gamma: float, grid: int = GRID_SIZE) -> TabularMDP:
+    """The named instance ``name`` of :data:`NAMED_MODELS` at discount ``gamma``, ``P`` CSR."""
+    from ..bridges import from_gymnasium
+
+    if name == "taxi":
+        return from_gymnasium("Taxi-v4", discount=gamma, sparse=True)
+    if name == "frozenlake":
+        return from_gymnasium(
+            "FrozenLake-v1", discount=gamma, sparse=True, map_name="8x8", is_slippery=True
+        )
+    if name == "grid":
+        return gridworld_mdp(grid, discount=gamma)
+    raise OptplanError(f"model must be one of {('random',) + NAMED_MODELS}, got {name!r}")
 
 
 def random_sparse_mdp(
@@ -87,16 +169,24 @@ def random_sparse_mdp(
     """A random sparse ``TabularMDP``: each pair moves to ``successors`` states drawn
     uniformly (with replacement: a repeated state's probabilities add up) with Dirichlet(1)
     probabilities; rewards uniform on [0, 1); ``P`` built as CSR directly (memory ``O(S A
-    successors)``, never ``S^2``)."""
+    successors)``, never ``S^2``, and no temporary of the size of ``P``'s data)."""
     import scipy.sparse as sp
 
     S, A, K = n_states, n_actions, min(successors, n_states)
     index = np.int32 if S < 2**31 else np.int64
     indices = rng.integers(0, S, size=S * A * K, dtype=index)
-    data = rng.random(S * A * K).reshape(-1, K)
-    data = (-np.log1p(-data)) / (-np.log1p(-data)).sum(axis=1, keepdims=True)  # Dirichlet(1)
+    data = np.empty(S * A * K)
+    step = K * 2**20  # filled in blocks: no temporary of the full size (S = 10^7: 3.2 GB)
+    for start in range(0, data.size, step):
+        block = data[start : start + step]
+        block[:] = rng.random(block.size)  # the same stream as one call
+        np.negative(block, out=block)
+        np.log1p(block, out=block)
+        np.negative(block, out=block)  # Exp(1)
+        rows = block.reshape(-1, K)
+        rows /= rows.sum(axis=1, keepdims=True)  # Dirichlet(1)
     pointer = np.arange(0, S * A * K + 1, K, dtype=np.int64 if S * A * K >= 2**31 else np.int32)
-    P = sp.csr_matrix((data.ravel(), indices, pointer), shape=(S * A, S))
+    P = sp.csr_matrix((data, indices, pointer), shape=(S * A, S), copy=False)
     return TabularMDP(P, rng.random((S, A)))
 
 
@@ -106,6 +196,9 @@ def bench_planning(
     peers: bool = False,
     progress: Callable[[str], None] | None = None,
     sparse: bool = False,
+    models: Sequence[str] = ("random",),
+    grid: int = GRID_SIZE,
+    gamma: float = GAMMA,
 ) -> list[dict]:
     """Median wall time of the fast path and of each conic solver on random dense MDPs:
     ``runs.repeats`` MDPs with ``runs.n_actions`` actions at each of ``runs.sizes`` states.
@@ -123,31 +216,62 @@ def bench_planning(
     is faster) and ``peer_<NAME>_err`` (max disagreement of gain or values).
 
     ``sparse``: the instances are :func:`random_sparse_mdp` models (criteria of
-    :data:`SPARSE_CRITERIA` only, no peers), and each row adds ``nnz`` (stored transition
+    :data:`SPARSE_CRITERIA` only) when ``models`` holds ``"random"``, then one discounted
+    row per named instance of ``models`` (:data:`NAMED_MODELS`; ``grid``: the side of
+    :func:`gridworld_mdp`); each row adds ``model``, ``nnz`` (stored transition
     probabilities per instance) and ``peak_rss_gib`` (the process's peak resident memory
-    once the size is done: it only grows, so it is the largest size's so far).
+    once the row is done: it only grows, so it is the largest model's so far). With
+    ``peers``, the named rows also time pymdptoolbox's ``PolicyIteration`` and
+    ``ValueIteration`` given ``A`` scipy.sparse matrices (:func:`.peers_planning.
+    run_sparse_peer`): each peer's values are checked against optplan's (to
+    :data:`PEER_AGREE` times ``max(1, max |V|)``) in an untimed run first, then its median
+    of :data:`PEER_RUNS` runs is timed; ``peer_<NAME>_skip`` says why a peer was not timed.
+
+    ``gamma``: the discount of the discounted rows.
 
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`, dense).
     """
     sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
     criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
+    models = check_choices("models", models, ("random",) + NAMED_MODELS)
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1:
+        raise OptplanError(f"gamma must be a discount in [0, 1), got {gamma!r}")
+    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 2:
+        raise OptplanError(f"grid must be an integer >= 2, got {grid!r}")
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
+    problems = dict(PLANNING_PROBLEMS)
+    problems["discounted"] = (DiscountedPlanning, lambda mdp: mdp.with_discount(gamma))
     if sparse:
         other = [c for c in criteria if c not in SPARSE_CRITERIA]
         if other:
             raise OptplanError(
                 f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
             )
+        named = [m for m in models if m != "random"]
+        if peers and "random" in models:
+            raise OptplanError(
+                "--sparse --peers times the named models (--models taxi frozenlake grid), "
+                "not the random ones: leave 'random' out of --models"
+            )
         if peers:
-            raise OptplanError("--sparse and --peers together are not available: run them apart")
-        return _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress)
+            require()  # before any timing
+        rows = []
+        if "random" in models:
+            rows += _bench_sparse(
+                sizes, n_actions, repeats, solvers, seed, criteria, progress, problems
+            )
+        for name in named:
+            rows.append(_named_row(name, gamma, grid, peers, solvers, progress))
+        return rows
+    if tuple(models) != ("random",):
+        raise OptplanError("--models names sparse instances: add --sparse")
     check_model_size(max(sizes), n_actions, layers)
     if peers:
         require()  # before any timing
     rows = []
     for criterion in criteria:
-        cls, model = PLANNING_PROBLEMS[criterion]
+        cls, model = problems[criterion]
         names = PEERS.get(criterion, ()) if peers else ()
         _warm_up(cls, model, names, max(sizes), n_actions, seed)
         for S in sizes:
@@ -163,18 +287,76 @@ def bench_planning(
     return rows
 
 
-def _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress) -> list[dict]:
-    """:func:`bench_planning` on random sparse models (see its ``sparse``)."""
+def _peak_rss_gib() -> float:
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _named_row(name, gamma, grid, peers, solvers, progress) -> dict:
+    """The discounted row of the named instance ``name`` (see :func:`bench_planning`)."""
+    mdp = named_mdp(name, gamma, grid)
+    problem = DiscountedPlanning(mdp)
+    S = mdp.n_states
+    row = {"criterion": "discounted", "model": name, "S": S, "A": mdp.n_actions}
+    row |= {"instances": 1, "nnz": mdp.nnz}
+    names = [n for n in SPARSE_PEERS if peers and sparse_peer_skip(n, S) is None]
+    DiscountedPlanning(named_mdp(name, gamma, 2) if name == "grid" else mdp).solve(
+        method="fast"
+    )  # untimed: imports and compiled kernels
+    runs = PEER_RUNS if names else 1
+    fast = None
+    times = []
+    for _ in range(runs):
+        fast, t = timed(lambda: problem.solve(method="fast"))
+        times.append(t)
+    row["fast_s"] = float(np.median(times))
+    for solver in solvers:
+        res, t = timed(lambda s=solver: problem.solve(method="conic", solver=s))
+        ok = res.status in SOLUTION_PRESENT
+        err = abs(res.value - fast.value) if ok else 0.0
+        solver_entries(row, solver, t, fail=int(not ok), err=err)
+    row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
+    scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
+    for peer in SPARSE_PEERS if peers else ():
+        skip = sparse_peer_skip(peer, S)
+        if skip is None:
+            _, err = run_sparse_peer(peer, mdp, fast)  # untimed: the values checked first
+            if err > PEER_AGREE * scale:
+                skip = f"{peer} not timed: its values differ from optplan's by {err:.2e}"
+        if skip is not None:
+            row[f"peer_{peer}_skip"] = skip
+            continue
+        peer_times = [run_sparse_peer(peer, mdp, fast) for _ in range(PEER_RUNS)]
+        err = max(e for _, e in peer_times)
+        solver_entries(row, f"peer_{peer}", float(np.median([t for t, _ in peer_times])), err=err)
+    row["peak_rss_gib"] = _peak_rss_gib()
+    if progress:
+        progress(
+            f"discounted {name} S={S} (sparse): fast {row['fast_s']:.2e}s, peak RSS "
+            f"{row['peak_rss_gib']:.2f} GiB"
+            + "".join(
+                f", {p} ratio {row[f'peer_{p}_ratio']:.2f}"
+                for p in SPARSE_PEERS
+                if f"peer_{p}_ratio" in row
+            )
+        )
+    return row
+
+
+def _bench_sparse(
+    sizes, n_actions, repeats, solvers, seed, criteria, progress, problems
+) -> list[dict]:
+    """:func:`bench_planning` on random sparse models (see its ``sparse``)."""
     rows = []
     for criterion in criteria:
-        cls, model = PLANNING_PROBLEMS[criterion]
+        cls, model = problems[criterion]
         warm = cls(model(random_sparse_mdp(np.random.default_rng(seed), 8, n_actions)))
         warm.solve(method="fast")  # untimed: imports
         for S in sizes:
             rng = np.random.default_rng([seed, S])
-            row = {"criterion": criterion, "S": S, "A": n_actions, "instances": repeats}
+            row = {"criterion": criterion, "model": "random", "S": S, "A": n_actions}
+            row["instances"] = repeats
             nnz = []
 
             def instances(rng=rng, cls=cls, model=model, nnz=nnz, S=S):
@@ -185,7 +367,7 @@ def _bench_sparse(sizes, n_actions, repeats, solvers, seed, criteria, progress) 
 
             _size_row(row, instances(), solvers, ())
             row["nnz"] = int(np.median(nnz))
-            row["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            row["peak_rss_gib"] = _peak_rss_gib()
             rows.append(row)
             if progress:
                 ratios = [f", best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
@@ -244,22 +426,32 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
 
 
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
-    """One line per (criterion, S): the fast median (with ``--sparse`` the stored transition
-    probabilities and the peak memory), then per solver its median, the ratio to
-    the fast median, failures and the max value difference; then per pymdptoolbox peer (when
-    timed, ``-`` on rows without that peer) its median, ratio and max disagreement."""
+    """One line per (criterion, model, S): the fast median (with ``--sparse`` the model, the
+    stored transition probabilities and the peak memory), then per solver its median, the
+    ratio to the fast median, failures and the max value difference; then per pymdptoolbox
+    peer (when timed, ``-`` on rows without that peer, ``skipped`` where it was skipped, the
+    reasons listed under the table) its median, ratio and max disagreement."""
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
-    peers = [n for n in ("RVI", "PI") if any(f"peer_{n}_s" in r for r in rows)]
+    peers = [n for n in ("RVI", "PI", "VI") if any(f"peer_{n}_s" in r for r in rows)]
+    peers += [
+        n for n in SPARSE_PEERS if n not in peers and any(f"peer_{n}_skip" in r for r in rows)
+    ]
     extra = any("peak_rss_gib" in r for r in rows)  # the --sparse columns
     lines = table_lines(
-        f"{'criterion':<{width}}{'S':>8}{'fast s':>10}"
+        f"{'criterion':<{width}}"
+        + (f"{'model':>11}" if extra else "")
+        + f"{'S':>9}{'fast s':>10}"
         + (f"{'nnz':>12}{'peak GiB':>10}" if extra else ""),
         solvers,
         lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}",
         "".join(f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
     )
+    notes = []
     for r in rows:
-        line = f"{r['criterion']:<{width}}{r['S']:>8}{r['fast_s']:>10.2e}"
+        line = f"{r['criterion']:<{width}}"
+        if extra:
+            line += f"{r.get('model', 'random'):>11}"
+        line += f"{r['S']:>9}{r['fast_s']:>10.2e}"
         if extra:
             line += f"{r['nnz']:>12}{r['peak_rss_gib']:>10.2f}"
         for s in solvers:
@@ -273,10 +465,13 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
                     f"{r[f'peer_{n}_s']:>15.2e}{r[f'peer_{n}_ratio']:>7.2f}x"
                     f"{r[f'peer_{n}_err']:>10.1e}"
                 )
+            elif f"peer_{n}_skip" in r:
+                line += f"{'skipped':>15}{'-':>8}{'-':>10}"
+                notes.append(f"{r.get('model', '')} S={r['S']}: {r[f'peer_{n}_skip']}")
             else:
                 line += f"{'-':>15}{'-':>8}{'-':>10}"
         lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
 
 
 #: The text table of the rows for the command line.
@@ -284,8 +479,11 @@ table = solvers_table(format_table)
 
 
 def total(args: argparse.Namespace) -> int:
-    """How many progress lines :func:`bench_planning` reports: one per criterion and size."""
-    return len(args.criteria) * len(args.sizes)
+    """How many progress lines :func:`bench_planning` reports: one per criterion and size
+    (of the random models), and one per named model."""
+    models = getattr(args, "models", ("random",))
+    named = sum(m != "random" for m in models)
+    return (len(args.criteria) * len(args.sizes) if "random" in models else 0) + named
 
 
 def header(args: argparse.Namespace) -> str:
@@ -300,11 +498,30 @@ def header(args: argparse.Namespace) -> str:
         if getattr(args, "sparse", False)
         else "random dense MDPs"
     )
+    if getattr(args, "sparse", False):
+        models = getattr(args, "models", ("random",))
+        named = [m for m in models if m != "random"]
+        parts = [kind] if "random" in models else []
+        if named:
+            parts.append(
+                f"named sparse models {', '.join(named)} (grid {args.grid}x{args.grid}, "
+                f"slip {GRID_SLIP})"
+            )
+        kind = "; ".join(parts)
+    kind += f", discount {getattr(args, 'gamma', GAMMA)}"
     text = (
         f"planning benchmark: {kind}, A={args.n_actions}{horizon}, {args.repeats} "
         "instances per size, median wall seconds; ratio = conic median / fast median (same run)"
     )
-    if getattr(args, "peers", False):
+    if getattr(args, "peers", False) and getattr(args, "sparse", False):
+        text += (
+            "\npeers: pymdptoolbox PolicyIteration and ValueIteration (epsilon="
+            f"{VI_EPSILON:g}) given A scipy.sparse S x S matrices, run() timed; values "
+            f"checked against optplan's (to {PEER_AGREE:g} x max(1, max|V|)) in an untimed "
+            f"run first, then the median of {PEER_RUNS} runs; ratio = peer median / fast "
+            "median (>= 1: optplan faster); agree = max |V difference|"
+        )
+    elif getattr(args, "peers", False):
         text += (
             "\npeers: pymdptoolbox RelativeValueIteration (epsilon="
             f"{RVI_EPSILON:g}) on average rows, PolicyIteration on discounted rows, run() "
@@ -346,7 +563,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peers",
         action="store_true",
-        help='also time pymdptoolbox (RVI, PI) on the same instances ("optplan[bench]")',
+        help="also time pymdptoolbox (RVI, PI; with --sparse: PI, VI on the named models) "
+        'on the same instances ("optplan[bench]")',
+    )
+    add_choices(
+        parser,
+        "--models",
+        ("random",) + NAMED_MODELS,
+        "with --sparse: random models at --sizes and/or named ones (taxi: Taxi-v4; "
+        "frozenlake: FrozenLake-v1 8x8 slippery; grid: the --grid N x N gridworld)",
+        ("random",),
+    )
+    parser.add_argument(
+        "--grid",
+        type=int,
+        default=GRID_SIZE,
+        metavar="N",
+        help=f"side of the gridworld of --models grid (default {GRID_SIZE}: 10^6 states)",
+    )
+    parser.add_argument(
+        "--gamma",
+        type=float,
+        default=GAMMA,
+        help=f"discount of the discounted rows (default {GAMMA})",
     )
     add_choices(
         parser,
