@@ -83,33 +83,16 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         P_N = P[np.ix_(idx, np.arange(P.shape[1]), idx)]  # (n, A, n): mass to t drops out
         P_out = P[idx, :, t]  # (n, A): mass to the target
         allowed = stays[t][idx]
-        it = 0
-        try:
-            for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
-                times = solve_system(
-                    escape_matrix(P_N, P_out, pol), np.ones(idx.size), "a hitting time"
-                )
-                q = 1.0 + P_N @ times
-                new = greedy(masked(-q, allowed), pol, tol=tol)
-                if np.array_equal(new, pol):
-                    break
-                pol = new
-            else:
-                status = MAX_ITER
-                message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
-        except EvaluationError as err:
-            times = np.full(idx.size, np.nan)
-            status, message = NUMERICAL_ERROR, f"target {t}: {err}"
-        if status == OPTIMAL and not (times >= 1.0 - 1e-9).all():
-            # each time from s != t is at least one step: less is rounding, not an answer
-            worst = int(idx[np.argmin(times)])
-            status = NUMERICAL_ERROR
-            message = (
-                f"target {t}: the policy evaluation gave a hitting time of "
-                f"{times.min():.3g} < 1 from state {worst}: the transition masses are too "
-                "small for double precision"
+
+        def evaluate(pol, x, P_N=P_N, P_out=P_out):
+            times = solve_system(
+                escape_matrix(P_N, P_out, pol), np.ones(pol.size), "a hitting time"
             )
-            times = np.full(idx.size, np.nan)
+            return times, 1.0 + P_N @ times
+
+        times, pol, it, st, msg = _improve(evaluate, pol, allowed, idx, t, max_iter, tol)
+        if st != OPTIMAL:
+            status, message = st, msg
         iterations = max(iterations, it)
         T[t, idx] = times
         policy[t, idx] = pol
@@ -125,6 +108,37 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         values=T,
         policy=policy,
     )
+
+
+def _improve(evaluate, pol, allowed, idx, t: int, max_iter: int, tol: float):
+    """Policy iteration for the hitting times to target ``t`` from the states ``idx``:
+    ``evaluate(pol, previous_times) -> (times, q)`` evaluates a policy (``q`` the one-step
+    look-ahead over ``allowed`` actions). Returns ``(times, policy, iterations, status,
+    message)``; a failed evaluation or a time below one step (rounding) gives NaN times and a
+    ``numerical_error`` status."""
+    status, message, it = OPTIMAL, "", 0
+    times = None
+    try:
+        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
+            times, q = evaluate(pol, times)
+            new = greedy(masked(-q, allowed), pol, tol=tol)
+            if np.array_equal(new, pol):
+                break
+            pol = new
+        else:
+            status = MAX_ITER
+            message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
+    except EvaluationError as err:
+        return np.full(idx.size, np.nan), pol, it, NUMERICAL_ERROR, f"target {t}: {err}"
+    if status == OPTIMAL and not (times >= 1.0 - 1e-9).all():
+        # each time from s != t is at least one step: less is rounding, not an answer
+        worst = int(idx[np.argmin(times)])
+        message = (
+            f"target {t}: the policy evaluation gave a hitting time of {times.min():.3g} < 1 "
+            f"from state {worst}: the transition masses are too small for double precision"
+        )
+        return np.full(idx.size, np.nan), pol, it, NUMERICAL_ERROR, message
+    return times, pol, it, status, message
 
 
 #: Above this many states a sparse policy's hitting times come from restarted GMRES (a random
@@ -221,32 +235,16 @@ def target_times(mdp, t: int, max_iter: int = 1_000, tol: float = 1e-12, support
     goal[t] = True
     pol = sparse_steps_toward(rows, stays, goal)[idx]
     allowed = stays[idx]
-    status, message, it = OPTIMAL, "", 0
     v = np.zeros(S)
-    x = np.zeros(idx.size)
-    try:
-        for it in range(1, max_iter + 1):  # noqa: B007 (it is reported)
-            x = _sparse_evaluate(rows, idx, pol, t, A, x, "a hitting time")
-            v[idx] = x
-            q = 1.0 + (rows @ v).reshape(S, A)[idx]
-            new = greedy(masked(-q, allowed), pol, tol=tol)
-            if np.array_equal(new, pol):
-                break
-            pol = new
-        else:
-            status = MAX_ITER
-            message = f"policy iteration for target {t} did not stop in {max_iter} iterations"
-    except EvaluationError as err:
-        x = np.full(idx.size, np.nan)
-        status, message = NUMERICAL_ERROR, f"target {t}: {err}"
-    if status == OPTIMAL and not (x >= 1.0 - 1e-9).all():
-        worst = int(idx[np.argmin(x)])
-        status = NUMERICAL_ERROR
-        message = (
-            f"target {t}: the policy evaluation gave a hitting time of {x.min():.3g} < 1 "
-            f"from state {worst}: the transition masses are too small for double precision"
+
+    def evaluate(pol, x):
+        x = _sparse_evaluate(
+            rows, idx, pol, t, A, np.zeros(idx.size) if x is None else x, "a hitting time"
         )
-        x = np.full(idx.size, np.nan)
+        v[idx] = x
+        return x, 1.0 + (rows @ v).reshape(S, A)[idx]
+
+    x, pol, it, status, message = _improve(evaluate, pol, allowed, idx, t, max_iter, tol)
     times[idx] = x
     policy[idx] = pol
     return times, policy, it, status, message
