@@ -180,6 +180,20 @@ def _river_transitions(S: int, p_right, p_stay, p_left, p_right_first, p_stay_la
 REWARD_MODELS = ("uniform", "sparse")
 
 
+def _dirichlet_inputs(n_states, n_actions, seed, alpha):
+    """The checked ``(S, A, seed, alpha)`` of a random Dirichlet model (the size within
+    :data:`~optplan.mdp.MAX_MODEL_BYTES`, a seed or a Generator, ``alpha > 0``)."""
+    S = _check_int("n_states", n_states, 1)
+    A = _check_int("n_actions", n_actions, 1)
+    check_model_size(S, A)
+    if not isinstance(seed, np.random.Generator):
+        seed = _check_int("seed", seed, 0)
+    alpha = _check_real("alpha", alpha)
+    if alpha <= 0.0:
+        raise OptplanError(f"alpha must be > 0, got {alpha!r}")
+    return S, A, seed, alpha
+
+
 def random_dirichlet(
     n_states: int = 10,
     n_actions: int = 3,
@@ -225,14 +239,7 @@ def random_dirichlet(
     TabularMDP
         Named ``"random_dirichlet"``, uniform initial distribution, all actions admissible.
     """
-    S = _check_int("n_states", n_states, 1)
-    A = _check_int("n_actions", n_actions, 1)
-    check_model_size(S, A)
-    if not isinstance(seed, np.random.Generator):
-        seed = _check_int("seed", seed, 0)
-    alpha = _check_real("alpha", alpha)
-    if alpha <= 0.0:
-        raise OptplanError(f"alpha must be > 0, got {alpha!r}")
+    S, A, seed, alpha = _dirichlet_inputs(n_states, n_actions, seed, alpha)
     if support is not None:
         support = _check_int("support", support, 1)
         if support > S:
@@ -307,14 +314,7 @@ def sparse_goal_dirichlet(
         Named ``"sparse_goal_dirichlet"``, uniform initial distribution, all actions
         admissible, rewards in ``[0, 1]``.
     """
-    S = _check_int("n_states", n_states, 1)
-    A = _check_int("n_actions", n_actions, 1)
-    check_model_size(S, A)
-    if not isinstance(seed, np.random.Generator):
-        seed = _check_int("seed", seed, 0)
-    alpha = _check_real("alpha", alpha)
-    if alpha <= 0.0:
-        raise OptplanError(f"alpha must be > 0, got {alpha!r}")
+    S, A, seed, alpha = _dirichlet_inputs(n_states, n_actions, seed, alpha)
     goals = max(1, S // 10) if n_goals is None else _check_int("n_goals", n_goals, 1)
     if goals > S:
         raise OptplanError(f"n_goals must lie in [1, n_states={S}], got {n_goals!r}")
