@@ -96,6 +96,13 @@ def solve(problem, max_iter: int = 1_000, tol: float = 1e-12) -> PlanResult:
         iterations = max(iterations, it)
         T[t, idx] = times
         policy[t, idx] = pol
+    return _result(start, T, policy, iterations, status, message)
+
+
+def _result(start: float, T: np.ndarray, policy: np.ndarray, iterations: int, status, message):
+    """The ``PlanResult`` of the hitting times ``T[t, s]`` (value: the diameter, the largest
+    off-diagonal time)."""
+    S = T.shape[0]
     off = ~np.eye(S, dtype=bool)
     return fast_result(
         "policy_iteration",
@@ -267,15 +274,4 @@ def _solve_sparse(problem, max_iter: int, tol: float) -> PlanResult:
         iterations = max(iterations, it)
         if st != OPTIMAL and status == OPTIMAL:
             status, message = st, msg
-    off = ~np.eye(S, dtype=bool)
-    return fast_result(
-        "policy_iteration",
-        start,
-        iterations,
-        value=float(T[off].max()) if S > 1 else 0.0,
-        x=T,
-        status=status,
-        message=message,
-        values=T,
-        policy=policy,
-    )
+    return _result(start, T, policy, iterations, status, message)
