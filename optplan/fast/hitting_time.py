@@ -23,12 +23,18 @@ def steps_toward(P: np.ndarray, allowed: np.ndarray, goal: np.ndarray) -> np.nda
     does. Preferring large masses (a widest-path tree) keeps the first evaluation well
     conditioned: a breadth-first step along a mass of 1e-94 is proper too, but its system
     ``I - P_NN`` is singular in double precision."""
-    S = P.shape[0]
     edges = np.where(allowed[:, :, None], P, 0.0)
+    return _settle(lambda settled: edges[:, :, settled].sum(axis=2), goal)
+
+
+def _settle(mass_on, goal: np.ndarray) -> np.ndarray:
+    """The rounds of :func:`steps_toward`; ``mass_on(settled)`` is the ``(S, A)`` mass of each
+    allowed pair on the settled states (0 for a pair not allowed)."""
+    S = goal.size
     settled = goal.copy()
     policy = np.full(S, -1)
     for _ in range(S):  # rounds (each settles at least one state)
-        mass = edges[:, :, settled].sum(axis=2)  # (S, A): mass on the settled states
+        mass = mass_on(settled)
         best = np.where(settled, 0.0, mass.max(axis=1))
         top = best.max()
         if not top > 0:
@@ -157,18 +163,10 @@ def sparse_steps_toward(rows, allowed: np.ndarray, goal: np.ndarray) -> np.ndarr
     """:func:`steps_toward` on the CSR rows ``(S·A, S)``: each round's mass on the settled
     states is one sparse mat-vec."""
     S, A = allowed.shape
-    settled = goal.copy()
-    policy = np.full(S, -1)
-    for _ in range(S):  # rounds (each settles at least one state)
-        mass = np.where(allowed, (rows @ settled.astype(np.float64)).reshape(S, A), 0.0)
-        best = np.where(settled, 0.0, mass.max(axis=1))
-        top = best.max()
-        if not top > 0:
-            break
-        pick = best >= 0.5 * top
-        policy[pick] = mass[pick].argmax(axis=1)
-        settled |= pick
-    return policy
+    return _settle(
+        lambda settled: np.where(allowed, (rows @ settled.astype(np.float64)).reshape(S, A), 0.0),
+        goal,
+    )
 
 
 def _sparse_evaluate(rows, idx: np.ndarray, pol: np.ndarray, t: int, A: int, x0, what: str):
