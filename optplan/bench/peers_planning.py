@@ -14,6 +14,11 @@ same run, interleaved instance by instance:
   discounted models only (its evaluation solves ``(I - gamma P) V = R``, singular at
   ``gamma = 1``), so it has no average-reward row.
 
+mdpsolver (:mod:`.mdpsolver_peer`, C++) joins PI on the discounted rows: its modified policy
+iteration (its default algorithm), one thread, at :func:`.mdpsolver_peer.default_tolerance`
+(the accuracy optplan certifies); its input lists are built once per instance and its model
+from them before each run, untimed; only its ``solve`` is timed.
+
 Only ``run()`` is timed: building the object (pymdptoolbox's input checks and its
 conversion of ``P`` to per-action matrices) is not. pymdptoolbox's stochasticity check
 wants row sums within 10 ulps of 1, which Dirichlet rows of 2,000 doubles can miss; the
@@ -33,11 +38,14 @@ __all__ = [
     "RVI_EPSILON",
     "VI_EPSILON",
     "PEERS",
+    "MDPSOLVER",
     "SPARSE_PEERS",
     "PI_MAX_STATES",
     "VI_MAX_STATES",
     "require",
     "run_peer",
+    "peer_input",
+    "require_dense",
     "sparse_peer_skip",
     "run_sparse_peer",
 ]
@@ -61,8 +69,10 @@ VI_MAX_STATES = 100_000
 #: Peers of the ``--sparse --peers`` rows (discounted only), in column order.
 SPARSE_PEERS = ("PI", "VI")
 
-#: ``criterion -> peer names`` (pymdptoolbox classes, see the module docstring).
-PEERS: dict[str, tuple[str, ...]] = {"average": ("RVI",), "discounted": ("PI",)}
+#: The name of mdpsolver's column (its modified policy iteration, :mod:`.mdpsolver_peer`).
+MDPSOLVER = "mdpsolver"
+#: ``criterion -> peer names`` (pymdptoolbox classes and mdpsolver, see the module docstring).
+PEERS: dict[str, tuple[str, ...]] = {"average": ("RVI",), "discounted": ("PI", MDPSOLVER)}
 
 
 def require():
@@ -93,12 +103,37 @@ def _build(mdptoolbox, cls, *args, check: bool = True):
             mdptoolbox.util.check = real
 
 
-def run_peer(name: str, mdp, fast) -> tuple[float, float]:
+def require_dense():
+    """pymdptoolbox and mdpsolver, the peers of the dense rows, or :class:`MissingDependency`
+    naming the ``bench`` extra."""
+    from .mdpsolver_peer import require as require_mdpsolver
+
+    require_mdpsolver()
+    return require()
+
+
+def peer_input(name: str, mdp):
+    """What peer ``name`` reuses over its runs on ``mdp``, built untimed: mdpsolver's input
+    lists (:func:`.mdpsolver_peer.build_input`); ``None`` for pymdptoolbox's peers."""
+    if name == MDPSOLVER:
+        from .mdpsolver_peer import build_input
+
+        return build_input(mdp)
+    return None
+
+
+def run_peer(name: str, mdp, fast, built=None) -> tuple[float, float]:
     """``(wall seconds of run(), agreement with the fast result)`` for peer ``name`` on the
-    model ``mdp`` that optplan's fast path solved to ``fast`` (a ``PlanResult``)."""
+    model ``mdp`` that optplan's fast path solved to ``fast`` (a ``PlanResult``); ``built``:
+    :func:`peer_input`'s (mdpsolver's lists, built here when omitted)."""
+    if name == MDPSOLVER:
+        from .mdpsolver_peer import solve
+
+        run = solve(mdp, built=built)
+        return run.seconds, float(np.abs(run.values - np.asarray(fast.values)).max())
     mdptoolbox = require()
     if name not in ("RVI", "PI"):
-        raise ValueError(f"peer must be one of ('RVI', 'PI'), got {name!r}")
+        raise ValueError(f"peer must be one of ('RVI', 'PI', {MDPSOLVER!r}), got {name!r}")
     if not mdp.action_mask.all():
         raise ValueError("pymdptoolbox has no admissible-action sets: the model masks actions")
     P = np.ascontiguousarray(np.transpose(mdp.dense_P(), (1, 0, 2)))  # pymdptoolbox: P[a, s, s']

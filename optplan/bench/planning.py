@@ -30,12 +30,18 @@ from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
 from ._rows import median, solver_entries, solvers_table, table_lines
 from .cases import random_mdp
+from .mdpsolver_peer import ALGORITHM as MDPSOLVER_ALGORITHM
+from .mdpsolver_peer import PARALLEL as MDPSOLVER_PARALLEL
+from .mdpsolver_peer import RELATIVE_TOLERANCE
 from .peers_planning import (
+    MDPSOLVER,
     PEERS,
     RVI_EPSILON,
     SPARSE_PEERS,
     VI_EPSILON,
+    peer_input,
     require,
+    require_dense,
     run_peer,
     run_sparse_peer,
     sparse_peer_skip,
@@ -209,7 +215,10 @@ def bench_planning(
     ``best_ratio`` (fastest conic solver's median / fast median; ``None`` without solvers).
 
     ``peers``: also pymdptoolbox on the same instances (:mod:`.peers_planning`: relative
-    value iteration for ``average``, policy iteration for ``discounted``), each instance in
+    value iteration for ``average``, policy iteration for ``discounted``) and mdpsolver
+    (:mod:`.mdpsolver_peer`, ``discounted``: its values checked against optplan's to
+    :data:`PEER_AGREE` times ``max(1, max |V|)`` in an untimed run first, else
+    ``peer_mdpsolver_skip`` says by how much they differ), each instance in
     :data:`PEER_RUNS` runs in a row per contender (the fast path, then each peer; per
     contender the median run: steady state, the model in cache), giving
     ``peer_<NAME>_s``, ``peer_<NAME>_ratio`` (peer median / fast median: >= 1 means optplan
@@ -267,8 +276,13 @@ def bench_planning(
     if tuple(models) != ("random",):
         raise OptplanError("--models names sparse instances: add --sparse")
     check_model_size(max(sizes), n_actions, layers)
+    if peers and gamma == 0 and "discounted" in criteria:
+        raise OptplanError(
+            "--peers times discounted rows at a discount in (0, 1) (pymdptoolbox and mdpsolver "
+            "refuse 0), got gamma 0"
+        )
     if peers:
-        require()  # before any timing
+        require_dense()  # before any timing
     rows = []
     for criterion in criteria:
         cls, model = problems[criterion]
@@ -394,6 +408,7 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
     times = {"fast": []} | {s: [] for s in solvers} | {f"peer_{n}": [] for n in names}
     fails = dict.fromkeys(solvers, 0)
     errs = dict.fromkeys(solvers, 0.0) | dict.fromkeys(names, 0.0)
+    skips: dict[str, str] = {}
     for problem in instances:
         # with peers, each contender runs PEER_RUNS times in a row on the instance, its median
         # run kept: steady state, as in a planning loop (a run right after the other
@@ -403,13 +418,24 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
             fast, t = timed(lambda p=problem: p.solve(method="fast"))
             rounds["fast"].append(t)
         for name in names:
+            if name in skips:
+                continue
+            built = peer_input(name, problem.mdp)  # untimed: the peer's own input
+            if name == MDPSOLVER:  # untimed: its values checked before it is timed
+                _, err = run_peer(name, problem.mdp, fast, built)
+                scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
+                if err > PEER_AGREE * scale:
+                    skips[name] = f"{name} not timed: its values differ from optplan's by {err:.2e}"
+                    continue
             for _ in range(PEER_RUNS):
-                t, err = run_peer(name, problem.mdp, fast)
+                t, err = run_peer(name, problem.mdp, fast, built)
                 rounds.setdefault(name, []).append(t)
                 errs[name] = max(errs[name], err)
+            del built
         times["fast"].append(float(np.median(rounds["fast"])))
         for name in names:
-            times[f"peer_{name}"].append(float(np.median(rounds[name])))
+            if name not in skips:
+                times[f"peer_{name}"].append(float(np.median(rounds[name])))
         for solver in solvers:
             res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
             times[solver].append(t)
@@ -422,7 +448,10 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
         solver_entries(row, solver, median(times[solver]), fail=fails[solver], err=errs[solver])
     row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
     for name in names:
-        solver_entries(row, f"peer_{name}", median(times[f"peer_{name}"]), err=errs[name])
+        if name in skips:
+            row[f"peer_{name}_skip"] = skips[name]
+        else:
+            solver_entries(row, f"peer_{name}", median(times[f"peer_{name}"]), err=errs[name])
 
 
 def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
@@ -434,6 +463,9 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
     peers = [n for n in ("RVI", "PI", "VI") if any(f"peer_{n}_s" in r for r in rows)]
     peers += [
+        n for n in (MDPSOLVER,) if any(f"peer_{n}_s" in r or f"peer_{n}_skip" in r for r in rows)
+    ]
+    peers += [
         n for n in SPARSE_PEERS if n not in peers and any(f"peer_{n}_skip" in r for r in rows)
     ]
     extra = any("peak_rss_gib" in r for r in rows)  # the --sparse columns
@@ -444,7 +476,7 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
         + (f"{'nnz':>12}{'peak GiB':>10}" if extra else ""),
         solvers,
         lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}",
-        "".join(f"{'pymdp ' + n + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
+        "".join(f"{_peer_label(n) + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
     )
     notes = []
     for r in rows:
@@ -472,6 +504,11 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
                 line += f"{'-':>15}{'-':>8}{'-':>10}"
         lines.append(line)
     return "\n".join(lines + notes)
+
+
+def _peer_label(name: str) -> str:
+    """A peer's column title: mdpsolver by its name, pymdptoolbox's classes as ``pymdp PI``."""
+    return name if name == MDPSOLVER else f"pymdp {name}"
 
 
 #: The text table of the rows for the command line.
@@ -525,7 +562,11 @@ def header(args: argparse.Namespace) -> str:
         text += (
             "\npeers: pymdptoolbox RelativeValueIteration (epsilon="
             f"{RVI_EPSILON:g}) on average rows, PolicyIteration on discounted rows, run() "
-            f"timed on the same instances, {PEER_RUNS} runs in a row per contender and "
+            "timed; mdpsolver (modified policy iteration, one thread, tolerance "
+            f"{RELATIVE_TOLERANCE:g} x max(1, max|r|) / (1 - gamma)) on discounted rows, its "
+            f"values checked against optplan's (to {PEER_AGREE:g} x max(1, max|V|)) in an "
+            "untimed run first, solve() timed; on the same instances, "
+            f"{PEER_RUNS} runs in a row per contender and "
             "instance (each one's median run: steady state); ratio = peer median / fast "
             "median (>= 1: optplan faster); agree = max |gain or V difference|"
         )
@@ -541,6 +582,11 @@ def meta(args: argparse.Namespace) -> dict:
             "package": "pymdptoolbox",
             "by_criterion": {c: list(n) for c, n in PEERS.items()},
             "RVI_epsilon": RVI_EPSILON,
+            "mdpsolver": {
+                "algorithm": MDPSOLVER_ALGORITHM,
+                "parallel": MDPSOLVER_PARALLEL,
+                "relative_tolerance": RELATIVE_TOLERANCE,
+            },
             "timed": "run() only",
             "runs_in_a_row": PEER_RUNS,
         }
@@ -564,7 +610,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--peers",
         action="store_true",
         help="also time pymdptoolbox (RVI, PI; with --sparse: PI, VI on the named models) "
-        'on the same instances ("optplan[bench]")',
+        'and, on dense discounted rows, mdpsolver on the same instances ("optplan[bench]")',
     )
     add_choices(
         parser,
