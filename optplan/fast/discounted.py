@@ -20,6 +20,7 @@ from ..dp import (
     policy_model,
     value_iteration,
 )
+from ..dp.discounted import dense_chain
 from ..result import NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
@@ -101,7 +102,8 @@ def solve(
         status, message, V, it = value_iteration(P, R, mask, gamma, tol, max_iter)
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))
-    P_pi, _ = policy_model(mdp.P_rows if mdp.sparse else P, R, policy)
+    chain = dense_chain if iterative and not mdp.sparse else policy_model  # dense: in place
+    P_pi, _ = chain(mdp.P_rows if mdp.sparse else P, R, policy)
     try:
         d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
     except EvaluationError as exc:  # an iterative solve that stalled: a status, no number
