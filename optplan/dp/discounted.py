@@ -28,10 +28,11 @@ from ._common import EvaluationError, backup, greedy, masked, policy_model, star
 DENSE_WARM_SWEEPS = 2
 #: From this many states a dense model's policy iteration (in the discounted fast path)
 #: evaluates each policy iteratively, warm-started, instead of factorizing
-#: ``I - discount P_pi`` (O(S^3) per policy): on random dense models with A = 4 it is ahead
-#: of the factorization from S = 100 on (0.5 ms against 1.35 ms at S = 200, 8 ms against
-#: 38 ms at S = 800).
-DENSE_ITERATIVE_MIN_STATES = 200
+#: ``I - discount P_pi`` (O(S^3) per policy): on random dense models with A = 4, discount
+#: 0.95, it is ahead of the factorization from S = 100 on (medians of 7 models: 0.46 ms
+#: against 0.65 ms at S = 100, 0.75 ms against 1.40 ms at S = 150; 0.47 against 0.45 ms at
+#: S = 80).
+DENSE_ITERATIVE_MIN_STATES = 100
 #: Up to this many states a sparse model's policies are evaluated by a sparse LU (SuperLU);
 #: above it iteratively (a factorization only for a slowly mixing chain): a random chain's LU
 #: fills in (random models with 10 successors, A = 4: 113 ms by LU against 1.6 ms
