@@ -20,12 +20,6 @@ from ..mdp import is_sparse
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL
 from ._common import EvaluationError, backup, greedy, masked, policy_model, start_policy
 
-#: Value-iteration sweeps that pick a dense model's first policy when it is evaluated
-#: iteratively (a sweep reads all of ``P``: at S = 6,000, A = 4, 1.15 GB, 0.1 s). On random
-#: dense models (A = 4, discount 0.95, S = 200 to 6,000) two sweeps leave two policy
-#: evaluations, as the three the stability rule of :data:`WARM_STABLE` needs do; none or one
-#: leave three or four.
-DENSE_WARM_SWEEPS = 2
 #: From this many states a dense model's policy iteration (in the discounted fast path)
 #: evaluates each policy iteratively, warm-started, instead of factorizing
 #: ``I - discount P_pi`` (O(S^3) per policy): on random dense models with A = 4, discount
@@ -223,7 +217,7 @@ def discounted_policy_iteration(
     max_iter: int = 1_000,
     tol: float = 1e-10,
     evaluation: str = "auto",
-    warm_sweeps: int | None = None,
+    warm_sweeps: int = WARM_SWEEPS,
 ) -> DiscountedPolicyIteration:
     """Policy iteration for the discounted criterion, on dense or sparse models.
 
@@ -250,9 +244,7 @@ def discounted_policy_iteration(
         Warm start (ignored when it takes an inadmissible action). Without one, up to
         ``warm_sweeps`` sweeps of value iteration from ``V = 0`` choose the first policy
         (their greedy one, once it held for :data:`WARM_STABLE` sweeps) and the first
-        evaluation starts from their values. ``warm_sweeps=None``:
-        :data:`DENSE_WARM_SWEEPS` on a dense model evaluated iteratively, else
-        :data:`WARM_SWEEPS`.
+        evaluation starts from their values.
     max_iter : int
         Largest number of improvements.
     tol : float
@@ -267,8 +259,6 @@ def discounted_policy_iteration(
     else:
         iterative = evaluation == "iterative"
     values = np.zeros(S)
-    if warm_sweeps is None:
-        warm_sweeps = DENSE_WARM_SWEEPS if iterative and not sparse else WARM_SWEEPS
     if policy is None and warm_sweeps > 0:
         policy, values = _warm_start(rows, R, mask, discount, warm_sweeps)
     policy = start_policy(R, mask, policy)
@@ -371,6 +361,13 @@ def value_iteration(
 
 
 # A dense model's policy chains, read in place (compiled with numba when installed).
+
+#: ``warm_sweeps`` of :func:`discounted_policy_iteration` that the discounted fast path
+#: passes for a dense model (a sweep reads all of ``P``: at S = 6,000, A = 4, 1.15 GB,
+#: 0.1 s). On random dense models (A = 4, discount 0.95, S = 200 to 6,000) two sweeps leave
+#: two policy evaluations, as the three the stability rule of :data:`WARM_STABLE` needs do;
+#: none or one leave three or four.
+DENSE_WARM_SWEEPS = 2
 
 
 def _chain_matvec_py(rows, n_actions, policy, x, out):

@@ -20,7 +20,7 @@ from ..dp import (
     policy_model,
     value_iteration,
 )
-from ..dp.discounted import dense_chain
+from ..dp.discounted import DENSE_WARM_SWEEPS, WARM_SWEEPS, dense_chain
 from ..result import NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
@@ -83,7 +83,10 @@ def solve(
                 P, R, mask, gamma, None, max_iter
             )
         else:
-            out = discounted_policy_iteration(P, R, mask, gamma, None, max_iter, tol, evaluation)
+            warm = WARM_SWEEPS if mdp.sparse else DENSE_WARM_SWEEPS
+            out = discounted_policy_iteration(
+                P, R, mask, gamma, None, max_iter, tol, evaluation, warm_sweeps=warm
+            )
             status, message, policy, V, Q, it = (
                 out.status,
                 out.message,
