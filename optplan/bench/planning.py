@@ -26,6 +26,7 @@ from ..problems import (
     RegretLowerBound,
 )
 from ..result import SOLUTION_PRESENT
+from . import peers_planning as dense_peers  # mdpsolver on the dense rows
 from ._common import Runs, check_choices, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
 from ._rows import median, solver_entries, solvers_table, table_lines
@@ -34,14 +35,11 @@ from .mdpsolver_peer import ALGORITHM as MDPSOLVER_ALGORITHM
 from .mdpsolver_peer import PARALLEL as MDPSOLVER_PARALLEL
 from .mdpsolver_peer import RELATIVE_TOLERANCE
 from .peers_planning import (
-    MDPSOLVER,
     PEERS,
     RVI_EPSILON,
     SPARSE_PEERS,
     VI_EPSILON,
-    peer_input,
     require,
-    require_dense,
     run_peer,
     run_sparse_peer,
     sparse_peer_skip,
@@ -282,7 +280,7 @@ def bench_planning(
             "refuse 0), got gamma 0"
         )
     if peers:
-        require_dense()  # before any timing
+        dense_peers.require_dense()  # before any timing
     rows = []
     for criterion in criteria:
         cls, model = problems[criterion]
@@ -420,8 +418,8 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
         for name in names:
             if name in skips:
                 continue
-            built = peer_input(name, problem.mdp)  # untimed: the peer's own input
-            if name == MDPSOLVER:  # untimed: its values checked before it is timed
+            built = dense_peers.peer_input(name, problem.mdp)  # untimed: the peer's own input
+            if name == dense_peers.MDPSOLVER:  # untimed: its values checked before it is timed
                 _, err = run_peer(name, problem.mdp, fast, built)
                 scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
                 if err > PEER_AGREE * scale:
@@ -463,7 +461,9 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
     peers = [n for n in ("RVI", "PI", "VI") if any(f"peer_{n}_s" in r for r in rows)]
     peers += [
-        n for n in (MDPSOLVER,) if any(f"peer_{n}_s" in r or f"peer_{n}_skip" in r for r in rows)
+        n
+        for n in (dense_peers.MDPSOLVER,)
+        if any(f"peer_{n}_s" in r or f"peer_{n}_skip" in r for r in rows)
     ]
     peers += [
         n for n in SPARSE_PEERS if n not in peers and any(f"peer_{n}_skip" in r for r in rows)
@@ -508,7 +508,7 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
 
 def _peer_label(name: str) -> str:
     """A peer's column title: mdpsolver by its name, pymdptoolbox's classes as ``pymdp PI``."""
-    return name if name == MDPSOLVER else f"pymdp {name}"
+    return name if name == dense_peers.MDPSOLVER else f"pymdp {name}"
 
 
 #: The text table of the rows for the command line.
