@@ -218,23 +218,28 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
         )
 
 
-def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool):
+def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool, L: int | None = None):
     """A sparse ``P`` as a validated, read-only, canonical float64 CSR matrix of shape
-    ``(S·A, S)`` (row ``s·A + a``): entries finite and non-negative, duplicate entries summed,
-    explicit zeros dropped, admissible rows summing to 1 (``normalize``: rescaled when within
-    :data:`NORMALIZE_TOL`). Errors name ``(s, a)``, ``s'`` and the value. The input is copied
-    unless it is already such a matrix (``with_mask`` / ``with_discount`` pass it on)."""
+    ``(S·A, S)`` (row ``s·A + a``), or ``(L·S·A, S)`` for a layered model (``L`` given: row
+    ``l·S·A + s·A + a``): entries finite and non-negative, duplicate entries summed, explicit
+    zeros dropped, admissible rows summing to 1 (``normalize``: rescaled when within
+    :data:`NORMALIZE_TOL`). Errors name ``(s, a)`` (``(l, s, a)``), ``s'`` and the value. The
+    input is copied unless it is already such a matrix (``with_mask`` / ``with_discount`` pass
+    it on)."""
     import scipy.sparse as sp
 
+    n_rows = S * A * (1 if L is None else L)
+    rows_name, lead = ("S*A", "(s, a)") if L is None else ("L*S*A", "(l, s, a)")
     if P.ndim != 2:
-        raise OptplanError(f"P (sparse) must be 2-D of shape (S*A, S), got shape {P.shape}")
-    if P.shape != (S * A, S):
+        raise OptplanError(f"P (sparse) must be 2-D of shape ({rows_name}, S), got shape {P.shape}")
+    if P.shape != (n_rows, S):
         hint = ""
-        if P.shape == (A * S, S) or P.shape == (S, A * S):
-            hint = "; row s*A + a holds P[s, a, :]"
+        if P.shape[::-1] == (n_rows, S):
+            hint = f"; row {'l*S*A + ' if L is not None else ''}s*A + a holds P[{lead[1:-1]}, :]"
+        sizes = f"R of shape ({S}, {A})" if L is None else f"R of shape ({L}, {S}, {A})"
         raise OptplanError(
-            f"P (sparse) has shape {P.shape}, expected (S*A, S) = ({S * A}, {S}) from R of "
-            f"shape ({S}, {A}){hint}"
+            f"P (sparse) has shape {P.shape}, expected ({rows_name}, S) = ({n_rows}, {S}) "
+            f"from {sizes}{hint}"
         )
     if P.dtype.kind not in "biuf":
         raise OptplanTypeError(f"P must be a real numeric sparse matrix, got dtype {P.dtype}")
@@ -244,10 +249,16 @@ def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool):
         P.sum_duplicates()
     data = P.data
 
+    def pair(row: int) -> str:
+        s, a = divmod(row, A)
+        if L is None:
+            return f"(s, a) = ({s}, {a})"
+        l, s = divmod(s, S)
+        return f"(l, s, a) = ({l}, {s}, {a})"
+
     def where(k: int) -> str:
         row = int(np.searchsorted(P.indptr, k, side="right")) - 1
-        s, a = divmod(row, A)
-        return f"(s, a) = ({s}, {a}), s'={int(P.indices[k])}"
+        return f"{pair(row)}, s'={int(P.indices[k])}"
 
     bad = ~np.isfinite(data)
     if bad.any():
@@ -260,7 +271,7 @@ def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool):
     if copied:
         P.eliminate_zeros()
         data = P.data
-    sums = np.add.reduceat(data, P.indptr[:-1]) if data.size else np.zeros(S * A)
+    sums = np.add.reduceat(data, P.indptr[:-1]) if data.size else np.zeros(n_rows)
     sums = np.where(np.diff(P.indptr) > 0, sums, 0.0)  # reduceat repeats a value for empty rows
     if normalize and copied:
         near = np.abs(sums - 1.0) <= NORMALIZE_TOL
@@ -271,9 +282,8 @@ def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool):
     bad = (off > ROW_SUM_TOL) & mask.reshape(-1)
     if bad.any():
         row = int(np.argmax(bad))
-        s, a = divmod(row, A)
         raise OptplanError(
-            f"row P[(s, a) = ({s}, {a})] (sparse row {row}) sums to {float(sums[row])!r}, "
+            f"row P[{pair(row)}] (sparse row {row}) sums to {float(sums[row])!r}, "
             f"not 1 (tolerance {ROW_SUM_TOL}){_hint(float(off[bad].max()))}"
         )
     for arr in (P.data, P.indices, P.indptr):
@@ -293,8 +303,8 @@ def _frozen_csr(P) -> bool:
     )
 
 
-def _dense_bytes(S: int, A: int) -> int:
-    return S * A * S * 8
+def _dense_bytes(S: int, A: int, L: int = 1) -> int:
+    return L * S * A * S * 8
 
 
 def check_reward_scale(R: np.ndarray, mask: np.ndarray, horizon: float, what: str) -> None:

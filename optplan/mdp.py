@@ -279,8 +279,9 @@ class TabularMDP(StateActionSizes):
         return f"TabularMDP({label}S={self.n_states}, A={self.n_actions}, {crit}{fmt})"
 
 
-def _same_transitions(a: TabularMDP, b: TabularMDP) -> bool:
-    """Equal ``P`` in any pair of formats (a dense one compared as CSR, never densified)."""
+def _same_transitions(a, b) -> bool:
+    """Equal ``P`` of two models of one kind in any pair of formats (a dense one compared as
+    CSR, never densified)."""
     if a.R.shape != b.R.shape:
         return False
     if not a.sparse and not b.sparse:
@@ -295,8 +296,12 @@ class FiniteHorizonMDP(StateActionSizes):
 
     Parameters
     ----------
-    P : array_like, shape (L, S, A, S)
-        ``P[l, s, a, s']`` transition law at layer (step) ``l``.
+    P : array_like, shape (L, S, A, S), or scipy.sparse matrix, shape (L·S·A, S)
+        ``P[l, s, a, s']`` transition law at layer (step) ``l``. A ``scipy.sparse`` matrix
+        (any format) is held as a canonical CSR matrix whose row ``l·S·A + s·A + a`` is
+        ``P[l, s, a, :]`` (as :class:`TabularMDP`'s sparse ``P``, one block of ``S·A`` rows
+        per layer): see :attr:`P_format`, :attr:`P_rows`, :meth:`layer_rows` and
+        :meth:`dense_P`. Its errors name ``(l, s, a)``, ``s'`` and the value.
     R : array_like, shape (L, S, A)
         Expected reward ``R[l, s, a]``.
     initial : array_like, shape (S,), optional
@@ -322,16 +327,18 @@ class FiniteHorizonMDP(StateActionSizes):
     def __post_init__(self, normalize=False):
         object.__setattr__(self, "name", check_label("name", self.name))
         normalize = _check_normalize(normalize)
-        if _ndim(self.P) == 3 and _ndim(self.R) == 2:
+        sparse = is_sparse(self.P)
+        if not sparse and _ndim(self.P) == 3 and _ndim(self.R) == 2:
             raise OptplanError(
                 f"P has shape {np.shape(self.P)} and R {np.shape(self.R)}, a stationary model; "
                 f"a finite-horizon one has P (L, S, A, S) and R (L, S, A): "
                 f"FiniteHorizonMDP.from_stationary(TabularMDP(P, R), horizon) repeats it"
             )
-        P = _as_float_array("P", self.P, 4)
+        P = None if sparse else _as_float_array("P", self.P, 4)
         R = _as_float_array("R", self.R, 3)
         L, S, A = R.shape
-        _check_shapes(P, R)
+        if not sparse:
+            _check_shapes(P, R)
         if L == 0 or S == 0 or A == 0:
             raise OptplanError(f"the model needs L, S, A >= 1, got R {R.shape}")
         mask = self.action_mask
@@ -340,9 +347,12 @@ class FiniteHorizonMDP(StateActionSizes):
                 np.broadcast_to(np.asarray(mask), (L, S, A)) if np.shape(mask) == (S, A) else mask
             )
         mask = check_action_mask(mask, (L, S, A))
-        if normalize:
-            P = _normalized(P)
-        _check_transitions(P, mask, "lsa")
+        if sparse:
+            P = _sparse_transitions(self.P, S, A, mask, normalize, L=L)
+        else:
+            if normalize:
+                P = _normalized(P)
+            _check_transitions(P, mask, "lsa")
         check_reward_scale(R, mask, float(L), f"the horizon {L}")
         initial = _check_initial(self.initial, S, normalize)
         object.__setattr__(self, "P", P)
@@ -352,7 +362,8 @@ class FiniteHorizonMDP(StateActionSizes):
 
     @classmethod
     def from_stationary(cls, mdp: TabularMDP, horizon: int) -> FiniteHorizonMDP:
-        """Repeat a stationary model over ``horizon`` layers."""
+        """Repeat a stationary model over ``horizon`` layers (a sparse model gives a sparse
+        one: its CSR rows stacked ``horizon`` times, never densified)."""
         if not isinstance(mdp, TabularMDP):
             raise OptplanTypeError(
                 f"mdp must be a TabularMDP, got {type(mdp).__name__}"
@@ -360,14 +371,102 @@ class FiniteHorizonMDP(StateActionSizes):
                 "FiniteHorizonMDP.from_stationary(TabularMDP(P, R), horizon) repeats a model"
             )
         L = check_int("horizon", horizon)
+        R = np.broadcast_to(mdp.R, (L, *mdp.R.shape))
+        if mdp.sparse:
+            return cls(
+                _stacked_csr(mdp.P, L),
+                R,
+                initial=mdp.initial,
+                action_mask=mdp.action_mask,
+                name=mdp.name,
+            )
         check_model_size(mdp.n_states, mdp.n_actions, L)
         P = mdp.dense_P()
         return cls(
             np.broadcast_to(P, (L, *P.shape)),
-            np.broadcast_to(mdp.R, (L, *mdp.R.shape)),
+            R,
             initial=mdp.initial,
             action_mask=mdp.action_mask,
             name=mdp.name,
+        )
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(L, S, A)``."""
+        return self.R.shape
+
+    @property
+    def P_format(self) -> str:
+        """``"dense"`` (``P`` is an ``(L, S, A, S)`` array) or ``"csr"`` (``P`` is a
+        ``scipy.sparse.csr_matrix`` of shape ``(L·S·A, S)``, row ``l·S·A + s·A + a``)."""
+        return "csr" if is_sparse(self.P) else "dense"
+
+    @property
+    def sparse(self) -> bool:
+        """Whether ``P`` is held sparse (:attr:`P_format` ``"csr"``)."""
+        return is_sparse(self.P)
+
+    @property
+    def P_rows(self):
+        """``P`` as the ``(L·S·A, S)`` matrix of rows ``l·S·A + s·A + a``, in the model's own
+        format (a view of the dense array, or the CSR matrix), without a copy."""
+        if self.sparse:
+            return self.P
+        L, S, A = self.R.shape
+        return self.P.reshape(L * S * A, S)
+
+    def layer_rows(self, layer: int):
+        """Layer ``layer``'s ``(S·A, S)`` matrix of rows ``s·A + a`` in the model's format:
+        a view of the dense array, or a CSR matrix sharing the model's data and indices
+        (``layer_rows(l) @ v`` is ``sum_s' P[l, s, a, s'] v[s']`` flattened)."""
+        L, S, A = self.R.shape
+        layer = check_int("layer", layer, low=0)
+        if layer >= L:
+            raise OptplanError(f"layer must lie in 0..{L - 1}, got {layer}")
+        if not self.sparse:
+            return self.P[layer].reshape(S * A, S)
+        return csr_block(self.P, layer * S * A, (layer + 1) * S * A)
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored transition probabilities (every entry of a dense ``P``)."""
+        return int(self.P.nnz) if self.sparse else int(self.P.size)
+
+    def dense_P(self) -> np.ndarray:
+        """``P`` as a read-only ``(L, S, A, S)`` array: the model's own when dense, a copy
+        when sparse, refused (``OptplanError`` naming the size) beyond
+        :data:`DENSE_VIEW_MAX_BYTES`."""
+        if not self.sparse:
+            return self.P
+        L, S, A = self.R.shape
+        nbytes = _dense_bytes(S, A, L)
+        if nbytes > DENSE_VIEW_MAX_BYTES:
+            raise OptplanError(
+                f"a dense P of this sparse model (L={L}, S={S}, A={A}) would take "
+                f"{nbytes:,} bytes ({nbytes / 2**30:.3g} GiB), above the "
+                f"{DENSE_VIEW_MAX_BYTES / 2**30:g} GiB of optplan.mdp.DENSE_VIEW_MAX_BYTES: "
+                "this computation needs a dense model; finite-horizon planning (backward "
+                "induction and its LP) runs sparse"
+            )
+        out = self.P.toarray().reshape(L, S, A, S)
+        out.setflags(write=False)
+        return out
+
+    def to_dense(self) -> FiniteHorizonMDP:
+        """The same model with ``P`` dense (itself when it is; :meth:`dense_P`'s size limit)."""
+        if not self.sparse:
+            return self
+        return FiniteHorizonMDP(self.dense_P(), self.R, self.initial, self.action_mask, self.name)
+
+    def to_sparse(self) -> FiniteHorizonMDP:
+        """The same model with ``P`` a CSR matrix of shape ``(L·S·A, S)`` (itself when it
+        is)."""
+        if self.sparse:
+            return self
+        import scipy.sparse as sp
+
+        return FiniteHorizonMDP(
+            sp.csr_matrix(self.P_rows), self.R, self.initial, self.action_mask, self.name
         )
 
     @property
@@ -383,7 +482,7 @@ class FiniteHorizonMDP(StateActionSizes):
             return NotImplemented
         return (
             self.name == other.name
-            and np.array_equal(self.P, other.P)
+            and _same_transitions(self, other)
             and np.array_equal(self.R, other.R)
             and np.array_equal(self.initial, other.initial)
             and np.array_equal(self.action_mask, other.action_mask)
@@ -393,4 +492,36 @@ class FiniteHorizonMDP(StateActionSizes):
 
     def __repr__(self) -> str:
         label = f"{self.name!r}, " if self.name else ""
-        return f"FiniteHorizonMDP({label}L={self.horizon}, S={self.n_states}, A={self.n_actions})"
+        fmt = f", sparse nnz={self.nnz}" if self.sparse else ""
+        return (
+            f"FiniteHorizonMDP({label}L={self.horizon}, S={self.n_states}, A={self.n_actions}{fmt})"
+        )
+
+
+def csr_block(P, start: int, stop: int):
+    """Rows ``start:stop`` of a CSR matrix as a CSR matrix sharing its ``data`` and
+    ``indices`` (only the row pointers are new; scipy's own slicing and constructor copy a
+    view of a much larger array): a layer of a sparse layered ``P``."""
+    import scipy.sparse as sp
+
+    lo, hi = int(P.indptr[start]), int(P.indptr[stop])
+    out = sp.csr_matrix((stop - start, P.shape[1]), dtype=P.dtype)
+    out.indptr = (P.indptr[start : stop + 1] - lo).astype(P.indices.dtype, copy=False)
+    out.indices = P.indices[lo:hi]
+    out.data = P.data[lo:hi]
+    out.has_canonical_format = True
+    return out
+
+
+def _stacked_csr(P, L: int):
+    """A CSR matrix stacked ``L`` times (its arrays tiled; never densified)."""
+    import scipy.sparse as sp
+
+    n, nnz = P.shape[0], P.nnz
+    indptr = (P.indptr[:-1][None, :] + nnz * np.arange(L)[:, None]).ravel()
+    indptr = np.append(indptr, L * nnz).astype(np.int64)
+    out = sp.csr_matrix(
+        (np.tile(P.data, L), np.tile(P.indices, L).astype(np.int64), indptr),
+        shape=(L * n, P.shape[1]),
+    )
+    return out

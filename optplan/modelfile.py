@@ -10,8 +10,9 @@ A model file has one of two forms.
     discount = 0.95                    # required iff criterion = "discounted"
     P = [[[...], ...], ...]            # P[s][a][s']   (finite_horizon: P[l][s][a][s'])
     R = [[...], ...]                   # R[s][a]       (finite_horizon: R[l][s][a])
-    # or, for a sparse model (average / discounted), instead of P: P's CSR arrays, the
-    # (S*A, S) matrix whose row s*A + a is P[s][a] (scipy.sparse.csr_matrix's fields)
+    # or, for a sparse model, instead of P: P's CSR arrays, the (S*A, S) matrix whose
+    # row s*A + a is P[s][a] (scipy.sparse.csr_matrix's fields); finite_horizon: the
+    # (L*S*A, S) matrix whose row l*S*A + s*A + a is P[l][s][a]
     P_csr = {indptr = [...], indices = [...], data = [...]}
     initial = [...]                    # optional, default uniform
     action_mask = [[true, ...], ...]   # optional, default all admissible
@@ -95,9 +96,10 @@ def _array(path: Path, key: str, value: Any, ndims: tuple[int, ...], kind: str) 
     return arr.astype(bool if kind == "bool" else float)
 
 
-def _csr(path: Path, table: Any, S: int, A: int):
-    """``P_csr = {indptr, indices, data}`` -> a CSR matrix of shape ``(S*A, S)``; the arrays'
-    consistency checked here (naming the key), the probabilities by ``TabularMDP``."""
+def _csr(path: Path, table: Any, S: int, A: int, L: int | None = None):
+    """``P_csr = {indptr, indices, data}`` -> a CSR matrix of shape ``(S*A, S)`` (``(L*S*A,
+    S)`` for a layered model); the arrays' consistency checked here (naming the key), the
+    probabilities by ``TabularMDP`` / ``FiniteHorizonMDP``."""
     import scipy.sparse as sp
 
     key = "P_csr"
@@ -117,12 +119,14 @@ def _csr(path: Path, table: Any, S: int, A: int):
             raise _fail(path, f"{key}.{k}", "must hold integers")
         ints[k] = arr.astype(np.int64)
     indptr, indices = ints["indptr"], ints["indices"]
-    if indptr.size != S * A + 1 or (indptr.size and indptr[0] != 0):
+    n_rows = S * A * (1 if L is None else L)
+    if indptr.size != n_rows + 1 or (indptr.size and indptr[0] != 0):
+        rows, shape = ("S*A", (S, A)) if L is None else ("L*S*A", (L, S, A))
         raise _fail(
             path,
             f"{key}.indptr",
-            f"must have S*A + 1 = {S * A + 1} entries starting at 0 "
-            f"(R has shape ({S}, {A})), got {indptr.size}",
+            f"must have {rows} + 1 = {n_rows + 1} entries starting at 0 "
+            f"(R has shape {shape}), got {indptr.size}",
         )
     if (np.diff(indptr) < 0).any() or indptr[-1] != data.size or indices.size != data.size:
         raise _fail(
@@ -134,7 +138,7 @@ def _csr(path: Path, table: Any, S: int, A: int):
     if indices.size and (indices.min() < 0 or indices.max() >= S):
         bad = int(indices[(indices < 0) | (indices >= S)][0])
         raise _fail(path, f"{key}.indices", f"holds state {bad}, outside 0..{S - 1}")
-    return sp.csr_matrix((data, indices, indptr), shape=(S * A, S))
+    return sp.csr_matrix((data, indices, indptr), shape=(n_rows, S))
 
 
 def _check_shape(path: Path, key: str, arr: np.ndarray, expected: tuple[int, ...], why: str):
@@ -184,9 +188,7 @@ def _from_arrays(path: Path, data: dict[str, Any], name: str) -> Model:
     R = _array(path, "R", data["R"], (3,) if layered else (2,), "number")
     S, A = R.shape[-2:]
     if "P_csr" in data:
-        if layered:
-            raise _fail(path, "P_csr", "is for average and discounted models; use P")
-        P = _csr(path, data["P_csr"], S, A)
+        P = _csr(path, data["P_csr"], S, A, R.shape[0] if layered else None)
     else:
         P = _array(path, "P", data["P"], (4,) if layered else (3,), "number")
         fault = shape_fault(P.shape, R.shape)  # names R when P is consistent and R is not

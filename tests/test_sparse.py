@@ -522,11 +522,12 @@ def test_cli_finite_horizon_and_hitting_times_on_a_sparse_model(tmp_path, capsys
         outs.append(json.loads(capsys.readouterr().out)["results"]["fast"])
     assert close(outs[0]["values"], outs[2]["values"], 1e-10)
     assert outs[0]["policy"] == outs[2]["policy"]
-    assert outs[1]["values"] == outs[3]["values"] and outs[1]["policy"] == outs[3]["policy"]
+    assert close(outs[1]["values"], outs[3]["values"], 1e-10)
+    assert outs[1]["policy"] == outs[3]["policy"]
     fa = op.FiniteHorizonMDP.from_stationary(dense, 5)
     fb = op.FiniteHorizonMDP.from_stationary(sparse, 5)
     ra, rb = op.FiniteHorizonPlanning(fa).solve(), op.FiniteHorizonPlanning(fb).solve()
-    assert np.array_equal(fa.P, fb.P) and np.array_equal(ra.values, rb.values)
+    assert fb.sparse and fa == fb and close(ra.values, rb.values, 1e-10)
     assert np.allclose(HittingTimes(dense).solve().x, HittingTimes(sparse).solve().x, rtol=1e-10)
     da, db = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
     assert da.structure == db.structure and da.diameter == db.diameter
@@ -546,12 +547,16 @@ def test_dense_only_readers_refuse_a_large_sparse_model(monkeypatch):
         lambda: op.to_mdptoolbox(sparse),
         lambda: metrics.discounted_policy_values(sparse, pols),
         lambda: metrics.occupancy_gaps(sparse, pols),
-        lambda: op.FiniteHorizonMDP.from_stationary(sparse, 3),
         lambda: make_agent("ube", sparse, transitions="known"),
     ]
     for call in calls:
         with pytest.raises(OptplanError, match=rf"would take {S * A * S * 8:,} bytes"):
             call()
+    # a layered copy stays sparse; the environment built on it asks for the dense rows
+    layered = op.FiniteHorizonMDP.from_stationary(sparse, 3)
+    assert layered.sparse
+    with pytest.raises(OptplanError, match=rf"would take {3 * S * A * S * 8:,} bytes"):
+        TabularEnv(layered)
     # the sparse fast path needs no dense copy: the oracle's rewards stay available
     assert metrics.oracle_step_rewards(sparse, np.zeros(S, dtype=np.intp), 5).shape == (5,)
     with pytest.raises(OptplanError, match="known_transitions must be a dense array"):

@@ -100,9 +100,10 @@ def continuing_shape(env, refusal: str):
 
 def env_transitions(model: TabularMDP | FiniteHorizonMDP) -> np.ndarray:
     """The model's transitions as a dense array, ``(S, A, S)`` or ``(L, S, A, S)``: a sparse
-    ``TabularMDP``'s dense copy (:meth:`~optplan.mdp.TabularMDP.dense_P`, refused with an
-    ``OptplanError`` naming the size when too large)."""
-    return model.dense_P() if isinstance(model, TabularMDP) else model.P
+    model's dense copy (:meth:`~optplan.mdp.TabularMDP.dense_P`,
+    :meth:`~optplan.mdp.FiniteHorizonMDP.dense_P`, refused with an ``OptplanError`` naming
+    the size when too large)."""
+    return model.dense_P()
 
 
 def env_discount(env, who: str, discount) -> float:

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
-from ..dp import backup, forward_occupancy, greedy, masked
+from ..dp import backup, forward_occupancy, greedy, layer_block, masked
 from ..result import PlanResult
 from ._common import admissible_pairs, bellman_matrix, planning_result, run_formulated, scatter
 
 
 def formulate(problem) -> cp.Problem:
-    """``min sum V  s.t.  V[l, s] >= R[l, s, a] + P[l, s, a] @ V[l + 1]`` (``V[L] = 0``)."""
+    """``min sum V  s.t.  V[l, s] >= R[l, s, a] + P[l, s, a] @ V[l + 1]`` (``V[L] = 0``); the
+    constraint matrix is a ``scipy.sparse`` constant built from ``P``'s nonzeros (a sparse
+    model's CSR rows gathered, never densified)."""
     mdp = problem.mdp
-    L, S, _ = mdp.R.shape
+    L, S, A_ = mdp.R.shape
     l_idx, s_idx, a_idx = admissible_pairs(mdp.action_mask)
-    P_rows = mdp.P[l_idx, s_idx, a_idx] * (l_idx < L - 1)[:, None]  # V[L] = 0
+    keep = (l_idx < L - 1).astype(float)  # V[L] = 0: the last layer's rows have no successor
+    rows = mdp.P_rows[(l_idx * S + s_idx) * A_ + a_idx]
+    if sp.issparse(rows):
+        P_rows = (sp.diags(keep) @ rows).tocsr()
+        P_rows.eliminate_zeros()
+    else:
+        P_rows = rows * keep[:, None]
     A = bellman_matrix(P_rows, l_idx * S + s_idx, L * S, 1.0, next_offset=(l_idx + 1) * S)
     V = cp.Variable(L * S, name="V")
     bellman = A @ V >= mdp.R[l_idx, s_idx, a_idx]
@@ -32,7 +41,13 @@ def solve(problem, solver: str, solver_options: dict | None = None) -> PlanResul
     V = prob.var_dict["V"].value.reshape(L, S)
     V_next = np.vstack([V[1:], np.zeros((1, S))])
     q = np.stack(
-        [masked(backup(mdp.P[l], mdp.R[l], V_next[l]), mdp.action_mask[l]) for l in range(L)]
+        [
+            masked(
+                backup(layer_block(mdp.P, l, S, mdp.n_actions), mdp.R[l], V_next[l]),
+                mdp.action_mask[l],
+            )
+            for l in range(L)
+        ]
     )
     policy = greedy(q)
     dual = scatter(

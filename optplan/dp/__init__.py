@@ -55,7 +55,7 @@ from .discounted import (
     evaluate_discounted,
     value_iteration,
 )
-from .layered import backward_induction, evaluate_layered, forward_occupancy
+from .layered import backward_induction, evaluate_layered, forward_occupancy, layer_block
 from .multichain import (
     ModelClass,
     MultichainEvaluation,
@@ -113,6 +113,7 @@ __all__ = [
     "forward_occupancy",
     "generator",
     "greedy",
+    "layer_block",
     "limiting_matrix",
     "masked",
     "multichain_policy_iteration",

@@ -117,7 +117,7 @@ class TabularEnv(gym.Env):
         self._n_states = mdp.n_states
         self._n_actions = mdp.n_actions
         # a sparse model's dense copy (refused, naming the size, when too large)
-        self._cdf = _cumulative_rows(mdp.P if self._finite else mdp.dense_P())
+        self._cdf = _cumulative_rows(mdp.dense_P())
         self._initial_cdf = _cumulative_rows(mdp.initial)
 
         self.observation_space = spaces.Discrete(self._n_states)

@@ -96,10 +96,10 @@ _STATIONARY_TOL = 1e-15
 
 
 def _dense_P(mdp) -> np.ndarray:
-    """A model's transitions as a dense array: a sparse ``TabularMDP``'s dense copy
+    """A model's transitions as a dense array: a sparse model's dense copy
     (:meth:`~optplan.mdp.TabularMDP.dense_P`, refused with an ``OptplanError`` naming the
-    size when too large), any other model's ``P``."""
-    return mdp.dense_P() if isinstance(mdp, TabularMDP) else mdp.P
+    size when too large), a dense model's ``P``."""
+    return mdp.dense_P()
 
 
 def _policy_rows(P: np.ndarray, R: np.ndarray, policy: np.ndarray):
@@ -153,7 +153,8 @@ def oracle_layer_rewards(mdp, policy) -> np.ndarray:
         ``d_l r_pi,l`` with ``d_0 = mdp.initial`` and ``d_{l+1} = d_l P_pi,l``; their sum is
         the policy's expected episode return.
     """
-    occ = forward_occupancy(_dense_P(mdp), mdp.initial, np.asarray(policy, dtype=np.intp))
+    # either format: forward_occupancy steps a sparse model's CSR layers without densifying
+    occ = forward_occupancy(mdp.P, mdp.initial, np.asarray(policy, dtype=np.intp))
     return (occ * mdp.R).sum(axis=(1, 2))
 
 
