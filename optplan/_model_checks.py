@@ -218,31 +218,45 @@ def _check_transitions(P: np.ndarray, mask: np.ndarray, axes: str) -> None:
         )
 
 
-def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool, L: int | None = None):
+def _sparse_transitions(
+    P,
+    S: int,
+    A: int,
+    mask: np.ndarray,
+    normalize: bool,
+    L: int | None = None,
+    name: str = "P",
+    sizes_from: str = "R",
+):
     """A sparse ``P`` as a validated, read-only, canonical float64 CSR matrix of shape
     ``(S·A, S)`` (row ``s·A + a``), or ``(L·S·A, S)`` for a layered model (``L`` given: row
     ``l·S·A + s·A + a``): entries finite and non-negative, duplicate entries summed, explicit
     zeros dropped, admissible rows summing to 1 (``normalize``: rescaled when within
     :data:`NORMALIZE_TOL`). Errors name ``(s, a)`` (``(l, s, a)``), ``s'`` and the value. The
     input is copied unless it is already such a matrix (``with_mask`` / ``with_discount`` pass
-    it on)."""
+    it on). ``name`` is the field the errors name, ``sizes_from`` the array that gave
+    the sizes."""
     import scipy.sparse as sp
 
     n_rows = S * A * (1 if L is None else L)
     rows_name, lead = ("S*A", "(s, a)") if L is None else ("L*S*A", "(l, s, a)")
     if P.ndim != 2:
-        raise OptplanError(f"P (sparse) must be 2-D of shape ({rows_name}, S), got shape {P.shape}")
+        raise OptplanError(
+            f"{name} (sparse) must be 2-D of shape ({rows_name}, S), got shape {P.shape}"
+        )
     if P.shape != (n_rows, S):
         hint = ""
         if P.shape[::-1] == (n_rows, S):
-            hint = f"; row {'l*S*A + ' if L is not None else ''}s*A + a holds P[{lead[1:-1]}, :]"
-        sizes = f"R of shape ({S}, {A})" if L is None else f"R of shape ({L}, {S}, {A})"
+            hint = (
+                f"; row {'l*S*A + ' if L is not None else ''}s*A + a holds {name}[{lead[1:-1]}, :]"
+            )
+        sizes = f"{sizes_from} of shape " + str((S, A) if L is None else (L, S, A))
         raise OptplanError(
-            f"P (sparse) has shape {P.shape}, expected ({rows_name}, S) = ({n_rows}, {S}) "
+            f"{name} (sparse) has shape {P.shape}, expected ({rows_name}, S) = ({n_rows}, {S}) "
             f"from {sizes}{hint}"
         )
     if P.dtype.kind not in "biuf":
-        raise OptplanTypeError(f"P must be a real numeric sparse matrix, got dtype {P.dtype}")
+        raise OptplanTypeError(f"{name} must be a real numeric sparse matrix, got dtype {P.dtype}")
     copied = not _frozen_csr(P)
     if copied:
         P = sp.csr_matrix(P, dtype=np.float64, copy=True)
@@ -263,11 +277,11 @@ def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool, L:
     bad = ~np.isfinite(data)
     if bad.any():
         k = int(np.argmax(bad))
-        raise OptplanError(f"P has a non-finite entry {float(data[k])!r} at {where(k)}")
+        raise OptplanError(f"{name} has a non-finite entry {float(data[k])!r} at {where(k)}")
     neg = data < 0
     if neg.any():
         k = int(np.argmax(neg))
-        raise OptplanError(f"P has a negative entry {float(data[k])!r} at {where(k)}")
+        raise OptplanError(f"{name} has a negative entry {float(data[k])!r} at {where(k)}")
     if copied:
         P.eliminate_zeros()
         data = P.data
@@ -283,7 +297,7 @@ def _sparse_transitions(P, S: int, A: int, mask: np.ndarray, normalize: bool, L:
     if bad.any():
         row = int(np.argmax(bad))
         raise OptplanError(
-            f"row P[{pair(row)}] (sparse row {row}) sums to {float(sums[row])!r}, "
+            f"row {name}[{pair(row)}] (sparse row {row}) sums to {float(sums[row])!r}, "
             f"not 1 (tolerance {ROW_SUM_TOL}){_hint(float(off[bad].max()))}"
         )
     for arr in (P.data, P.indices, P.indptr):

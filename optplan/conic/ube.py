@@ -14,22 +14,27 @@ from ._common import conic_result, run_formulated
 def bellman_operator(problem) -> sp.csr_matrix:
     """Sparse ``I - gamma^2 Pbar_pi`` on the flattened pairs (C order over ``[l,] s, a``):
     ``(Pbar_pi u)[s, a] = sum_s' Pbar[s, a, s'] sum_a' pi[s', a'] u[s', a']``; in the layered
-    form each layer's block points at the next layer's pairs."""
-    P, pi = problem.mean_transitions, problem.policy
+    form each layer's block points at the next layer's pairs. Built from the CSR rows of a
+    sparse ``mean_transitions`` as they are (a dense one is converted)."""
+    pi = problem.policy
     g2 = problem.discount**2
     if not problem.layered:
-        S, A, _ = P.shape
-        Pf = sp.csr_matrix(P.reshape(S * A, S))
+        S, A = problem.local.shape
+        Pf = _csr(problem.transition_rows)
         Pi = _policy_rows(pi)  # (S, S*A): v = Pi @ u
         return (sp.identity(S * A, format="csr") - g2 * (Pf @ Pi)).tocsr()
-    L, S, A, _ = P.shape
+    L, S, A = problem.local.shape
     blocks = [[None] * L for _ in range(L)]
     for l in range(L):  # loop over layers only
         blocks[l][l] = sp.identity(S * A, format="csr")
         if l + 1 < L:
-            Pf = sp.csr_matrix(P[l].reshape(S * A, S))
+            Pf = _csr(problem.layer_transitions(l))
             blocks[l][l + 1] = -g2 * (Pf @ _policy_rows(pi[l + 1]))
     return sp.bmat(blocks, format="csr")
+
+
+def _csr(rows) -> sp.csr_matrix:
+    return rows if sp.issparse(rows) else sp.csr_matrix(rows)
 
 
 def _policy_rows(pi: np.ndarray) -> sp.csr_matrix:

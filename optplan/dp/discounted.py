@@ -64,14 +64,17 @@ def _eye(P_pi):
 EXACT_RESIDUAL = 1e-13
 
 
-def evaluate_discounted(P_pi, r_pi: np.ndarray, discount: float) -> np.ndarray:
+def evaluate_discounted(
+    P_pi, r_pi: np.ndarray, discount: float, tol: float | None = None
+) -> np.ndarray:
     """``V = (I - discount P_pi)^{-1} r_pi``: a dense LU; for a sparse chain a sparse LU up to
     :data:`SPARSE_DIRECT_MAX_STATES` states, beyond (where a random chain's LU fills in) the
-    iterative solve of :func:`discounted_policy_iteration` to a residual of
-    :data:`EXACT_RESIDUAL` times ``max |r_pi|``."""
+    iterative solve of :func:`discounted_policy_iteration` to a residual (``inf``-norm) of
+    ``tol``, by default :data:`EXACT_RESIDUAL` times ``max |r_pi|``."""
     if is_sparse(P_pi):
         if P_pi.shape[0] > SPARSE_DIRECT_MAX_STATES:
-            tol = EXACT_RESIDUAL * (float(np.abs(r_pi).max()) or 1.0)
+            if tol is None:
+                tol = EXACT_RESIDUAL * (float(np.abs(r_pi).max()) or 1.0)
             return _krylov(P_pi, r_pi, discount, np.zeros_like(r_pi), tol, "V^pi", True)
         from scipy.sparse.linalg import spsolve
 

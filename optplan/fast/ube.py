@@ -1,5 +1,8 @@
 """Fast path of ``UncertaintyBellman``: a direct linear solve on the states, value iteration
-for large sparse models, backward recursion for the layered form (all vectorized)."""
+for large sparse models, backward recursion for the layered form (all vectorized). A sparse
+``mean_transitions`` (CSR rows) is never densified: the policy's chain is a sparse product,
+solved by a sparse LU on small chains and iteratively beyond (as a discounted evaluation),
+and the recursions are one sparse mat-vec per layer."""
 
 from __future__ import annotations
 
@@ -8,7 +11,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..dp import EvaluationError, solve_system
+from ..dp import (
+    SPARSE_DIRECT_MAX_STATES,
+    EvaluationError,
+    discounted_occupancy,
+    evaluate_discounted,
+    solve_system,
+)
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 
@@ -28,7 +37,11 @@ def solve(
     ----------
     algorithm : {"direct", "iteration"}
         ``"direct"``: ``v = (I - gamma^2 Pbar_pi)^{-1} nu_pi``, ``u = nu + gamma^2 Pbar v``, and
-        the transposed system for ``y`` (an ``S x S`` solve, not ``SA x SA``).
+        the transposed system for ``y`` (an ``S x S`` solve, not ``SA x SA``). With a sparse
+        ``mean_transitions`` the chain ``Pbar_pi`` stays sparse: a sparse LU up to
+        :data:`~optplan.dp.SPARSE_DIRECT_MAX_STATES` states, beyond it the discounted
+        evaluation's iterative solve (fixed point, then a factorization or GMRES) to a
+        residual of :data:`SPARSE_RESIDUAL` relative to the right-hand side.
         ``"iteration"``: ``u <- nu + gamma^2 Pbar_pi u`` with a sparse ``Pbar`` from
         ``u_0 = nu``; the iterates increase to ``u`` (``nu >= 0``), and the iteration stops when
         every entry's error bound is within ``tol`` of the entry (``_entry_bounds``): the
@@ -91,11 +104,13 @@ def _result(problem, u, y, status, message, solver, iterations, seconds) -> Plan
 
 
 def _direct(problem, multiplier: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
-    S, A, _ = P.shape
+    pi, nu, w = problem.policy, problem.local, problem.weights
+    S, A = nu.shape
     g2 = problem.discount**2
-    Pf = P.reshape(S * A, S)
-    P_pi = np.einsum("sa,sat->st", pi, P)
+    Pf = problem.transition_rows
+    if problem.sparse:
+        return _direct_sparse(Pf, pi, nu, w, g2, multiplier)
+    P_pi = np.einsum("sa,sat->st", pi, problem.mean_transitions)
     M = np.eye(S) - g2 * P_pi
     v = solve_system(M, np.sum(pi * nu, axis=1), "the UBE's state uncertainties")
     u = nu + g2 * (Pf @ v).reshape(S, A)
@@ -106,11 +121,59 @@ def _direct(problem, multiplier: bool = True) -> tuple[np.ndarray, np.ndarray | 
     return u, y
 
 
+#: Residual (``inf``-norm) of the iterative solves on a sparse chain above
+#: :data:`~optplan.dp.SPARSE_DIRECT_MAX_STATES` states, relative to the right-hand side's
+#: largest entry; raised to :data:`SPARSE_RESIDUAL_ULPS` roundings of the solution's size
+#: (``max rhs / (1 - gamma^2)``) when that is larger, which double precision cannot beat.
+SPARSE_RESIDUAL = 1e-13
+SPARSE_RESIDUAL_ULPS = 16
+
+
+def _residual_asked(rhs: np.ndarray, g2: float) -> float:
+    size = float(np.abs(rhs).max(initial=0.0)) or 1.0
+    return max(SPARSE_RESIDUAL * size, SPARSE_RESIDUAL_ULPS * np.finfo(float).eps * size / (1 - g2))
+
+
+def _direct_sparse(Pf, pi, nu, w, g2: float, multiplier: bool):
+    """:func:`_direct` on CSR rows: ``Pbar_pi = Pi Pbar`` sparse (``Pi[s, s·A + a] =
+    pi[s, a]``), the two ``S x S`` systems solved as a discounted evaluation (discount
+    ``gamma^2``) and its transposed occupancy."""
+    S, A = nu.shape
+    Pi = sp.csr_matrix(
+        (pi.reshape(-1), (np.repeat(np.arange(S), A), np.arange(S * A))), shape=(S, S * A)
+    )
+    P_pi = (Pi @ Pf).tocsr()
+    iterative = S > SPARSE_DIRECT_MAX_STATES
+    nu_pi = np.sum(pi * nu, axis=1)
+    tol = _residual_asked(nu_pi, g2)
+    with np.errstate(all="ignore"):
+        v = evaluate_discounted(P_pi, nu_pi, g2, tol=tol)
+    if not np.isfinite(v).all():
+        raise EvaluationError(
+            "the UBE's state uncertainties cannot be computed in double precision"
+        )
+    u = nu + g2 * np.asarray(Pf @ v).reshape(S, A)
+    if not multiplier:
+        return u, None
+    b = np.asarray(Pf.T @ w.reshape(-1)).ravel()  # >= 0: w > 0, Pbar >= 0
+
+    with np.errstate(all="ignore"):
+        # (I - g2 P_pi)^T z = b is the occupancy system with start b / (1 - g2)
+        z = discounted_occupancy(
+            P_pi, b / (1.0 - g2), g2, iterative=iterative, tol=_residual_asked(b, g2)
+        )
+    if not np.isfinite(z).all():
+        raise EvaluationError("the UBE's dual (occupancy) cannot be computed in double precision")
+    y = w + g2 * pi * z[:, None]
+    return u, y
+
+
 def _iterate(problem, tol: float, max_iter: int, multiplier: bool = True):
-    P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
-    S, A, _ = P.shape
+    pi, nu, w = problem.policy, problem.local, problem.weights
+    S, A = nu.shape
     g2 = problem.discount**2
-    Pf = sp.csr_matrix(P.reshape(S * A, S))
+    rows = problem.transition_rows
+    Pf = rows if problem.sparse else sp.csr_matrix(rows)
     PfT = Pf.T.tocsr()
     steps = {
         "u": lambda u: nu + g2 * (Pf @ np.sum(pi * u, axis=1)).reshape(S, A),
@@ -161,20 +224,20 @@ def _entry_bounds(
 
 
 def _layered(problem, multiplier: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    P, pi, nu, w = problem.mean_transitions, problem.policy, problem.local, problem.weights
-    L = nu.shape[0]
+    pi, nu, w = problem.policy, problem.local, problem.weights
+    L, S, A = nu.shape
     g2 = problem.discount**2
     u = np.empty_like(nu)
     u[L - 1] = nu[L - 1]
-    for l in range(L - 2, -1, -1):  # loop over layers only
+    for l in range(L - 2, -1, -1):  # loop over layers only: one mat-vec with layer l's rows
         v = np.sum(pi[l + 1] * u[l + 1], axis=1)
-        u[l] = nu[l] + g2 * np.einsum("sat,t->sa", P[l], v)
+        u[l] = nu[l] + g2 * np.asarray(problem.layer_transitions(l) @ v).reshape(S, A)
     if not multiplier:
         return u, None
     y = np.empty_like(w)
     y[0] = w[0]
     for l in range(L - 1):
-        inflow = np.einsum("sa,sat->t", y[l], P[l])
+        inflow = np.asarray(problem.layer_transitions(l).T @ y[l].reshape(-1)).ravel()
         y[l + 1] = w[l + 1] + g2 * pi[l + 1] * inflow[:, None]
     return u, y
 

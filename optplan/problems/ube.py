@@ -16,6 +16,8 @@ from .._checks import (
     first_negative,
     index_str,
 )
+from .._model_checks import _sparse_transitions, is_sparse
+from ..dp import layer_block
 from ..result import PlanResult
 from ._compare import answer_errors, diff
 from .base import Problem, store_readonly
@@ -45,9 +47,12 @@ class UncertaintyBellman(Problem):
 
     Parameters
     ----------
-    mean_transitions : array (S, A, S) or (L, S, A, S)
+    mean_transitions : array (S, A, S) or (L, S, A, S), or scipy.sparse matrix
         Posterior-mean transitions ``E[P(s'|s,a) | F_t]``; rows are distributions. In the
-        layered form the last layer's transitions leave the horizon and are not used.
+        layered form the last layer's transitions leave the horizon and are not used. A
+        ``scipy.sparse`` matrix is the ``(S·A, S)`` matrix of rows ``s·A + a`` (layered:
+        ``(L·S·A, S)``, rows ``l·S·A + s·A + a``; the form is read off ``local``), held as a
+        canonical CSR matrix (:attr:`sparse`); both paths then run on it without a dense copy.
     policy : array (S, A) / (L, S, A), or int array (S,) / (L, S)
         A stochastic policy (rows are distributions) or a deterministic one (action indices).
     local : array (S, A) or (L, S, A)
@@ -71,20 +76,30 @@ class UncertaintyBellman(Problem):
     stem = "ube"
 
     def __post_init__(self):
-        P = as_array("mean_transitions", self.mean_transitions, (3, 4))
-        layered = P.ndim == 4
-        S = P.shape[-1]
-        if P.shape[-3] != S:
-            raise OptplanError(
-                f"mean_transitions must have shape (S, A, S) or (L, S, A, S), got {P.shape}"
+        if is_sparse(self.mean_transitions):
+            local = as_array("local", self.local, (2, 3))
+            if 0 in local.shape:
+                raise OptplanError(
+                    f"local needs at least one state and one action (and layer), got shape "
+                    f"{local.shape}"
+                )
+            L = local.shape[0] if local.ndim == 3 else None
+            S, A = local.shape[-2:]
+            P = _sparse_transitions(
+                self.mean_transitions,
+                S,
+                A,
+                np.ones(local.shape, dtype=bool),
+                False,
+                L=L,
+                name="mean_transitions",
+                sizes_from="local",
             )
-        if 0 in P.shape:
-            raise OptplanError(
-                f"mean_transitions needs at least one state and one action (and layer), got "
-                f"shape {P.shape}"
-            )
-        check_distribution("mean_transitions", P)
-        shape = P.shape[:-1]
+            layered = L is not None
+            shape = local.shape
+        else:
+            P, layered = self._dense_transitions()
+            shape = P.shape[:-1]
         local = as_array("local", self.local)
         if local.shape != shape:
             raise OptplanError(
@@ -114,8 +129,28 @@ class UncertaintyBellman(Problem):
                 raise OptplanError(
                     f"weights must be > 0, got {float(w[idx])!r} at index {index_str(idx)}"
                 )
-        store_readonly(self, mean_transitions=P, local=local, policy=policy, weights=w)
+        if is_sparse(P):  # already read-only (its data, indices and row pointers)
+            object.__setattr__(self, "mean_transitions", P)
+        else:
+            store_readonly(self, mean_transitions=P)
+        store_readonly(self, local=local, policy=policy, weights=w)
         object.__setattr__(self, "discount", gamma)
+
+    def _dense_transitions(self) -> tuple[np.ndarray, bool]:
+        P = as_array("mean_transitions", self.mean_transitions, (3, 4))
+        layered = P.ndim == 4
+        S = P.shape[-1]
+        if P.shape[-3] != S:
+            raise OptplanError(
+                f"mean_transitions must have shape (S, A, S) or (L, S, A, S), got {P.shape}"
+            )
+        if 0 in P.shape:
+            raise OptplanError(
+                f"mean_transitions needs at least one state and one action (and layer), got "
+                f"shape {P.shape}"
+            )
+        check_distribution("mean_transitions", P)
+        return P, layered
 
     @classmethod
     def _trusted(cls, mean_transitions, policy, local, discount: float) -> UncertaintyBellman:
@@ -145,7 +180,26 @@ class UncertaintyBellman(Problem):
     @property
     def layered(self) -> bool:
         """True for the layered (finite-horizon, DAG) form."""
-        return self.mean_transitions.ndim == 4
+        return self.local.ndim == 3
+
+    @property
+    def sparse(self) -> bool:
+        """Whether ``mean_transitions`` is held sparse: the CSR matrix of rows ``s·A + a``
+        (``l·S·A + s·A + a`` in the layered form)."""
+        return is_sparse(self.mean_transitions)
+
+    @property
+    def transition_rows(self):
+        """``mean_transitions`` as the ``(S·A, S)`` (layered: ``(L·S·A, S)``) matrix of its
+        rows, in its own format (a dense view or the CSR matrix), without a copy."""
+        if self.sparse:
+            return self.mean_transitions
+        return self.mean_transitions.reshape(-1, self.local.shape[-2])
+
+    def layer_transitions(self, layer: int):
+        """Layer ``layer``'s ``(S·A, S)`` rows (layered form), in their format."""
+        S, A = self.local.shape[-2:]
+        return layer_block(self.transition_rows, layer, S, A)
 
     def residual(self, u: np.ndarray) -> float:
         """``max |u - nu - gamma^2 Pbar_pi u|``: how far ``u`` is from the fixed point."""
@@ -156,10 +210,12 @@ class UncertaintyBellman(Problem):
         g2 = self.discount**2
         v = np.sum(self.policy * u, axis=-1)  # v[..., s] = sum_a pi u
         if not self.layered:
-            return self.local + g2 * propagate(self.mean_transitions, v)
-        nxt = np.zeros_like(v)
-        nxt[:-1] = v[1:]
-        return self.local + g2 * np.einsum("lsat,lt->lsa", self.mean_transitions, nxt)
+            return self.local + g2 * propagate(self.transition_rows, v, self.local.shape)
+        L, S, A = self.local.shape
+        out = self.local.copy()
+        for l in range(L - 1):  # loop over layers only: u_L = 0
+            out[l] += g2 * propagate(self.layer_transitions(l), v[l + 1], (S, A))
+        return out
 
     def dual_residual(self, y: np.ndarray) -> float:
         """``max |y - w - gamma^2 (Pbar_pi)^T y|``: how far ``y`` is from the dual fixed point."""
@@ -168,12 +224,12 @@ class UncertaintyBellman(Problem):
     def apply_transpose(self, y: np.ndarray) -> np.ndarray:
         """``w + gamma^2 (Pbar_pi)^T y``: ``(Pbar_pi^T y)[s', a'] = pi(a'|s') sum_{s,a} y Pbar``."""
         g2 = self.discount**2
-        P = self.mean_transitions
         if not self.layered:
-            inflow = np.einsum("sa,sat->t", y, P)
+            inflow = inflow_of(self.transition_rows, y)
             return self.weights + g2 * self.policy * inflow[:, None]
         inflow = np.zeros(y.shape[:2])
-        inflow[1:] = np.einsum("lsa,lsat->lt", y[:-1], P[:-1])
+        for l in range(y.shape[0] - 1):  # loop over layers only
+            inflow[l + 1] = inflow_of(self.layer_transitions(l), y[l])
         return self.weights + g2 * self.policy * inflow[..., None]
 
     def compare(self, a: PlanResult, b: PlanResult) -> dict[str, tuple[float, float]]:
@@ -194,10 +250,19 @@ class UncertaintyBellman(Problem):
         return answer_errors(self, answer, reference, multiplier=True)
 
 
-def propagate(P: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``(P v)[s, a] = sum_s' P[s, a, s'] v[s']``."""
-    S, A, _ = P.shape
-    return (P.reshape(S * A, -1) @ v).reshape(S, A)
+def propagate(P, v: np.ndarray, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """``(P v)[s, a] = sum_s' P[s, a, s'] v[s']``: ``P`` dense ``(S, A, S)``, or the
+    ``(S·A, S)`` matrix of rows ``s·A + a`` (dense or sparse) with ``shape = (S, A)``."""
+    if P.ndim == 3:
+        shape = P.shape[:2]
+        P = P.reshape(shape[0] * shape[1], -1)
+    return np.asarray(P @ v).reshape(shape)
+
+
+def inflow_of(P, y: np.ndarray) -> np.ndarray:
+    """``sum_{s,a} y[s, a] P[s, a, s']`` for the ``(S·A, S)`` rows ``P`` (dense or sparse):
+    one transposed mat-vec."""
+    return np.asarray(P.T @ y.reshape(-1)).ravel()
 
 
 def as_policy(policy, shape: tuple[int, ...]) -> np.ndarray:
