@@ -12,7 +12,15 @@ import numpy as np
 
 from ._checks import OptplanError, OptplanTypeError, check_choice, check_int
 from .crosscheck import cross_check
-from .dp import backup, classify, evaluate_multichain, limiting_matrix, masked, policy_model
+from .dp import (
+    backup,
+    classify,
+    evaluate_multichain,
+    limiting_matrix,
+    masked,
+    policy_model,
+    sparse_recurrent_classes,
+)
 from .mdp import TabularMDP
 from .problems import AverageRewardPlanning, HittingTimes, RegretLowerBound
 
@@ -23,6 +31,11 @@ CONIC_DIAMETER_MAX_STATES = 60
 #: Beyond this many states the conic check of C(P) is skipped (one exponential-cone program per
 #: critical pair).
 CONIC_LOWER_BOUND_MAX_STATES = 60
+#: A sparse model's parts that need dense arrays (the mixing of the optimal chain: matrix
+#: powers and eigenvalues of an ``S x S`` array; ``C(P)``: the dense paths of
+#: :class:`~optplan.RegretLowerBound`) are computed from dense copies up to this many states,
+#: and reported as not computed, with the reason, above it.
+SPARSE_DENSE_PARTS_MAX_STATES = 1000
 #: Mixing times are searched up to this many steps.
 MIXING_MAX_STEPS = 2**20
 #: A gap at most this (times the reward scale) counts as zero: an optimal action.
@@ -155,6 +168,17 @@ def describe(
       critical pairs and of pairs that can never become optimal; ``None`` with the reason
       (``why``) where it is not defined (a model that is not ergodic, masked actions).
 
+    A sparse model (:attr:`~optplan.TabularMDP.P_format` ``"csr"``): the classification reads
+    the support of its rows (``scipy.sparse.csgraph``), the gaps and the diameter come from
+    the sparse paths, the recurrent classes of the optimal chain from its strongly connected
+    components. The parts whose computations are dense (the multichain gain and largest
+    optimal bias, the mixing's matrix powers and eigenvalues, ``C(P)``) use dense copies up
+    to :data:`SPARSE_DENSE_PARTS_MAX_STATES` states; above it nothing is densified: the gain
+    and bias come from the sparse unichain path when the classification proves the model
+    weakly communicating (its bias solves the optimality equations; a multichain model is
+    refused, naming why), and the mixing times and ``C(P)`` are reported as not computed,
+    with the reason (``why``).
+
     ``method="both"`` solves the gain, bias, diameter and ``C(P)`` by the conic paths too (the
     diameter and ``C(P)`` up to :data:`CONIC_DIAMETER_MAX_STATES` and
     :data:`CONIC_LOWER_BOUND_MAX_STATES` states) and records each ``cross_check`` in
@@ -162,22 +186,17 @@ def describe(
     """
     if not isinstance(mdp, TabularMDP):
         raise OptplanTypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
-    # the classification, hitting times and lower bound are dense: a sparse model's dense
-    # copy (mdp.dense_P() refuses, naming the size, a large one)
-    mdp = mdp.to_dense()
     check_choice("method", method, ("fast", "both"))
     check_int("max_policies", max_policies, 0)
     S, A = mdp.R.shape
     scale = 1.0 + float(np.abs(mdp.R[mdp.action_mask]).max())
     checks = {}
     structure = _structure(mdp, max_policies)
-    res = _gain_bias(mdp, method, solver, checks)
-    g, h = res.gain + 0.0, res.bias + 0.0  # + 0.0: no negative zeros in the report
+    res, g, h = _gain_bias(mdp, method, solver, checks, structure)
+    g, h = g + 0.0, h + 0.0  # + 0.0: no negative zeros in the report
     diameter = _diameter(mdp, method, solver, checks)
     gaps = _gaps(mdp, g, h, scale)
-    P_pi, _ = policy_model(mdp.P, mdp.R, res.policy)
-    ev = evaluate_multichain(P_pi, np.zeros(S))
-    mix = {"recurrent_classes": int(ev.labels.max() + 1), **mixing(P_pi)}
+    mix = _mixing(mdp, res.policy)
     lower_bound = _lower_bound(mdp, method, solver, checks)
     return Description(
         name=mdp.name or "",
@@ -200,9 +219,31 @@ def describe(
     )
 
 
+def _mixing(mdp: TabularMDP, policy: np.ndarray) -> dict:
+    """The report's ``mixing``: of the chain of ``policy``, with its recurrent classes (a
+    sparse chain's from its strongly connected components)."""
+    S = mdp.n_states
+    P_pi, _ = policy_model(mdp.P_rows, mdp.R, policy)
+    if not mdp.sparse:
+        ev = evaluate_multichain(P_pi, np.zeros(S))
+        return {"recurrent_classes": int(ev.labels.max() + 1), **mixing(P_pi)}
+    classes = sparse_recurrent_classes(P_pi.tocsr())
+    if S > SPARSE_DENSE_PARTS_MAX_STATES:
+        return {
+            "recurrent_classes": classes,
+            "eps": 0.25,
+            "t_mix": None,
+            "slem": None,
+            "relaxation_time": None,
+            "why": f"not computed for a sparse model above {SPARSE_DENSE_PARTS_MAX_STATES} "
+            "states (matrix powers and eigenvalues of a dense S x S chain)",
+        }
+    return {"recurrent_classes": classes, **mixing(P_pi.toarray())}
+
+
 def _structure(mdp: TabularMDP, max_policies: int) -> dict:
-    """The report's ``structure`` (:func:`optplan.dp.classify`)."""
-    c = classify(mdp.P, mdp.action_mask, max_policies)
+    """The report's ``structure`` (:func:`optplan.dp.classify`, on a sparse model's rows)."""
+    c = classify(mdp.P_rows, mdp.action_mask, max_policies)
     return {
         "kind": c.kind,
         "communicating": c.communicating,
@@ -223,10 +264,29 @@ def _solved(problem, method: str, solver: str, checks: dict, key: str):
     return problem.solve()
 
 
-def _gain_bias(mdp: TabularMDP, method: str, solver: str, checks: dict):
-    """The multichain gain and largest optimal bias (``AverageRewardPlanning``)."""
-    avg = AverageRewardPlanning(mdp, multichain="solve")
-    return _solved(avg, method, solver, checks, "gain_bias")
+def _gain_bias(mdp: TabularMDP, method: str, solver: str, checks: dict, structure: dict):
+    """The multichain gain per state and largest optimal bias (``AverageRewardPlanning``):
+    ``(result, gain, bias)``. A sparse model above :data:`SPARSE_DENSE_PARTS_MAX_STATES`
+    states whose classification proves a constant optimal gain (weakly communicating) is
+    solved by the sparse unichain path instead of the multichain one, which is dense (its
+    bias solves the optimality equations; the largest optimal bias when the optimal policy's
+    bias is unique up to a constant); a larger sparse multichain model is refused, naming
+    why."""
+    if mdp.sparse and mdp.n_states > SPARSE_DENSE_PARTS_MAX_STATES:
+        if not structure["weakly_communicating"]:
+            raise OptplanError(
+                f"describe: this sparse model (S={mdp.n_states}) is multichain "
+                f"({len(structure['closed_sets'])} closed set(s)): its optimal gain per state "
+                "needs the multichain solver, whose paths are dense, and sparse models above "
+                f"{SPARSE_DENSE_PARTS_MAX_STATES} states are not densified "
+                "(optplan.hardness.SPARSE_DENSE_PARTS_MAX_STATES)"
+            )
+        res = _solved(AverageRewardPlanning(mdp), method, solver, checks, "gain_bias")
+        return res, np.full(mdp.n_states, float(res.gain)), res.bias
+    res = _solved(
+        AverageRewardPlanning(mdp, multichain="solve"), method, solver, checks, "gain_bias"
+    )
+    return res, res.gain, res.bias
 
 
 def _diameter(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
@@ -250,6 +310,12 @@ def _diameter(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
 def _lower_bound(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dict:
     """The report's ``lower_bound`` (:class:`RegretLowerBound`), its conic check up to
     :data:`CONIC_LOWER_BOUND_MAX_STATES` states."""
+    if mdp.sparse and mdp.n_states > SPARSE_DENSE_PARTS_MAX_STATES:
+        return {
+            "value": None,
+            "why": f"not computed for a sparse model above {SPARSE_DENSE_PARTS_MAX_STATES} "
+            "states (C(P)'s paths are dense)",
+        }
     try:
         problem = RegretLowerBound(mdp)
     except OptplanError as exc:
@@ -270,7 +336,7 @@ def _lower_bound(mdp: TabularMDP, method: str, solver: str, checks: dict) -> dic
 def _gaps(mdp: TabularMDP, g: np.ndarray, h: np.ndarray, scale: float) -> dict:
     """The report's ``gaps``: gain gaps over the admissible pairs, bias gaps over the pairs
     with no gain gap."""
-    P, R, mask = mdp.P, mdp.R, mdp.action_mask
+    P, R, mask = mdp.P_rows, mdp.R, mdp.action_mask
     pg = masked(backup(P, np.zeros_like(R), g), mask)
     gain_gaps = (g[:, None] - pg)[mask]
     a1 = mask & (pg >= g[:, None] - GAP_TOL * scale)
@@ -341,11 +407,16 @@ def format_description(d: Description) -> str:
             f"); {lb['critical_pairs']} critical pair(s), {lb['never_optimal_pairs']} never optimal"
         )
     m = d.mixing
-    tmix = "never (periodic or > 2^20 steps)" if m["t_mix"] is None else str(m["t_mix"])
-    lines.append(
-        f"optimal policy {m['recurrent_classes']} recurrent class(es); t_mix({m['eps']}) = {tmix}; "
-        f"slem {_num(m['slem'])}, relaxation time {_num(m['relaxation_time'])}"
-    )
+    if m.get("why"):
+        lines.append(
+            f"optimal policy {m['recurrent_classes']} recurrent class(es); mixing - ({m['why']})"
+        )
+    else:
+        tmix = "never (periodic or > 2^20 steps)" if m["t_mix"] is None else str(m["t_mix"])
+        lines.append(
+            f"optimal policy {m['recurrent_classes']} recurrent class(es); t_mix({m['eps']}) = "
+            f"{tmix}; slem {_num(m['slem'])}, relaxation time {_num(m['relaxation_time'])}"
+        )
     for name, chk in d.checks.items():
         lines.append(
             f"check {name:<11} fast vs {chk['solver']}: agree={chk['agree']} "

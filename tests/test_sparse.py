@@ -530,7 +530,9 @@ def test_cli_finite_horizon_and_hitting_times_on_a_sparse_model(tmp_path, capsys
     assert fb.sparse and fa == fb and close(ra.values, rb.values, 1e-10)
     assert np.allclose(HittingTimes(dense).solve().x, HittingTimes(sparse).solve().x, rtol=1e-10)
     da, db = op.describe(dense, method="fast"), op.describe(sparse, method="fast")
-    assert da.structure == db.structure and da.diameter == db.diameter
+    # the sparse model's report comes from its sparse paths: equal up to round-off
+    assert da.structure == db.structure and da.diameter["worst_pair"] == db.diameter["worst_pair"]
+    assert close(da.diameter["value"], db.diameter["value"], 1e-10)
 
 
 def test_dense_only_readers_refuse_a_large_sparse_model(monkeypatch):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL
 from ._common import (
+    DENSE_CLASSES_MAX_STATES,
     EvaluationError,
     backup,
     closed_classes,
@@ -22,6 +23,7 @@ from ._common import (
     start_policy,
 )
 from .average import evaluate_average, stationary
+from .sparse_average import sparse_recurrent_classes
 
 
 def class_gains(P: np.ndarray, R: np.ndarray, policy: np.ndarray) -> np.ndarray:
@@ -185,35 +187,50 @@ class ModelClass(NamedTuple):
     transient: np.ndarray
 
 
-def classify(P: np.ndarray, mask: np.ndarray, max_policies: int = 4096) -> ModelClass:
+def classify(P, mask: np.ndarray, max_policies: int = 4096) -> ModelClass:
     """Classify a model by graph algorithms on ``G`` (an edge ``s -> s'`` when some admissible
     action reaches ``s'`` with positive probability).
+
+    ``P`` is dense ``(S, A, S)`` or the ``(S·A, S)`` matrix of rows ``s·A + a`` (a sparse
+    model's :attr:`~optplan.mdp.TabularMDP.P_rows`, dense or ``scipy.sparse``): only the
+    support's entries are read, so a sparse model is never densified. ``G``'s strongly
+    connected components come from ``scipy.sparse.csgraph``; ``closed_sets`` are listed in
+    the order of their smallest state, each sorted.
 
     * communicating iff ``G`` is strongly connected;
     * two or more closed components of ``G`` make every policy multichain;
     * with one closed component ``C`` (strongly connected, so communicating within), the
       model is weakly communicating iff the other states are transient under every policy,
       i.e. no nonempty set ``X`` outside ``C`` in which every state has an action staying in
-      ``X`` (the greatest such set is the fixed point of removing the states without one);
+      ``X`` (the greatest such set is the fixed point of removing the states without one,
+      computed by propagating each removal to the pairs that reach the removed state);
       otherwise a policy staying in ``X`` has a recurrent class there besides ``C``'s;
     * unichain: refuted or proved by enumerating the deterministic policies when there are at
       most ``max_policies``; a weakly communicating model is then unichain iff no policy has
       two recurrent classes.
     """
-    S = P.shape[0]
-    reach = (P > 0) & mask[:, :, None]
-    edges = reach.any(axis=1)
-    n, labels, closed = closed_classes(edges.astype(float))
-    closed_sets = [np.flatnonzero(labels == c) for c in np.flatnonzero(closed)]
-    communicating = bool(np.unique(labels).size == 1)
-    outside = np.ones(S, dtype=bool)
-    outside[np.concatenate(closed_sets)] = False
-    X = outside.copy()
-    while True:  # greatest set whose every state has an action staying inside it
-        stays = (mask & ~(reach & ~X[None, None, :]).any(axis=2)).any(axis=1) & X
-        if np.array_equal(stays, X):
-            break
-        X = stays
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    mask = np.asarray(mask, dtype=bool)
+    S, A = mask.shape
+    if hasattr(P, "tocsr") and not (P.format == "csr" and P.has_canonical_format):
+        # a model's rows are canonical; raw input is made so (scipy's strongly connected
+        # components do not return on a CSR matrix with unsorted duplicate entries)
+        P = P.tocsr(copy=True)
+        P.sum_duplicates()
+    rows, cols = _support(P, S, A)
+    keep = mask.reshape(-1)[rows]
+    rows, cols = rows[keep], cols[keep]  # the admissible pairs' entries
+    src = rows // A
+    graph = csr_matrix((np.ones(rows.size), (src, cols)), shape=(S, S))
+    n, labels = connected_components(graph, directed=True, connection="strong")
+    closed = np.ones(n, dtype=bool)
+    closed[labels[src[labels[src] != labels[cols]]]] = False
+    closed_sets = _closed_sets(labels, closed)
+    communicating = bool(n == 1)
+    outside = ~closed[labels]
+    X = _staying_set(rows, cols, outside, mask)
     transient = outside & ~X
     if len(closed_sets) > 1:
         return ModelClass("multichain", False, False, False, closed_sets, transient)
@@ -225,20 +242,97 @@ def classify(P: np.ndarray, mask: np.ndarray, max_policies: int = 4096) -> Model
     return ModelClass(kind, communicating, True, unichain, closed_sets, transient)
 
 
+def _support(P, S: int, A: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, s')`` of every positive entry of ``P`` (rows ``s·A + a``), in row order."""
+    if P.ndim == 3:
+        P = P.reshape(S * A, S)
+    if hasattr(P, "tocoo"):  # scipy.sparse: its stored entries
+        coo = P.tocoo()
+        pos = coo.data > 0
+        rows, cols = coo.row[pos].astype(np.int64), coo.col[pos].astype(np.int64)
+        order = np.argsort(rows, kind="stable")
+        return rows[order], cols[order]
+    rows, cols = np.nonzero(P > 0)
+    return rows.astype(np.int64), cols.astype(np.int64)
+
+
+def _closed_sets(labels: np.ndarray, closed: np.ndarray) -> list:
+    """The states of each closed component, sorted, the components ordered by their smallest
+    state (grouped by one sort: no loop over components)."""
+    order = np.argsort(labels, kind="stable")  # states grouped by component, increasing
+    counts = np.bincount(labels, minlength=closed.size)
+    groups = np.split(order, np.cumsum(counts)[:-1])
+    sets = [g for g, c in zip(groups, closed, strict=True) if c]
+    sets.sort(key=lambda g: int(g[0]))
+    return sets
+
+
+def _staying_set(rows, cols, X: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The greatest subset of ``X`` whose every state has an admissible action with all its
+    successors in the subset: states without one are removed, and each removal is propagated
+    to the pairs that reach the removed states only (entries grouped by successor), so the
+    work is one pass over the entries whatever the number of rounds."""
+    S, A = mask.shape
+    X = X.copy()
+    flat_mask = mask.reshape(-1)
+    # out[r]: entries of pair r whose successor is outside the current X
+    out = np.bincount(rows, weights=~X[cols], minlength=S * A)
+    ok = flat_mask & (out == 0)
+    n_ok = ok.reshape(S, A).sum(axis=1)
+    by_col = np.argsort(cols, kind="stable")
+    col_ptr = np.searchsorted(cols[by_col], np.arange(S + 1))
+    frontier = np.flatnonzero(X & (n_ok == 0))
+    while frontier.size:  # rounds of removals; each entry is visited once over all rounds
+        X[frontier] = False
+        starts, ends = col_ptr[frontier], col_ptr[frontier + 1]
+        lengths = ends - starts
+        total = int(lengths.sum())
+        if total == 0:
+            break
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        hit = rows[by_col[offsets + np.arange(total)]]
+        pairs, times = np.unique(hit, return_counts=True)
+        newly = flat_mask[pairs] & (out[pairs] == 0)  # pairs that stayed in X until now
+        out[pairs] += times
+        states = np.unique(pairs[newly] // A)
+        lost = np.bincount(pairs[newly] // A, minlength=S)[states]
+        n_ok[states] -= lost
+        frontier = states[X[states] & (n_ok[states] == 0)]
+    return X
+
+
 def _unichain_by_enumeration(P, mask, max_policies):
     """True/False by checking every deterministic policy, ``None`` when there are more than
-    ``max_policies`` (a loop over policies: a classification, not a hot path)."""
+    ``max_policies`` (a loop over policies: a classification, not a hot path). ``P`` in
+    either layout of :func:`classify`; a sparse policy chain is checked by its strongly
+    connected components, or densely (``S x S``) up to
+    :data:`~optplan.dp.DENSE_CLASSES_MAX_STATES` states."""
     counts = mask.sum(axis=1)
-    if float(np.prod(counts.astype(float))) > max_policies:
-        return None
-    S = P.shape[0]
-    # table[s, i]: the i-th admissible action of s; every policy as a row of choices
+    with np.errstate(over="ignore"):  # inf on a large model: more than max_policies
+        if float(np.prod(counts.astype(float))) > max_policies:
+            return None
+    S, A = mask.shape
+    # table[s, i]: the i-th admissible action of s; every policy as a row of choices, the
+    # policy's number read in the mixed radix of the counts (any number of states)
     table = np.argsort(~mask, axis=1, kind="stable")
-    choices = np.indices(tuple(counts)).reshape(S, -1).T
-    policies = table[np.arange(S)[None, :], choices]
+    n_policies = int(np.prod(counts))
+    strides = np.concatenate(([1], np.cumprod(counts[::-1])[:-1]))[::-1]
     idx = np.arange(S)
+    policies = (table[idx, (k // strides) % counts] for k in range(n_policies))
+    rows = P if P.ndim == 2 else None
+    sparse = hasattr(P, "tocsr")
     for policy in policies:  # loop over policies (bounded by max_policies)
-        if n_recurrent_classes(P[idx, policy]) > 1:
+        if rows is None:
+            chain = P[idx, policy]
+        else:
+            chain = rows[idx * A + policy]
+            if sparse:
+                if S > DENSE_CLASSES_MAX_STATES:
+                    if sparse_recurrent_classes(chain.tocsr()) > 1:
+                        return False
+                    continue
+                chain = chain.toarray()
+        if n_recurrent_classes(chain) > 1:
             return False
     return True
 
