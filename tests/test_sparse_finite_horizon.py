@@ -362,3 +362,30 @@ def test_model_file_checks_a_layered_p_csr(tmp_path):
     bad.write_text(text)
     with pytest.raises(OptplanError, match=rf"P_csr.indptr.*L\*S\*A \+ 1 = {L * S * A + 1}"):
         op.load_model(bad)
+
+
+# -- environments and metrics ---------------------------------------------------------------
+
+
+def test_environment_and_oracle_of_a_sparse_layered_model_match_the_dense_ones():
+    from optplan.envs import TabularEnv
+    from optplan.experiments import metrics
+
+    dense = random_layered(21, masks=False)
+    sparse = dense.to_sparse()
+    runs = []
+    for model in (dense, sparse):
+        env = TabularEnv(model)
+        obs, _ = env.reset(seed=3)
+        trace = [obs]
+        for _ in range(30):
+            obs, reward, term, trunc, _ = env.step(0)
+            trace.append((obs, reward, term, trunc))
+            if term or trunc:
+                trace.append(env.reset()[0])
+        runs.append(trace)
+    assert runs[0] == runs[1]
+    policy = FiniteHorizonPlanning(dense).solve().policy
+    a = metrics.oracle_layer_rewards(dense, policy)
+    b = metrics.oracle_layer_rewards(sparse, policy)
+    assert np.abs(a - b).max() <= 1e-12 * max(1.0, np.abs(a).max())
