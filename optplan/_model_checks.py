@@ -227,6 +227,7 @@ def _sparse_transitions(
     L: int | None = None,
     name: str = "P",
     sizes_from: str = "R",
+    offer_normalize: bool = True,
 ):
     """A sparse ``P`` as a validated, read-only, canonical float64 CSR matrix of shape
     ``(S·A, S)`` (row ``s·A + a``), or ``(L·S·A, S)`` for a layered model (``L`` given: row
@@ -235,7 +236,8 @@ def _sparse_transitions(
     :data:`NORMALIZE_TOL`). Errors name ``(s, a)`` (``(l, s, a)``), ``s'`` and the value. The
     input is copied unless it is already such a matrix (``with_mask`` / ``with_discount`` pass
     it on). ``name`` is the field the errors name, ``sizes_from`` the array that gave
-    the sizes."""
+    the sizes; ``offer_normalize=False``: a row-sum error does not suggest ``normalize=True``
+    (for callers without that option, as :class:`~optplan.OptimisticPlanning`)."""
     import scipy.sparse as sp
 
     n_rows = S * A * (1 if L is None else L)
@@ -285,8 +287,12 @@ def _sparse_transitions(
     if copied:
         P.eliminate_zeros()
         data = P.data
-    sums = np.add.reduceat(data, P.indptr[:-1]) if data.size else np.zeros(n_rows)
-    sums = np.where(np.diff(P.indptr) > 0, sums, 0.0)  # reduceat repeats a value for empty rows
+    # reduceat over the nonempty rows only: it would repeat a value for an empty row, and
+    # refuse the start of trailing empty rows (masked-out pairs may have no entries)
+    nonempty = np.diff(P.indptr) > 0
+    sums = np.zeros(n_rows)
+    if data.size:
+        sums[nonempty] = np.add.reduceat(data, P.indptr[:-1][nonempty])
     if normalize and copied:
         near = np.abs(sums - 1.0) <= NORMALIZE_TOL
         scale = np.where(near & (sums > 0), 1.0 / np.where(sums > 0, sums, 1.0), 1.0)
@@ -298,7 +304,8 @@ def _sparse_transitions(
         row = int(np.argmax(bad))
         raise OptplanError(
             f"row {name}[{pair(row)}] (sparse row {row}) sums to {float(sums[row])!r}, "
-            f"not 1 (tolerance {ROW_SUM_TOL}){_hint(float(off[bad].max()))}"
+            f"not 1 (tolerance {ROW_SUM_TOL})"
+            + (_hint(float(off[bad].max())) if offer_normalize else "")
         )
     for arr in (P.data, P.indices, P.indptr):
         arr.setflags(write=False)

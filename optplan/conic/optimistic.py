@@ -1,5 +1,11 @@
 """Conic path of ``OptimisticPlanning``: the optimistic MDP as one LP (L1 balls) or one
-exponential-cone program (KL balls), the inner maximum replaced by its dual minimum."""
+exponential-cone program (KL balls), the inner maximum replaced by its dual minimum.
+
+A ball may move mass to any state, so the programs hold every column of a ball pair: a sparse
+``p_hat`` is made dense first (:meth:`~optplan.OptimisticPlanning.dense_p_hat`, refused above
+:data:`~optplan.problems.optimistic.DENSE_P_HAT_MAX_ENTRIES` entries, naming the size), and
+the kernel in ``info["kernel"]`` is the ``(S, A, S)`` array either way (NaN where the program
+does not determine it)."""
 
 from __future__ import annotations
 
@@ -65,7 +71,7 @@ def formulate(problem, gain: float | None = None, weights: np.ndarray | None = N
     """
     S = problem.n_states
     s_idx, a_idx = admissible_pairs(problem.action_mask)
-    P = problem.p_hat[s_idx, a_idx]
+    P = problem.dense_p_hat()[s_idx, a_idx]
     c = problem.r_hat[s_idx, a_idx] + problem.reward_radius[s_idx, a_idx]
     d = problem.radius[s_idx, a_idx]
     average = problem.criterion == "average"
@@ -177,7 +183,7 @@ def _duals_and_kernel(problem, prob) -> tuple[np.ndarray, np.ndarray]:
     ``q = p`` for known pairs."""
     S, A = problem.n_states, problem.n_actions
     s_idx, a_idx = admissible_pairs(problem.action_mask)
-    P = problem.p_hat[s_idx, a_idx]
+    P = problem.dense_p_hat()[s_idx, a_idx]
     d = problem.radius[s_idx, a_idx]
     ball, known = d > 0, d == 0
     average = problem.criterion == "average"

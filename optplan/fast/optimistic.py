@@ -1,20 +1,30 @@
 """Fast path of ``OptimisticPlanning``: extended value iteration (EVI) with the batched index
 kernels, then an exact finish (optimistic policy iteration: evaluate the optimistic policy on
-its optimistic kernel exactly, improve, repeat)."""
+its optimistic kernel exactly, improve, repeat).
+
+A sparse ``p_hat`` (CSR, rows ``s·A + a``) runs sparse throughout: the ball rows on their
+supports plus one state (:class:`_SparseBallRows`), ``p_hat . v`` as a sparse mat-vec, the
+optimistic kernel as a CSR matrix, and the finish's policy chain as a CSR row gather evaluated
+by :func:`~optplan.dp.evaluate_discounted` / :func:`~optplan.dp.evaluate_sparse_unichain`
+(dense up to :data:`~optplan.dp.SPARSE_DIRECT_MAX_STATES` states, where ``S x S`` is small)."""
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
 from ..dp import (
+    SPARSE_DIRECT_MAX_STATES,
     EvaluationError,
     evaluate_average,
     evaluate_discounted,
+    evaluate_sparse_unichain,
     greedy,
     masked,
     n_recurrent_classes,
+    sparse_recurrent_classes,
 )
 from ..result import MAX_ITER, MULTICHAIN, NUMERICAL_ERROR, OPTIMAL, OPTIMAL_INACCURATE, PlanResult
 from . import _kernels
@@ -131,23 +141,173 @@ class _BallRows:
         status[rest] = res.status
         return value, q, status
 
-    def _index(self, p, v, statuses):
+    def _index(self, p, v, statuses, d=None):
+        d = self.d if d is None else d
         if self.lean:  # the compiled KL rows, the numpy reference only on the rows it leaves
             n = p.shape[0]
             value, q, lam = np.empty(n), np.empty(p.shape), np.empty(n)
             handled = _kernels.kl_ball_rows(
-                p, v, self.d, 100, value, q, lam, np.empty(n, dtype=np.int64)
+                p, v, d, 100, value, q, lam, np.empty(n, dtype=np.int64)
             )
             if handled.all():
                 return value, q, (np.full(n, OPTIMAL, dtype="<U20") if statuses else None)
             rest = np.flatnonzero(~handled)
-            res = kl_ball_index(p[rest], v[rest], self.d[rest], validate=False, kernel="numpy")
+            res = kl_ball_index(p[rest], v[rest], d[rest], validate=False, kernel="numpy")
             value[rest], q[rest] = res.value, res.x
             status = np.full(n, OPTIMAL, dtype="<U20")
             status[rest] = res.status
             return value, q, status
-        res = self.index(p, v, self.d, validate=False)
+        res = self.index(p, v, d, validate=False)
         return res.value, res.x, res.status
+
+
+class _SparseBallRows(_BallRows):
+    """:class:`_BallRows` of a sparse ``p_hat`` (CSR, rows ``s·A + a``), built from its
+    ``indptr`` / ``indices`` without a dense row. The ball rows are grouped into blocks by
+    support size (widths up to a power of two), so a few wide rows (a uniform ``p_hat`` row)
+    do not pad every row to their width: a block whose width ``k`` has ``2 (k + 1) <= S`` is
+    compact (support columns padded with the row's last one, then the best zero-probability
+    state, found at each call among the ``k + 1`` best states of ``v``: one of them is outside
+    any support of ``k`` states); a wider block holds its rows dense (at most twice their
+    stored entries). ``q`` comes back as the entries ``(row, column, value)`` of a CSR kernel,
+    padding slots summed into their state."""
+
+    def __init__(self, problem):
+        P, d = problem.p_hat, problem.radius
+        S, A = problem.n_states, problem.n_actions
+        self.n_states, self.n_rows = S, S * A
+        self.ball = (d > 0) & problem.action_mask
+        self.all_ball = bool(self.ball.all())
+        self.index = l1_ball_index if problem.ball == "l1" else kl_ball_index
+        self.lean = problem.ball == "kl" and _kernels.AVAILABLE
+        self.compact = False  # no dense (n, S) rows: the blocks below instead
+        self.rows = np.flatnonzero(self.ball.reshape(-1))  # ascending: the order of P[ball]
+        self.d = d.reshape(-1)[self.rows]
+        self.state = self.rows // A
+        counts = np.diff(P.indptr)
+        # the other rows' entries, as they are in every kernel
+        other = np.repeat(~self.ball.reshape(-1), counts)
+        entry_row = np.repeat(np.arange(S * A), counts)
+        self.fixed = (entry_row[other], P.indices[other], P.data[other])
+        n_supp = counts[self.rows]
+        width = 2 ** np.ceil(np.log2(np.maximum(n_supp, 1))).astype(np.int64)
+        self.blocks = []
+        for w in np.unique(width):  # loop over support-size classes (at most log2 S + 1)
+            ids = np.flatnonzero(width == w)
+            k = int(n_supp[ids].max())
+            start, cnt = P.indptr[self.rows[ids]], n_supp[ids]
+            if 2 * (k + 1) <= S:
+                pos = start[:, None] + np.minimum(np.arange(k), cnt[:, None] - 1)
+                real = np.arange(k) < cnt[:, None]
+                cols = P.indices[pos]  # sorted within a row (canonical CSR), padded with the last
+                pc = np.column_stack([np.where(real, P.data[pos], 0.0), np.zeros(ids.size)])
+                keys = (np.arange(ids.size)[:, None] * S + cols).ravel()  # non-decreasing
+                self.blocks.append(_Block(ids, self.d[ids], k, cols, pc, keys))
+            else:
+                dense = P[self.rows[ids]].toarray()
+                self.blocks.append(_Block(ids, self.d[ids], k, None, dense, None))
+        self.top = max((b.k + 1 for b in self.blocks if b.cols is not None), default=0)
+
+    def _block_rows(self, block, v, order, shift=None):
+        """``(p, v, cols)`` of a block at ``v`` (``order``: the best states of ``v``, best
+        first); ``shift`` (per ball row): values taken at ``v - shift``."""
+        if block.cols is None:
+            vr = np.broadcast_to(v, block.p.shape)
+            if shift is not None:
+                vr = v[None, :] - shift[block.ids][:, None]
+            return block.p, vr, None
+        S = self.n_states
+        best = block.cols[:, 0].copy()  # stays only where v is NaN (the kernels say so)
+        pending = np.arange(block.ids.size)
+        for c in order[: block.k + 1]:  # loop over the k + 1 best states, not over rows
+            query = pending * S + c
+            pos = np.minimum(np.searchsorted(block.keys, query), block.keys.size - 1)
+            member = block.keys[pos] == query
+            best[pending[~member]] = c
+            pending = pending[member]
+            if not pending.size:
+                break
+        cols = np.column_stack([block.cols, best])
+        vr = v[cols]
+        if shift is not None:
+            vr = vr - shift[block.ids][:, None]
+        return block.p, vr, cols
+
+    def _each(self, v, statuses, with_q, shift=None, exact=False):
+        """Per block: ``(block, value, q, cols, status)`` at ``v``."""
+        order = _best_states(v, self.top) if self.top else None
+        for block in self.blocks:
+            p, vr, cols = self._block_rows(block, v, order, shift)
+            if exact:  # the batched index itself (the span certificate's call)
+                res = self.index(p, vr, block.d, validate=False)
+                yield block, res.value, None, cols, None
+                continue
+            value, q, status = self._index(p, vr, statuses or with_q, block.d)
+            yield block, value, q, cols, status
+
+    def values(self, v: np.ndarray, shift=None, exact: bool = False) -> np.ndarray:
+        value = np.empty(self.rows.size)
+        for block, val, _, _, _ in self._each(v, False, False, shift, exact):
+            value[block.ids] = val
+        return value
+
+    def __call__(self, v: np.ndarray, statuses: bool = True):
+        """``(value, kernel, status)``: the ball rows' values and statuses, and the whole
+        kernel (ball rows' ``q``, the other rows' ``p_hat``) as a CSR ``(S·A, S)`` matrix."""
+        import scipy.sparse as sp
+
+        value = np.empty(self.rows.size)
+        status = np.full(self.rows.size, OPTIMAL, dtype="<U20")
+        r, c, x = [self.fixed[0]], [self.fixed[1]], [self.fixed[2]]
+        for block, val, q, cols, st in self._each(v, True, True):
+            value[block.ids] = val
+            if st is not None:
+                status[block.ids] = st
+            rows = self.rows[block.ids]
+            if cols is None:  # dense rows: their nonzero entries
+                i, j = np.nonzero(q)
+                r.append(rows[i]), c.append(j), x.append(q[i, j])
+            else:
+                r.append(np.repeat(rows, cols.shape[1])), c.append(cols.ravel())
+                x.append(q.ravel())
+        kernel = sp.csr_matrix(
+            (np.concatenate(x), (np.concatenate(r), np.concatenate(c))),
+            shape=(self.n_rows, self.n_states),
+        )  # duplicates (padding slots) summed
+        kernel.eliminate_zeros()
+        return value, kernel, status
+
+
+class _Block(NamedTuple):
+    """Ball rows of one support-size class: positions ``ids`` among the ball rows, radii
+    ``d``, width ``k``; compact: support columns ``cols`` (``(n, k)``), probabilities ``p``
+    (``(n, k + 1)``, the last 0: the best zero-probability state's slot) and the sorted
+    ``row * S + column`` keys of ``cols``; dense: ``p`` of shape ``(n, S)``, ``cols`` None."""
+
+    ids: np.ndarray
+    d: np.ndarray
+    k: int
+    cols: np.ndarray | None
+    p: np.ndarray
+    keys: np.ndarray | None
+
+
+def _best_states(v: np.ndarray, m: int) -> np.ndarray:
+    """The ``m`` states of largest ``v``, best first, ties by index (the order of a stable
+    sort of ``-v``, so the first one off a support is the dense path's ``argmax`` over the
+    zero-probability states) in ``O(S)``: a partition, then a sort of the ``m`` alone."""
+    S = v.size
+    if m >= S:
+        return np.argsort(-v, kind="stable")
+    t = v[np.argpartition(-v, m - 1)[:m]].min()  # the m-th largest value
+    above = np.flatnonzero(v > t)  # fewer than m
+    above = above[np.argsort(-v[above], kind="stable")]
+    return np.concatenate([above, np.flatnonzero(v == t)[: m - above.size]])
+
+
+def ball_rows(problem) -> _BallRows:
+    """The problem's ball rows, for a dense or a sparse ``p_hat``."""
+    return _SparseBallRows(problem) if problem.sparse else _BallRows(problem)
 
 
 def optimistic_backup(
@@ -156,10 +316,20 @@ def optimistic_backup(
     """``sigma[s, a] = max_{q in B} q . v``, the maximizing kernel ``q*[s, a, :]`` and the
     kernels' statuses, over all pairs in one batched call (``rows``: the problem's
     precomputed ball pairs, built here when not given; ``statuses=False``: the statuses may be
-    None when every inner solve is known optimal, as in EVI's sweeps)."""
-    rows = _BallRows(problem) if rows is None else rows
+    None when every inner solve is known optimal, as in EVI's sweeps). A sparse ``p_hat``
+    gives the kernel as a CSR matrix of shape ``(S·A, S)`` (row ``s·A + a``)."""
+    rows = ball_rows(problem) if rows is None else rows
+    S, A = problem.n_states, problem.n_actions
+    if problem.sparse:
+        sigma = (problem.p_hat @ v).reshape(S, A)
+        if not rows.ball.any():
+            return sigma, problem.p_hat, np.full((S, A), OPTIMAL, dtype="<U20")
+        inner, kernel, kstat = rows(v, statuses)
+        sigma[rows.ball] = inner
+        status = np.full((S, A), OPTIMAL, dtype="<U20")
+        status[rows.ball] = kstat
+        return sigma, kernel, status
     P = problem.p_hat
-    S, A, _ = P.shape
     sigma = np.einsum("sat,t->sa", P, v)
     kernel = P.copy()
     if not rows.ball.any():
@@ -176,6 +346,11 @@ def optimistic_values(problem, v: np.ndarray, rows: _BallRows) -> np.ndarray:
     """``sigma[s, a] = max_{q in B} q . v`` alone (EVI's sweeps): the plain ``p_hat . v`` only
     on the pairs without a ball."""
     P = problem.p_hat
+    if problem.sparse:
+        sigma = (P @ v).reshape(rows.ball.shape)
+        if rows.ball.any():
+            sigma[rows.ball] = rows.values(v)
+        return sigma
     if not rows.ball.any():
         return np.einsum("sat,t->sa", P, v)
     sigma = np.empty(rows.ball.shape)
@@ -250,7 +425,7 @@ def _evi_and_finish(problem, c, tol, max_iter, why=""):
     average = problem.criterion == "average"
     gamma = 1.0 if average else problem.discount
     scale = 1.0 + float(np.abs(np.where(mask, c, 0.0)).max())
-    rows = _BallRows(problem)
+    rows = ball_rows(problem)
     evi = dict(u=np.zeros(S), sweeps=0, gap=np.inf, why=why)
     targets = [tol] if tol >= COARSE_TOL else [COARSE_TOL, tol]
     for target in targets:
@@ -287,14 +462,23 @@ def span_residual(problem, h: np.ndarray, rows: _BallRows | None = None) -> floa
     at ``h - h(s)`` (both balls' maxima shift with ``v``): a bias of ``1e11`` (a state
     escaping with probability ``1e-12``) then costs no ``eps * 1e11`` of round-off in ``q . h
     - h(s)``, and the span is the certificate's, not the rounding's."""
-    rows = _BallRows(problem) if rows is None else rows
-    P, mask = problem.p_hat, problem.action_mask
-    S, A, _ = P.shape
-    own = np.broadcast_to(h[:, None], (S, A))
-    sigma = np.einsum("sat,sat->sa", P, h[None, None, :] - own[..., None])
-    if rows.ball.any():
-        shifted = h[None, :] - own[rows.ball][:, None]
-        sigma[rows.ball] = rows.index(rows.p, shifted, rows.d, validate=False).value
+    rows = ball_rows(problem) if rows is None else rows
+    mask = problem.action_mask
+    S, A = problem.n_states, problem.n_actions
+    if problem.sparse:
+        P = problem.p_hat
+        entry_row = np.repeat(np.arange(S * A), np.diff(P.indptr))
+        terms = P.data * (h[P.indices] - h[entry_row // A])
+        sigma = np.bincount(entry_row, weights=terms, minlength=S * A).reshape(S, A)
+        if rows.ball.any():
+            sigma[rows.ball] = rows.values(h, shift=h[rows.state], exact=True)
+    else:
+        P = problem.p_hat
+        own = np.broadcast_to(h[:, None], (S, A))
+        sigma = np.einsum("sat,sat->sa", P, h[None, None, :] - own[..., None])
+        if rows.ball.any():
+            shifted = h[None, :] - own[rows.ball][:, None]
+            sigma[rows.ball] = rows.index(rows.p, shifted, rows.d, validate=False).value
     c = problem.r_hat + problem.reward_radius
     return float(np.ptp(masked(c + sigma, mask).max(axis=1)))
 
@@ -358,16 +542,13 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
     u = evi["u"]
     fields = _fields(problem, float(np.mean(u)) if not average else np.nan, u, Q, kernel)
     for step_no in range(1, FINISH_STEPS + 1):
-        K = kernel[idx, policy]
-        if average:
-            if n_recurrent_classes(K) > 1:
-                return None
-            try:
-                g, v = evaluate_average(K, c[idx, policy])
-            except EvaluationError as exc:
-                return NUMERICAL_ERROR, str(exc), fields, sweeps
-        else:
-            g, v = np.nan, evaluate_discounted(K, c[idx, policy], gamma)
+        try:
+            evaluated = _evaluate(problem, kernel, policy, c[idx, policy], gamma, scale)
+        except EvaluationError as exc:
+            return NUMERICAL_ERROR, str(exc), fields, sweeps
+        if evaluated is None:
+            return None
+        g, v = evaluated
         sigma, kernel, kstat = optimistic_backup(problem, v, rows)
         Q = masked(c + gamma * sigma, mask)
         fields = _fields(problem, g, v, Q, kernel)
@@ -385,6 +566,34 @@ def _finish(problem, rows, c, gamma, scale, converged, evi):
         policy = greedy(Q, policy, 1e-14)
     evi["finish"] = (fields, residual, note)
     return None
+
+
+def _evaluate(problem, kernel, policy, r_pi, gamma, scale):
+    """``(gain, values)`` of ``policy`` on its optimistic ``kernel`` (gain NaN when
+    discounted), or None when its chain has several recurrent classes (average reward). A
+    sparse kernel's chain is a CSR row gather, evaluated sparse above
+    :data:`~optplan.dp.SPARSE_DIRECT_MAX_STATES` states (up to it, dense: ``S x S`` is
+    small, and the evaluation is the dense kernel's)."""
+    S, A = problem.n_states, problem.n_actions
+    idx = np.arange(S)
+    if problem.sparse:
+        K = kernel[idx * A + policy]
+        if S <= SPARSE_DIRECT_MAX_STATES:
+            K = K.toarray()
+        elif problem.criterion == "average":
+            if sparse_recurrent_classes(K) > 1:
+                return None
+            ev = evaluate_sparse_unichain(K, r_pi, 1e-13 * scale)
+            return ev.gain, ev.bias - ev.bias[0]  # h[0] = 0, as the dense evaluation's
+        else:
+            return np.nan, evaluate_discounted(K, r_pi, gamma)
+    else:
+        K = kernel[idx, policy]
+    if problem.criterion == "average":
+        if n_recurrent_classes(K) > 1:
+            return None
+        return evaluate_average(K, r_pi)
+    return np.nan, evaluate_discounted(K, r_pi, gamma)
 
 
 def _multichain_estimate(problem, rows, converged, evi):
