@@ -215,3 +215,17 @@ def test_pinsker_kl_ball_inside_the_l1_ball():
         kl_val = op.kl_ball_index(p, v, d).value
         l1_val = op.l1_ball_index(p, v, np.sqrt(2 * d)).value
         assert np.all(kl_val <= l1_val + 1e-12 * (1 + np.abs(l1_val)))
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+@pytest.mark.parametrize("level", [0.0, 3.0])
+def test_constant_v_on_a_row_summing_to_one_minus_round_off(kernel, level):
+    """v constant on a full support whose row sums to 1 - 3e-15 (a Dirichlet draw's
+    round-off): the closed form ``q = p``, value ``v``, not a root search on ``delta = 0``."""
+    p = np.full(250, 1.0 / 250)
+    p[0] -= 3e-15
+    assert p.sum() < 1.0 - 1e-15
+    res = op.kl_ball_index(p, np.full(250, level), 1.0, kernel=kernel)
+    assert res.status == OPTIMAL
+    assert res.value == pytest.approx(level, abs=1e-15)
+    np.testing.assert_allclose(res.x, p, rtol=0, atol=1e-15)

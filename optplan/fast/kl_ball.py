@@ -155,7 +155,10 @@ def _support(p, v):
         V_I = np.where(supp, v, -np.inf).max(axis=1)
         delta = np.where(supp, V_I[:, None] - v, 0.0)
     P_top = (p * (delta == 0.0)).sum(axis=1)
-    return supp, V, V_I, delta, P_top, P_top >= 1.0 - 1e-15
+    # constant: no supported state below V_I (the row may sum to 1 - 1e-15), or all but a
+    # mass below the double's resolution
+    constant = (P_top >= 1.0 - 1e-15) | ~(delta > 0.0).any(axis=1)
+    return supp, V, V_I, delta, P_top, constant
 
 
 def _closed_form_rows(p, v, d, outputs, supp, V, V_I, P_top, constant) -> None:

@@ -168,7 +168,9 @@ def _kl_row(p, v, d, max_iter, q, ps, delta, ell, w, u):  # pragma: no cover - n
             mean_delta += px * dx
             sq += px * dx * dx
     gap = V - V_I
-    if P_top >= 1.0 - 1e-15:  # v constant on the support: closed form
+    # v constant on the support (no supported state below V_I; or all but a mass below the
+    # double's resolution, which a row summing to 1 - 1e-15 may leave): closed form
+    if P_top >= 1.0 - 1e-15 or d_min == math.inf:
         keep = math.exp(-d) if V > V_I else 1.0
         for x in range(S):
             q[x] = keep * p[x]
