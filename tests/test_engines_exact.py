@@ -114,12 +114,16 @@ def test_posterior_agents_equal_python_loop(agent_name, env_name, seed, update_e
 
 def test_engine_is_taken_and_tracks_policies():
     """DeepSea-chain is discounted: UCRL2 and PSRL (policy agents) have their policies tracked
-    by both loops, and engine="auto" picks the planning engine."""
+    by both loops, and engine="auto" picks the planning engine (UCRL2) and continuing PSRL's
+    whole-run engine (PSRL)."""
     env = make_env("deepsea-chain-6")
-    for name, params in (("ucrl2", {}), ("psrl-continuing", {"update_every": 7})):
+    for name, params, engine in (
+        ("ucrl2", {}, "planning agents"),
+        ("psrl-continuing", {"update_every": 7}, "continuing PSRL"),
+    ):
         agent = make_agent(name, env, **params)
         chosen = engines.select("auto", agent, env, None, True)
-        assert chosen is not None and chosen.name == "planning agents"
+        assert chosen is not None and chosen.name == engine
     ref, got = both("psrl-continuing", "deepsea-chain-6", 300, 1, update_every=7)
     assert ref[0].occupancy_regret is not None
     np.testing.assert_array_equal(got[0].occupancy_regret, ref[0].occupancy_regret)

@@ -31,6 +31,7 @@ from .._checks import OptplanError, as_array, check_int, check_positive
 from .._params import Component, Param
 from ..dp import backward_induction, masked
 from ..posteriors import DRAFT_REWARD_PRIOR, Dirichlet, NormalGamma
+from . import _psrl_kernels as K
 from ._env import continuing_shape, env_model
 from ._posterior_agent import (
     DRAFT_GAMMA,
@@ -126,10 +127,6 @@ class ContinuingPSRL(PosteriorAgent):
     _average_ok = True
     policy_version = 0
 
-    def reset(self, rng: np.random.Generator) -> None:
-        self.policy_version = 0
-        super().reset(rng)
-
     def current_policy(self) -> np.ndarray:
         """The greedy policy of the last sampled model, one-hot ``(S, A)``."""
         return one_hot_policy(self.policy, self.n_actions)
@@ -140,7 +137,45 @@ class ContinuingPSRL(PosteriorAgent):
         mu, _ = self.rewards.sample(self.rng)
         return P, mu
 
+    def reset(self, rng: np.random.Generator) -> None:
+        self.policy_version = 0
+        self._work = self._compiled_work()
+        super().reset(rng)
+
+    def _compiled_work(self):
+        """The compiled plan's arrays (:mod:`optplan.agents._psrl_kernels`), or ``None`` where
+        the plan runs in NumPy (no numba, ``MAX_STATES`` states or more, or numba's draws or
+        BLAS / LAPACK routes differ from NumPy's on this installation)."""
+        if not (K.AVAILABLE and self.n_states < K.MAX_STATES and K.self_check()):
+            return None
+        return K.Work(self.n_states, self.n_actions)
+
     def plan(self) -> None:
+        """Draw ``(P, mu)``, plan ``R = sum_s' P mu`` by policy iteration warm-started from
+        the last policy: one compiled call (:func:`optplan.agents._psrl_kernels.plan`, the
+        compiled run's own) where it applies, else :meth:`_plan_numpy`."""
+        work = getattr(self, "_work", None)
+        if work is None:
+            self._plan_numpy()
+            return
+        policy = np.array(self.policy, dtype=np.int64)
+        t, r = self.transitions, self.rewards
+        arrays = (t.alpha, r.mu0, r.lam, r.alpha, r.beta)
+        status, iterations, classes, _ = K.plan(
+            self.rng, *(np.array(x) for x in arrays), self.action_mask, self.discount,
+            policy, self._planned, work,
+        )  # fmt: skip
+        if status != K.OK:
+            raise RuntimeError(plan_failure(status, iterations, classes))
+        self.model = (work.P.copy(), work.mu.copy())
+        if not (self._planned and np.array_equal(policy, self.policy)):
+            self.policy_version += 1
+        self.policy = policy
+        self.q = masked(work.q, self.action_mask)
+
+    def _plan_numpy(self) -> None:
+        """:meth:`plan` in NumPy: :meth:`sample_model`, ``np.einsum`` and
+        :func:`optplan.dp.policy_iteration` (the path without numba)."""
         P, mu = self.sample_model()
         self.model = (P, mu)
         out = self._optimal(P, np.einsum("ijk,ijk->ij", P, mu), "sampled model")
@@ -158,6 +193,26 @@ class ContinuingPSRL(PosteriorAgent):
             f"ContinuingPSRL(S={self.n_states}, A={self.n_actions}, {crit}, "
             f"update_every={self.update_every})"
         )
+
+
+def plan_failure(status: int, iterations: int, classes: int) -> str:
+    """The error of a compiled plan that did not end ``optimal``, worded as
+    :meth:`PosteriorAgent._optimal <optplan.agents._posterior_agent.PosteriorAgent._optimal>`
+    words the NumPy plan's."""
+    if status == K.MULTICHAIN:
+        what = (
+            f"'multichain': policy iteration met a policy with {classes} recurrent classes at "
+            f"iteration {iterations}"
+        )
+    elif status == K.MAX_ITER:
+        what = f"'max_iter': policy iteration did not stop in {iterations} iterations"
+    else:
+        what = (
+            f"'numerical_error': policy iteration, iteration {iterations}: the policy's values "
+            "cannot be computed in double precision (the linear system is singular or its "
+            "solution overflows)"
+        )
+    return f"policy iteration on the sampled model ended {what}"
 
 
 class OptimisticPSRL:

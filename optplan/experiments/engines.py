@@ -12,7 +12,9 @@ Two tables, each of engines that say for themselves what they cover:
   oracle, env_seed, steps)`` (the oracle run's rewards, or ``None`` for the generic one).
   The index agents' compiled run is one (:mod:`.index_compiled`); the planning agents'
   (UCRL2, KL-UCRL, the continuing posterior agents: compiled steps between plans, the
-  agent's own plans) another (:mod:`.planning_compiled`).
+  agent's own plans) another (:mod:`.planning_compiled`); continuing PSRL's whole run (steps,
+  batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
+  (:mod:`.psrl_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -69,6 +71,12 @@ def _index_compiled():
     return index_compiled
 
 
+def _psrl_compiled():
+    from . import psrl_compiled
+
+    return psrl_compiled
+
+
 def _planning_compiled():
     from . import planning_compiled
 
@@ -78,6 +86,7 @@ def _planning_compiled():
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("index agents", _index_compiled),
+    RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("planning agents", _planning_compiled),
 )
 

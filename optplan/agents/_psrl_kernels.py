@@ -1,0 +1,317 @@
+r"""The compiled plan of :class:`~optplan.agents.ContinuingPSRL` (optional: needs ``numba``).
+
+A plan of continuing PSRL is a draw of the model from the posterior and Howard policy
+iteration on it: with ``update_every = 1`` that is every step, and in NumPy it is some sixty
+array calls on arrays of a few dozen entries (about 100 us on RiverSwim-6, most of it call
+overhead). :func:`plan` does it in one compiled call. The agent's own ``plan()`` calls it,
+and so does the compiled run of :mod:`optplan.experiments.psrl_compiled` (steps, batch updates
+and plans in one loop): the two give the same bits by construction. Against the NumPy plan
+(:meth:`ContinuingPSRL._plan_numpy <optplan.agents.ContinuingPSRL._plan_numpy>`, the path
+without numba) it draws the same numbers and leaves the generator in the same state, and its
+policy iteration is the same operations:
+
+- draws: ``Generator.standard_gamma`` (the Dirichlet), ``Generator.gamma`` and
+  ``standard_normal`` (the Normal-Gamma) on the agent's generator, entry by entry in C order,
+  all the Dirichlet's gammas first, then all the precisions, then all the normals, as
+  :meth:`Dirichlet.sample <optplan.posteriors.Dirichlet.sample>` and
+  :meth:`NormalGamma.sample <optplan.posteriors.NormalGamma.sample>`; numba implements them
+  with NumPy's algorithms on the same bit generator (:func:`self_check`); the Dirichlet's
+  row totals as NumPy's pairwise sum;
+- the sampled reward ``R[s, a] = sum_s' P mu`` summed in order (``np.einsum`` may group
+  the terms otherwise: ``R`` and ``q`` may differ from the NumPy plan's in the last bits;
+  ``tests/test_psrl_compiled.py`` compares the two);
+- policy iteration: :func:`optplan.dp.policy_iteration`'s steps (start policy, evaluation,
+  backup ``q = (P v) gamma + R`` by BLAS ``dgemv``, greedy improvement keeping the incumbent
+  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv``
+  (:func:`optplan.fast._agent_kernels._gesv`: ``I - gamma P_pi``, or the bordered unichain
+  system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
+  of each average-reward policy counted as :func:`optplan.dp.n_recurrent_classes` does.
+
+It covers fewer than :data:`optplan.dp.ITERATIVE_MIN_STATES` states (where the NumPy average
+evaluation factorizes); larger models plan in NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _jit
+from ..fast import _agent_kernels as _ak
+from ..fast._agent_kernels import _copy, _gesv, _matvec, _pw_sum
+
+__all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan", "self_check",
+           "Work", "MAX_STATES"]  # fmt: skip
+
+#: numba is installed (the ``jit`` extra).
+AVAILABLE = _jit.AVAILABLE
+#: Plan outcomes: optimal; an average-reward policy with several recurrent classes; no stop
+#: in ``max_iter`` iterations; an evaluation that is singular or not finite.
+OK, MULTICHAIN, MAX_ITER, NUMERICAL = 0, 1, 2, 3
+#: :func:`optplan.dp.greedy`'s tie tolerance in policy iteration.
+GREEDY_TOL = 1e-12
+#: The compiled plan covers models with fewer states (the NumPy average evaluation iterates
+#: from :data:`optplan.dp.ITERATIVE_MIN_STATES` on).
+MAX_STATES = 200
+
+_JIT = _jit.Jit(
+    "the compiled PSRL plan", uses=(_ak._JIT,), cache=True, nogil=True, error_model="numpy"
+)
+
+
+@_JIT
+def _sample(rng, dalpha, mu0, lam, nalpha, nbeta, P, mu):  # pragma: no cover - compiled by numba
+    """``P ~ Dirichlet(dalpha)`` (rows: last axis) and ``mu ~ NG(mu0, lam, nalpha, nbeta)``
+    into ``P`` and ``mu``, each ``(S, A, S)``: the draws of ``Dirichlet.sample`` then
+    ``NormalGamma.sample`` (``mu`` holds the precisions until the normals)."""
+    S, A, K = P.shape
+    for s in range(S):
+        for a in range(A):
+            for k in range(K):
+                P[s, a, k] = rng.standard_gamma(dalpha[s, a, k])
+    for s in range(S):
+        for a in range(A):
+            total = 0.0 + _pw_sum(P[s, a], 0, K)
+            if total > 0:
+                for k in range(K):
+                    P[s, a, k] = P[s, a, k] / total
+            else:
+                for k in range(K):
+                    P[s, a, k] = 1.0 / K
+    for s in range(S):
+        for a in range(A):
+            for k in range(K):
+                mu[s, a, k] = rng.gamma(nalpha[s, a, k], 1.0 / nbeta[s, a, k])
+    for s in range(S):
+        for a in range(A):
+            for k in range(K):
+                z = rng.standard_normal()
+                mu[s, a, k] = mu0[s, a, k] + z / math.sqrt(lam[s, a, k] * mu[s, a, k])
+
+
+@_JIT
+def _n_classes(P, policy, reach, stack):  # pragma: no cover - compiled by numba
+    """Recurrent classes of the chain ``P[s, policy[s]]``: 1 when some state is entered from
+    every state (:func:`optplan.dp.n_recurrent_classes`' shortcut), else counted from the
+    reachability (a state is recurrent iff every state it reaches reaches it back)."""
+    S = P.shape[0]
+    for j in range(S):
+        every = True
+        for i in range(S):
+            if not P[i, policy[i], j] > 0:
+                every = False
+                break
+        if every:
+            return 1
+    for i in range(S):  # reach[i, j]: j reachable from i (depth-first search)
+        for j in range(S):
+            reach[i, j] = i == j
+        top = 1
+        stack[0] = i
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            for j in range(S):
+                if P[u, policy[u], j] > 0 and not reach[i, j]:
+                    reach[i, j] = True
+                    stack[top] = j
+                    top += 1
+    count = 0
+    for i in range(S):
+        recurrent = True
+        first = True  # i is the smallest state of its class
+        for j in range(S):
+            if reach[i, j] and not reach[j, i]:
+                recurrent = False
+                break
+            if j < i and reach[i, j] and reach[j, i]:
+                first = False
+        if recurrent and first:
+            count += 1
+    return count
+
+
+@_JIT
+def _improve(q, R, mask, policy, new, discount):  # pragma: no cover - compiled by numba
+    """``q = (P v) discount + R`` (no product for average reward, ``discount = 1``) from
+    ``q = P v``, then :func:`optplan.dp.greedy` of the masked ``q`` keeping ``policy`` within
+    ``1e-12`` (relative) into ``new``; returns how many states changed."""
+    S, A = R.shape
+    changed = 0
+    for s in range(S):
+        best = -1
+        top = 0.0
+        for a in range(A):
+            if discount != 1.0:
+                q[s, a] *= discount
+            q[s, a] += R[s, a]
+            val = q[s, a] if mask[s, a] else -math.inf
+            if best >= 0 and math.isnan(top):
+                continue
+            if best < 0 or math.isnan(val) or val > top:
+                best, top = a, val
+        p = policy[s]
+        incumbent = q[s, p] if mask[s, p] else -math.inf
+        if incumbent >= top - GREEDY_TOL * abs(top):
+            new[s] = p
+        else:
+            new[s] = best
+            changed += 1
+    return changed
+
+
+@_JIT
+def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, b, row, new,
+                      reach, stack, max_iter):  # fmt: skip  # pragma: no cover - compiled
+    """:func:`optplan.dp.policy_iteration` on the dense ``(P, R)`` from ``policy`` (updated in
+    place; the caller chose the start policy). Returns ``(status, iterations, classes,
+    gain)``; ``values`` and ``q`` belong to the last evaluated policy."""
+    S, A = R.shape
+    flat = P.reshape(S * A, S)
+    qv = q.reshape(S * A)
+    gain = math.nan
+    n_eq = S + 1 if average else S
+    M = M_flat[: n_eq * n_eq].reshape((n_eq, n_eq))
+    ipiv = np.empty(n_eq, dtype=_ak._F_INT)
+    for it in range(1, max_iter + 1):
+        if average:
+            n = _n_classes(P, policy, reach, stack)
+            if n > 1:
+                return MULTICHAIN, it, n, gain
+            for i in range(S + 1):  # the bordered system, transposed (LAPACK's order)
+                for j in range(S + 1):
+                    M[i, j] = 0.0
+            for i in range(S):
+                a = policy[i]
+                for j in range(S):
+                    row[j] = -P[i, a, j]
+                    M[j, i] = row[j]
+                row[i] = 0.0
+                M[i, i] = -(0.0 + _pw_sum(row, 0, S))
+                M[S, i] = 1.0
+                b[i] = R[i, a]
+            M[0, S] = 1.0
+            b[S] = 0.0
+        else:
+            for i in range(S):  # I - discount P_pi, transposed
+                a = policy[i]
+                for j in range(S):
+                    M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
+                b[i] = R[i, a]
+        info = _ak._xgesv(100, n_eq, 1, M.ctypes, n_eq, ipiv.ctypes, b.ctypes, n_eq)
+        if info != 0:
+            return NUMERICAL, it, 1, gain
+        for i in range(n_eq):
+            if not math.isfinite(b[i]):
+                return NUMERICAL, it, 1, gain
+        for i in range(S):
+            values[i] = b[i]
+        if average:
+            gain = b[S]
+        _matvec(flat, values, qv)
+        if _improve(q, R, mask, policy, new, 1.0 if average else discount) == 0:
+            return OK, it, 1, gain
+        _copy(policy, new)
+    return MAX_ITER, max_iter, 1, gain
+
+
+@_JIT
+def _plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, average, policy, warm, P, mu,
+          R, q, values, M, b, row, new, reach, stack, max_iter):  # fmt: skip  # pragma: no cover
+    """One plan: draw ``(P, mu)``, ``R = sum_s' P mu``, policy iteration from ``policy``
+    (``warm``: the last plan's; else, or when it takes an inadmissible action, greedy in
+    ``R``). ``policy`` becomes the new policy. Returns ``(status, iterations, classes,
+    gain)``."""
+    _sample(rng, dalpha, mu0, lam, nalpha, nbeta, P, mu)
+    S, A, K = P.shape
+    for s in range(S):
+        for a in range(A):
+            total = 0.0
+            for k in range(K):
+                total += P[s, a, k] * mu[s, a, k]
+            R[s, a] = total
+    keep = warm
+    for s in range(S):
+        if not mask[s, policy[s]]:
+            keep = False
+    if not keep:
+        for s in range(S):
+            best = -1
+            top = 0.0
+            for a in range(A):
+                val = R[s, a] if mask[s, a] else -math.inf
+                if best >= 0 and math.isnan(top):
+                    continue
+                if best < 0 or math.isnan(val) or val > top:
+                    best, top = a, val
+            policy[s] = best
+    return _policy_iteration(P, R, mask, discount, average, policy, q, values, M, b, row, new,
+                             reach, stack, max_iter)  # fmt: skip
+
+
+class Work:
+    """The arrays one agent's plans write (its sampled model, ``R``, ``q``, values) and the
+    scratch of the solves, allocated once per agent: ``S`` states, ``A`` actions."""
+
+    def __init__(self, S: int, A: int):
+        self.P, self.mu = np.empty((S, A, S)), np.empty((S, A, S))
+        self.R, self.q, self.values = np.empty((S, A)), np.empty((S, A)), np.empty(S)
+        self.M, self.b, self.row = np.empty((S + 1) ** 2), np.empty(S + 1), np.empty(S)
+        self.new = np.empty(S, np.int64)
+        self.reach, self.stack = np.empty((S, S), np.bool_), np.empty(S, np.int64)
+
+    def args(self) -> tuple:
+        """The arrays in :func:`_plan`'s order after ``warm``."""
+        return (self.P, self.mu, self.R, self.q, self.values, self.M, self.b, self.row,
+                self.new, self.reach, self.stack)  # fmt: skip
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
+
+
+def plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, policy, warm: bool, work: Work,
+         max_iter: int = 1_000):  # fmt: skip
+    """:func:`_plan`, compiled: ``discount`` ``None`` for average reward; ``policy`` (int64,
+    C order) is updated in place; the model, ``R``, ``q`` and values land in ``work``."""
+    average = discount is None
+    return _compiled()["_plan"](
+        rng, dalpha, mu0, lam, nalpha, nbeta, mask, 1.0 if average else float(discount),
+        average, policy, bool(warm), *work.args(), int(max_iter),
+    )  # fmt: skip
+
+
+@_JIT
+def _draws(rng, a, out):  # pragma: no cover - compiled by numba
+    """``standard_gamma(a[i])``, ``gamma(a[i], 2)`` and ``standard_normal()`` in turn."""
+    for i in range(a.shape[0]):
+        out[3 * i] = rng.standard_gamma(a[i])
+        out[3 * i + 1] = rng.gamma(a[i], 2.0)
+        out[3 * i + 2] = rng.standard_normal()
+
+
+_CHECK: list = []
+
+
+def self_check(n: int = 2000, seed: int = 2024) -> bool:
+    """Whether numba's ``standard_gamma``, ``gamma`` and ``standard_normal`` give NumPy's
+    numbers and leave NumPy's state (shape parameters below and above 1), and the BLAS and
+    LAPACK routes of :func:`optplan.fast._agent_kernels.self_check` agree with NumPy's, on
+    this installation (checked once per process)."""
+    if _CHECK:
+        return _CHECK[0]
+    ok = AVAILABLE and _ak.self_check()
+    if ok:
+        shapes = np.random.default_rng(seed).choice([0.05, 0.5, 1.0, 1.5, 3.0, 40.0], n)
+        ref, got = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = np.empty(3 * n)
+        for i in range(n):
+            want[3 * i] = ref.standard_gamma(shapes[i])
+            want[3 * i + 1] = ref.gamma(shapes[i], 2.0)
+            want[3 * i + 2] = ref.standard_normal()
+        out = np.empty(3 * n)
+        _compiled()["_draws"](got, shapes, out)
+        ok = np.array_equal(out, want) and got.bit_generator.state == ref.bit_generator.state
+    _CHECK.append(bool(ok))
+    return _CHECK[0]
