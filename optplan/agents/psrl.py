@@ -11,7 +11,9 @@ r"""Posterior sampling (PSRL): the episodic agent of the k-learning study on lay
   batch, ``R[s, a] = sum_s' P mu``, its optimal policy by Howard policy iteration
   (:func:`optplan.dp.policy_iteration`, warm-started from the last policy), discounted at
   ``gamma = 0.9`` (the draft) or for average reward (``discount=None``); greedy until the next
-  update. Registered ``psrl-continuing``.
+  update. With numba a plan is one compiled call (:mod:`optplan.agents._psrl_kernels`: the
+  same draws, the same policy iteration), which the compiled run
+  (:mod:`optplan.experiments.psrl_compiled`) calls too. Registered ``psrl-continuing``.
 - :class:`OptimisticPSRL` (Agrawal & Jia, NeurIPS 2017): average reward, doubling epochs,
   ``psi`` Dirichlet samples per pair and extended value iteration that takes, per pair, the
   most optimistic sample. Registered ``optimistic-psrl``.
