@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_engines_exact import ENVIRONMENTS, assert_same_left, assert_same_trace, make_env
 
 from optplan.agents import ContinuingPSRL
 from optplan.agents import _psrl_kernels as K
@@ -23,8 +24,6 @@ from optplan.experiments import engines, psrl_compiled, run
 from optplan.experiments.run import _loop
 from optplan.experiments.trace import Record
 from optplan.posteriors import Dirichlet, NormalGamma
-
-from test_engines_exact import ENVIRONMENTS, assert_same_left, assert_same_trace, make_env
 
 pytestmark = pytest.mark.skipif(not K.AVAILABLE, reason="numba not installed")
 
@@ -144,8 +143,8 @@ def both(env_name, steps, seed, track=False, **params):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize(
-    "seed,update_every,planning", [(0, 1, "discounted"), (3, 1, "average"), (7, 3, "average"),
-                                   (9, 5, "discounted")]  # fmt: skip
+    "seed,update_every,planning",
+    [(0, 1, "discounted"), (3, 1, "average"), (7, 3, "average"), (9, 5, "discounted")],  # fmt: skip
 )
 def test_compiled_run_equals_python_loop(env_name, seed, update_every, planning):
     env = make_env(env_name)

@@ -22,8 +22,8 @@ policy iteration is the same operations:
   ``tests/test_psrl_compiled.py`` compares the two);
 - policy iteration: :func:`optplan.dp.policy_iteration`'s steps (start policy, evaluation,
   backup ``q = (P v) gamma + R`` by BLAS ``dgemv``, greedy improvement keeping the incumbent
-  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv``
-  (:func:`optplan.fast._agent_kernels._gesv`: ``I - gamma P_pi``, or the bordered unichain
+  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv`` (numba's binding, as
+  :func:`optplan.fast._agent_kernels._gesv` calls it: ``I - gamma P_pi``, or the bordered unichain
   system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
   of each average-reward policy counted as :func:`optplan.dp.n_recurrent_classes` does.
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import _jit
 from ..fast import _agent_kernels as _ak
-from ..fast._agent_kernels import _copy, _gesv, _matvec, _pw_sum
+from ..fast._agent_kernels import _copy, _matvec, _pw_sum
 
 __all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan", "self_check",
            "Work", "MAX_STATES"]  # fmt: skip

@@ -46,9 +46,7 @@ CHUNK = 8192
 
 DONE, INADMISSIBLE, FAILED = 0, 1, 2
 
-_JIT = _jit.Jit(
-    "the compiled PSRL run", uses=(K._JIT, SK._JIT), cache=True, error_model="numpy"
-)
+_JIT = _jit.Jit("the compiled PSRL run", uses=(K._JIT, SK._JIT), cache=True, error_model="numpy")
 
 
 @_JIT
