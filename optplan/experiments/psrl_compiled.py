@@ -145,7 +145,10 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
     """Why :func:`compiled_loop` does not apply to this run, or ``None`` when it does."""
     if type(agent) is not ContinuingPSRL:
-        return f"{type(agent).__name__} is not ContinuingPSRL (subclasses take the generic loop)"
+        return (
+            f"{type(agent).__name__} is not one of ContinuingPSRL (subclasses take the generic "
+            "loop)"
+        )
     if agent.n_states >= K.MAX_STATES:
         return f"{agent.n_states} states: continuing PSRL plans in NumPy from {K.MAX_STATES} on"
     reason = _env_reason(env)
