@@ -62,8 +62,24 @@ def policy_model(P, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.n
     S, A = R.shape
     idx = np.arange(S)
     if P.ndim == 2:
-        return P[idx * A + policy], R[idx, policy]
+        rows = idx * A + policy
+        if getattr(P, "format", None) == "csr":
+            return _gather_rows(P, rows), R[idx, policy]
+        return P[rows], R[idx, policy]
     return P[idx, policy], R[idx, policy]
+
+
+def _gather_rows(P, rows: np.ndarray):
+    """``P[rows]`` for a CSR ``P`` by index arithmetic (scipy's fancy row indexing costs
+    ~0.3 ms of overhead at any size: most of a small model's policy evaluation)."""
+    start = P.indptr[rows]
+    counts = P.indptr[rows + 1] - start
+    indptr = np.zeros(rows.size + 1, dtype=P.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    src = np.repeat(start - indptr[:-1], counts) + np.arange(indptr[-1], dtype=start.dtype)
+    out = type(P)((P.data[src], P.indices[src], indptr), shape=(rows.size, P.shape[1]))
+    out.has_sorted_indices = P.has_sorted_indices
+    return out
 
 
 def start_policy(R: np.ndarray, mask: np.ndarray, policy: np.ndarray | None) -> np.ndarray:

@@ -19,6 +19,7 @@ from .._jit import Jit
 from ..mdp import is_sparse
 from ..result import MAX_ITER, NUMERICAL_ERROR, OPTIMAL
 from ._common import EvaluationError, backup, greedy, masked, policy_model, start_policy
+from ._sweeps import sweeps as compiled_sweeps
 
 #: From this many states a dense model's policy iteration (in the discounted fast path)
 #: evaluates each policy iteratively, warm-started, instead of factorizing
@@ -27,10 +28,11 @@ from ._common import EvaluationError, backup, greedy, masked, policy_model, star
 #: against 0.65 ms at S = 100, 0.75 ms against 1.40 ms at S = 150; 0.47 against 0.45 ms at
 #: S = 80).
 DENSE_ITERATIVE_MIN_STATES = 100
-#: Up to this many states a sparse model's policies are evaluated by a sparse LU (SuperLU);
-#: above it iteratively (a factorization only for a slowly mixing chain): a random chain's LU
-#: fills in (random models with 10 successors, A = 4: 113 ms by LU against 1.6 ms
-#: iteratively at S = 1,000; Taxi, S = 501: 1.56 against 1.36 ms).
+#: Up to this many states a sparse model's policies are evaluated by a dense LU of the
+#: (densified, at most 80 KB) chain; above it iteratively (a factorization only for a
+#: slowly mixing chain): a random chain's sparse LU fills in (random models with 10
+#: successors, A = 4: 113 ms by LU against 1.6 ms iteratively at S = 1,000; Taxi, S = 501:
+#: 1.56 against 1.36 ms).
 SPARSE_DIRECT_MAX_STATES = 100
 #: Restart length and the largest number of restarts of one GMRES evaluation.
 GMRES_RESTART = 30
@@ -50,6 +52,29 @@ FIXED_POINT_SLOW = 0.9
 #: First evaluation of the inexact policy iteration: residual ``LOOSE_EVAL`` times the reward
 #: scale; later ones a tenth of the last Bellman residual, down to what the certificate needs.
 LOOSE_EVAL = 1e-3
+#: Gauss-Seidel (compiled, :mod:`optplan.dp._sweeps`) in the flow order of the chain
+#: (each state after its most likely successor; the transpose's in the reverse order) where
+#: the fixed point mixes slowly: at most this many sweeps, abandoned (for a factorization)
+#: once :data:`GS_WINDOW` sweeps shrank the sweep's change by less than
+#: :data:`GS_SLOW` a sweep on average.
+GS_MAX_SWEEPS = 5_000
+GS_WINDOW = 10
+GS_SLOW = 0.98
+#: Value iteration (Gauss-Seidel, in the flow order of its greedy policy) starts policy
+#: iteration on a sparse model (:func:`_gauss_seidel_start`): it hands over once it
+#: contracts by less than this a sweep (geometric mean over the last :data:`VI_WINDOW`
+#: sweeps).
+VI_SLOW = 0.99
+#: The flow order is recomputed before sweeps 2, 3, 5, 9 and 17, then kept: late in the
+#: solve, where values differ below the tolerance, the greedy policy is decided by rounding
+#: and a new order from it only disturbs the sweeps.
+ORDER_LAST_SWEEP = 17
+VI_WINDOW = 10
+#: Value iteration's sweeps at most (policy iteration takes over after them).
+VI_MAX_SWEEPS = 5_000
+#: From this many states, value iteration relabels the model in its sweep order (a copy of
+#: the rows) so that a sweep reads memory in order instead of jumping across it.
+PERMUTE_MIN_STATES = 2**16
 
 
 def _eye(P_pi):
@@ -67,8 +92,9 @@ EXACT_RESIDUAL = 1e-13
 def evaluate_discounted(
     P_pi, r_pi: np.ndarray, discount: float, tol: float | None = None
 ) -> np.ndarray:
-    """``V = (I - discount P_pi)^{-1} r_pi``: a dense LU; for a sparse chain a sparse LU up to
-    :data:`SPARSE_DIRECT_MAX_STATES` states, beyond (where a random chain's LU fills in) the
+    """``V = (I - discount P_pi)^{-1} r_pi``: a dense LU (a sparse chain of at most
+    :data:`SPARSE_DIRECT_MAX_STATES` states densified for it: 80 KB at most, and a tenth of a
+    sparse LU's overhead); for a larger sparse chain (where a random chain's LU fills in) the
     iterative solve of :func:`discounted_policy_iteration` to a residual (``inf``-norm) of
     ``tol``, by default :data:`EXACT_RESIDUAL` times ``max |r_pi|``."""
     if is_sparse(P_pi):
@@ -76,9 +102,7 @@ def evaluate_discounted(
             if tol is None:
                 tol = EXACT_RESIDUAL * (float(np.abs(r_pi).max()) or 1.0)
             return _krylov(P_pi, r_pi, discount, np.zeros_like(r_pi), tol, "V^pi", True)
-        from scipy.sparse.linalg import spsolve
-
-        return spsolve((_eye(P_pi) - discount * P_pi).tocsc(), r_pi)
+        P_pi = P_pi.toarray()  # at most SPARSE_DIRECT_MAX_STATES states: 80 KB
     S = r_pi.shape[0]
     return np.linalg.solve(np.eye(S) - discount * P_pi, r_pi)
 
@@ -96,10 +120,12 @@ def discounted_occupancy(
     if iterative:
         PT = P_pi.T  # CSC: its mat-vec scatters, no transposed copy
         return _krylov(PT, b, discount, start.copy(), tol, "the discounted occupancy", False)
-    if is_sparse(P_pi):
+    if is_sparse(P_pi) and P_pi.shape[0] > SPARSE_DIRECT_MAX_STATES:
         from scipy.sparse.linalg import spsolve
 
         return spsolve((_eye(P_pi) - discount * P_pi).T.tocsc(), b)
+    if is_sparse(P_pi):
+        P_pi = P_pi.toarray()  # at most SPARSE_DIRECT_MAX_STATES states: 80 KB
     S = start.shape[0]
     return np.linalg.solve((np.eye(S) - discount * P_pi).T, b)
 
@@ -144,8 +170,58 @@ def _krylov(
         if it >= 3 and size > FIXED_POINT_SLOW * prev:
             break
         prev = size
+    if is_sparse(M) and compiled_sweeps() is not None:
+        out = _gauss_seidel(M, b, discount, x, tol, stochastic)
+        if out is not None:
+            return out
     x = _direct(M, b, discount, x)
     return _gmres(M, b, discount, x, tol, what)
+
+
+def flow_order(rows, policy: np.ndarray, n_actions: int) -> np.ndarray:
+    """The states, each after its most likely successor under ``policy`` (rows ``s·A +
+    policy[s]`` of the CSR ``rows``): increasing number of such steps to a cycle or an
+    absorbing state. A Gauss-Seidel sweep of the values in this order follows a
+    goal-directed flow backwards, from the goal across the state space in one sweep."""
+    depth = np.empty(policy.shape[0], dtype=np.int64)
+    policy = np.ascontiguousarray(policy, dtype=np.intp)
+    compiled_sweeps()["_depths"](rows.indptr, rows.indices, rows.data, policy, n_actions, depth)
+    return np.argsort(depth, kind="stable")
+
+
+def _gauss_seidel(M, b: np.ndarray, discount: float, x: np.ndarray, tol: float, stochastic: bool):
+    """``(I - discount M)^{-1} b`` by Gauss-Seidel sweeps from ``x`` (compiled) in the flow
+    order of the chain (``M``, or ``M.T`` when ``M`` is a chain's transpose, visited in the
+    reverse order), to a residual ``inf``-norm of at most ``tol``: a sweep whose change is
+    ``delta`` leaves a residual of at most ``discount * delta * max_s sum_j M_sj`` (each
+    state's update solved its own equation with the values it read). ``None`` when the
+    sweeps contract too slowly (:data:`GS_SLOW`) or do not get there in
+    :data:`GS_MAX_SWEEPS`."""
+    chain = M if stochastic else M.T
+    chain = chain.tocsr()
+    order = flow_order(chain, np.zeros(chain.shape[0], dtype=np.intp), 1)
+    rows = chain if stochastic else M.tocsr()
+    if not stochastic:
+        order = order[::-1].copy()
+    S = chain.shape[0]
+    if stochastic:  # rows sum to 1 (to the 1e-9 TabularMDP checks)
+        reach = 1.0 + 1e-9
+    else:  # the chain's column sums
+        reach = float(np.bincount(chain.indices, chain.data, minlength=S).max()) if S else 0.0
+    x = np.array(x, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    sweep = compiled_sweeps()["_linear_sweep"]
+    changes = []
+    for _ in range(GS_MAX_SWEEPS):
+        delta = sweep(rows.indptr, rows.indices, rows.data, b, discount, x, order)
+        if not np.isfinite(delta):
+            return None
+        if discount * delta * reach <= tol:
+            return x
+        changes.append(delta)
+        if len(changes) > GS_WINDOW and delta > GS_SLOW**GS_WINDOW * changes[-1 - GS_WINDOW]:
+            return None
+    return None
 
 
 def _direct(M, b: np.ndarray, discount: float, x: np.ndarray) -> np.ndarray:
@@ -262,12 +338,42 @@ def discounted_policy_iteration(
     else:
         iterative = evaluation == "iterative"
     values = np.zeros(S)
-    if policy is None and warm_sweeps > 0:
-        policy, values = _warm_start(rows, R, mask, discount, warm_sweeps)
-    policy = start_policy(R, mask, policy)
-    idx = np.arange(S)
     every = bool(mask.all())
     r_scale = float(np.abs(np.where(mask, R, 0.0)).max()) or 1.0
+    vi_sweeps, how = 0, "value iteration"
+    if policy is None and warm_sweeps > 0:
+        if (
+            sparse
+            and iterative
+            and compiled_sweeps() is not None
+            and _kept_start(rows, R, mask, discount)
+        ):
+            # the certificate below asks bound <= tol * max|V|; max|V| >= r_scale-ish is
+            # not known yet: aim at tol times the reward scale (a sweep changing by delta
+            # leaves a Bellman residual of at most discount * delta)
+            target = 0.5 * tol * (1.0 - discount)  # times max(1, max |V|), as it goes
+            policy, values, vi_sweeps = _gauss_seidel_start(
+                rows, R, mask, every, discount, VI_MAX_SWEEPS, target
+            )
+            how = "value iteration (Gauss-Seidel)"
+        else:
+            policy, values, vi_sweeps = _warm_start(
+                rows, R, mask, discount, warm_sweeps, 0.5 * tol * r_scale * (1.0 - discount)
+            )
+    policy = start_policy(R, mask, policy)
+    idx = np.arange(S)
+    if vi_sweeps:
+        # value iteration met its target: certify it (Jacobi Bellman residual) and stop
+        q = backup(rows, R, values, discount)
+        qm = q if every else masked(q, mask)
+        new = greedy(qm, policy, tol=1e-12)
+        bellman = float(np.abs(qm.max(axis=1) - values).max())
+        own = float(np.abs(q[idx, new] - values).max())
+        bound = max(bellman, own) / (1.0 - discount)
+        if bound <= tol * (float(np.abs(values).max()) or 1.0):
+            message = f"{how}: {vi_sweeps} sweeps"
+            return DiscountedPolicyIteration(OPTIMAL, message, new, values, q, bound, 0, 0, True)
+        policy = new
     eval_tol = LOOSE_EVAL * r_scale
     q = None
     bound = np.inf
@@ -318,25 +424,177 @@ def discounted_policy_iteration(
     )
 
 
-def _warm_start(rows, R, mask, discount, sweeps):
+def _gauss_seidel_start(rows, R, mask, every, discount, max_sweeps, target):
+    """Gauss-Seidel value iteration (compiled) in the flow order of its greedy policy, from
+    each state's best reward kept forever (:func:`_kept`): ``(greedy policy, values,
+    sweeps)``, ``sweeps`` 0 when it handed over to policy iteration (contracting by less
+    than :data:`VI_SLOW` a sweep, geometric mean over :data:`VI_WINDOW` sweeps, or after
+    ``max_sweeps``), else the sweeps after which a sweep's change ``delta`` met ``discount
+    * delta <= target`` (the Bellman residual is then at most that). The order is
+    recomputed before sweeps 2, 3, 5, 9 and 17 (:data:`ORDER_LAST_SWEEP`); from
+    :data:`PERMUTE_MIN_STATES` states the model is relabelled in that order (one copy of
+    its rows) so that a sweep reads memory in order instead of jumping across it. The target
+    is relative: ``target * max(1, max |V|)``, the certificate's scale."""
+    S, A = R.shape
+    R = np.ascontiguousarray(R, dtype=np.float64)
+    mask = np.ascontiguousarray(mask)
+    V = _kept(R, mask, discount)
+    policy = np.zeros(S, dtype=np.intp)
+    sweep = compiled_sweeps()["_value_sweep"]
+    model = (rows, R, mask, None)  # rows, R, mask in sweep order; the order (None: 0..S-1)
+    ident = np.arange(S)
+    changes, done = [], 0
+    for k in range(1, max_sweeps + 1):
+        if 1 < k <= ORDER_LAST_SWEEP and (k - 1) & (k - 2) == 0:  # before 2, 3, 5, 9, 17
+            full = policy if model[3] is None else _unpermute(policy, model[3])
+            order = flow_order(rows, full, A)
+            if S >= PERMUTE_MIN_STATES:
+                V = V if model[3] is None else _unpermute(V, model[3])
+                model = _permuted(rows, R, mask, order)
+                V, policy = V[order], full[order]
+            else:
+                model = (rows, R, mask, order)
+        m_rows, m_R, m_mask, order = model
+        visit = ident if order is None or S >= PERMUTE_MIN_STATES else order
+        delta = sweep(
+            m_rows.indptr,
+            m_rows.indices,
+            m_rows.data,
+            m_R,
+            m_mask,
+            every,
+            discount,
+            V,
+            visit,
+            policy,
+        )
+        if not np.isfinite(delta):
+            break
+        if discount * delta <= target * max(1.0, float(np.abs(V).max())):
+            done = k
+            break
+        changes.append(delta)
+        if len(changes) > VI_WINDOW and delta > VI_SLOW**VI_WINDOW * min(changes[:-VI_WINDOW]):
+            break
+    if model[3] is not None and S >= PERMUTE_MIN_STATES:
+        V, policy = _unpermute(V, model[3]), _unpermute(policy, model[3])
+    return policy, V, done
+
+
+def _kept(R, mask, discount) -> np.ndarray:
+    """``V(s) = max_a R(s, a) / (1 - discount)``: each state's best reward kept forever."""
+    kept = np.where(mask, R, -np.inf).max(axis=1) / (1.0 - discount)
+    kept[~np.isfinite(kept)] = 0.0
+    return kept
+
+
+def _mean_residual(rows, R, mask, discount, V) -> float:
+    """Mean over the states of ``|T V - V|`` (one compiled sweep on CSR rows)."""
+    table = compiled_sweeps()
+    if table is not None and is_sparse(rows) and rows.format == "csr":
+        S = R.shape[0]
+        _, total, _ = table["_jacobi_sweep"](
+            rows.indptr,
+            rows.indices,
+            rows.data,
+            np.ascontiguousarray(R, dtype=np.float64),
+            np.ascontiguousarray(mask),
+            bool(mask.all()),
+            discount,
+            V,
+            np.empty(S),
+            np.zeros(S, dtype=np.intp),
+        )
+        return total / S
+    q = masked(backup(rows, R, V, discount), mask)
+    return float(np.abs(q.max(axis=1) - V).mean())
+
+
+def _kept_start(rows, R, mask, discount) -> bool:
+    """Whether value iteration starts from :func:`_kept` (and is Gauss-Seidel's, the solve
+    unless it contracts slowly) rather than from 0 (Jacobi's, policy iteration's warm start
+    unless it certifies first): the start with the smaller mean ``|T V - V|``, consistent
+    on more of the state space. On goal-directed models with a constant step cost, the kept
+    rewards are the exact values of every state too far from the goal to see it in double
+    precision, where policy iteration would move its policy's frontier a few states per
+    iteration; on random models and on terminating ones (Taxi) 0 is closer."""
+    zero = np.zeros(R.shape[0])
+    return _mean_residual(rows, R, mask, discount, _kept(R, mask, discount)) < _mean_residual(
+        rows, R, mask, discount, zero
+    )
+
+
+def _inverse(order: np.ndarray, S: int) -> np.ndarray:
+    inv = np.empty(S, dtype=np.intp)
+    inv[order] = np.arange(S)
+    return inv
+
+
+def _unpermute(x: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``y`` with ``y[order[i]] = x[i]``: values in sweep order back in state order."""
+    y = np.empty_like(x)
+    y[order] = x
+    return y
+
+
+def _permuted(rows, R, mask, order):
+    """The model relabelled so that state ``i`` is ``order[i]``: its rows (CSR), ``R`` and
+    ``mask``, and ``order``."""
+    import scipy.sparse as sp
+
+    S, A = R.shape
+    inv = _inverse(order, S)
+    pick = (order[:, None] * A + np.arange(A)).ravel()
+    gathered = rows[pick]
+    indices = inv[gathered.indices].astype(gathered.indices.dtype, copy=False)
+    P = sp.csr_matrix((gathered.data, indices, gathered.indptr), shape=rows.shape)
+    return P, np.ascontiguousarray(R[order]), np.ascontiguousarray(mask[order]), order
+
+
+def _warm_start(rows, R, mask, discount, sweeps, target):
     """Value iteration from 0 for at most ``sweeps`` sweeps, stopped once its greedy policy
     changed in at most :data:`WARM_FRACTION` of the states for :data:`WARM_STABLE` sweeps in
-    a row: ``(greedy policy, values)``."""
+    a row: ``(greedy policy, values, 0)``; or once a sweep changed the values by at most
+    ``target`` (their Bellman residual): ``(greedy policy, values, sweeps)``, the values
+    those before that sweep (the ones the residual certifies)."""
     S = R.shape[0]
     V = np.zeros(S)
     policy, held = None, 0
     every = bool(mask.all())
-    for _ in range(sweeps):
+    table = compiled_sweeps() if is_sparse(rows) and rows.format == "csr" else None
+    if table is not None:  # compiled: the whole loop in one call
+        policy = np.full(S, -1, dtype=np.intp)
+        R = np.ascontiguousarray(R, dtype=np.float64)
+        k = table["_jacobi_loop"](
+            rows.indptr,
+            rows.indices,
+            rows.data,
+            R,
+            np.ascontiguousarray(mask),
+            every,
+            discount,
+            V,
+            policy,
+            sweeps,
+            target,
+            int(WARM_FRACTION * S),
+            WARM_STABLE,
+        )
+        return policy, V, int(k)
+    for k in range(1, sweeps + 1):
         qm = backup(rows, R, V, discount)
         qm = qm if every else masked(qm, mask)
         new = qm.argmax(axis=1)
-        V = qm.max(axis=1)
+        top = qm.max(axis=1)
+        if float(np.abs(top - V).max()) <= target:
+            return new, V, k
+        V = top
         quiet = policy is not None and np.count_nonzero(new != policy) <= WARM_FRACTION * S
         held = held + 1 if quiet else 0
         policy = new
         if held >= WARM_STABLE:
             break
-    return policy, V
+    return policy, V, 0
 
 
 def value_iteration(

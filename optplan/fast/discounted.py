@@ -97,10 +97,10 @@ def solve(
             )
             iterative = out.iterative
             if iterative and status == OPTIMAL:
-                message = (
-                    f"inexact policy iteration: {out.evaluations} iterative evaluations, "
-                    f"certified ||V - V*||_inf <= {out.bound:.3g}"
+                how = out.message or (
+                    f"inexact policy iteration: {out.evaluations} iterative evaluations"
                 )
+                message = f"{how}, certified ||V - V*||_inf <= {out.bound:.3g}"
     else:
         status, message, V, it = value_iteration(P, R, mask, gamma, tol, max_iter)
         Q = backup(P, R, V, gamma)
