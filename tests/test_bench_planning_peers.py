@@ -133,13 +133,34 @@ def test_sparse_named_rows_check_peers_and_say_where_they_are_skipped():
         gamma=0.9,
     )
     assert [(r["model"], r["S"]) for r in rows] == [("taxi", 501), ("frozenlake", 65), ("grid", 16)]
+    from optplan.bench.peers_planning import SPARSE_PEERS, sparse_peer_skip
+
     for r in rows:
         assert r["nnz"] > 0 and r["peak_rss_gib"] > 0 and r["fast_s"] > 0
-        for peer in ("PI", "VI"):
+        for peer in SPARSE_PEERS:
+            if sparse_peer_skip(peer, r["S"]) is not None:  # a peer that does not import
+                assert "does not import" in r[f"peer_{peer}_skip"]
+                continue
             assert r[f"peer_{peer}_err"] <= 1e-8 * 100  # checked to 1e-8 max(1, max|V|)
             assert r[f"peer_{peer}_ratio"] > 0
     text = __import__("optplan.bench.planning", fromlist=["x"]).format_table(rows, [])
-    assert "taxi" in text and "pymdp VI s" in text
+    assert "taxi" in text and "pymdp VI s" in text and "mdpsolver s" in text
+
+
+def test_sparse_random_rows_time_the_peers_on_the_discounted_criterion():
+    rows = bench_planning(
+        Runs(sizes=[30], repeats=1, solvers=[]),
+        criteria=["discounted", "average"],
+        peers=True,
+        sparse=True,
+        models=["random"],
+        gamma=0.9,
+    )
+    discounted, average = rows
+    assert discounted["criterion"] == "discounted" and discounted["model"] == "random"
+    assert discounted["peer_mdpsolver_err"] <= 1e-8 * 100
+    assert discounted["peer_mdpsolver_ratio"] > 0
+    assert not any(k.startswith("peer_") for k in average)  # peers: discounted rows only
 
 
 def test_sparse_peers_skip_large_models_with_a_reason():
@@ -152,14 +173,13 @@ def test_sparse_peers_skip_large_models_with_a_reason():
     row = {"criterion": "discounted", "model": "grid", "S": 10**6, "fast_s": 1.0, "nnz": 5}
     row |= {"peak_rss_gib": 1.0, "peer_PI_skip": sparse_peer_skip("PI", 10**6)}
     text = format_table([row], [])
-    assert "skipped" in text and "grid S=1000000: PI skipped above" in text
+    assert "skipped" in text and "grid S=1000000: pymdp PI skipped above" in text
+    assert "hiive PI skipped" in sparse_peer_skip("hiive-PI", 10**6)  # cap, or not installed
 
 
 def test_sparse_options_are_checked_before_timing():
     with pytest.raises(ValueError, match="gamma must be a discount"):
         bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), sparse=True, gamma=1.0)
-    with pytest.raises(ValueError, match="leave 'random' out of --models"):
-        bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), sparse=True, peers=True)
     with pytest.raises(ValueError, match="add --sparse"):
         bench_planning(Runs(sizes=[10], repeats=1, solvers=[]), models=["taxi"])
     with pytest.raises(ValueError, match="models"):

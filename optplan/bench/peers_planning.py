@@ -1,4 +1,5 @@
-"""pymdptoolbox as a peer of ``optplan bench planning --peers``.
+"""pymdptoolbox (and, on sparse models, mdptoolbox-hiive and mdpsolver) as peers of
+``optplan bench planning --peers``.
 
 pymdptoolbox (S. Cordwell et al., https://github.com/sawcordwell/pymdptoolbox, the Python
 port of INRA's MDPtoolbox) is run on the same instances as optplan's fast path, in the
@@ -40,6 +41,7 @@ __all__ = [
     "PEERS",
     "MDPSOLVER",
     "SPARSE_PEERS",
+    "PEER_LABELS",
     "PI_MAX_STATES",
     "VI_MAX_STATES",
     "require",
@@ -58,16 +60,33 @@ RVI_EPSILON = 1e-12
 #: ``V_{k+1} - V_k`` is below ``epsilon (1 - gamma) / gamma``, so its values are within about
 #: ``epsilon`` of the optimal ones.
 VI_EPSILON = 1e-10
-#: pymdptoolbox's ``PolicyIteration`` builds each policy's matrix ``P_pi`` as a dense ``S x S``
-#: array (``_computePpolicyPRpolicy``: ``np.empty((S, S))``, even from sparse ``P``) and solves
-#: it densely: sparse rows above this many states skip it (8 S^2 bytes: 10^4 states, 0.8 GB).
-PI_MAX_STATES = 10_000
+#: pymdptoolbox's ``PolicyIteration`` (and mdptoolbox-hiive's, the same code) builds each
+#: policy's matrix ``P_pi`` as a dense ``S x S`` array (``_computePpolicyPRpolicy``:
+#: ``np.empty((S, S))``, even from sparse ``P``) and solves it densely (``S^3 / 3`` flops a
+#: policy): sparse rows above this many states skip it (the bench's cap: at 10^4 states
+#: 0.8 GB and minutes of LAPACK per policy on one core).
+PI_MAX_STATES = 5_000
 #: ``ValueIteration`` runs on the sparse matrices, but at gamma = 0.99 and
 #: :data:`VI_EPSILON` needs thousands of sweeps: sparse rows above this many states skip it
 #: (the bench's cap, not a measured failure).
 VI_MAX_STATES = 100_000
-#: Peers of the ``--sparse --peers`` rows (discounted only), in column order.
-SPARSE_PEERS = ("PI", "VI")
+#: Peers of the ``--sparse --peers`` rows (discounted only), in column order: pymdptoolbox's
+#: ``PolicyIteration`` and ``ValueIteration``, mdptoolbox-hiive's (a maintained fork, the
+#: same algorithms, ``hiive.mdptoolbox``), and mdpsolver's modified policy iteration (its
+#: default algorithm; :mod:`.mdpsolver_peer`).
+SPARSE_PEERS = ("PI", "VI", "hiive-PI", "hiive-VI", "mdpsolver")
+#: Column titles of :data:`SPARSE_PEERS` (and of the dense peers).
+PEER_LABELS = {
+    "RVI": "pymdp RVI",
+    "PI": "pymdp PI",
+    "VI": "pymdp VI",
+    "hiive-PI": "hiive PI",
+    "hiive-VI": "hiive VI",
+    "mdpsolver": "mdpsolver",
+}
+#: The Python distribution of each optional sparse peer, for the skip reason when it does
+#: not import.
+_DISTRIBUTIONS = {"hiive-PI": "mdptoolbox-hiive", "hiive-VI": "mdptoolbox-hiive"}
 
 #: The name of mdpsolver's column (its modified policy iteration, :mod:`.mdpsolver_peer`).
 MDPSOLVER = "mdpsolver"
@@ -150,54 +169,102 @@ def run_peer(name: str, mdp, fast, built=None) -> tuple[float, float]:
     return seconds, float(np.abs(np.asarray(peer.V) - np.asarray(fast.values)).max())
 
 
+def _hiive():
+    """``hiive.mdptoolbox.mdp``, or ``None`` when mdptoolbox-hiive does not import."""
+    try:
+        import hiive.mdptoolbox.mdp as mdp
+    except Exception:  # noqa: BLE001 - an import failure of any kind: the peer is skipped
+        return None
+    return mdp
+
+
 def sparse_peer_skip(name: str, n_states: int) -> str | None:
     """Why peer ``name`` of :data:`SPARSE_PEERS` is not run on a sparse model of ``n_states``
     states, or ``None`` when it is."""
-    if name == "PI" and n_states > PI_MAX_STATES:
+    label = PEER_LABELS[name]
+    if name.startswith("hiive") and _hiive() is None:
+        return f"{label} skipped: mdptoolbox-hiive does not import (pip install mdptoolbox-hiive)"
+    if name == "mdpsolver":
+        from .mdpsolver_peer import available
+
+        if not available():
+            return f"{label} skipped: mdpsolver does not import (pip install mdpsolver)"
+        return None
+    if name.endswith("PI") and n_states > PI_MAX_STATES:
         return (
-            f"PI skipped above {PI_MAX_STATES} states: pymdptoolbox builds each policy's "
-            f"P_pi as a dense S x S array ({8 * n_states**2 / 2**30:.3g} GiB here)"
+            f"{label} skipped above {PI_MAX_STATES} states: it builds each policy's P_pi as a "
+            f"dense S x S array ({8 * n_states**2 / 2**30:.3g} GiB here) and solves it densely"
         )
-    if name == "VI" and n_states > VI_MAX_STATES:
+    if name.endswith("VI") and n_states > VI_MAX_STATES:
         return (
-            f"VI skipped above {VI_MAX_STATES} states (the bench's cap: thousands of sweeps "
-            f"at epsilon {VI_EPSILON:g})"
+            f"{label} skipped above {VI_MAX_STATES} states (the bench's cap: thousands of "
+            f"sweeps at epsilon {VI_EPSILON:g})"
         )
     return None
 
 
-def run_sparse_peer(name: str, mdp, fast) -> tuple[float, float]:
-    """``(wall seconds of run(), max |V_peer - V_fast|)`` for pymdptoolbox's
-    ``PolicyIteration`` (``"PI"``) or ``ValueIteration`` (``"VI"``, epsilon
-    :data:`VI_EPSILON`) given the discounted model ``mdp`` as a list of ``A`` scipy.sparse
-    ``S x S`` matrices (pymdptoolbox's sparse input), built untimed from ``mdp.P_rows``."""
-    mdptoolbox = require()
+def run_sparse_peer(name: str, mdp, fast, cache: dict | None = None) -> tuple[float, float]:
+    """``(wall seconds of the solve, max |V_peer - V_fast|)`` for peer ``name`` of
+    :data:`SPARSE_PEERS` on the discounted model ``mdp`` that optplan's fast path solved to
+    ``fast``.
+
+    pymdptoolbox and mdptoolbox-hiive: ``PolicyIteration`` (``"PI"``, ``"hiive-PI"``) or
+    ``ValueIteration`` (``"VI"``, ``"hiive-VI"``, epsilon :data:`VI_EPSILON`) given the
+    model as a list of ``A`` scipy.sparse ``S x S`` matrices (their sparse input), built
+    untimed from ``mdp.P_rows``; ``run()`` timed. mdpsolver: :func:`.mdpsolver_peer.solve`
+    (modified policy iteration, its default, on one thread, at its default tolerance), its
+    input lists built untimed (kept in ``cache`` across runs of the same model), a fresh
+    model each run, ``model.solve`` timed."""
     if name not in SPARSE_PEERS:
         raise ValueError(f"peer must be one of {SPARSE_PEERS}, got {name!r}")
-    if not mdp.action_mask.all():
-        raise ValueError("pymdptoolbox has no admissible-action sets: the model masks actions")
-    import scipy.sparse as sp
+    cache = {} if cache is None else cache
+    if name == "mdpsolver":
+        from . import mdpsolver_peer
 
-    rows = sp.csr_matrix(mdp.P_rows)
-    A = mdp.n_actions
-    P = [rows[a::A].tocsr() for a in range(A)]  # P[a][s, s'] = rows[s·A + a, s']
-    R = np.array(mdp.R)
-    # pymdptoolbox's input check of a sparse matrix subtracts a vector from the (S, 1) row
-    # sums, broadcasting to a dense S x S array (S = 90,000: 60 GiB): it is skipped here
-    # (TabularMDP has checked the same rows to 1e-9); build time is not timed either way
-    if name == "PI":
-        peer = _build(mdptoolbox, mdptoolbox.mdp.PolicyIteration, P, R, mdp.discount, check=False)
-    else:
-        peer = _build(
-            mdptoolbox,
-            mdptoolbox.mdp.ValueIteration,
-            P,
-            R,
-            mdp.discount,
-            VI_EPSILON,
-            10**7,
-            check=False,
+        if "mdpsolver" not in cache:
+            cache["mdpsolver"] = mdpsolver_peer.build_input(mdp)
+        run = mdpsolver_peer.solve(mdp, built=cache["mdpsolver"])
+        return run.seconds, float(np.abs(run.values - np.asarray(fast.values)).max())
+    if not mdp.action_mask.all():
+        raise ValueError(
+            f"{PEER_LABELS[name]} has no admissible-action sets: the model masks actions"
         )
+    if "matrices" not in cache:
+        import scipy.sparse as sp
+
+        rows = sp.csr_matrix(mdp.P_rows)
+        A = mdp.n_actions
+        cache["matrices"] = [rows[a::A].tocsr() for a in range(A)]  # P[a][s, s'] = rows[s·A + a]
+    P = cache["matrices"]
+    R = np.array(mdp.R)
+    if name.startswith("hiive"):
+        hiive = _hiive()
+        if name == "hiive-PI":
+            peer = hiive.PolicyIteration(P, R, mdp.discount, skip_check=True)
+        else:
+            peer = hiive.ValueIteration(
+                P, R, mdp.discount, epsilon=VI_EPSILON, max_iter=10**7, skip_check=True
+            )
+    else:
+        mdptoolbox = require()
+        # pymdptoolbox's input check of a sparse matrix subtracts a vector from the (S, 1) row
+        # sums, broadcasting to a dense S x S array (S = 90,000: 60 GiB): it is skipped here
+        # (TabularMDP has checked the same rows to 1e-9); build time is not timed either way
+        if name == "PI":
+            peer = _build(
+                mdptoolbox, mdptoolbox.mdp.PolicyIteration, P, R, mdp.discount, check=False
+            )
+        else:
+            peer = _build(
+                mdptoolbox,
+                mdptoolbox.mdp.ValueIteration,
+                P,
+                R,
+                mdp.discount,
+                VI_EPSILON,
+                10**7,
+                check=False,
+            )
     start = time.perf_counter()
     peer.run()
     seconds = time.perf_counter() - start

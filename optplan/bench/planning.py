@@ -35,6 +35,7 @@ from .mdpsolver_peer import ALGORITHM as MDPSOLVER_ALGORITHM
 from .mdpsolver_peer import PARALLEL as MDPSOLVER_PARALLEL
 from .mdpsolver_peer import RELATIVE_TOLERANCE
 from .peers_planning import (
+    PEER_LABELS,
     PEERS,
     RVI_EPSILON,
     SPARSE_PEERS,
@@ -107,6 +108,11 @@ GRID_SIZE = 1000
 GRID_SLIP = 0.1
 #: A peer's values must agree with optplan's to this (times max(1, max |V|)) to be timed.
 PEER_AGREE = 1e-8
+#: From this many states each contender of a ``--sparse --peers`` row runs once (its first,
+#: checked run is its time), below it :data:`SPARSE_PEER_RUNS` times (the median: a run of
+#: a millisecond is hit by the odd pause of a shared machine, 5-10 ms on Taxi).
+PEER_ONE_RUN_STATES = 100_000
+SPARSE_PEER_RUNS = 5
 #: The discount of the discounted rows unless ``--gamma`` says otherwise.
 GAMMA = 0.95
 
@@ -228,11 +234,13 @@ def bench_planning(
     :func:`gridworld_mdp`); each row adds ``model``, ``nnz`` (stored transition
     probabilities per instance) and ``peak_rss_gib`` (the process's peak resident memory
     once the row is done: it only grows, so it is the largest model's so far). With
-    ``peers``, the named rows also time pymdptoolbox's ``PolicyIteration`` and
-    ``ValueIteration`` given ``A`` scipy.sparse matrices (:func:`.peers_planning.
-    run_sparse_peer`): each peer's values are checked against optplan's (to
-    :data:`PEER_AGREE` times ``max(1, max |V|)``) in an untimed run first, then its median
-    of :data:`PEER_RUNS` runs is timed; ``peer_<NAME>_skip`` says why a peer was not timed.
+    ``peers``, the discounted rows (random and named) also time the peers of
+    :data:`.peers_planning.SPARSE_PEERS` (pymdptoolbox's and mdptoolbox-hiive's
+    ``PolicyIteration`` and ``ValueIteration`` given ``A`` scipy.sparse matrices, mdpsolver's
+    modified policy iteration: :func:`.peers_planning.run_sparse_peer`): each peer's first
+    run is checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max
+    |V|)``) before any of its times counts (:func:`_sparse_peers`); ``peer_<NAME>_skip``
+    says why a peer was not timed.
 
     ``gamma``: the discount of the discounted rows.
 
@@ -256,17 +264,12 @@ def bench_planning(
                 f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
             )
         named = [m for m in models if m != "random"]
-        if peers and "random" in models:
-            raise OptplanError(
-                "--sparse --peers times the named models (--models taxi frozenlake grid), "
-                "not the random ones: leave 'random' out of --models"
-            )
         if peers:
             require()  # before any timing
         rows = []
         if "random" in models:
             rows += _bench_sparse(
-                sizes, n_actions, repeats, solvers, seed, criteria, progress, problems
+                sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers
             )
         for name in named:
             rows.append(_named_row(name, gamma, grid, peers, solvers, progress))
@@ -312,11 +315,10 @@ def _named_row(name, gamma, grid, peers, solvers, progress) -> dict:
     S = mdp.n_states
     row = {"criterion": "discounted", "model": name, "S": S, "A": mdp.n_actions}
     row |= {"instances": 1, "nnz": mdp.nnz}
-    names = [n for n in SPARSE_PEERS if peers and sparse_peer_skip(n, S) is None]
     DiscountedPlanning(named_mdp(name, gamma, 2) if name == "grid" else mdp).solve(
         method="fast"
     )  # untimed: imports and compiled kernels
-    runs = PEER_RUNS if names else 1
+    runs = SPARSE_PEER_RUNS if peers and S < PEER_ONE_RUN_STATES else 1
     fast = None
     times = []
     for _ in range(runs):
@@ -329,64 +331,104 @@ def _named_row(name, gamma, grid, peers, solvers, progress) -> dict:
         err = abs(res.value - fast.value) if ok else 0.0
         solver_entries(row, solver, t, fail=int(not ok), err=err)
     row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
-    scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
-    for peer in SPARSE_PEERS if peers else ():
-        skip = sparse_peer_skip(peer, S)
-        if skip is None:
-            _, err = run_sparse_peer(peer, mdp, fast)  # untimed: the values checked first
-            if err > PEER_AGREE * scale:
-                skip = f"{peer} not timed: its values differ from optplan's by {err:.2e}"
-        if skip is not None:
-            row[f"peer_{peer}_skip"] = skip
-            continue
-        peer_times = [run_sparse_peer(peer, mdp, fast) for _ in range(PEER_RUNS)]
-        err = max(e for _, e in peer_times)
-        solver_entries(row, f"peer_{peer}", float(np.median([t for t, _ in peer_times])), err=err)
+    if peers:
+        _sparse_peers(row, [(mdp, fast)])
     row["peak_rss_gib"] = _peak_rss_gib()
     if progress:
-        progress(
-            f"discounted {name} S={S} (sparse): fast {row['fast_s']:.2e}s, peak RSS "
-            f"{row['peak_rss_gib']:.2f} GiB"
-            + "".join(
-                f", {p} ratio {row[f'peer_{p}_ratio']:.2f}"
-                for p in SPARSE_PEERS
-                if f"peer_{p}_ratio" in row
-            )
-        )
+        progress(f"discounted {name} S={S} (sparse): " + _progress_text(row))
     return row
 
 
+def _progress_text(row: dict) -> str:
+    return f"fast {row['fast_s']:.2e}s, peak RSS {row['peak_rss_gib']:.2f} GiB" + "".join(
+        f", {PEER_LABELS[p]} ratio {row[f'peer_{p}_ratio']:.2f}"
+        for p in SPARSE_PEERS
+        if f"peer_{p}_ratio" in row
+    )
+
+
+def _sparse_peers(row: dict, solved: list) -> None:
+    """Time each peer of :data:`SPARSE_PEERS` on the ``(mdp, fast result)`` pairs of
+    ``solved`` (one row's instances) into ``row``: per instance its runs
+    (:data:`SPARSE_PEER_RUNS`, one from :data:`PEER_ONE_RUN_STATES` states), the first
+    checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max |V|)``) before any of its times
+    counts; the median over instances of each instance's median run. A peer skipped
+    (:func:`.peers_planning.sparse_peer_skip`) or disagreeing gets ``peer_<NAME>_skip``."""
+    S = solved[0][0].n_states
+    runs = SPARSE_PEER_RUNS if S < PEER_ONE_RUN_STATES else 1
+    for peer in SPARSE_PEERS:
+        skip = sparse_peer_skip(peer, S)
+        medians, worst = [], 0.0
+        for mdp, fast in solved if skip is None else ():
+            cache: dict = {}
+            scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
+            first = run_sparse_peer(peer, mdp, fast, cache)
+            if not first[1] <= PEER_AGREE * scale:
+                skip = (
+                    f"{PEER_LABELS[peer]} not timed: its values differ from optplan's by "
+                    f"{first[1]:.2e} (max |V| {scale:.3g})"
+                )
+                break
+            results = [first] + [run_sparse_peer(peer, mdp, fast, cache) for _ in range(runs - 1)]
+            del cache
+            medians.append(float(np.median([t for t, _ in results])))
+            worst = max([worst] + [e for _, e in results])
+        if skip is not None:
+            row[f"peer_{peer}_skip"] = skip
+            continue
+        solver_entries(row, f"peer_{peer}", float(np.median(medians)), err=worst)
+
+
 def _bench_sparse(
-    sizes, n_actions, repeats, solvers, seed, criteria, progress, problems
+    sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers=False
 ) -> list[dict]:
-    """:func:`bench_planning` on random sparse models (see its ``sparse``)."""
+    """:func:`bench_planning` on random sparse models (see its ``sparse``); ``peers``: the
+    discounted rows also time :data:`SPARSE_PEERS` (:func:`_sparse_peers`)."""
     rows = []
     for criterion in criteria:
         cls, model = problems[criterion]
         warm = cls(model(random_sparse_mdp(np.random.default_rng(seed), 8, n_actions)))
         warm.solve(method="fast")  # untimed: imports
+        with_peers = peers and criterion == "discounted"
         for S in sizes:
             rng = np.random.default_rng([seed, S])
             row = {"criterion": criterion, "model": "random", "S": S, "A": n_actions}
             row["instances"] = repeats
             nnz = []
-
-            def instances(rng=rng, cls=cls, model=model, nnz=nnz, S=S):
+            if with_peers:
+                times, solved = [], []
                 for _ in range(repeats):
                     problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
                     nnz.append(problem.mdp.nnz)
-                    yield problem
+                    runs = []
+                    for _ in range(SPARSE_PEER_RUNS if S < PEER_ONE_RUN_STATES else 1):
+                        fast, t = timed(lambda p=problem: p.solve(method="fast"))
+                        runs.append(t)
+                    times.append(float(np.median(runs)))
+                    solved.append((problem.mdp, fast))
+                row["fast_s"] = float(np.median(times))
+                row["best_ratio"] = None
+                _sparse_peers(row, solved)
+                del solved
+            else:
 
-            _size_row(row, instances(), solvers, ())
+                def instances(rng=rng, cls=cls, model=model, nnz=nnz, S=S):
+                    for _ in range(repeats):
+                        problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
+                        nnz.append(problem.mdp.nnz)
+                        yield problem
+
+                _size_row(row, instances(), solvers, ())
             row["nnz"] = int(np.median(nnz))
             row["peak_rss_gib"] = _peak_rss_gib()
             rows.append(row)
             if progress:
-                ratios = [f", best conic ratio {row['best_ratio']:.0f}x"] if solvers else []
-                progress(
-                    f"{criterion} S={S} (sparse): fast {row['fast_s']:.2e}s, peak RSS "
-                    f"{row['peak_rss_gib']:.2f} GiB" + "".join(ratios)
+                ratios = (
+                    [f", best conic ratio {row['best_ratio']:.0f}x"]
+                    if row.get("best_ratio") is not None
+                    else []
                 )
+                progress(f"{criterion} S={S} (sparse): " + _progress_text(row) + "".join(ratios))
     return rows
 
 
@@ -459,11 +501,11 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
     peer (when timed, ``-`` on rows without that peer, ``skipped`` where it was skipped, the
     reasons listed under the table) its median, ratio and max disagreement."""
     width = max([11] + [len(r["criterion"]) + 1 for r in rows])
-    peers = [n for n in ("RVI", "PI", "VI") if any(f"peer_{n}_s" in r for r in rows)]
+    peers = [n for n in ("RVI",) + SPARSE_PEERS if any(f"peer_{n}_s" in r for r in rows)]
     peers += [
         n
         for n in (dense_peers.MDPSOLVER,)
-        if any(f"peer_{n}_s" in r or f"peer_{n}_skip" in r for r in rows)
+        if n not in peers and any(f"peer_{n}_s" in r or f"peer_{n}_skip" in r for r in rows)
     ]
     peers += [
         n for n in SPARSE_PEERS if n not in peers and any(f"peer_{n}_skip" in r for r in rows)
@@ -507,8 +549,9 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
 
 
 def _peer_label(name: str) -> str:
-    """A peer's column title: mdpsolver by its name, pymdptoolbox's classes as ``pymdp PI``."""
-    return name if name == dense_peers.MDPSOLVER else f"pymdp {name}"
+    """A peer's column title (:data:`.peers_planning.PEER_LABELS`): mdpsolver by its name,
+    pymdptoolbox's classes as ``pymdp PI``, mdptoolbox-hiive's as ``hiive PI``."""
+    return PEER_LABELS.get(name, f"pymdp {name}")
 
 
 #: The text table of the rows for the command line.
@@ -552,11 +595,14 @@ def header(args: argparse.Namespace) -> str:
     )
     if getattr(args, "peers", False) and getattr(args, "sparse", False):
         text += (
-            "\npeers: pymdptoolbox PolicyIteration and ValueIteration (epsilon="
-            f"{VI_EPSILON:g}) given A scipy.sparse S x S matrices, run() timed; values "
-            f"checked against optplan's (to {PEER_AGREE:g} x max(1, max|V|)) in an untimed "
-            f"run first, then the median of {PEER_RUNS} runs; ratio = peer median / fast "
-            "median (>= 1: optplan faster); agree = max |V difference|"
+            "\npeers: pymdptoolbox and mdptoolbox-hiive PolicyIteration and ValueIteration "
+            f"(epsilon={VI_EPSILON:g}) given A scipy.sparse S x S matrices, run() timed; "
+            "mdpsolver modified policy iteration (its default; one thread; tolerance "
+            "1e-10 x max(1, max|r|) / (1 - gamma)), model.solve timed on a fresh model; each "
+            f"peer's first run checked against optplan's values (to {PEER_AGREE:g} x max(1, "
+            f"max|V|)) before its times count; median of {SPARSE_PEER_RUNS} runs per contender "
+            f"below {PEER_ONE_RUN_STATES} states, one run from there; ratio = peer median / "
+            "fast median (>= 1: optplan faster); agree = max |V difference|"
         )
     elif getattr(args, "peers", False):
         text += (
@@ -609,8 +655,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peers",
         action="store_true",
-        help="also time pymdptoolbox (RVI, PI; with --sparse: PI, VI on the named models) "
-        'and, on dense discounted rows, mdpsolver on the same instances ("optplan[bench]")',
+        help="also time pymdptoolbox (RVI, PI) and, on dense discounted rows, mdpsolver; with "
+        "--sparse: pymdptoolbox and mdptoolbox-hiive PI, VI and mdpsolver on the discounted "
+        'rows; on the same instances ("optplan[bench]")',
     )
     add_choices(
         parser,
