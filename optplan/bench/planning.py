@@ -351,13 +351,14 @@ def _sparse_peers(row: dict, solved: list) -> None:
     """Time each peer of :data:`SPARSE_PEERS` on the ``(mdp, fast result)`` pairs of
     ``solved`` (one row's instances) into ``row``: per instance its runs
     (:data:`SPARSE_PEER_RUNS`, one from :data:`PEER_ONE_RUN_STATES` states), the first
-    checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max |V|)``) before any of its times
-    counts; the median over instances of each instance's median run. A peer skipped
-    (:func:`.peers_planning.sparse_peer_skip`) or disagreeing gets ``peer_<NAME>_skip``."""
+    checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max |V|)``)
+    before any of its times counts; the median over instances of each instance's median
+    run. A peer skipped (:func:`.peers_planning.sparse_peer_skip`) or disagreeing gets
+    ``peer_<NAME>_skip``."""
     S = solved[0][0].n_states
     runs = SPARSE_PEER_RUNS if S < PEER_ONE_RUN_STATES else 1
     for peer in SPARSE_PEERS:
-        skip = sparse_peer_skip(peer, S)
+        skip = sparse_peer_skip(peer, S, row.get("model", "random"))
         medians, worst = [], 0.0
         for mdp, fast in solved if skip is None else ():
             cache: dict = {}

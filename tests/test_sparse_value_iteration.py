@@ -1,0 +1,151 @@
+"""The sparse discounted solve's value-iteration strategies: Jacobi value iteration from 0
+that certifies on terminating models, Gauss-Seidel value iteration in flow order from the
+kept rewards on goal-directed ones, the hand-over to policy iteration, and the Gauss-Seidel
+policy evaluations; each checked against an exact (factorized) answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import optplan as op
+from optplan.bench.planning import gridworld_mdp, random_sparse_mdp
+from optplan.dp import discounted as D
+from optplan.dp._sweeps import sweeps
+
+pytestmark = pytest.mark.skipif(sweeps() is None, reason="needs numba (optplan[jit])")
+
+
+def _exact(mdp):
+    """Howard's policy iteration with exact evaluations (dense LU) on the densified model."""
+    dense = op.TabularMDP(mdp.dense_P(), mdp.R, mdp.discount, action_mask=mdp.action_mask)
+    return op.DiscountedPlanning(dense).solve(method="fast")
+
+
+def _chain_mdp(n: int, discount: float):
+    """A deterministic path 0 -> 1 -> ... -> n-1 (absorbing): action 0 stays put, action 1
+    moves on, reward 1 for the move into n-1 and 0 otherwise. Terminating, like Taxi: value
+    iteration from 0 is exact after n sweeps, the one state that learns of the reward each
+    sweep changing its greedy action."""
+    S, A = n, 2
+    nxt = np.minimum(np.arange(S) + 1, S - 1)
+    rows = np.arange(S * A)
+    cols = np.empty(S * A, dtype=np.int64)
+    cols[0::2], cols[1::2] = np.arange(S), nxt
+    P = sp.csr_matrix((np.ones(S * A), (rows, cols)), shape=(S * A, S))
+    R = np.zeros((S, A))
+    R[S - 2, 1] = 1.0
+    return op.TabularMDP(P, R, discount)
+
+
+def test_flow_order_visits_each_state_after_its_successor():
+    mdp = _chain_mdp(6, 0.9)
+    order = D.flow_order(mdp.P_rows, np.ones(6, dtype=np.intp), 2)
+    assert order.tolist() == [5, 4, 3, 2, 1, 0]
+
+
+@pytest.mark.parametrize("discount", [0.9, 0.99])
+def test_terminating_model_is_certified_by_value_iteration(discount):
+    mdp = _chain_mdp(40, discount)
+    assert not D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    res = op.DiscountedPlanning(mdp).solve(method="fast")
+    assert res.status == "optimal"
+    assert res.message.startswith("value iteration: ")
+    exact = _exact(mdp)
+    np.testing.assert_allclose(res.values, exact.values, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(res.policy, exact.policy)
+
+
+@pytest.mark.parametrize("discount", [0.9, 0.99])
+def test_gridworld_takes_gauss_seidel_from_the_kept_rewards(discount):
+    mdp = gridworld_mdp(14, discount=discount)
+    assert D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    assert out.status == "optimal" and out.message.startswith("value iteration (Gauss-Seidel)")
+    exact = _exact(mdp)
+    scale = np.abs(exact.values).max()
+    # the certificate: ||V - V*|| <= bound <= tol max|V|, and it holds against the exact V*
+    assert out.bound <= 1e-10 * scale
+    assert np.abs(out.values - exact.values).max() <= out.bound + 1e-12 * scale
+    # the policy's own values are within the bound as well
+    own = D.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), discount)
+    assert np.abs(own - exact.values).max() <= 2 * out.bound + 1e-12 * scale
+
+
+def test_gauss_seidel_on_a_relabelled_model_equals_policy_iteration(monkeypatch):
+    monkeypatch.setattr(D, "PERMUTE_MIN_STATES", 10)  # the large-model path on a small grid
+    mdp = gridworld_mdp(12, discount=0.97)
+    out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, 0.97)
+    pi = D.discounted_policy_iteration(
+        mdp.P_rows, mdp.R, mdp.action_mask, 0.97, evaluation="direct", warm_sweeps=0
+    )
+    assert out.message.startswith("value iteration (Gauss-Seidel)")
+    np.testing.assert_allclose(out.values, pi.values, rtol=0, atol=1e-10 * 33.4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_models_hand_over_to_policy_iteration_and_match_the_dense_path(seed):
+    mdp = random_sparse_mdp(np.random.default_rng(seed), 300, 3).with_discount(0.95)
+    assert not D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
+    res = op.DiscountedPlanning(mdp).solve(method="fast")
+    assert res.status == "optimal" and res.message.startswith("inexact policy iteration")
+    np.testing.assert_allclose(res.values, _exact(mdp).values, rtol=0, atol=1e-10)
+
+
+def test_slow_gauss_seidel_hands_over_and_stays_exact(monkeypatch):
+    monkeypatch.setattr(D, "VI_SLOW", 0.01)  # every sweep counts as slow: hand over at once
+    mdp = gridworld_mdp(10, discount=0.95)
+    out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
+    assert out.status == "optimal" and out.evaluations > 0
+    np.testing.assert_allclose(out.values, _exact(mdp).values, rtol=0, atol=1e-10 * 20)
+
+
+@pytest.mark.parametrize("stochastic", [True, False])
+def test_gauss_seidel_linear_solve_meets_its_residual(stochastic):
+    mdp = gridworld_mdp(9, discount=0.99)
+    policy = _exact(mdp).policy  # a goal-directed chain, where Gauss-Seidel is the method
+    P_pi, r_pi = op.dp.policy_model(mdp.P_rows, mdp.R, policy)
+    M = P_pi if stochastic else P_pi.T
+    b = r_pi if stochastic else np.full(mdp.n_states, 1.0 / mdp.n_states)
+    x = D._gauss_seidel(M, b, 0.99, np.zeros(mdp.n_states), 1e-11, stochastic)
+    assert x is not None
+    residual = b - (x - 0.99 * (M @ x))
+    assert np.abs(residual).max() <= 1e-11
+    exact = np.linalg.solve(np.eye(mdp.n_states) - 0.99 * M.toarray(), b)
+    bound = 1e-11 / (1 - 0.99) * (1 if stochastic else M.sum(axis=0).max())
+    np.testing.assert_allclose(x, exact, rtol=0, atol=2 * bound)
+
+
+def test_gauss_seidel_linear_solve_gives_up_on_a_slowly_contracting_chain():
+    rng = np.random.default_rng(3)
+    mdp = gridworld_mdp(9, discount=0.99)
+    P_pi, _ = op.dp.policy_model(mdp.P_rows, mdp.R, rng.integers(0, 4, mdp.n_states))
+    b = np.full(mdp.n_states, 1.0 / mdp.n_states)
+    x = D._gauss_seidel(P_pi.T, b, 0.99, np.zeros(mdp.n_states), 1e-11, False)
+    if x is not None:  # it may get there; then it met the residual
+        assert np.abs(b - (x - 0.99 * (P_pi.T @ x))).max() <= 1e-11
+    # the evaluation that falls back from it is exact either way
+    d = D.discounted_occupancy(P_pi, b * mdp.n_states / mdp.n_states, 0.99, iterative=True)
+    exact = np.linalg.solve((np.eye(mdp.n_states) - 0.99 * P_pi.toarray()).T, 0.01 * b)
+    np.testing.assert_allclose(d, exact, rtol=0, atol=1e-11)
+
+
+def test_small_sparse_chains_are_solved_densely_and_exactly():
+    mdp = random_sparse_mdp(np.random.default_rng(4), 60, 3).with_discount(0.9)
+    P_pi, r_pi = op.dp.policy_model(mdp.P_rows, mdp.R, np.zeros(60, dtype=int))
+    v = D.evaluate_discounted(P_pi, r_pi, 0.9)
+    exact = np.linalg.solve(np.eye(60) - 0.9 * P_pi.toarray(), r_pi)
+    np.testing.assert_allclose(v, exact, rtol=0, atol=1e-12)
+    d = D.discounted_occupancy(P_pi, np.full(60, 1 / 60), 0.9)
+    assert abs(d.sum() - 1.0) < 1e-12 and (d >= 0).all()
+
+
+def test_masked_actions_are_never_chosen_by_the_sweeps():
+    mdp = gridworld_mdp(8, discount=0.95)
+    mask = np.ones((64, 4), dtype=bool)
+    mask[:, 1] = False  # no "right"
+    masked = op.TabularMDP(mdp.P_rows, mdp.R, 0.95, action_mask=mask)
+    res = op.DiscountedPlanning(masked).solve(method="fast")
+    assert res.status == "optimal" and not (res.policy == 1).any()
+    np.testing.assert_allclose(res.values, _exact(masked).values, rtol=0, atol=1e-10 * 20)
