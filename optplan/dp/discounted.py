@@ -457,10 +457,11 @@ def _gauss_seidel_start(rows, R, mask, every, discount, max_sweeps, target):
     changes, done = [], 0
     for k in range(1, max_sweeps + 1):
         if k > 1 and ((k - 1) & (k - 2) == 0 or (k - 1) % ORDER_EVERY == 0):
-            full = policy if model[3] is None else _unpermute(policy, model[3])
+            relabelled = model[3] is not None and S >= PERMUTE_MIN_STATES
+            full = _unpermute(policy, model[3]) if relabelled else policy
             order = flow_order(rows, full, A)
             if S >= PERMUTE_MIN_STATES:
-                V = V if model[3] is None else _unpermute(V, model[3])
+                V = _unpermute(V, model[3]) if relabelled else V
                 model = _permuted(rows, R, mask, order)
                 V, policy = V[order], full[order]
             else:
