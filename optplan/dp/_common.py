@@ -69,9 +69,18 @@ def policy_model(P, R: np.ndarray, policy: np.ndarray) -> tuple[np.ndarray, np.n
     return P[idx, policy], R[idx, policy]
 
 
+#: Up to this many rows :func:`_gather_rows` gathers by NumPy index arithmetic; above, by
+#: scipy's compiled row indexing (no index temporaries of the gathered size: at 10^7
+#: states with 10 successors they would be 2.4 GB).
+GATHER_NUMPY_MAX_ROWS = 2**16
+
+
 def _gather_rows(P, rows: np.ndarray):
-    """``P[rows]`` for a CSR ``P`` by index arithmetic (scipy's fancy row indexing costs
-    ~0.3 ms of overhead at any size: most of a small model's policy evaluation)."""
+    """``P[rows]`` for a CSR ``P``: by index arithmetic for up to
+    :data:`GATHER_NUMPY_MAX_ROWS` rows (scipy's fancy row indexing costs ~0.3 ms of
+    overhead at any size: most of a small model's policy evaluation), by scipy above."""
+    if rows.size > GATHER_NUMPY_MAX_ROWS:
+        return P[rows]
     start = P.indptr[rows]
     counts = P.indptr[rows + 1] - start
     indptr = np.zeros(rows.size + 1, dtype=P.indptr.dtype)
