@@ -137,3 +137,68 @@ def test_kernel_no_overflow_extreme():
     ref, got = both_terms(p, 1e-6)
     assert all(math.isfinite(x) for x in got[:4])
     assert_terms_equal(ref, got)
+
+
+# --- the compiled search against the SciPy search, both on the compiled recursion ----------
+
+
+def assert_same_search(p):
+    """The compiled search (``solve``'s default with numba) returns the SciPy search's result
+    bit for bit: the same tau*, Brent iterations, K, V, pi, lambda and terms."""
+    from optplan.fast import k_temperature as kt
+
+    got = p.solve("fast", kernel="numba")
+    ref = kt._scipy_search(p, 1e-15, 200, "numba")
+    assert got.status == ref.status
+    if got.info.get("search") != "compiled":  # handed over: the SciPy search decided
+        assert got.x == ref.x or (math.isnan(got.x) and math.isnan(ref.x))
+        return got
+    assert got.x == ref.x and got.value == ref.value and got.iterations == ref.iterations
+    for name in ("q", "values", "policy", "occupancy"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+    for key in ("dual_value", "gap", "derivative", "entropy_term", "bonus_term", "reward_term"):
+        assert got.info[key] == ref.info[key], key
+    # the SciPy search evaluates brentq's two ends again; the compiled one reuses them
+    assert got.info["evaluations"] == ref.info["evaluations"] - 2 or ref.iterations == 0
+    return got
+
+
+@numba_only
+@pytest.mark.parametrize("index", range(len(FIXED)))
+def test_compiled_search_is_scipy_search(index):
+    seed, L, S, A, sigma, kinds = FIXED[index]
+    p = problem(seed, L, S, A, sigma, **kinds)
+    got = assert_same_search(p)
+    assert got.info["search"] == "compiled" or not p.bonus_numerators().any()
+
+
+@numba_only
+@settings(max_examples=80, deadline=None)
+@given(
+    **SHAPE,
+    sigma=st.sampled_from([0.0, 0.1, 1.0, 3.0]),
+    rewards=st.sampled_from(["unit", "negative", "large"]),
+    transitions=st.sampled_from(["dense", "sparse"]),
+    counts=st.sampled_from(["small", "zero", "large"]),
+    initial=st.sampled_from(["uniform", "random"]),
+)
+def test_compiled_search_property(seed, L, S, A, sigma, rewards, transitions, counts, initial):
+    kinds = dict(rewards=rewards, transitions=transitions, counts=counts, initial=initial)
+    assert_same_search(problem(seed, L, S, A, sigma, **kinds))
+
+
+@numba_only
+def test_compiled_search_deepsea_and_extremes():
+    """DeepSea-shaped posteriors, and bonuses so small or large that the bracket walks far."""
+    from optplan.bench.cases import deepsea_instance
+
+    rng = np.random.default_rng(5)
+    for L in (4, 12, 20):
+        assert_same_search(deepsea_instance(L, rng))
+    R, P, N, rho = make_instance(11, 5, 4, 3)
+    for scale in (1e-12, 1e-4, 1e4, 1e12):
+        c = np.full(R.shape, scale)
+        assert_same_search(op.KLearningTemperature(R, P, N, 1.0, rho, bonus=c))
+    # no bonus anywhere: tau* = 0, answered by the SciPy search's closed form
+    res = op.KLearningTemperature(R, P, N, 1.0, rho, bonus=np.zeros(R.shape)).solve("fast")
+    assert res.x == 0.0 and res.info.get("search") is None

@@ -7,9 +7,22 @@ evaluates with numpy: the backward recursion of Eq. 6 for ``K`` and ``V``
 numpy code is the reference: ``tests/test_k_learning_kernels.py`` compares the two, and the
 CVXPY cross-checks run on whichever kernel ``kernel="auto"`` picks.
 
+:func:`solve` is the whole search of :func:`optplan.fast.k_temperature.solve` in one call:
+the bracket in ``log tau`` and Brent's method, a port of SciPy's ``brentq`` (the C routine
+``scipy/optimize/Zeros/brentq.c``, its operations in its order), on the same derivative
+``A - B / tau**2`` (``tau**2`` by ``pow``, as Python computes it), so it returns the same
+``tau*`` to the bit; ``tests/test_k_learning_kernels.py`` compares it with the SciPy search.
+Where that search would take a path other than a converged root (no sign change, a NaN, an
+overflow Python raises, the bracket's fallback centre) it answers :data:`FALLBACK` and the
+caller runs the SciPy search.
+
 Why compiled: a numpy pass spends its time in interpreter and dispatch overhead, a few numpy
 calls per layer on arrays of a few hundred entries, repeated for every trial ``tau`` of the
-search, while the arithmetic is ``2 L S^2 A`` multiply-adds.
+search, while the arithmetic is ``2 L S^2 A`` multiply-adds. Within a pass, ``P V`` is
+accumulated over next states for all pairs of a layer at once (``P`` transposed to ``(L, S,
+S A)``: the same sum per pair, in the same order, vectorized across pairs), and each
+``exp((K - max K) / tau)`` is computed once (the backward pass keeps it for the entropy; the
+maximizer's is ``exp(0) = 1``).
 """
 
 from __future__ import annotations
@@ -20,40 +33,55 @@ import numpy as np
 
 from .. import _jit
 
-__all__ = ["AVAILABLE", "terms"]
+__all__ = ["AVAILABLE", "terms", "solve", "SOLVED", "FALLBACK"]
 
 #: numba is installed (optional dependency: pip install "optplan[jit]"); it is imported, and
 #: the kernel compiled (or loaded from numba's cache), on the first call, not with optplan.
 AVAILABLE = _jit.AVAILABLE
 
+#: :func:`solve` outcomes: ``tau*`` found (Brent's method converged); the SciPy search must
+#: decide (see the module docstring).
+SOLVED, FALLBACK = 0, 1
+
 _JIT = _jit.Jit('kernel "numba"', cache=True, nogil=True)
+
+#: The smallest positive normal double: a ``pow`` result below it (and not 0) sets ``ERANGE``,
+#: which Python turns into an ``OverflowError``.
+_TINY = 2.2250738585072014e-308
 
 
 @_JIT
-def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by numba
-    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``."""
+def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled by numba
+    """Fill ``K, V, pi, lam`` (and ``E``, the exponentials ``exp((K - max K) / tau)``) at
+    ``tau``; return ``(f, M, A, B)``. ``PT[l, t, s A + a] = P[l, s, a, t]``."""
     L, S, A_ = R.shape
+    SA = S * A_
+    acc = np.empty(SA)
     # Backward recursion (Eq. 6), soft-max with the max-shift (Eq. 14).
     for l in range(L - 1, -1, -1):
+        for j in range(SA):
+            acc[j] = 0.0
+        if l < L - 1:
+            for t in range(S):  # acc[j] = sum_t P[l, j, t] V[l + 1, t], t in order
+                v = V[l + 1, t]
+                for j in range(SA):
+                    acc[j] += PT[l, t, j] * v
         for s in range(S):
             m = -math.inf
             for a in range(A_):
-                acc = 0.0
-                if l < L - 1:
-                    for t in range(S):
-                        acc += P[l, s, a, t] * V[l + 1, t]
-                k = R[l, s, a] + c[l, s, a] / tau + acc
+                k = R[l, s, a] + c[l, s, a] / tau + acc[s * A_ + a]
                 K[l, s, a] = k
                 if k > m:
                     m = k
             z = 0.0
             for a in range(A_):
-                e = math.exp((K[l, s, a] - m) / tau)
-                pi[l, s, a] = e
+                x = (K[l, s, a] - m) / tau
+                e = 1.0 if x == 0.0 else math.exp(x)
+                E[l, s, a] = e
                 z += e
             V[l, s] = m + tau * math.log(z)
             for a in range(A_):
-                pi[l, s, a] /= z
+                pi[l, s, a] = E[l, s, a] / z
     # Forward pass: occupancy of the Boltzmann policy and the three terms.
     d = rho.copy()
     nxt = np.empty(S)
@@ -66,7 +94,7 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
         for s in range(S):
             ds = d[s]
             # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
-            # rounds to 1 (see optplan.soft.boltzmann_entropy)
+            # rounds to 1 (see optplan.soft.boltzmann_entropy); exp(-(m - K) / tau) is E
             m = -math.inf
             best = 0
             for a in range(A_):
@@ -78,7 +106,7 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
             for a in range(A_):
                 gap = (m - K[l, s, a]) / tau
                 if a != best:
-                    zm1 += math.exp(-gap)
+                    zm1 += E[l, s, a]
                 h += pi[l, s, a] * gap
             h += math.log1p(zm1)
             for a in range(A_):
@@ -100,19 +128,205 @@ def _terms(tau, R, P, c, rho, K, V, pi, lam):  # pragma: no cover - compiled by 
     return f, M, A, B
 
 
-def terms(tau: float, R, P, c, rho, out=None):
+@_JIT
+def _transpose(P):  # pragma: no cover - compiled by numba
+    """``PT[l, t, s A + a] = P[l, s, a, t]``."""
+    L, S, A, _ = P.shape
+    PT = np.empty((L, S, S * A))
+    for l in range(L):
+        for s in range(S):
+            for a in range(A):
+                for t in range(S):
+                    PT[l, t, s * A + a] = P[l, s, a, t]
+    return PT
+
+
+@_JIT
+def _derivative(u, two, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled
+    """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u``; ``ok`` False where Python
+    would raise (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an
+    argument so that ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
+    tau = math.exp(u)
+    _, _, A, B = _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E)
+    t2 = math.pow(tau, two)
+    if not math.isfinite(t2) or (t2 != 0.0 and t2 < _TINY):
+        return 0.0, False
+    g = A - B / t2
+    return g, math.isfinite(g)
+
+
+@_JIT(inline="always")
+def _signbit(x):  # pragma: no cover - compiled by numba
+    return math.copysign(1.0, x) < 0.0
+
+
+@_JIT
+def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
+           lam):  # fmt: skip  # pragma: no cover - compiled by numba
+    """The search of :func:`optplan.fast.k_temperature.solve`; ``K, V, pi, lam`` filled at
+    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``."""
+    L, S, A_ = R.shape
+    PT = _transpose(P)
+    E = np.empty((L, S, A_))
+    bK, bV, bpi, blam = np.empty((L, S, A_)), np.empty((L, S)), np.empty((L, S, A_)), np.empty(
+        (L, S, A_)
+    )
+    # _start: the bracket's centre from tau = 1
+    _, _, A1, B1 = _terms(1.0, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    evals = 1
+    if not (A1 > 0 and B1 > 0 and math.isfinite(B1 / A1)):
+        return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+    u0 = 0.5 * math.log(B1 / A1)
+    u0 = max(u0, u_min + 1.0)
+    u0 = min(u0, u_max - 1.0)
+    # _bracket
+    lo = u0 - 0.5
+    hi = u0 + 0.5
+    g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    evals += 1
+    if not ok:
+        return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+    g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    evals += 1
+    if not ok:
+        return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+    step = step0
+    found = False
+    for _ in range(max_iter):
+        if (g_lo < 0.0 and 0.0 < g_hi) or g_lo == 0.0 or g_hi == 0.0:
+            found = True
+            break
+        if (g_lo > 0.0 and lo <= u_min) or (g_hi < 0.0 and hi >= u_max):
+            return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+        if g_lo > 0.0:
+            hi, g_hi = lo, g_lo
+            lo = lo - step
+            if u_min > lo:
+                lo = u_min
+            g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+        else:
+            lo, g_lo = hi, g_hi
+            hi = hi + step
+            if u_max < hi:
+                hi = u_max
+            g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+        evals += 1
+        if not ok:
+            return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+        step *= 2.0
+    if not found:
+        return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+    # _root: an end where f' is 0, else brentq (its f(a), f(b) are g_lo, g_hi)
+    iterations = 0
+    if g_lo == 0.0:
+        u_star = lo
+    elif g_hi == 0.0:
+        u_star = hi
+    else:
+        xpre, xcur, fpre, fcur = lo, hi, g_lo, g_hi
+        xblk = 0.0
+        fblk = 0.0
+        spre = 0.0
+        scur = 0.0
+        converged = False
+        for _ in range(max_iter):
+            iterations += 1
+            if fpre != 0.0 and fcur != 0.0 and _signbit(fpre) != _signbit(fcur):
+                xblk = xpre
+                fblk = fpre
+                spre = scur = xcur - xpre
+            if abs(fblk) < abs(fcur):
+                xpre = xcur
+                xcur = xblk
+                xblk = xpre
+                fpre = fcur
+                fcur = fblk
+                fblk = fpre
+            delta = (xtol + rtol * abs(xcur)) / 2
+            sbis = (xblk - xcur) / 2
+            if fcur == 0.0 or abs(sbis) < delta:
+                converged = True
+                break
+            if abs(spre) > delta and abs(fcur) < abs(fpre):
+                if xpre == xblk:  # interpolate
+                    stry = -fcur * (xcur - xpre) / (fcur - fpre)
+                else:  # extrapolate
+                    dpre = (fpre - fcur) / (xpre - xcur)
+                    dblk = (fblk - fcur) / (xblk - xcur)
+                    stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+                bound = 3 * abs(sbis) - delta
+                if abs(spre) < bound:
+                    bound = abs(spre)
+                if 2 * abs(stry) < bound:  # good short step
+                    spre = scur
+                    scur = stry
+                else:  # bisect
+                    spre = sbis
+                    scur = sbis
+            else:  # bisect
+                spre = sbis
+                scur = sbis
+            xpre = xcur
+            fpre = fcur
+            if abs(scur) > delta:
+                xcur += scur
+            else:
+                xcur += delta if sbis > 0 else -delta
+            fcur, ok = _derivative(xcur, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+            evals += 1
+            if not ok:
+                return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
+        if not converged:
+            return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
+        u_star = xcur
+    tau = math.exp(u_star)
+    f, M, A, B = _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E)
+    return SOLVED, tau, iterations, evals + 1, f, M, A, B
+
+
+def _table() -> dict:
+    if not AVAILABLE:
+        raise RuntimeError(f'kernel "numba" needs numba: {_jit.INSTALL}')
+    return _JIT.table or _JIT.compiled()
+
+
+def transposed(P) -> np.ndarray:
+    """``P`` (L, S, A, S) as the ``(L, S, S A)`` array :func:`terms` reads (``PT[l, t, s A +
+    a] = P[l, s, a, t]``)."""
+    L, S, A, _ = P.shape
+    return np.ascontiguousarray(np.transpose(P, (0, 3, 1, 2)).reshape(L, S, S * A))
+
+
+def terms(tau: float, R, P, c, rho, out=None, PT=None):
     """``(f, M, A, B, K, V, pi, lambda)`` at ``tau``, as ``temperature_terms`` returns.
 
     ``out`` may pass preallocated ``(K, V, pi, lam)`` buffers to reuse across calls (the
-    returned arrays are then those buffers).
+    returned arrays are then those buffers); ``PT``, :func:`transposed` ``P`` for the same.
     """
-    if not AVAILABLE:
-        raise RuntimeError(f'kernel "numba" needs numba: {_jit.INSTALL}')
+    table = _table()
     L, S, A = R.shape
     if out is None:
         out = (np.empty((L, S, A)), np.empty((L, S)), np.empty((L, S, A)), np.empty((L, S, A)))
+    if PT is None:
+        PT = transposed(P)
     K, V, pi, lam = out
-    f, M, Aterm, B = (_JIT.table or _JIT.compiled())["_terms"](
-        float(tau), R, P, c, rho, K, V, pi, lam
-    )
+    f, M, Aterm, B = table["_terms"](float(tau), R, P, PT, c, rho, K, V, pi, lam, np.empty_like(K))
     return f, M, Aterm, B, K, V, pi, lam
+
+
+#: ``log 4``, the bracket's first step, computed once by Python.
+_STEP0 = math.log(4.0)
+
+
+def solve(R, P, c, rho, xtol: float, rtol: float, max_iter: int, u_min: float, u_max: float):
+    """The whole search for ``tau*`` (module docstring): ``(status, tau, iterations,
+    evaluations, f, M, A, B, K, V, pi, lambda)``; arrays C-contiguous floats. ``status`` is
+    :data:`FALLBACK` where the SciPy search must decide (the other entries are then
+    meaningless)."""
+    table = _table()
+    L, S, A = R.shape
+    K, pi, lam = np.empty((L, S, A)), np.empty((L, S, A)), np.empty((L, S, A))
+    V = np.empty((L, S))
+    out = table["_solve"](R, P, c, rho, float(xtol), float(rtol), int(max_iter), float(u_min),
+                          float(u_max), _STEP0, 2.0, K, V, pi, lam)  # fmt: skip
+    return (*out, K, V, pi, lam)

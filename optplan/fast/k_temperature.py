@@ -15,6 +15,12 @@ Brent's method in ``log tau`` after a geometric bracket search. The dual of Appe
 (Eq. 27) evaluated at ``lambda(tau)`` is ``D = M + 2 sqrt(A B)`` (its inner minimum over tau,
 at ``sqrt(B / A)``); ``f(tau) - D >= 0`` is the primal-dual gap, zero exactly when
 ``tau = sqrt(B / A)``, i.e. at ``tau*``.
+
+With the compiled kernel the whole search runs in one compiled call
+(:func:`optplan.fast._k_kernels.solve`: the same bracket and a port of SciPy's ``brentq``,
+giving the same ``tau*`` to the bit); where that search would not end in a converged root it
+hands over to :func:`_scipy_search`, the search in Python with SciPy's ``brentq``, which
+then decides (messages, statuses and errors as always). ``info["search"]`` says which ran.
 """
 
 from __future__ import annotations
@@ -90,10 +96,11 @@ def _terms_function(kernel: str, R, P, c, rho):
     R, P, c, rho = (np.ascontiguousarray(x, dtype=float) for x in (R, P, c, rho))
     L, S, A = R.shape
     buffers = (np.empty((L, S, A)), np.empty((L, S)), np.empty((L, S, A)), np.empty((L, S, A)))
+    PT = _k_kernels.transposed(P)
 
     def terms(tau, final=False):
         # Root-finding passes reuse the buffers; the last pass gets arrays of its own.
-        return _k_kernels.terms(tau, R, P, c, rho, out=None if final else buffers)
+        return _k_kernels.terms(tau, R, P, c, rho, out=None if final else buffers, PT=PT)
 
     return terms, "numba"
 
@@ -112,7 +119,8 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
         Who evaluates the recursion at each trial ``tau``: the numpy reference, or the
         compiled kernel of :mod:`optplan.fast._k_kernels` (optional dependency ``numba``,
         ``pip install "optplan[jit]"``). ``"auto"``: numba when installed. ``info["kernel"]``
-        says which ran.
+        says which ran; with numba the search itself is compiled too (module docstring;
+        ``info["search"]``: ``"compiled"`` or ``"scipy"``).
 
     Returns
     -------
@@ -120,9 +128,61 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
         ``x = tau*``, ``value = f(tau*)``, ``q = K``, ``values = V`` (Eq. 14), ``policy`` the
         Boltzmann policy ``(L, S, A)``, ``occupancy = multiplier = lambda`` (the dual
         variables of the Bellman inequalities), ``info``: ``dual_value``, ``gap`` (primal
-        minus dual), ``derivative`` (``f'(tau*)``), ``evaluations``.
+        minus dual), ``derivative`` (``f'(tau*)``), ``evaluations`` (passes of the recursion
+        made), ``kernel``, ``search``.
     """
     check_tol_iter(xtol, max_iter, "xtol")
+    if choose_kernel(kernel, _k_kernels.AVAILABLE) == "numba":
+        found = _compiled_search(problem, xtol, max_iter)
+        if found is not None:
+            return found
+    return _scipy_search(problem, xtol, max_iter, kernel)
+
+
+#: Brent's relative tolerance on ``log tau``.
+_RTOL = 4 * np.finfo(float).eps
+
+
+def _compiled_search(problem, xtol: float, max_iter: int) -> PlanResult | None:
+    """The search in one compiled call (:func:`optplan.fast._k_kernels.solve`), or ``None``
+    where it hands over to :func:`_scipy_search` (no bonus, or no converged root)."""
+    start = time.perf_counter()
+    c = problem.bonus_numerators()
+    if not c.any():
+        return None
+    R, P, c, rho = (
+        np.ascontiguousarray(x, dtype=float)
+        for x in (problem.mean_rewards, problem.mean_transitions, c, problem.initial)
+    )
+    status, tau, iterations, evals, f, M, A, B, K, V, pi, lam = _k_kernels.solve(
+        R, P, c, rho, xtol, _RTOL, max_iter, _U_MIN, _U_MAX
+    )
+    if status != _k_kernels.SOLVED:
+        return None
+    return _found(tau, iterations, evals, start, f, M, A, B, K, V, pi, lam, "numba", "compiled")
+
+
+def _found(tau, iterations, evals, start, f, M, A, B, K, V, pi, lam, kernel, search):
+    """The optimal result at ``tau*`` from its terms."""
+    dual = M + 2.0 * math.sqrt(A * B)
+    info = {
+        "tau": tau,
+        "dual_value": dual,
+        "gap": f - dual,
+        "derivative": A - B / tau**2,
+        "entropy_term": A,
+        "bonus_term": B,
+        "reward_term": M,
+        "evaluations": evals,
+        "kernel": kernel,
+        "search": search,
+    }
+    return _optimal(f, tau, "", iterations, start, K, V, pi, lam, info)
+
+
+def _scipy_search(problem, xtol: float, max_iter: int, kernel: str) -> PlanResult:
+    """The search in Python: the bracket, then SciPy's ``brentq`` on ``f'`` in ``log tau``,
+    each trial ``tau`` evaluated by ``kernel`` (the reference of the compiled search)."""
     start = time.perf_counter()
     R, P, rho = problem.mean_rewards, problem.mean_transitions, problem.initial
     c = problem.bonus_numerators()
@@ -140,19 +200,7 @@ def solve(problem, xtol: float = 1e-15, max_iter: int = 200, kernel: str = "auto
         )
     tau = math.exp(u_star)
     f, M, A, B, K, V, pi, lam = terms(tau, final=True)
-    dual = M + 2.0 * math.sqrt(A * B)
-    info = {
-        "tau": tau,
-        "dual_value": dual,
-        "gap": f - dual,
-        "derivative": A - B / tau**2,
-        "entropy_term": A,
-        "bonus_term": B,
-        "reward_term": M,
-        "evaluations": dfdu.evals + 1,
-        "kernel": kernel,
-    }
-    return _optimal(f, tau, "", iterations, start, K, V, pi, lam, info)
+    return _found(tau, iterations, dfdu.evals + 1, start, f, M, A, B, K, V, pi, lam, kernel, "scipy")
 
 
 class _Derivative:
@@ -231,7 +279,7 @@ def _root(dfdu, lo, hi, g_lo, g_hi, xtol: float, max_iter: int):
         lo,
         hi,
         xtol=xtol,
-        rtol=4 * np.finfo(float).eps,
+        rtol=_RTOL,
         maxiter=max_iter,
         full_output=True,
         disp=False,
