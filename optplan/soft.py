@@ -43,6 +43,7 @@ from ._checks import (
 __all__ = [
     "soft_values",
     "boltzmann_policy",
+    "boltzmann_policy_and_values",
     "boltzmann_entropy",
     "soft_backward",
     "layered_occupancy",
@@ -71,6 +72,16 @@ def boltzmann_policy(K: np.ndarray, tau: float) -> np.ndarray:
     K = np.asarray(K, dtype=float)
     z = np.exp((K - K.max(axis=-1, keepdims=True)) / float(tau))
     return z / z.sum(axis=-1, keepdims=True)
+
+
+def boltzmann_policy_and_values(K: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(boltzmann_policy(K, tau), soft_values(K, tau))`` with one shared exponential: the
+    same operations, so the same bits, as the two functions."""
+    K = np.asarray(K, dtype=float)
+    m = K.max(axis=-1, keepdims=True)
+    z = np.exp((K - m) / float(tau))
+    total = z.sum(axis=-1, keepdims=True)
+    return z / total, m[..., 0] + float(tau) * np.log(total[..., 0])
 
 
 def boltzmann_entropy(K: np.ndarray, tau: float) -> np.ndarray:

@@ -203,8 +203,7 @@ class KLearning(ConicFallback, EpisodicAgent):
             else:
                 self.K = np.array(res.q)
         if self.tau > 0:
-            self.pi = soft.boltzmann_policy(self.K, self.tau)
-            self.values = soft.soft_values(self.K, self.tau)
+            self.pi, self.values = soft.boltzmann_policy_and_values(self.K, self.tau)
         else:  # tau* = 0: greedy
             best = self.K == self.K.max(axis=-1, keepdims=True)
             self.pi = best / best.sum(axis=-1, keepdims=True)

@@ -14,7 +14,8 @@ Two tables, each of engines that say for themselves what they cover:
   (UCRL2, KL-UCRL, the continuing posterior agents: compiled steps between plans, the
   agent's own plans) another (:mod:`.planning_compiled`); continuing PSRL's whole run (steps,
   batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
-  (:mod:`.psrl_compiled`).
+  (:mod:`.psrl_compiled`); K-learning's and the episodic PSRL's (compiled episodes, the
+  agent's own plan between them) a fourth (:mod:`.episodic_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -51,11 +52,20 @@ class RunEngine:
         """Why this engine does not cover the run, or ``None`` when it does."""
         return self._impl().compiled_reason(agent, env, episodes, track)
 
-    def loop(self, agent, env, env_seed: int, agent_rng, steps: int, record, bar=None,
-             track: bool = False):  # fmt: skip
+    def loop(self, agent, env, env_seed: int, agent_rng, steps: int | None, record, bar=None,
+             track: bool = False, *, episodes=None, stop_when_solved=False,
+             on_episode_end=None):  # fmt: skip
         """The run, recorded into ``record`` as the generic loop records it (``track``: with
-        the agent's policies, for a module that sets ``TRACKS = True``)."""
+        the agent's policies, for a module that sets ``TRACKS = True``; ``episodes``,
+        ``stop_when_solved``, ``on_episode_end``: :func:`~optplan.experiments.run`'s, for a
+        module that sets ``EPISODES = True``; the others refuse runs counted in episodes and
+        see no episode end)."""
         impl = self._impl()
+        if getattr(impl, "EPISODES", False):
+            return impl.compiled_loop(
+                agent, env, env_seed, agent_rng, steps, record, bar, episodes=episodes,
+                stop_when_solved=stop_when_solved, on_episode_end=on_episode_end,
+            )  # fmt: skip
         if getattr(impl, "TRACKS", False):
             return impl.compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar, track)
         return impl.compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar)
@@ -83,11 +93,18 @@ def _planning_compiled():
     return planning_compiled
 
 
+def _episodic_compiled():
+    from . import episodic_compiled
+
+    return episodic_compiled
+
+
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("index agents", _index_compiled),
     RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("planning agents", _planning_compiled),
+    RunEngine("episodic agents", _episodic_compiled),
 )
 
 

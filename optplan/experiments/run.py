@@ -58,11 +58,11 @@ import numpy as np
 from .._checks import OptplanError, OptplanTypeError, check_choice, check_int
 from .._progress import progress_bar
 from ..agents.base import Agent, PolicyAgent
-from . import engines, metrics
+from . import engines
 from .fits import agent_shape, check_agent_fits, never_ends_episodes
 from .oracle import OPTIMAL_ACTION_RTOL, Oracle, solve_oracle, true_model
 from .threads import one_blas_thread
-from .trace import Record, Trace, score
+from .trace import Record, Trace, episode_ended, score
 
 __all__ = [
     "Trace",
@@ -199,7 +199,10 @@ def _drive(
     bar = _bar(steps, episodes) if progress else None
     try:
         if compiled is not None:
-            return compiled.loop(agent, env, env_seed, agent_rng, steps, Record(), bar, track)
+            return compiled.loop(
+                agent, env, env_seed, agent_rng, steps, Record(), bar, track, episodes=episodes,
+                stop_when_solved=stop, on_episode_end=on_end,
+            )  # fmt: skip
         return _loop(agent, env, env_seed, agent_rng, steps, episodes, stop, on_end, track, bar)
     finally:
         if bar is not None:
@@ -344,7 +347,7 @@ def _loop(
             reached = reached or bool(info["goal_reached"])
         if done:
             ends = (episodes, stop_when_solved, on_episode_end)
-            if _episode_ended(rec, t, reached, agent, *ends, bar):
+            if episode_ended(rec, t, reached, agent, *ends, bar):
                 break
             reached = False
             state, info = env.reset()
@@ -372,28 +375,3 @@ def _track_policy(agent, rec: Record, version):
         rec.policies.append(np.array(agent.current_policy(), dtype=float))
     rec.policy_index.append(len(rec.policies) - 1)
     return version
-
-
-def _episode_ended(
-    rec: Record, t: int, reached: bool, agent, episodes, stop_when_solved, on_episode_end, bar
-) -> bool:
-    """Record the episode that ended at step ``t`` (``reached``: it reached the goal) and call
-    the hook; whether the run stops here (the episodes done, or the goal solved)."""
-    rec.episode_ends.append(t)
-    rec.successes.append(reached)
-    rec.solved += reached
-    n_done = len(rec.episode_ends)
-    if bar is not None and episodes is not None:
-        bar.update(1)
-    if on_episode_end is not None:
-        on_episode_end(n_done, agent)
-    if episodes is not None and n_done >= episodes:
-        return True
-    if (
-        stop_when_solved
-        and rec.goal_seen
-        and rec.solved >= metrics.SOLVE_THRESHOLD * n_done * (1 - 1e-12)
-    ):
-        rec.stopped_early = True
-        return True
-    return False

@@ -11,7 +11,7 @@ import numpy as np
 from . import metrics
 from .oracle import Oracle
 
-__all__ = ["Trace", "Record", "score"]
+__all__ = ["Trace", "Record", "score", "episode_ended"]
 
 
 def _freeze(arr: np.ndarray) -> np.ndarray:
@@ -290,3 +290,28 @@ def score(mdp, oracle: Oracle, rec: Record, seed: int) -> Trace:
         lower_bound=bound,
         lower_bound_note=note,
     )
+
+
+def episode_ended(
+    rec: Record, t: int, reached: bool, agent, episodes, stop_when_solved, on_episode_end, bar
+) -> bool:
+    """Record the episode that ended at step ``t`` (``reached``: it reached the goal) and call
+    the hook; whether the run stops here (the episodes done, or the goal solved)."""
+    rec.episode_ends.append(t)
+    rec.successes.append(reached)
+    rec.solved += reached
+    n_done = len(rec.episode_ends)
+    if bar is not None and episodes is not None:
+        bar.update(1)
+    if on_episode_end is not None:
+        on_episode_end(n_done, agent)
+    if episodes is not None and n_done >= episodes:
+        return True
+    if (
+        stop_when_solved
+        and rec.goal_seen
+        and rec.solved >= metrics.SOLVE_THRESHOLD * n_done * (1 - 1e-12)
+    ):
+        rec.stopped_early = True
+        return True
+    return False

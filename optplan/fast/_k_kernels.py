@@ -20,9 +20,11 @@ Why compiled: a numpy pass spends its time in interpreter and dispatch overhead,
 calls per layer on arrays of a few hundred entries, repeated for every trial ``tau`` of the
 search, while the arithmetic is ``2 L S^2 A`` multiply-adds. Within a pass, ``P V`` is
 accumulated over next states for all pairs of a layer at once (``P`` transposed to ``(L, S,
-S A)``: the same sum per pair, in the same order, vectorized across pairs), and each
-``exp((K - max K) / tau)`` is computed once (the backward pass keeps it for the entropy; the
-maximizer's is ``exp(0) = 1``).
+S A)``: the same sum per pair, in the same order, vectorized across pairs), the divisions by
+``tau`` and by the normalizer run over a layer's pairs at once, and each ``(K - max K) / tau``
+and its exponential is computed once (the backward pass keeps them for the entropy, whose
+``(max K - K) / tau`` is their exact negative; the maximizer's exponential is ``exp(0) =
+1``).
 """
 
 from __future__ import annotations
@@ -52,11 +54,18 @@ _TINY = 2.2250738585072014e-308
 
 @_JIT
 def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled by numba
-    """Fill ``K, V, pi, lam`` (and ``E``, the exponentials ``exp((K - max K) / tau)``) at
-    ``tau``; return ``(f, M, A, B)``. ``PT[l, t, s A + a] = P[l, s, a, t]``."""
+    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``. ``PT[l, t, s A + a] =
+    P[l, s, a, t]``; ``E`` (L, S, A) is scratch (the exponentials ``exp((K - max K) / tau)``)."""
     L, S, A_ = R.shape
     SA = S * A_
+    # flat (L, S A) views: the per-pair loops below run over j = s A + a, vectorized
+    R2, c2, K2, E2, pi2 = (R.reshape(L, SA), c.reshape(L, SA), K.reshape(L, SA),
+                           E.reshape(L, SA), pi.reshape(L, SA))  # fmt: skip
+    X = np.empty((L, SA))  # (K - max K) / tau
+    best = np.empty((L, S), dtype=np.int64)  # the first maximizer of each state
     acc = np.empty(SA)
+    top = np.empty(SA)  # max K of the pair's state
+    zs = np.empty(SA)  # the pair's state's sum of exponentials
     # Backward recursion (Eq. 6), soft-max with the max-shift (Eq. 14).
     for l in range(L - 1, -1, -1):
         for j in range(SA):
@@ -66,22 +75,32 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
                 v = V[l + 1, t]
                 for j in range(SA):
                     acc[j] += PT[l, t, j] * v
+        for j in range(SA):
+            K2[l, j] = R2[l, j] + c2[l, j] / tau + acc[j]
         for s in range(S):
             m = -math.inf
+            b = 0
             for a in range(A_):
-                k = R[l, s, a] + c[l, s, a] / tau + acc[s * A_ + a]
-                K[l, s, a] = k
-                if k > m:
-                    m = k
+                if K[l, s, a] > m:
+                    m = K[l, s, a]
+                    b = a
+            best[l, s] = b
+            for a in range(A_):
+                top[s * A_ + a] = m
+        for j in range(SA):
+            X[l, j] = (K2[l, j] - top[j]) / tau
+        for j in range(SA):
+            x = X[l, j]
+            E2[l, j] = 1.0 if x == 0.0 else math.exp(x)
+        for s in range(S):
             z = 0.0
             for a in range(A_):
-                x = (K[l, s, a] - m) / tau
-                e = 1.0 if x == 0.0 else math.exp(x)
-                E[l, s, a] = e
-                z += e
-            V[l, s] = m + tau * math.log(z)
+                z += E[l, s, a]
+            V[l, s] = top[s * A_] + tau * math.log(z)
             for a in range(A_):
-                pi[l, s, a] = E[l, s, a] / z
+                zs[s * A_ + a] = z
+        for j in range(SA):
+            pi2[l, j] = E2[l, j] / zs[j]
     # Forward pass: occupancy of the Boltzmann policy and the three terms.
     d = rho.copy()
     nxt = np.empty(S)
@@ -94,20 +113,15 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
         for s in range(S):
             ds = d[s]
             # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
-            # rounds to 1 (see optplan.soft.boltzmann_entropy); exp(-(m - K) / tau) is E
-            m = -math.inf
-            best = 0
-            for a in range(A_):
-                if K[l, s, a] > m:
-                    m = K[l, s, a]
-                    best = a
+            # rounds to 1 (see optplan.soft.boltzmann_entropy); (m - K) / tau is -X exactly
+            # and its exponential E
+            b = best[l, s]
             zm1 = 0.0
             h = 0.0
             for a in range(A_):
-                gap = (m - K[l, s, a]) / tau
-                if a != best:
+                if a != b:
                     zm1 += E[l, s, a]
-                h += pi[l, s, a] * gap
+                h += pi[l, s, a] * -X[l, s * A_ + a]
             h += math.log1p(zm1)
             for a in range(A_):
                 p = pi[l, s, a]
@@ -168,8 +182,11 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     L, S, A_ = R.shape
     PT = _transpose(P)
     E = np.empty((L, S, A_))
-    bK, bV, bpi, blam = np.empty((L, S, A_)), np.empty((L, S)), np.empty((L, S, A_)), np.empty(
-        (L, S, A_)
+    bK, bV, bpi, blam = (
+        np.empty((L, S, A_)),
+        np.empty((L, S)),
+        np.empty((L, S, A_)),
+        np.empty((L, S, A_)),
     )
     # _start: the bracket's centre from tau = 1
     _, _, A1, B1 = _terms(1.0, R, P, PT, c, rho, bK, bV, bpi, blam, E)

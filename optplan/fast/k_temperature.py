@@ -200,7 +200,9 @@ def _scipy_search(problem, xtol: float, max_iter: int, kernel: str) -> PlanResul
         )
     tau = math.exp(u_star)
     f, M, A, B, K, V, pi, lam = terms(tau, final=True)
-    return _found(tau, iterations, dfdu.evals + 1, start, f, M, A, B, K, V, pi, lam, kernel, "scipy")
+    return _found(
+        tau, iterations, dfdu.evals + 1, start, f, M, A, B, K, V, pi, lam, kernel, "scipy"
+    )
 
 
 class _Derivative:

@@ -135,7 +135,8 @@ class LayeredPosterior:
         posteriors only), shape ``(L, S, A)``; see :func:`k_bonus_numerators`."""
         if self.L is None:
             raise OptplanError("bonus_numerators needs a layered posterior (n_layers set)")
-        _, reward_var = self.reward_posterior()
+        # Eq. 6 as printed reads no posterior variance
+        reward_var = self.reward_posterior()[1] if kind == "posterior" else None
         return k_bonus_numerators(
             kind,
             self.counts,

@@ -1,0 +1,129 @@
+r"""The compiled episodes of the episodic posterior agents (optional: needs ``numba``).
+
+K-learning and the episodic PSRL plan once per episode (:meth:`plan`, at the episode's start)
+and in between act from that plan and count what they see. An *episode* here is those steps:
+this module plays one in a single call (the agent's action, the environment's step, the
+posterior's update, the record) and hands back to Python, which makes the next plan with the
+agent's own code (:mod:`optplan.experiments.episodic_compiled`). The plans are the generic
+loop's by construction; the steps give the same bits because each is the same operations on
+the same generators, in the same order:
+
+- K-learning's Boltzmann action (:meth:`optplan.agents.KLearning.select_action`): one
+  ``Generator.random()`` of the agent's generator ``u``, then ``searchsorted(cdf, u cdf[-1],
+  side="right")`` on the row of the plan's cumulative policy, capped at ``A - 1``; PSRL's
+  action is its policy's, without a draw;
+- DeepSea's step (:meth:`optplan.envs.DeepSea.step`): the expected reward, then a standard
+  normal (times the noise sd) where the variant puts noise, then, for a "right" of the windy
+  version, one uniform against ``1 / size``;
+- a finite-horizon :class:`~optplan.envs.TabularEnv`'s step: one uniform and the binary search
+  of ``searchsorted(cdf, u, side="right")`` in the transition row, then a standard normal
+  times ``reward_noise`` when it is positive;
+- the posterior's update (:meth:`optplan.posteriors.LayeredPosterior.update`): the same float
+  additions; a next state contradicting the deterministic prior stops the episode before
+  that update (:data:`CONTRADICTED`), so that Python makes the update and raises its error.
+
+numba implements ``Generator.random`` and ``standard_normal`` with NumPy's algorithms on the
+same bit generator (:func:`optplan.experiments._segment_kernels.self_check` verifies it).
+"""
+
+from __future__ import annotations
+
+from .. import _jit
+from ._segment_kernels import _JIT as _SEGMENTS
+from ._segment_kernels import _search_right
+
+__all__ = ["AVAILABLE", "BOLTZMANN", "POLICY", "DEEPSEA", "TABULAR", "DONE", "INADMISSIBLE",
+           "CONTRADICTED", "episode"]  # fmt: skip
+
+#: numba is installed (the ``jit`` extra).
+AVAILABLE = _jit.AVAILABLE
+
+#: How the agent acts: K-learning's Boltzmann draw from a cumulative policy; a deterministic
+#: policy (PSRL).
+BOLTZMANN, POLICY = 0, 1
+#: The environment's step: DeepSea's; a finite-horizon TabularEnv's.
+DEEPSEA, TABULAR = 0, 1
+#: Episode outcomes: the steps asked for were played; the agent chose an action the
+#: environment does not admit (the environment raises); a next state contradicts the
+#: deterministic transition prior (the posterior raises).
+DONE, INADMISSIBLE, CONTRADICTED = 0, 1, 2
+
+_JIT = _jit.Jit(
+    "the compiled episodes of the episodic agents", uses=(_SEGMENTS,), cache=True,
+    error_model="numpy",
+)  # fmt: skip
+
+
+@_JIT
+def _episode(act, n, state, cdf, policy, agent_rng, env_kind, env_rng, R, env_cdf, mask,
+             noise, goals, mapping, noise_mask, windy, size, counts, reward_sums, next_counts,
+             deterministic_prior, states, actions, rewards, layers,
+             offset):  # fmt: skip  # pragma: no cover - compiled by numba
+    """The first ``n`` steps of an episode from ``state`` at layer 0, each recorded at
+    ``offset + i``. Returns ``(status, steps played, state, reached the goal, action, next
+    state)``; the last two name the step that stopped the episode (``INADMISSIBLE``,
+    ``CONTRADICTED``)."""
+    L = counts.shape[0]
+    A = counts.shape[2]
+    S = counts.shape[1]
+    reached = False
+    x = state
+    for i in range(n):
+        l = i
+        if act == BOLTZMANN:
+            row = cdf[l, x]
+            a = _search_right(row, agent_rng.random() * row[A - 1])
+            if a > A - 1:
+                a = A - 1
+        else:
+            a = policy[l, x]
+        if env_kind == DEEPSEA:
+            right = a == mapping[l, x]
+            if right and x == size - 1:
+                reached = True
+            r = R[l, x, a]
+            if noise > 0.0 and noise_mask[l, x]:
+                r = r + noise * env_rng.standard_normal()
+            y = x
+            if right:
+                if not windy or env_rng.random() > 1.0 / size:
+                    y = min(x + 1, size - 1)
+            else:
+                y = max(x - 1, 0)
+        else:
+            if not mask[l, x, a]:
+                return INADMISSIBLE, i, x, reached, a, -1
+            expected = R[l, x, a]
+            y = _search_right(env_cdf[l, x, a], env_rng.random())
+            if noise > 0.0:
+                r = expected + noise * env_rng.standard_normal()
+            else:
+                r = expected
+            if goals[y]:
+                reached = True
+        recorded = l + 1 < L
+        if recorded and deterministic_prior:
+            seen = 0.0
+            for t in range(S):
+                seen += next_counts[l, x, a, t]
+            if seen > 0 and next_counts[l, x, a, y] == 0:
+                return CONTRADICTED, i, x, reached, a, y
+        states[offset + i] = x
+        actions[offset + i] = a
+        rewards[offset + i] = r
+        layers[offset + i] = l
+        counts[l, x, a] += 1
+        reward_sums[l, x, a] += r
+        if recorded:
+            next_counts[l, x, a, y] += 1
+        x = y
+    return DONE, n, x, reached, -1, -1
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
+
+
+def episode(*args):
+    """:func:`_episode`, compiled."""
+    return _compiled()["_episode"](*args)
