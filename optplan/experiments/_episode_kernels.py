@@ -10,8 +10,10 @@ the same generators, in the same order:
 
 - K-learning's Boltzmann action (:meth:`optplan.agents.KLearning.select_action`): one
   ``Generator.random()`` of the agent's generator ``u``, then ``searchsorted(cdf, u cdf[-1],
-  side="right")`` on the row of the plan's cumulative policy, capped at ``A - 1``; PSRL's
-  action is its policy's, without a draw;
+  side="right")`` on the row of the plan's cumulative policy, capped at ``A - 1``. The agent
+  draws nothing else within an episode (its plan draws nothing), so the episode's ``u`` are
+  drawn before it by one ``Generator.random(n)``, the same numbers as ``n`` calls of
+  ``random()``; PSRL's action is its policy's, without a draw;
 - DeepSea's step (:meth:`optplan.envs.DeepSea.step`): the expected reward, then a standard
   normal (times the noise sd) where the variant puts noise, then, for a "right" of the windy
   version, one uniform against ``1 / size``;
@@ -55,12 +57,13 @@ _JIT = _jit.Jit(
 
 
 @_JIT
-def _episode(act, n, state, cdf, policy, agent_rng, env_kind, env_rng, R, env_cdf, mask,
+def _episode(act, n, state, cdf, policy, uniforms, env_kind, env_rng, R, env_cdf, mask,
              noise, goals, mapping, noise_mask, windy, size, counts, reward_sums, next_counts,
              deterministic_prior, states, actions, rewards, layers,
              offset):  # fmt: skip  # pragma: no cover - compiled by numba
     """The first ``n`` steps of an episode from ``state`` at layer 0, each recorded at
-    ``offset + i``. Returns ``(status, steps played, state, reached the goal, action, next
+    ``offset + i``; ``uniforms``: the agent's draws of the episode (Boltzmann actions).
+    Returns ``(status, steps played, state, reached the goal, action, next
     state)``; the last two name the step that stopped the episode (``INADMISSIBLE``,
     ``CONTRADICTED``)."""
     L = counts.shape[0]
@@ -72,7 +75,7 @@ def _episode(act, n, state, cdf, policy, agent_rng, env_kind, env_rng, R, env_cd
         l = i
         if act == BOLTZMANN:
             row = cdf[l, x]
-            a = _search_right(row, agent_rng.random() * row[A - 1])
+            a = _search_right(row, uniforms[i] * row[A - 1])
             if a > A - 1:
                 a = A - 1
         else:

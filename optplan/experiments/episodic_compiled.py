@@ -152,6 +152,7 @@ def _agent_arrays(agent, L: int, S: int):
 
 _NO_POLICY = np.zeros((1, 1), dtype=np.int64)
 _NO_CDF = np.zeros((1, 1, 1))
+_NO_DRAWS = np.zeros(0)
 
 
 class _Buffers:
@@ -196,8 +197,9 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         n = min(L, max_steps - t)
         buf.fit(t + n)
         act, cdf, policy = _agent_arrays(agent, L, E.A)
+        uniforms = agent.rng.random(n) if act == K.BOLTZMANN else _NO_DRAWS
         status, played, state, reached, action, nxt = K.episode(
-            act, n, int(state), cdf, policy, agent.rng, E.kind, env.np_random, E.R, E.cdf,
+            act, n, int(state), cdf, policy, uniforms, E.kind, env.np_random, E.R, E.cdf,
             E.mask, E.noise, E.goals, E.mapping, E.noise_mask, E.windy, E.size, post.counts,
             post.reward_sums, post.next_counts, det, buf.states, buf.actions, buf.rewards,
             buf.layers, t,

@@ -130,7 +130,17 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
                 if w != 0.0:
                     M += w * R[l, s, a]
                     B += w * c[l, s, a]
-                    if l < L - 1:
+            # nxt[t] += w P[l, s, a, t] over a in order; a zero weight adds +0 to nxt >= 0
+            # (P finite, >= 0), which changes nothing, so it needs no test
+            if l < L - 1 and ds != 0.0:
+                if A_ == 2:
+                    w0 = lam[l, s, 0]
+                    w1 = lam[l, s, 1]
+                    for t in range(S):
+                        nxt[t] = (nxt[t] + w0 * P[l, s, 0, t]) + w1 * P[l, s, 1, t]
+                else:
+                    for a in range(A_):
+                        w = lam[l, s, a]
                         for t in range(S):
                             nxt[t] += w * P[l, s, a, t]
             A += ds * h

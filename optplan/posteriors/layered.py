@@ -17,7 +17,7 @@ from .._checks import (
     index_str,
 )
 from ._common import _broadcast
-from .dirichlet import dirichlet_mean, sample_dirichlet
+from .dirichlet import sample_dirichlet
 from .gaussian import gaussian_mean_posterior
 
 
@@ -112,8 +112,9 @@ class LayeredPosterior:
     def mean_transitions(self, index=()) -> np.ndarray:
         """Posterior mean transitions, ``counts.shape + (S,)`` (or of ``counts[index]``)."""
         counts = self.next_counts[index]
-        if not self.deterministic:
-            return dirichlet_mean(counts + self.transition_prior)
+        if not self.deterministic:  # dirichlet_mean, divided in place of the fresh sum
+            alpha = counts + self.transition_prior
+            return np.divide(alpha, alpha.sum(axis=-1, keepdims=True), out=alpha)
         n = counts.sum(axis=-1, keepdims=True)
         return np.where(n > 0, counts / np.maximum(n, 1.0), 1.0 / self.S)
 
