@@ -166,17 +166,28 @@ def _transpose(P):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _derivative(u, two, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled
-    """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u``; ``ok`` False where Python
+def _derivative(u, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k):  # pragma: no cover
+    """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u``, the pass at ``tau`` kept in
+    buffer set ``k`` (``BK[k]``, ... and ``T[k] = (f, M, A, B)``); ``ok`` False where Python
     would raise (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an
     argument so that ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
     tau = math.exp(u)
-    _, _, A, B = _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E)
+    f, M, A, B = _terms(tau, R, P, PT, c, rho, BK[k], BV[k], Bpi[k], Blam[k], E)
+    T[k, 0], T[k, 1], T[k, 2], T[k, 3] = f, M, A, B
     t2 = math.pow(tau, two)
     if not math.isfinite(t2) or (t2 != 0.0 and t2 < _TINY):
         return 0.0, False
     g = A - B / t2
     return g, math.isfinite(g)
+
+
+@_JIT(inline="always")
+def _other(i, j):  # pragma: no cover - compiled by numba
+    """A buffer set (of 0, 1, 2) that is neither ``i`` nor ``j``."""
+    for k in range(3):
+        if k != i and k != j:
+            return k
+    return 0
 
 
 @_JIT(inline="always")
@@ -188,18 +199,23 @@ def _signbit(x):  # pragma: no cover - compiled by numba
 def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
            lam):  # fmt: skip  # pragma: no cover - compiled by numba
     """The search of :func:`optplan.fast.k_temperature.solve`; ``K, V, pi, lam`` filled at
-    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``."""
+    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``.
+
+    Each trial ``tau`` is evaluated into one of three buffer sets, one per point Brent's
+    method holds (``xpre``, ``xcur``, ``xblk``; the bracket's two ends before it), so the pass
+    at the root found is the one kept in ``xcur``'s set: no pass is repeated."""
     L, S, A_ = R.shape
     PT = _transpose(P)
     E = np.empty((L, S, A_))
-    bK, bV, bpi, blam = (
-        np.empty((L, S, A_)),
-        np.empty((L, S)),
-        np.empty((L, S, A_)),
-        np.empty((L, S, A_)),
+    BK, BV, Bpi, Blam = (
+        np.empty((3, L, S, A_)),
+        np.empty((3, L, S)),
+        np.empty((3, L, S, A_)),
+        np.empty((3, L, S, A_)),
     )
+    T = np.empty((3, 4))
     # _start: the bracket's centre from tau = 1
-    _, _, A1, B1 = _terms(1.0, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    _, _, A1, B1 = _terms(1.0, R, P, PT, c, rho, BK[0], BV[0], Bpi[0], Blam[0], E)
     evals = 1
     if not (A1 > 0 and B1 > 0 and math.isfinite(B1 / A1)):
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -209,11 +225,12 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     # _bracket
     lo = u0 - 0.5
     hi = u0 + 0.5
-    g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    k_lo, k_hi = 0, 1
+    g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
-    g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+    g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -226,17 +243,19 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
         if (g_lo > 0.0 and lo <= u_min) or (g_hi < 0.0 and hi >= u_max):
             return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
         if g_lo > 0.0:
-            hi, g_hi = lo, g_lo
+            hi, g_hi, k_hi = lo, g_lo, k_lo
             lo = lo - step
             if u_min > lo:
                 lo = u_min
-            g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+            k_lo = _other(k_hi, k_hi)
+            g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
         else:
-            lo, g_lo = hi, g_hi
+            lo, g_lo, k_lo = hi, g_hi, k_hi
             hi = hi + step
             if u_max < hi:
                 hi = u_max
-            g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+            k_hi = _other(k_lo, k_lo)
+            g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
         evals += 1
         if not ok:
             return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -246,11 +265,12 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     # _root: an end where f' is 0, else brentq (its f(a), f(b) are g_lo, g_hi)
     iterations = 0
     if g_lo == 0.0:
-        u_star = lo
+        u_star, k_star = lo, k_lo
     elif g_hi == 0.0:
-        u_star = hi
+        u_star, k_star = hi, k_hi
     else:
         xpre, xcur, fpre, fcur = lo, hi, g_lo, g_hi
+        k_pre, k_cur, k_blk = k_lo, k_hi, k_lo
         xblk = 0.0
         fblk = 0.0
         spre = 0.0
@@ -261,6 +281,7 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
             if fpre != 0.0 and fcur != 0.0 and _signbit(fpre) != _signbit(fcur):
                 xblk = xpre
                 fblk = fpre
+                k_blk = k_pre
                 spre = scur = xcur - xpre
             if abs(fblk) < abs(fcur):
                 xpre = xcur
@@ -269,6 +290,9 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
                 fpre = fcur
                 fcur = fblk
                 fblk = fpre
+                k_pre = k_cur
+                k_cur = k_blk
+                k_blk = k_pre
             delta = (xtol + rtol * abs(xcur)) / 2
             sbis = (xblk - xcur) / 2
             if fcur == 0.0 or abs(sbis) < delta:
@@ -295,20 +319,26 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
                 scur = sbis
             xpre = xcur
             fpre = fcur
+            k_pre = k_cur
             if abs(scur) > delta:
                 xcur += scur
             else:
                 xcur += delta if sbis > 0 else -delta
-            fcur, ok = _derivative(xcur, two, R, P, PT, c, rho, bK, bV, bpi, blam, E)
+            k_cur = _other(k_pre, k_blk)
+            fcur, ok = _derivative(xcur, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_cur)
             evals += 1
             if not ok:
                 return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
         if not converged:
             return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
-        u_star = xcur
+        u_star, k_star = xcur, k_cur
+    # the pass at tau* = exp(u*) was made at this u: its buffers are the answer
     tau = math.exp(u_star)
-    f, M, A, B = _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E)
-    return SOLVED, tau, iterations, evals + 1, f, M, A, B
+    K[...] = BK[k_star]
+    V[...] = BV[k_star]
+    pi[...] = Bpi[k_star]
+    lam[...] = Blam[k_star]
+    return SOLVED, tau, iterations, evals, T[k_star, 0], T[k_star, 1], T[k_star, 2], T[k_star, 3]
 
 
 def _table() -> dict:

@@ -136,14 +136,14 @@ class LayeredPosterior:
         posteriors only), shape ``(L, S, A)``; see :func:`k_bonus_numerators`."""
         if self.L is None:
             raise OptplanError("bonus_numerators needs a layered posterior (n_layers set)")
-        # Eq. 6 as printed reads no posterior variance
-        reward_var = self.reward_posterior()[1] if kind == "posterior" else None
+        # Eq. 6 as printed reads neither the posterior variance nor the transition counts
+        held = kind == "posterior"
         return k_bonus_numerators(
             kind,
             self.counts,
             self.sigma,
-            reward_var,
-            self.next_counts.sum(axis=-1),
+            self.reward_posterior()[1] if held else None,
+            self.next_counts.sum(axis=-1) if held else None,
             self.transition_prior,
             self.S,
             span,
