@@ -193,6 +193,8 @@ class KLearning(ConicFallback, EpisodicAgent):
             # sigma goes through the public constructor, which names it)
             build = KLearningTemperature._trusted if np.ndim(post.sigma) == 0 else None
             build = build or KLearningTemperature
+            for fresh in (R, P, c):  # the plan's own arrays: handed over without a copy
+                fresh.setflags(write=False)
             problem = build(R, P, post.counts, post.sigma, self.initial, c)
             res = self.solve_planned(problem)
             self.tau = float(res.x)

@@ -115,6 +115,17 @@ def check_bonus(bonus, shape: tuple[int, int, int]) -> np.ndarray | None:
     return c
 
 
+def _handed_over(value) -> bool:
+    """A read-only float array owning its data: nothing else can change it, so
+    :meth:`KLearningTemperature._trusted` keeps it without a copy."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype == np.float64
+        and value.base is None
+        and not value.flags.writeable
+    )
+
+
 def _check_tau(tau) -> float:
     return check_positive("tau", tau)
 
@@ -194,8 +205,9 @@ class KLearningTemperature(Problem):
         """The problem of an agent's own posterior, already valid (float ``(L, S, A)`` /
         ``(L, S, A, S)`` arrays, distribution rows, counts and bonus ``>= 0``, a checked
         ``sigma`` and ``initial``, at least 2 actions), built without the checks: the arrays
-        the public constructor would store (float copies, read-only). Not part of the public
-        API: a user's input goes through the constructor."""
+        the public constructor would store (float copies, read-only; a read-only float array
+        that owns its data is the caller's to hand over and is kept as it is). Not part of the
+        public API: a user's input goes through the constructor."""
         out = cls.__new__(cls)
         S = np.shape(mean_rewards)[1]
         rho = np.full(S, 1.0 / S) if initial is None else initial
@@ -206,7 +218,7 @@ class KLearningTemperature(Problem):
             ("initial", rho),
             ("bonus", bonus),
         ):
-            if value is not None:
+            if value is not None and not _handed_over(value):
                 value = np.array(value, dtype=float)
                 value.setflags(write=False)
             object.__setattr__(out, name, value)
