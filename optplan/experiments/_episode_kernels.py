@@ -26,6 +26,9 @@ the same generators, in the same order:
 
 numba implements ``Generator.random`` and ``standard_normal`` with NumPy's algorithms on the
 same bit generator (:func:`optplan.experiments._segment_kernels.self_check` verifies it).
+The environment's ``reset()`` between two episodes (one uniform, searched in the start
+distribution's cumulative sums: DeepSea's start is fixed, and it still draws) is the first
+thing of the next episode's call.
 """
 
 from __future__ import annotations
@@ -57,12 +60,14 @@ _JIT = _jit.Jit(
 
 
 @_JIT
-def _episode(act, n, state, cdf, policy, uniforms, env_kind, env_rng, R, env_cdf, mask,
-             noise, goals, mapping, noise_mask, windy, size, counts, reward_sums, next_counts,
-             deterministic_prior, states, actions, rewards, layers,
+def _episode(act, n, state, reset, initial_cdf, cdf, policy, uniforms, env_kind, env_rng, R,
+             env_cdf, mask, noise, goals, mapping, noise_mask, windy, size, counts, reward_sums,
+             next_counts, deterministic_prior, states, actions, rewards, layers,
              offset):  # fmt: skip  # pragma: no cover - compiled by numba
     """The first ``n`` steps of an episode from ``state`` at layer 0, each recorded at
     ``offset + i``; ``uniforms``: the agent's draws of the episode (Boltzmann actions).
+    ``reset``: the environment's ``reset()`` first (one uniform, the start state searched in
+    ``initial_cdf``), in place of ``state``.
     Returns ``(status, steps played, state, reached the goal, action, next
     state)``; the last two name the step that stopped the episode (``INADMISSIBLE``,
     ``CONTRADICTED``)."""
@@ -71,6 +76,8 @@ def _episode(act, n, state, cdf, policy, uniforms, env_kind, env_rng, R, env_cdf
     S = counts.shape[1]
     reached = False
     x = state
+    if reset:
+        x = _search_right(initial_cdf, env_rng.random())
     for i in range(n):
         l = i
         if act == BOLTZMANN:

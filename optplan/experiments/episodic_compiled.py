@@ -132,7 +132,15 @@ class _Env:
             self.noise_mask = np.zeros((1, 1), dtype=bool)
             self.windy, self.size = False, S
         self.noise = float(env.reward_noise)
+        self.initial_cdf = np.array(env._initial_cdf, dtype=float, order="C", copy=True)
         self.L, self.A = L, A
+
+    def start(self) -> None:
+        """The environment's state after its ``reset()`` (the draw is the kernel's)."""
+        env = self.env
+        if self.deepsea:
+            env._row, env._column, env._running = 0, 0, True
+        env._t, env._done = 0, False
 
     def leave(self, played: int, state: int) -> None:
         """The environment's state after ``played`` steps of the current episode."""
@@ -193,16 +201,17 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     ends = (episodes, stop_when_solved, on_episode_end)
     t = 0
     shown = 0
+    reset = False  # the environment's reset() is due, the first thing of the next episode
     while t < max_steps:
         n = min(L, max_steps - t)
         buf.fit(t + n)
         act, cdf, policy = _agent_arrays(agent, L, E.A)
         uniforms = agent.rng.random(n) if act == K.BOLTZMANN else _NO_DRAWS
         status, played, state, reached, action, nxt = K.episode(
-            act, n, int(state), cdf, policy, uniforms, E.kind, env.np_random, E.R, E.cdf,
-            E.mask, E.noise, E.goals, E.mapping, E.noise_mask, E.windy, E.size, post.counts,
-            post.reward_sums, post.next_counts, det, buf.states, buf.actions, buf.rewards,
-            buf.layers, t,
+            act, n, int(state), reset, E.initial_cdf, cdf, policy, uniforms, E.kind,
+            env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
+            E.windy, E.size, post.counts, post.reward_sums, post.next_counts, det, buf.states,
+            buf.actions, buf.rewards, buf.layers, t,
         )  # fmt: skip
         t += played
         if played and E.reports_goals:
@@ -221,7 +230,11 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
             shown = t
         if episode_ended(record, t, bool(reached), agent, *ends, bar):
             break
-        state, _ = env.reset()
+        if t < max_steps:  # the next call resets the environment
+            reset = True
+            E.start()
+        else:
+            state, _ = env.reset()
     else:
         if episodes is not None:
             raise RuntimeError(
