@@ -315,22 +315,28 @@ def test_bench_agents_rows_and_table():
     covers the run and the engine's reason where none does; bad options refused first."""
     from optplan.bench.agents import bench_agents, format_agents_table
 
-    rows = bench_agents(agents=["ucrl2", "k-learning"], steps=40, warmup=5, param=["delta=0.1"])
+    names = ["ucrl2", "k-learning", "q-learning-ucb"]
+    rows = bench_agents(agents=names, steps=40, warmup=5, param=["delta=0.1"])
     cases = [(r["agent"], r["case"]) for r in rows]
-    assert cases == [("ucrl2", "riverswim-6"), ("ucrl2", "cowan3"), ("k-learning", "deepsea-20")]
-    for r in rows[:2]:
+    assert cases == [
+        ("ucrl2", "riverswim-6"),
+        ("ucrl2", "cowan3"),
+        ("k-learning", "deepsea-20"),
+        ("q-learning-ucb", "deepsea-20"),
+    ]
+    for r in rows[:3]:
         assert r["compiled_steps_per_s"] > 0 and r["generic_steps_per_s"] > 0
         assert r["ratio"] == r["compiled_steps_per_s"] / r["generic_steps_per_s"]
-    assert rows[2]["compiled_steps_per_s"] is None and rows[2]["ratio"] is None
-    assert rows[2]["compiled_note"] == "no engine for KLearning"
+    assert rows[3]["compiled_steps_per_s"] is None and rows[3]["ratio"] is None
+    assert rows[3]["compiled_note"] == "no engine for QLearningUCB"
     lines = format_agents_table(rows).splitlines()
     head = ["agent", "case", "compiled/s", "compile", "s", "generic/s", "compile", "s"]
     assert lines[0].split()[:8] == head
     # numba's compile seconds of each warm-up: a number where the loop ran, none where it did not
-    for r in rows[:2]:
+    for r in rows[:3]:
         assert r["compile_s"] >= 0.0 and r["generic_compile_s"] >= 0.0
-    assert rows[2]["compile_s"] is None and rows[2]["generic_compile_s"] >= 0.0
-    assert lines[4].startswith("k-learning        deepsea-20") and "no engine" in lines[4]
+    assert rows[3]["compile_s"] is None and rows[3]["generic_compile_s"] >= 0.0
+    assert lines[5].startswith("q-learning-ucb    deepsea-20") and "no engine" in lines[5]
     with pytest.raises(OptplanError, match="unknown agent 'nope'"):
         bench_agents(agents=["nope"])
     with pytest.raises(OptplanError, match="param 'zeta' is a parameter of none"):
