@@ -23,6 +23,8 @@ loop's own bookkeeping (:func:`.trace.episode_ended`: successes, ``on_episode_en
 - numba is installed, and its ``Generator.random`` and ``standard_normal`` give NumPy's
   numbers (:func:`._segment_kernels.self_check`).
 
+The oracle run of :attr:`Trace.draft_regret` is compiled too (same draws).
+
 The speed-up is the per-step Python overhead (the agent's action and update, the environment's
 step, the record); the plans cost what they cost in the generic loop. ``optplan bench agents``
 measures both loops.
@@ -263,6 +265,36 @@ def _stop(agent, env, E, status, played, state, action, nxt):
     raise RuntimeError("the deterministic prior's contradiction did not raise")  # unreachable
 
 
-def compiled_oracle_run(env, oracle, env_seed: int, steps: int):
-    """``None``: the oracle run of an episodic environment is the generic one."""
-    return None
+def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
+    """:func:`~optplan.experiments.run.oracle_run` compiled (the oracle's policy played by the
+    episode kernel, its posterior arrays thrown away), for the environments
+    :func:`compiled_reason` accepts; ``None`` for others (the caller runs the generic one)."""
+    if _env_reason(env) is not None or oracle.criterion != "finite_horizon":
+        return None
+    if not (K.AVAILABLE and _segment_kernels.self_check()):
+        return None
+    policy = np.ascontiguousarray(oracle.result.policy, dtype=np.int64)
+    state, _ = env.reset(seed=env_seed)
+    E = _Env(env)
+    L, S, A = E.L, env.mdp.n_states, E.A
+    counts, sums, nexts = np.zeros((L, S, A)), np.zeros((L, S, A)), np.zeros((L, S, A, S))
+    buf = _Buffers(steps)
+    t = 0
+    reset = False
+    while t < steps:
+        n = min(L, steps - t)
+        _, played, state, _, _, _ = K.episode(
+            K.POLICY, n, int(state), reset, E.initial_cdf, _NO_CDF, policy, _NO_DRAWS, E.kind,
+            env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
+            E.windy, E.size, counts, sums, nexts, False, buf.states, buf.actions, buf.rewards,
+            buf.layers, t,
+        )  # fmt: skip
+        t += played
+        E.leave(played, state)
+        if played == L:  # the episode ended: the next call resets the environment
+            reset = True
+            if t < steps:
+                E.start()
+            else:
+                env.reset()
+    return buf.rewards[:steps]
