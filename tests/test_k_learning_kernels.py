@@ -203,3 +203,31 @@ def test_compiled_search_deepsea_and_extremes():
     # no bonus anywhere: tau* = 0, answered by the SciPy search's closed form
     res = op.KLearningTemperature(R, P, N, 1.0, rho, bonus=np.zeros(R.shape)).solve("fast")
     assert res.x == 0.0 and res.info.get("search") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**9), log_tau=st.floats(-6.0, 6.0), scale=st.sampled_from([1.0, 1e3]))
+def test_policy_and_values_equal_the_two_functions(seed, log_tau, scale):
+    """K-learning's plan takes pi and V from one shared exponential: bit for bit
+    ``boltzmann_policy`` and ``soft_values``."""
+    K = np.random.default_rng(seed).normal(size=(4, 3, 3)) * scale
+    tau = 10.0**log_tau
+    pi, V = fk.boltzmann_policy_and_values(K, tau)
+    np.testing.assert_array_equal(pi, fk.boltzmann_policy(K, tau))
+    np.testing.assert_array_equal(V, fk.soft_values(K, tau))
+
+
+def test_trusted_problem_keeps_only_handed_over_arrays():
+    """``_trusted`` keeps a read-only float array that owns its data (the plan's fresh
+    arrays) and copies anything else (the posterior's live counts)."""
+    R, P, N, rho = make_instance(2, 3, 2, 2)
+    fresh = np.array(R, dtype=float)
+    fresh.setflags(write=False)
+    counts = np.array(N, dtype=float)  # writeable: copied
+    p = op.KLearningTemperature._trusted(fresh, P, counts, 1.0, rho)
+    assert p.mean_rewards is fresh
+    assert p.counts is not counts and not p.counts.flags.writeable
+    P_ro = np.array(P, dtype=float)
+    P_ro.setflags(write=False)
+    q = op.KLearningTemperature._trusted(fresh, P_ro[:], counts, 1.0, rho)  # a view: copied
+    assert q.mean_transitions.base is None and q.mean_transitions is not P_ro
