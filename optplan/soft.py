@@ -108,12 +108,15 @@ def soft_backward(tau: float, R: np.ndarray, P: np.ndarray, c: np.ndarray):
     """``K`` (L, S, A) and ``V`` (L, S) of ``K_l = R_l + c_l / tau + P_l V_{l+1}``,
     ``V_l = soft_values(K_l, tau)``, ``V_L = 0``; vectorized over states and actions."""
     L, S, A = R.shape
+    tau = float(tau)
     K = np.empty((L, S, A))
     V = np.empty((L, S))
     v_next = np.zeros(S)
+    base = R + c / tau  # R_l + c_l / tau of every layer at once (the same sums)
     for l in range(L - 1, -1, -1):
-        K[l] = R[l] + c[l] / tau + P[l] @ v_next
-        v_next = V[l] = soft_values(K[l], tau)
+        k = np.add(base[l], P[l] @ v_next, out=K[l])
+        m = k.max(axis=-1)  # soft_values(k, tau), inlined
+        v_next = V[l] = m + tau * np.log(np.exp((k - m[:, None]) / tau).sum(axis=-1))
     return K, V
 
 
