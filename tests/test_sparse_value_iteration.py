@@ -151,3 +151,20 @@ def test_masked_actions_are_never_chosen_by_the_sweeps():
     res = op.DiscountedPlanning(masked).solve(method="fast")
     assert res.status == "optimal" and not (res.policy == 1).any()
     np.testing.assert_allclose(res.values, _exact(masked).values, rtol=0, atol=1e-10 * 20)
+
+
+@pytest.mark.parametrize("model", ["grid", "chain", "random"])
+def test_start_choice_on_a_sample_of_states_equals_the_full_one(monkeypatch, model):
+    """Above ``START_SAMPLE`` states the two starts are compared on evenly spaced states;
+    the choice is the one the full comparison makes."""
+    if model == "grid":
+        mdp, discount = gridworld_mdp(30, discount=0.99), 0.99
+    elif model == "chain":
+        mdp, discount = _chain_mdp(900, 0.95), 0.95
+    else:
+        mdp, discount = random_sparse_mdp(np.random.default_rng(3), 900, 4).with_discount(0.9), 0.9
+    args = (mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    full = D._kept_start(*args)
+    monkeypatch.setattr(D, "START_SAMPLE", 50)
+    assert D._kept_start(*args) == full
+    assert full == (model == "grid")
