@@ -7,10 +7,9 @@ unchanged."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
+from test_engines_exact import assert_same_trace
 
 import optplan as op
 from optplan import uncertainty
@@ -141,19 +140,6 @@ def make_env(name):
         return TabularEnv(op.load_model("models/cowan3.toml"))
     comp = ENVS[reg]
     return comp.build(0, **comp.resolve(params, name))
-
-
-def assert_same_trace(a, b):
-    for f in dataclasses.fields(a):
-        if f.name == "wall_time":
-            continue
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-            np.testing.assert_array_equal(y, x, err_msg=f.name)
-        elif isinstance(x, float) and np.isnan(x):
-            assert np.isnan(y), f.name
-        else:
-            assert y == x, f.name
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -8,10 +8,9 @@ cover take the generic loop (engine="auto") or are refused (engine="compiled")."
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
+from test_engines_exact import assert_same_trace
 
 from optplan.agents import PSRL, KLearning
 from optplan.agents.registry import make_agent
@@ -66,19 +65,6 @@ def both(agent_name, env_name, seed, run_kw, **params):
         trace = run(agent, env, seed=seed, engine=engine, **run_kw)
         out[engine] = (trace, agent, env)
     return out["python"], out["compiled"]
-
-
-def assert_same_trace(tr, tc):
-    for f in dataclasses.fields(tr):
-        if f.name == "wall_time":
-            continue
-        a, b = getattr(tr, f.name), getattr(tc, f.name)
-        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-            np.testing.assert_array_equal(b, a, err_msg=f.name)
-        elif isinstance(a, float) and np.isnan(a):
-            assert np.isnan(b), f.name
-        else:
-            assert b == a, f.name
 
 
 def assert_same_left(ref, got):
