@@ -579,3 +579,53 @@ def test_multichain_solvers_called_with_a_sparse_model_take_its_dense_copy(monke
     monkeypatch.setattr(mdp_module, "DENSE_VIEW_MAX_BYTES", S * A * S * 8 - 1)
     with pytest.raises(OptplanError, match="would take"):
         fast_average.solve_multichain(op.AverageRewardPlanning(sparse), 100)
+
+
+def _bipartite_chain(n: int, seed: int):
+    """A periodic (period 2) chain on halves of ``n`` and ``2 n`` states: each state moves to
+    5 random states of the other half, with Dirichlet weights. The stationary law puts 1/2 on
+    each half, the uniform start 1/3 and 2/3: the oscillating mode is excited."""
+    rng = np.random.default_rng(seed)
+    sizes, offsets = (n, 2 * n), (0, n)
+    rows, cols, vals = [], [], []
+    for half in (0, 1):
+        other = 1 - half
+        for s in range(sizes[half]):
+            succ = rng.choice(sizes[other], 5, replace=False) + offsets[other]
+            rows += [s + offsets[half]] * 5
+            cols += succ.tolist()
+            vals += rng.dirichlet(np.ones(5)).tolist()
+    return sp.csr_matrix((vals, (rows, cols)), shape=(3 * n, 3 * n))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_unichain_evaluation_on_a_periodic_chain(seed):
+    """The undamped power iteration cannot converge on a periodic chain: the aperiodic
+    transform takes over, and gain, bias and stationary law equal the factorized ones."""
+    from optplan.dp.sparse_average import _factorize, _iterate
+
+    P = _bipartite_chain(100, seed)
+    r = np.random.default_rng(seed + 10).random(300)
+    ev = _iterate(P, r, 1e-12, True)  # the iterations themselves (no factorized fallback)
+    ref = _factorize(P, r)
+    assert ev.gain == pytest.approx(ref.gain, abs=1e-12)
+    np.testing.assert_allclose(ev.stationary, ref.stationary, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ev.bias, ref.bias, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_unichain_evaluation_from_a_start_equals_the_cold_one(seed):
+    """``start`` (a neighbouring policy's stationary law and bias) changes the iterates, not
+    the answer."""
+    from optplan.bench.planning import random_sparse_mdp
+    from optplan.dp import evaluate_sparse_unichain
+
+    rng = np.random.default_rng(seed)
+    P = random_sparse_mdp(rng, 400, 1).P_rows  # one action: the chain itself
+    r = rng.random(400)
+    cold = evaluate_sparse_unichain(P, r, 1e-12)
+    start = (rng.dirichlet(np.ones(400)), rng.normal(size=400))
+    warm = evaluate_sparse_unichain(P, r, 1e-12, start=start)
+    assert warm.gain == pytest.approx(cold.gain, abs=1e-12)
+    np.testing.assert_allclose(warm.stationary, cold.stationary, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(warm.bias, cold.bias, rtol=0, atol=1e-10)

@@ -257,7 +257,13 @@ APERIODIC_SHRINK = 0.9
 
 
 def relative_value_iteration(
-    P: np.ndarray, R: np.ndarray, mask: np.ndarray, tol: float, max_iter: int, tau: float
+    P: np.ndarray,
+    R: np.ndarray,
+    mask: np.ndarray,
+    tol: float,
+    max_iter: int,
+    tau: float,
+    bias_out: np.ndarray | None = None,
 ) -> tuple[str, str, np.ndarray, int]:
     """Relative value iteration (Puterman §8.5.5), with the aperiodic transform
     ``tau I + (1 - tau) P`` (same gain, bias scaled by ``1/(1-tau)``) switched on only when
@@ -269,7 +275,9 @@ def relative_value_iteration(
     at ``tau = 1/2`` on random dense models). On a periodic optimal chain the plain span
     stops shrinking: after :data:`APERIODIC_WINDOW` iterations whose span shrank by less than
     the factor :data:`APERIODIC_SHRINK`, the transform is switched on from the current ``h``
-    (rescaled by ``1/(1-tau)``), and it converges (Puterman Thm 8.5.4)."""
+    (rescaled by ``1/(1-tau)``), and it converges (Puterman Thm 8.5.4). ``bias_out``, an
+    array ``(S,)``: filled with the last relative values, on the bias's scale (an estimate
+    of the bias up to a constant, for an evaluation to start from)."""
     S = R.shape[0]
     h = np.zeros(S)
     checkpoint = np.inf
@@ -283,6 +291,8 @@ def relative_value_iteration(
         h = Th - Th[0]
         if span < tol:
             policy = greedy(masked(backup(P, R, (1.0 - t) * h), mask))
+            if bias_out is not None:
+                bias_out[:] = (1.0 - t) * h
             return OPTIMAL, "", policy, it
         spans.append(span)
         window = spans[-1 - APERIODIC_WINDOW] if it > APERIODIC_WINDOW else np.inf

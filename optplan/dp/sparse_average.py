@@ -21,6 +21,11 @@ from .discounted import SPARSE_DIRECT_MAX_STATES
 #: The aperiodic transform's ``tau`` and the iterations' budget.
 SPARSE_TAU = 0.5
 SPARSE_MAX_ITER = 20_000
+#: The power iteration for the stationary law runs on ``P_pi`` itself for
+#: ``UNDAMPED_STEPS`` steps and goes on so if its step shrank below ``UNDAMPED_SHRINK`` times
+#: the first; otherwise (a periodic or slowly mixing chain) on the transform.
+UNDAMPED_STEPS = 30
+UNDAMPED_SHRINK = 1e-3
 STALL_STEPS = 200
 
 
@@ -46,18 +51,21 @@ class SparseUnichainEvaluation(NamedTuple):
 
 
 def evaluate_sparse_unichain(
-    P_pi, r_pi: np.ndarray, tol: float, bias: bool = True
+    P_pi, r_pi: np.ndarray, tol: float, bias: bool = True, start=None
 ) -> SparseUnichainEvaluation:
     """Gain, bias and stationary distribution of a unichain sparse chain.
 
     Small chains: dense, :func:`~optplan.dp.evaluate_unichain` (one factorization). Large:
-    power iteration ``pi <- pi P_tau`` until ``||pi_{k+1} - pi_k||_1 <= 1e-14``, gain
+    power iteration ``pi <- pi P_pi`` (``pi P_tau`` once it shows no geometric decrease,
+    :data:`UNDAMPED_STEPS`) until ``||pi_{k+1} - pi_k||_1 <= 1e-14``, gain
     ``pi @ r``, then the fixed-policy relative value iteration ``h <- h + (1 - tau)(r - g +
     P h - h)`` recentred to ``pi @ h = 0`` until the residual ``||r - g + P h - h||_inf`` is
     at most ``tol`` (``bias=False``: not computed, zeros). When either does not converge in
     :data:`SPARSE_MAX_ITER` steps, or the bias residual stops shrinking (by half in
     :data:`STALL_STEPS` steps: a chain that mixes too slowly for iterations), one sparse LU
-    of the bordered system gives all three; :class:`EvaluationError` when that is singular."""
+    of the bordered system gives all three; :class:`EvaluationError` when that is singular.
+    ``start``: ``(stationary, bias)`` to start the iterations from (a neighbouring policy's,
+    in policy iteration); either may be ``None`` (uniform, zeros)."""
     S = r_pi.shape[0]
     if S <= SPARSE_DIRECT_MAX_STATES:
         ev = evaluate_unichain(P_pi.toarray(), r_pi, stationary=True)
@@ -65,7 +73,7 @@ def evaluate_sparse_unichain(
         ev.normalize()
         return SparseUnichainEvaluation(ev.gain, ev.bias, pi)
     try:
-        return _iterate(P_pi, r_pi, tol, bias)
+        return _iterate(P_pi, r_pi, tol, bias, *(start or (None, None)))
     except EvaluationError:  # a slowly mixing chain: structured, its sparse LU fills in little
         return _factorize(P_pi, r_pi)
 
@@ -96,20 +104,32 @@ def _factorize(P_pi, r_pi: np.ndarray) -> SparseUnichainEvaluation:
     return SparseUnichainEvaluation(float(x[S]), h - pi @ h, pi)
 
 
-def _iterate(P_pi, r_pi: np.ndarray, tol: float, bias: bool) -> SparseUnichainEvaluation:
-    """The iterations of :func:`evaluate_sparse_unichain`."""
+def _iterate(
+    P_pi, r_pi: np.ndarray, tol: float, bias: bool, pi0=None, h0=None
+) -> SparseUnichainEvaluation:
+    """The iterations of :func:`evaluate_sparse_unichain` (from ``pi0`` and ``h0`` when
+    given)."""
     S = r_pi.shape[0]
     tau = SPARSE_TAU
     PT = P_pi.T  # CSC view: pi P as a mat-vec, no transposed copy
-    pi = np.full(S, 1.0 / S)
+    pi = np.full(S, 1.0 / S) if pi0 is None else np.clip(pi0, 0.0, None)
+    if not pi.sum() > 0:
+        pi = np.full(S, 1.0 / S)
+    pi = pi / pi.sum()
     checkpoint = np.inf
+    # undamped first (a mixing chain converges at its own rate, twice as fast as through the
+    # transform); a periodic one does not shrink its steps: the transform takes over
+    damping, first = 0.0, None
     for it in range(SPARSE_MAX_ITER):
-        new = tau * pi + (1.0 - tau) * (PT @ pi)
+        new = (PT @ pi) if damping == 0.0 else damping * pi + (1.0 - damping) * (PT @ pi)
         new /= new.sum()
         step = float(np.abs(new - pi).sum())
         pi = new
         if step <= 1e-14:
             break
+        first = step if first is None else first
+        if damping == 0.0 and it == UNDAMPED_STEPS and step > UNDAMPED_SHRINK * first:
+            damping = tau
         if it % STALL_STEPS == 0:
             if step > 0.5 * checkpoint:
                 raise EvaluationError(
@@ -122,7 +142,7 @@ def _iterate(P_pi, r_pi: np.ndarray, tol: float, bias: bool) -> SparseUnichainEv
             f"iterations (last step {step:.3g}): the chain mixes too slowly"
         )
     gain = float(pi @ r_pi)
-    h = np.zeros(S)
+    h = np.zeros(S) if h0 is None or not np.isfinite(h0).all() else h0 - pi @ h0
     if not bias:
         return SparseUnichainEvaluation(gain, h, pi)
     checkpoint = np.inf

@@ -140,8 +140,9 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
     idx = np.arange(S)
     start = time.perf_counter()
     scale = float(np.abs(R[mask]).max()) or 1.0
+    relative = np.zeros(S)
     status, message, policy, iterations = relative_value_iteration(
-        rows, R, mask, tol * scale, max_iter or 100_000, aperiodicity
+        rows, R, mask, tol * scale, max_iter or 100_000, aperiodicity, bias_out=relative
     )
     if status != OPTIMAL:
         return solve(
@@ -149,6 +150,7 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
         )
     exact = S <= SPARSE_DIRECT_MAX_STATES
     tie = 1e-12 if exact else 1e-9
+    ev = None
     for _ in range(max_iter or 1_000):
         P_pi, r_pi = policy_model(rows, R, policy)
         n_classes = sparse_recurrent_classes(P_pi)
@@ -161,7 +163,10 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
                 aperiodicity,
             )
         try:
-            ev = evaluate_sparse_unichain(P_pi, r_pi, 0.1 * tol * scale)
+            # the first evaluation's bias starts from the relative values, each later one
+            # from the last policy's stationary law and bias
+            last = (None, relative) if ev is None else (ev.stationary, ev.bias)
+            ev = evaluate_sparse_unichain(P_pi, r_pi, 0.1 * tol * scale, start=last)
         except EvaluationError as exc:
             status, message = NUMERICAL_ERROR, str(exc)
             break
