@@ -36,7 +36,7 @@ import numpy as np
 
 from .._checks import OptplanError, check_choice, check_positive
 from .._params import Component, Param
-from ..dp import backup, evaluate_discounted, policy_model
+from ..dp import backup, evaluate_discounted, masked, policy_model
 from ..posteriors import dirichlet_covariance
 from ..problems.ube import UncertaintyBellman
 from ..uncertainty import (
@@ -46,6 +46,7 @@ from ..uncertainty import (
     _tabular_unchecked,
     q_max,
 )
+from . import _mean_model_kernels as MK
 from ._mean_model import MEAN_MODEL_PARAMS, UPDATE_EVERY, MeanModelAgent, mean_model_args
 from ._posterior_agent import (
     CONIC_PARAMS,
@@ -264,6 +265,31 @@ class CountBonus(MeanModelAgent):
     def __init__(self, n_states, n_actions, *, beta=0.1, **model):
         self.beta = _check_scale("beta", beta)
         super().__init__(n_states, n_actions, **model)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self._work = MK.Work(self) if MK.applies(self) else None
+        super().reset(rng)
+
+    def plan(self, top: int | None = None) -> None:
+        """Plan on the current posterior (see :meth:`MeanModelAgent.plan`); a continuing plan
+        is one compiled call where it applies (:func:`optplan.agents._mean_model_kernels.plan`,
+        the compiled run's own), with the NumPy plan's numbers."""
+        work = getattr(self, "_work", None)
+        if work is None:
+            super().plan(top)
+            return
+        self.plans += 1
+        scale = self._bonus_scale()
+        status, iterations, classes, _, policy = MK.plan(self, work, scale)
+        if status != MK.K.OK:  # pragma: no cover - discounted PI always stops
+            raise RuntimeError(
+                f"policy iteration on the posterior-mean model: status {status} after "
+                f"{iterations} iterations"
+            )
+        self.policy = policy
+        self.q = masked(work.q, self.action_mask)
+        self._scale = scale
+        self._planned = True
 
     def select_action(self, state: int) -> int:
         return int(self.policy[self._row(state)])
