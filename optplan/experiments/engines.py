@@ -87,6 +87,12 @@ def _psrl_compiled():
     return psrl_compiled
 
 
+def _mean_model_compiled():
+    from . import mean_model_compiled
+
+    return mean_model_compiled
+
+
 def _planning_compiled():
     from . import planning_compiled
 
@@ -103,6 +109,7 @@ def _episodic_compiled():
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("index agents", _index_compiled),
     RunEngine("continuing PSRL", _psrl_compiled),
+    RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("planning agents", _planning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
 )
