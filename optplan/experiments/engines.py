@@ -14,7 +14,8 @@ Two tables, each of engines that say for themselves what they cover:
   (UCRL2, KL-UCRL, the continuing posterior agents: compiled steps between plans, the
   agent's own plans) another (:mod:`.planning_compiled`); continuing PSRL's whole run (steps,
   batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
-  (:mod:`.psrl_compiled`); K-learning's and the episodic PSRL's (compiled episodes, the
+  (:mod:`.psrl_compiled`), and the continuing count-bonus agent's likewise
+  (:mod:`.mean_model_compiled`); K-learning's and the episodic PSRL's (compiled episodes, the
   agent's own plan between them) a fourth (:mod:`.episodic_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
