@@ -86,7 +86,7 @@ def test_runs_it_does_not_cover():
     episodic = make_agent("count-bonus", episodic_env)
     assert "episodic" in mean_model_compiled.compiled_reason(episodic, episodic_env, None, False)
     ube = make_agent("ube", env)
-    assert "not CountBonus" in mean_model_compiled.compiled_reason(ube, env, None, False)
+    assert "is not one of CountBonus" in mean_model_compiled.compiled_reason(ube, env, None, False)
 
 
 def make_env_deepsea():

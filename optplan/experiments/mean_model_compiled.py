@@ -83,9 +83,9 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, steps, update_every, bet
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
     """Why :func:`compiled_loop` does not apply to this run, or ``None`` when it does."""
     if type(agent) is not CountBonus:
-        return f"{type(agent).__name__} is not CountBonus (subclasses take the generic loop)"
+        return f"{type(agent).__name__} is not one of CountBonus (subclasses take the generic loop)"
     if agent.n_layers is not None:
-        return "the count-bonus agent is episodic (the episodic agents' engine's)"
+        return "the count-bonus agent is episodic (this engine runs continuing ones)"
     reason = _env_reason(env)
     if reason is not None:
         return reason
