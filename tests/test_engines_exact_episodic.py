@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_engines_exact import assert_same_trace
 
-from optplan.agents import PSRL, KLearning
+from optplan.agents import PSRL, UBE, CountBonus, KLearning
 from optplan.agents.registry import make_agent
 from optplan.envs import DeepSea, TabularEnv
 from optplan.envs.registry import ENVS
@@ -167,11 +167,11 @@ def test_contradicted_prior_raises_the_same_error():
 
 def test_engine_is_taken_for_the_episodic_agents():
     env = make_env("deepsea-6")
-    for name in ("k-learning", "psrl"):
+    for name in ("k-learning", "psrl", "ube", "count-bonus"):
         agent = make_agent(name, env)
         chosen = engines.select("auto", agent, env, None, False)
         assert chosen is not None and chosen.name == "episodic agents"
-    assert episodic_compiled.AGENT_CLASSES == (KLearning, PSRL)
+    assert episodic_compiled.AGENT_CLASSES == (KLearning, PSRL, UBE, CountBonus)
 
 
 def test_uncovered_runs_take_the_generic_loop():

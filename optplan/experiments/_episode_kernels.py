@@ -13,7 +13,12 @@ the same generators, in the same order:
   side="right")`` on the row of the plan's cumulative policy, capped at ``A - 1``. The agent
   draws nothing else within an episode (its plan draws nothing), so the episode's ``u`` are
   drawn before it by one ``Generator.random(n)``, the same numbers as ``n`` calls of
-  ``random()``; PSRL's action is its policy's, without a draw;
+  ``random()``; PSRL's action is its policy's, without a draw (the episodic count-bonus
+  agent's too);
+- the UBE's Thompson action (:func:`optplan.agents.base.thompson_action`): the forced action
+  of a state with one admissible action, the greedy one at ``zeta = 0``, else ``A``
+  ``standard_normal()`` of the agent's generator (NumPy's ``standard_normal(A)``) and the
+  first maximum of ``q + zeta eps sqrt(u)``;
 - DeepSea's step (:meth:`optplan.envs.DeepSea.step`): the expected reward, then a standard
   normal (times the noise sd) where the variant puts noise, then, for a "right" of the windy
   version, one uniform against ``1 / size``;
@@ -33,19 +38,21 @@ thing of the next episode's call.
 
 from __future__ import annotations
 
+import math
+
 from .. import _jit
 from ._segment_kernels import _JIT as _SEGMENTS
 from ._segment_kernels import _search_right
 
-__all__ = ["AVAILABLE", "BOLTZMANN", "POLICY", "DEEPSEA", "TABULAR", "DONE", "INADMISSIBLE",
-           "CONTRADICTED", "episode"]  # fmt: skip
+__all__ = ["AVAILABLE", "BOLTZMANN", "POLICY", "THOMPSON", "DEEPSEA", "TABULAR", "DONE",
+           "INADMISSIBLE", "CONTRADICTED", "episode"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
 
 #: How the agent acts: K-learning's Boltzmann draw from a cumulative policy; a deterministic
-#: policy (PSRL).
-BOLTZMANN, POLICY = 0, 1
+#: policy (PSRL, the episodic count-bonus agent); the UBE's Thompson action.
+BOLTZMANN, POLICY, THOMPSON = 0, 1, 2
 #: The environment's step: DeepSea's; a finite-horizon TabularEnv's.
 DEEPSEA, TABULAR = 0, 1
 #: Episode outcomes: the steps asked for were played; the agent chose an action the
@@ -62,8 +69,8 @@ _JIT = _jit.Jit(
 @_JIT
 def _episode(act, n, state, reset, initial_cdf, cdf, policy, uniforms, env_kind, env_rng, R,
              env_cdf, mask, noise, goals, mapping, noise_mask, windy, size, counts, reward_sums,
-             next_counts, deterministic_prior, states, actions, rewards, layers,
-             offset):  # fmt: skip  # pragma: no cover - compiled by numba
+             next_counts, deterministic_prior, states, actions, rewards, layers, offset,
+             agent_rng, forced, qv, sd, zeta, eps):  # fmt: skip  # pragma: no cover - compiled
     """The first ``n`` steps of an episode from ``state`` at layer 0, each recorded at
     ``offset + i``; ``uniforms``: the agent's draws of the episode (Boltzmann actions).
     ``reset``: the environment's ``reset()`` first (one uniform, the start state searched in
@@ -85,6 +92,21 @@ def _episode(act, n, state, reset, initial_cdf, cdf, policy, uniforms, env_kind,
             a = _search_right(row, uniforms[i] * row[A - 1])
             if a > A - 1:
                 a = A - 1
+        elif act == THOMPSON:  # optplan.agents.base.thompson_action
+            a = forced[l, x]
+            if a < 0:
+                a = policy[l, x]
+                if zeta != 0.0:
+                    for b in range(A):
+                        eps[b] = agent_rng.standard_normal()
+                    a = -1
+                    top = 0.0
+                    for b in range(A):
+                        val = qv[l, x, b] + zeta * eps[b] * sd[l, x, b]
+                        if a >= 0 and math.isnan(top):
+                            continue
+                        if a < 0 or math.isnan(val) or val > top:
+                            a, top = b, val
         else:
             a = policy[l, x]
         if env_kind == DEEPSEA:

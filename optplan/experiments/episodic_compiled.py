@@ -1,5 +1,5 @@
-r"""The compiled run of the episodic posterior agents, K-learning and the episodic PSRL, with
-the generic loop's results **exactly**.
+r"""The compiled run of the episodic posterior agents, K-learning, the episodic PSRL, UBE and
+count-bonus agents, with the generic loop's results **exactly**.
 
 Both agents plan once per episode, at its start (:meth:`~optplan.agents.KLearning.plan`: the
 temperature and K-values, or a posterior draw and backward induction), and between two plans
@@ -13,7 +13,10 @@ loop's own bookkeeping (:func:`.trace.episode_ended`: successes, ``on_episode_en
 (``tests/test_engines_exact_episodic.py`` compares the two). What it covers:
 
 - the agent is an instance of exactly :class:`~optplan.agents.KLearning` (any temperature,
-  bonus, method: the plan is the agent's) or :class:`~optplan.agents.PSRL`, not a subclass;
+  bonus, method: the plan is the agent's), :class:`~optplan.agents.PSRL`, or the episodic
+  (``n_layers`` set) :class:`~optplan.agents.UBE` (its Thompson action drawn in the episode
+  kernel on the agent's generator) or :class:`~optplan.agents.CountBonus`, not a subclass
+  (the mean-model agents re-plan the layers the episode visited, as their ``update`` does);
 - the environment is exactly :class:`~optplan.envs.DeepSea`, or a
   :class:`~optplan.envs.TabularEnv` over a :class:`~optplan.mdp.FiniteHorizonMDP` (no wrapper)
   whose class keeps ``TabularEnv``'s ``reset``, ``step`` and reward, without ``max_steps``
@@ -38,6 +41,8 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..agents import PSRL, KLearning
+from ..agents._mean_model import MeanModelAgent
+from ..agents.ube import UBE, CountBonus
 from ..envs import DeepSea, TabularEnv
 from ..mdp import FiniteHorizonMDP
 from . import _episode_kernels as K
@@ -51,7 +56,7 @@ __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "AGENT_CLA
 EPISODES = True
 
 #: The agent classes this engine covers (exact types).
-AGENT_CLASSES = (KLearning, PSRL)
+AGENT_CLASSES = (KLearning, PSRL, UBE, CountBonus)
 
 #: Steps between two updates of a progress bar over steps.
 _BAR_STRIDE = 1024
@@ -85,6 +90,8 @@ def _agent_reason(agent) -> str | None:
     if cls not in AGENT_CLASSES:
         names = ", ".join(c.__name__ for c in AGENT_CLASSES)
         return f"{cls.__name__} is not one of {names} (subclasses take the generic loop)"
+    if isinstance(agent, MeanModelAgent) and agent.n_layers is None:
+        return f"the {cls.__name__} agent is continuing (n_layers=None)"
     return None
 
 
@@ -157,12 +164,28 @@ def _agent_arrays(agent, L: int, S: int):
     """``(act, cdf, policy)`` of the current plan for the kernel."""
     if type(agent) is KLearning:
         return K.BOLTZMANN, np.ascontiguousarray(agent._cdf, dtype=float), _NO_POLICY
-    return K.POLICY, _NO_CDF, np.ascontiguousarray(agent.policy, dtype=np.int64)
+    act = K.THOMPSON if type(agent) is UBE else K.POLICY
+    return act, _NO_CDF, np.ascontiguousarray(agent.policy, dtype=np.int64)
+
+
+def _thompson_arrays(agent):
+    """``(forced, q, sqrt(u), zeta, eps scratch)`` of the UBE's current plan (placeholders for
+    the other agents)."""
+    if type(agent) is not UBE:
+        return _NO_POLICY, _NO_Q, _NO_Q, 0.0, _NO_DRAWS
+    return (
+        np.ascontiguousarray(agent._forced, dtype=np.int64),
+        np.ascontiguousarray(agent.q, dtype=float),
+        np.ascontiguousarray(agent._sqrt_u, dtype=float),
+        float(agent.zeta),
+        np.empty(agent.n_actions),
+    )
 
 
 _NO_POLICY = np.zeros((1, 1), dtype=np.int64)
 _NO_CDF = np.zeros((1, 1, 1))
 _NO_DRAWS = np.zeros(0)
+_NO_Q = np.zeros((1, 1, 1))
 
 
 class _Buffers:
@@ -200,6 +223,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     buf = _Buffers(min(capacity, 1 << 16))
     post = agent.posterior
     det = bool(post.deterministic)
+    mean_model = isinstance(agent, MeanModelAgent)
     ends = (episodes, stop_when_solved, on_episode_end)
     t = 0
     shown = 0
@@ -213,9 +237,12 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
             act, n, int(state), reset, E.initial_cdf, cdf, policy, uniforms, E.kind,
             env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
             E.windy, E.size, post.counts, post.reward_sums, post.next_counts, det, buf.states,
-            buf.actions, buf.rewards, buf.layers, t,
+            buf.actions, buf.rewards, buf.layers, t, agent.rng, *_thompson_arrays(agent),
         )  # fmt: skip
         t += played
+        if mean_model:  # MeanModelAgent.update's counters: steps, deepest layer updated
+            agent.steps += played
+            agent._top = max(agent._top, played - 1)
         if played and E.reports_goals:
             record.goal_seen = True
         if status != K.DONE:
@@ -226,7 +253,11 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
             break
         agent.clock.tick(True)
         agent.episode += 1
-        agent.plan()
+        if mean_model:
+            agent.plan(agent._top)
+            agent._top = -1
+        else:
+            agent.plan()
         if bar is not None and steps is not None and t - shown >= _BAR_STRIDE:
             bar.update(t - shown)
             shown = t
@@ -287,7 +318,7 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
             K.POLICY, n, int(state), reset, E.initial_cdf, _NO_CDF, policy, _NO_DRAWS, E.kind,
             env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
             E.windy, E.size, counts, sums, nexts, False, buf.states, buf.actions, buf.rewards,
-            buf.layers, t,
+            buf.layers, t, env.np_random, _NO_POLICY, _NO_Q, _NO_Q, 0.0, _NO_DRAWS,
         )  # fmt: skip
         t += played
         E.leave(played, state)
