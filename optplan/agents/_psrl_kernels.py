@@ -22,7 +22,9 @@ policy iteration is the same operations:
   ``tests/test_psrl_compiled.py`` compares the two);
 - policy iteration: :func:`optplan.dp.policy_iteration`'s steps (start policy, evaluation,
   backup ``q = (P v) gamma + R`` by BLAS ``dgemv``, greedy improvement keeping the incumbent
-  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv`` (numba's binding, as
+  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv`` (numba's binding, to
+  SciPy's OpenBLAS, not the build NumPy bundles: from about 7 states the values can differ
+  from the NumPy plan's in the last bits too; the policies agree on the tested posteriors), as
   :func:`optplan.fast._agent_kernels._gesv` calls it: ``I - gamma P_pi``, or the bordered unichain
   system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
   of each average-reward policy counted as :func:`optplan.dp.n_recurrent_classes` does.
