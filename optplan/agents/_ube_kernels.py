@@ -1,0 +1,226 @@
+r"""The compiled plan of :class:`~optplan.agents.ContinuingUBE` (optional: needs ``numba``).
+
+A plan of the UBE without unrolling is the posterior-mean model, Howard policy iteration on
+it, the local uncertainty ``nu`` and the UBE's linear solve ``(I - gamma^2 Pbar_pi) v =
+nu_pi``, ``u = nu + gamma^2 Pbar v``: in NumPy some hundred array calls on arrays of a few
+dozen entries, with ``update_every = 1`` at every step. :func:`plan` does it in one compiled
+call, which the agent's own ``plan()`` makes. It draws nothing (the plan is deterministic);
+against the NumPy plan (:meth:`ThompsonMeanModel.plan
+<optplan.agents._posterior_agent.ThompsonMeanModel.plan>` with
+:meth:`ContinuingUBE._noise_sd <optplan.agents.ContinuingUBE._noise_sd>`) it is the same
+operations:
+
+- ``Pbar = alpha / alpha.sum(-1)`` and ``Var mu = beta / (lam (alpha - 1))`` entry by entry,
+  the row totals as NumPy's pairwise sum; ``R[s, a] = sum_s' Pbar mu0`` summed in order
+  (``np.einsum`` may group the terms otherwise: ``R``, ``q`` and the values may differ from
+  the NumPy plan's in the last bits, as in :mod:`optplan.agents._psrl_kernels`);
+- policy iteration: :func:`optplan.agents._psrl_kernels._policy_iteration` as it is (warm
+  start from the last policy, else greedy in ``R``);
+- ``nu``: :func:`optplan.uncertainty.local_draft` / :func:`~optplan.uncertainty.local_lemma1`
+  term by term, each sum over ``s'`` NumPy's pairwise sum of the same products, 0 where
+  inadmissible;
+- the UBE: :func:`optplan.fast.ube._direct`'s system solved by LAPACK ``dgesv`` (the routine
+  ``np.linalg.solve`` calls), ``Pbar v`` by BLAS ``dgemv``, and its certificate (the
+  fixed-point residual within ``1e-10`` of ``max |u|``).
+
+A plan that fails here (singular or not finite, no stop of policy iteration, a residual
+beyond the certificate) is redone by the NumPy plan, which raises its own error: the plan
+draws nothing, so redoing it changes nothing else. ``tests/test_ube_compiled.py`` compares
+the two plans.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _jit
+from ..fast import _agent_kernels as _ak
+from ..fast._agent_kernels import _matvec, _pw_sum
+from . import _psrl_kernels as PK
+
+__all__ = ["AVAILABLE", "OK", "NUMERICAL", "DRAFT", "LEMMA1", "MAX_STATES", "plan", "Work",
+           "available"]  # fmt: skip
+
+AVAILABLE = _jit.AVAILABLE
+OK, NUMERICAL = PK.OK, PK.NUMERICAL
+#: The local-uncertainty rules (``local="draft"``, ``"lemma1"``).
+DRAFT, LEMMA1 = 0, 1
+#: The compiled plan covers models with fewer states.
+MAX_STATES = PK.MAX_STATES
+#: :func:`optplan.fast.ube._certify`'s residual allowed, relative to ``max |u|``.
+RESIDUAL = 1e-10
+
+_JIT = _jit.Jit(
+    "the compiled UBE plan", uses=(_ak._JIT, PK._JIT), cache=True, nogil=True, error_model="numpy"
+)
+
+
+@_JIT
+def _mean_model(dalpha, mu0, lam, nalpha, nbeta, P, var, R, a0):  # pragma: no cover - numba
+    """``Pbar``, ``Var mu``, ``R = sum_s' Pbar mu0`` and the Dirichlet totals ``a0``."""
+    S, A, K = P.shape
+    for s in range(S):
+        for a in range(A):
+            tot = 0.0 + _pw_sum(dalpha[s, a], 0, K)
+            a0[s, a] = tot
+            r = 0.0
+            for k in range(K):
+                P[s, a, k] = dalpha[s, a, k] / tot
+                var[s, a, k] = nbeta[s, a, k] / (lam[s, a, k] * (nalpha[s, a, k] - 1.0))
+                r += P[s, a, k] * mu0[s, a, k]
+            R[s, a] = r
+
+
+@_JIT
+def _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, tmp):  # pragma: no cover - numba
+    """``nu`` of every pair (0 where inadmissible): ``coef`` is ``Q_max^2`` (draft) or
+    ``gamma^2 Q_max^2`` (lemma1)."""
+    S, A, K = P.shape
+    for s in range(S):
+        for a in range(A):
+            if not mask[s, a]:
+                nu[s, a] = 0.0
+                continue
+            p = P[s, a]
+            x = mu0[s, a]
+            for k in range(K):
+                tmp[k] = p[k] * var[s, a, k]
+            t1 = 0.0 + _pw_sum(tmp, 0, K)
+            for k in range(K):
+                tmp[k] = p[k] * x[k]
+            px = 0.0 + _pw_sum(tmp, 0, K)
+            for k in range(K):
+                tmp[k] = p[k] * (x[k] - px) * (x[k] - px)
+            t2 = (0.0 + _pw_sum(tmp, 0, K)) / (a0[s, a] + 1.0)
+            if rule == DRAFT:
+                n_pos = 0
+                for k in range(K):
+                    if dalpha[s, a, k] > 0:
+                        n_pos += 1
+                t3 = (n_pos - 1.0) / (a0[s, a] + 1.0)
+                nu[s, a] = t1 + t2 + coef * t3
+            else:
+                for k in range(K):
+                    tmp[k] = p[k] * p[k]
+                t3 = (1.0 - (0.0 + _pw_sum(tmp, 0, K))) / (a0[s, a] + 1.0)
+                nu[s, a] = t1 + t2 + coef * t3
+
+
+@_JIT
+def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled by numba
+    """``u`` of the UBE ``u = nu + g2 Pbar_pi u`` by the states' system; returns the
+    status (certificate included)."""
+    S, A, K = P.shape
+    flat = P.reshape(S * A, S)
+    uf = u.reshape(S * A)
+    wf = w.reshape(S * A)
+    M = M_flat[: S * S].reshape((S, S))
+    ipiv = np.empty(S, dtype=_ak._F_INT)
+    for i in range(S):  # I - g2 P_pi, transposed
+        a = policy[i]
+        for j in range(S):
+            M[j, i] = (1.0 if i == j else 0.0) - g2 * P[i, a, j]
+        b[i] = nu[i, a]
+    info = _ak._xgesv(100, S, 1, M.ctypes, S, ipiv.ctypes, b.ctypes, S)
+    if info != 0:
+        return NUMERICAL
+    for i in range(S):
+        if not math.isfinite(b[i]):
+            return NUMERICAL
+        v[i] = b[i]
+    _matvec(flat, v, uf)
+    scale = 0.0
+    for s in range(S):
+        for a in range(A):
+            u[s, a] = nu[s, a] + g2 * u[s, a]
+            if not math.isfinite(u[s, a]):
+                return NUMERICAL
+            scale = max(scale, abs(u[s, a]))
+    for i in range(S):
+        v[i] = u[i, policy[i]]
+    _matvec(flat, v, wf)
+    res = 0.0
+    for s in range(S):
+        for a in range(A):
+            res = max(res, abs(u[s, a] - (nu[s, a] + g2 * w[s, a])))
+    if res > RESIDUAL * scale:
+        return NUMERICAL
+    return OK
+
+
+@_JIT
+def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, g2, policy, warm, P,
+          var, R, a0, q, values, nu, u, sd, M, b, row, new, reach, stack, v, w,
+          max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One plan; ``policy`` becomes the new policy. Returns the status."""
+    _mean_model(dalpha, mu0, lam, nalpha, nbeta, P, var, R, a0)
+    S, A, K = P.shape
+    keep = warm
+    for s in range(S):
+        if not mask[s, policy[s]]:
+            keep = False
+    if not keep:
+        for s in range(S):
+            best = -1
+            top = 0.0
+            for a in range(A):
+                val = R[s, a] if mask[s, a] else -math.inf
+                if best >= 0 and math.isnan(top):
+                    continue
+                if best < 0 or math.isnan(val) or val > top:
+                    best, top = a, val
+            policy[s] = best
+    status, _, _, _ = PK._policy_iteration(P, R, mask, discount, False, policy, q, values, M, b,
+                                           row, new, reach, stack, max_iter)  # fmt: skip
+    if status != OK:
+        return status
+    _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, row)
+    status = _ube(P, policy, nu, g2, u, v, M, b, w)
+    if status != OK:
+        return status
+    for s in range(S):
+        for a in range(A):
+            sd[s, a] = math.sqrt(u[s, a]) if mask[s, a] else 0.0
+    return OK
+
+
+class Work:
+    """One agent's plan arrays (``S`` states, ``A`` actions), allocated once."""
+
+    def __init__(self, S: int, A: int):
+        self.P, self.var = np.empty((S, A, S)), np.empty((S, A, S))
+        self.R, self.a0, self.q = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
+        self.values = np.empty(S)
+        self.nu, self.u, self.sd = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
+        self.M, self.b, self.row = np.empty((S + 1) ** 2), np.empty(S + 1), np.empty(S)
+        self.new = np.empty(S, np.int64)
+        self.reach, self.stack = np.empty((S, S), np.bool_), np.empty(S, np.int64)
+        self.v, self.w = np.empty(S), np.empty((S, A))
+
+    def args(self) -> tuple:
+        """The arrays in :func:`_plan`'s order after ``warm``."""
+        return (self.P, self.var, self.R, self.a0, self.q, self.values, self.nu, self.u,
+                self.sd, self.M, self.b, self.row, self.new, self.reach, self.stack, self.v,
+                self.w)  # fmt: skip
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
+
+
+def available(n_states: int) -> bool:
+    """Whether the compiled plan applies: numba, fewer than :data:`MAX_STATES` states, and
+    numba's BLAS / LAPACK routes agreeing with NumPy's here."""
+    return AVAILABLE and n_states < MAX_STATES and _ak.self_check()
+
+
+def plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount: float, rule: int, coef: float,
+         policy, warm: bool, work: Work, max_iter: int = 1_000) -> int:  # fmt: skip
+    """:func:`_plan`, compiled: ``policy`` (int64) is updated in place; the model, ``q``,
+    values, ``nu``, ``u`` and the noise sd land in ``work``."""
+    return _compiled()["_plan"](
+        dalpha, mu0, lam, nalpha, nbeta, mask, float(discount), int(rule), float(coef),
+        float(discount) ** 2, policy, bool(warm), *work.args(), int(max_iter),
+    )  # fmt: skip
