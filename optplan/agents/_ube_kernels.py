@@ -40,8 +40,8 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _matvec, _pw_sum
 from . import _psrl_kernels as PK
 
-__all__ = ["AVAILABLE", "OK", "NUMERICAL", "DRAFT", "LEMMA1", "MAX_STATES", "plan", "Work",
-           "available"]  # fmt: skip
+__all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MAX_STATES",
+           "plan", "Work", "available"]  # fmt: skip
 
 AVAILABLE = _jit.AVAILABLE
 OK, NUMERICAL = PK.OK, PK.NUMERICAL
@@ -49,6 +49,9 @@ OK, NUMERICAL = PK.OK, PK.NUMERICAL
 DRAFT, LEMMA1 = 0, 1
 #: The compiled plan covers models with fewer states.
 MAX_STATES = PK.MAX_STATES
+#: Policy iterations of a compiled plan (:func:`optplan.dp.policy_iteration`'s default cap);
+#: a plan that needs more is redone in NumPy.
+MAX_ITER = 1_000
 #: :func:`optplan.fast.ube._certify`'s residual allowed, relative to ``max |u|``.
 RESIDUAL = 1e-10
 
@@ -217,9 +220,12 @@ def available(n_states: int) -> bool:
 
 
 def plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount: float, rule: int, coef: float,
-         policy, warm: bool, work: Work, max_iter: int = 1_000) -> int:  # fmt: skip
+         policy, warm: bool, work: Work, max_iter: int | None = None) -> int:  # fmt: skip
     """:func:`_plan`, compiled: ``policy`` (int64) is updated in place; the model, ``q``,
-    values, ``nu``, ``u`` and the noise sd land in ``work``."""
+    values, ``nu``, ``u`` and the noise sd land in ``work``; ``max_iter`` (default
+    :data:`MAX_ITER`) caps policy iteration."""
+    if max_iter is None:
+        max_iter = MAX_ITER
     return _compiled()["_plan"](
         dalpha, mu0, lam, nalpha, nbeta, mask, float(discount), int(rule), float(coef),
         float(discount) ** 2, policy, bool(warm), *work.args(), int(max_iter),

@@ -1,0 +1,226 @@
+r"""The compiled run of the UBE without unrolling (:class:`~optplan.agents.ContinuingUBE`):
+Thompson actions, steps, batch updates and plans in one compiled loop, with the generic
+loop's results **exactly**, for every ``update_every`` (1 included).
+
+Each step's action is :func:`._segment_kernels._thompson` (:func:`optplan.agents.base.
+thompson_action`'s draws on the agent's generator), its transition and reward
+:mod:`._segment_kernels`' (as :meth:`optplan.envs.TabularEnv.step` draws them); every
+``update_every`` steps the batch is folded into the posterior arrays by
+:func:`.psrl_compiled._absorb` (:meth:`PosteriorAgent.absorb
+<optplan.agents._posterior_agent.PosteriorAgent.absorb>`'s operations) and the plan is
+:func:`optplan.agents._ube_kernels._plan`, the compiled function the agent's own ``plan()``
+calls. A plan that fails in the compiled code stops the chunk; the agent's NumPy plan redoes
+it (raising its error, or planning as the generic loop's ``plan()`` would) and the run goes
+on. The run is played in chunks of :data:`CHUNK` steps; at the end the agent holds what the
+generic loop leaves it (posterior, batch buffer, policy, ``q``, values, ``nu``, ``u``, noise
+sd, counters). ``tests/test_ube_compiled.py`` compares it with the generic loop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import _jit
+from .._checks import OptplanError
+from ..agents import ContinuingUBE
+from ..agents import _ube_kernels as UK
+from ..posteriors import Dirichlet, NormalGamma
+from . import _segment_kernels as SK
+from . import psrl_compiled as PC
+from ._segment_kernels import _reward, _search_right, _thompson
+from .planning_compiled import _arrays, _env_reason
+
+__all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK"]
+
+#: Steps per compiled call.
+CHUNK = 8192
+
+DONE, INADMISSIBLE, FAILED = 0, 1, 2
+
+_JIT = _jit.Jit(
+    "the compiled UBE run", uses=(UK._JIT, SK._JIT, PC._JIT), cache=True, error_model="numpy"
+)
+
+
+@_JIT
+def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every, pending,
+         buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta, public,
+         mask, forced, zeta, discount, rule, coef, g2, policy, old, qm, P, var, R, a0, q, values,
+         nu, u, sd, M, b, row, new, reach, stack, v, w, max_iter, states, actions, rewards,
+         offset):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Up to ``n`` steps from ``state``. Returns ``(status, steps played, state, action,
+    pending, plans)``; ``qm`` is ``q`` with inadmissible actions ``-inf``; ``old`` the
+    policy before the last plan."""
+    S, A = qm.shape
+    plans = 0
+    for i in range(n):
+        x = state
+        a = _thompson(x, forced, policy, qm, zeta, sd, agent_rng)
+        if not true_mask[x, a]:
+            return INADMISSIBLE, i, x, a, pending, plans
+        y = _search_right(cdf[x, a], env_rng.random())
+        r = _reward(rmean, rsd, x, a, y, env_rng)
+        states[offset + i] = x
+        actions[offset + i] = a
+        rewards[offset + i] = r
+        buf_s[pending] = x
+        buf_a[pending] = a
+        buf_r[pending] = r
+        buf_s2[pending] = y
+        pending += 1
+        state = y
+        if pending == update_every:
+            PC._absorb(pending, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam,
+                       nalpha, nbeta, public)  # fmt: skip
+            pending = 0
+            plans += 1
+            for s in range(S):
+                old[s] = policy[s]
+            status = UK._plan(
+                dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, g2, policy, True,
+                P, var, R, a0, q, values, nu, u, sd, M, b, row, new, reach, stack, v, w,
+                max_iter,
+            )  # fmt: skip
+            if status != UK.OK:
+                return FAILED, i + 1, state, a, pending, plans
+            for s in range(S):
+                for c in range(A):
+                    qm[s, c] = q[s, c] if mask[s, c] else -math.inf
+    return DONE, n, state, -1, pending, plans
+
+
+def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
+    """Why :func:`compiled_loop` does not apply to this run, or ``None`` when it does."""
+    if type(agent) is not ContinuingUBE:
+        return (
+            f"{type(agent).__name__} is not one of ContinuingUBE (subclasses take the generic loop)"
+        )
+    if agent.method != "fast":
+        return f'method={agent.method!r} (only "fast" is compiled)'
+    if agent.n_states >= UK.MAX_STATES:
+        return f"{agent.n_states} states: the UBE agent plans in NumPy from {UK.MAX_STATES} on"
+    if track:
+        return "tracked runs take the generic loop"
+    reason = _env_reason(env)
+    if reason is not None:
+        return reason
+    if episodes is not None:
+        return "the run counts episodes (give steps=)"
+    if not UK.AVAILABLE:
+        return 'numba is not installed (pip install "optplan[jit]")'
+    if not (SK.self_check() and UK.available(agent.n_states)):
+        return "numba's random draws or BLAS / LAPACK routes differ from numpy's here"
+    return None
+
+
+def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=None):
+    """Fill ``record`` with ``steps`` steps; the caller has checked :func:`compiled_reason`."""
+    start = time.perf_counter()
+    state, _ = env.reset(seed=env_seed)
+    agent.reset(agent_rng)
+    work = agent._work
+    cdf, true_mask, rmean, rsd = _arrays(env)
+    S, A = agent.n_states, agent.n_actions
+    t, r = agent.transitions, agent.rewards
+    dalpha = np.array(t.alpha)
+    mu0, lam, nalpha, nbeta = (np.array(x) for x in r.params)
+    public = r.sum_of_squares == "public-code"
+    cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
+    mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
+    forced = np.ascontiguousarray(agent._forced, dtype=np.int64)
+    if agent.local_rule == "draft":
+        rule, coef = UK.DRAFT, agent.q_max**2
+    else:
+        rule, coef = UK.LEMMA1, agent.discount**2 * agent.q_max**2
+    discount = float(agent.discount)
+    policy, qm = _follow(agent)
+    old = policy.copy()
+    states = np.empty(steps, dtype=np.int64)
+    actions = np.empty(steps, dtype=np.int64)
+    rewards = np.empty(steps)
+    chunk = min(CHUNK, steps) if steps else 0
+    pending = int(agent._pending)
+    done, status, action, compiled_last = 0, DONE, -1, False
+    fn = _compiled()["_run"]
+    while done < steps and status in (DONE, FAILED):
+        n = min(chunk, steps - done)
+        out = fn(
+            n, int(state), true_mask, cdf, rmean, rsd, env.np_random, agent.rng,
+            agent.update_every, pending, agent._buf_s, agent._buf_a, agent._buf_r,
+            agent._buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta, public, mask,
+            forced, float(agent.zeta), discount, rule, float(coef), discount**2, policy, old,
+            qm, *_plan_arrays(work), UK.MAX_ITER, states, actions, rewards, done,
+        )  # fmt: skip
+        status, played, state, action, pending, plans = out
+        agent.plans += plans
+        agent.steps += played
+        done += played
+        if plans:
+            compiled_last = True
+        if status == FAILED:  # the NumPy plan redoes it: its error, or its plan
+            compiled_last = False
+            _store(agent, dalpha, mu0, lam, nalpha, nbeta, pending)
+            agent.policy, agent._planned = old.copy(), True
+            agent._plan_numpy()
+            policy, qm = _follow(agent)
+        if bar is not None:
+            bar.update(done - bar.n)
+    _store(agent, dalpha, mu0, lam, nalpha, nbeta, pending)
+    if compiled_last:
+        agent._planned = True
+        agent.policy = policy.copy()
+        agent.values = work.values.copy()
+        agent.q = qm.copy()
+        agent.local = work.nu.copy()
+        agent.u = work.u.copy()
+        agent.noise_sd = work.sd.copy()
+        agent._problem = None
+        agent._problem_P = work.P.copy()
+    env._t += done
+    env._state = int(state)
+    if status == INADMISSIBLE:
+        raise OptplanError(f"action {int(action)} is not admissible in state {int(state)}")
+    record.states = states[:done]
+    record.actions = actions[:done]
+    record.rewards = rewards[:done]
+    record.layers = np.arange(done)
+    record.wall_time = time.perf_counter() - start
+    return record
+
+
+def _plan_arrays(work) -> tuple:
+    """``work``'s arrays in :func:`_run`'s order after ``sd``."""
+    w = work
+    return (w.P, w.var, w.R, w.a0, w.q, w.values, w.nu, w.u, w.sd, w.M, w.b, w.row, w.new,
+            w.reach, w.stack, w.v, w.w)  # fmt: skip
+
+
+def _follow(agent) -> tuple:
+    """The policy and masked ``q`` the agent acts on, as fresh C arrays, and its noise sd
+    into the plan's own array (the compiled plan writes the next one there)."""
+    policy = np.array(agent.policy, dtype=np.int64)
+    qm = np.array(agent.q, dtype=float)
+    agent._work.sd[...] = agent.noise_sd
+    return policy, qm
+
+
+def _store(agent, dalpha, mu0, lam, nalpha, nbeta, pending) -> None:
+    agent._pending = pending
+    agent.transitions = Dirichlet._trusted(dalpha.copy())
+    agent.rewards = NormalGamma._trusted(
+        mu0.copy(), lam.copy(), nalpha.copy(), nbeta.copy(), agent.rewards.sum_of_squares
+    )
+
+
+def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
+    """The steps-between-plans engine's compiled oracle run (same environments)."""
+    from .planning_compiled import compiled_oracle_run as oracle_run
+
+    return oracle_run(env, oracle, env_seed, steps)
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
