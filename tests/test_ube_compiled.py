@@ -1,11 +1,16 @@
-"""The compiled plan of the UBE without unrolling (optplan.agents._ube_kernels).
+"""The compiled plan of the posterior-mean Thompson agents, the UBE without unrolling and
+moment matching (optplan.agents._ube_kernels), and their whole-run engine
+(optplan.experiments.ube_compiled).
 
 - the compiled plan equals the NumPy plan (``_plan_numpy``, the path without numba) on random
-  posteriors, both local rules, several discounts, warm and cold starts: the same policy,
-  ``Pbar`` bit for bit, ``q``, values, ``nu``, ``u`` and the noise sd within 1e-12 (the
-  mean reward is summed in order, ``np.einsum`` may group it otherwise);
+  posteriors, every local rule and noise sd, several discounts, warm and cold starts: the
+  same policy, ``Pbar`` bit for bit, ``q``, values, the local term, ``u`` / ``sigma~^2`` and
+  the noise sd within 1e-12 (the mean reward is summed in order, ``np.einsum`` may group it
+  otherwise);
 - whole runs with the compiled plan equal runs planning in NumPy on the continuing
-  environments, ``update_every`` 1 and more: the same actions, rewards and generator states."""
+  environments, ``update_every`` 1 and more: the same actions, rewards and generator states;
+- the compiled run equals the generic loop exactly (which itself plans through the compiled
+  plan), plans that fail in the compiled code included."""
 
 from __future__ import annotations
 
@@ -14,15 +19,23 @@ import pytest
 from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
 from test_psrl_compiled import random_posterior
 
-from optplan.agents import ContinuingUBE
+from optplan.agents import ContinuingUBE, MomentMatching
 from optplan.agents import _ube_kernels as UK
 from optplan.agents.registry import make_agent
 from optplan.experiments import engines, run, ube_compiled
 
 pytestmark = pytest.mark.skipif(not UK.AVAILABLE, reason="numba not installed")
 
+#: (registry name, class, its variants' parameters)
+AGENTS = {
+    "ube-continuing": (ContinuingUBE, [{"local": "draft"}, {"local": "lemma1"}]),
+    "moment-matching": (MomentMatching, [{"std": "public-code"}, {"std": "paper"}]),
+}
+#: Per agent, the attributes its plan sets besides policy, q and values.
+NOISE = {ContinuingUBE: ("local", "u", "noise_sd"), MomentMatching: ("variance", "noise_sd")}
 
-def agent_pair(rng, S, A, discount, local):
+
+def agent_pair(rng, cls, S, A, discount, params):
     """Two agents in one random posterior state, one planning compiled, one in NumPy."""
     mask = rng.random((S, A)) < 0.8
     mask[np.arange(S), rng.integers(0, A, S)] = True
@@ -36,7 +49,7 @@ def agent_pair(rng, S, A, discount, local):
     planned = bool(rng.random() < 0.8)
     out = []
     for compiled in (True, False):
-        agent = ContinuingUBE(S, A, discount=discount, local=local, action_mask=mask)
+        agent = cls(S, A, discount=discount, action_mask=mask, **params)
         agent.reset(np.random.default_rng(0))
         if not compiled:
             agent._work = None
@@ -53,33 +66,52 @@ def assert_close(x, y, name):
     np.testing.assert_allclose(x[finite], y[finite], rtol=0, atol=1e-12 * scale, err_msg=name)
 
 
-@pytest.mark.parametrize("local", ["draft", "lemma1"])
-@pytest.mark.parametrize("discount", [0.9, 0.0, 0.99])
-def test_compiled_plan_equals_numpy_plan(local, discount):
-    rng = np.random.default_rng(int(discount * 100) + (local == "draft"))
+CASES = [(n, i, g) for n in AGENTS for i in range(2) for g in (0.9, 0.5, 0.99)]
+
+
+@pytest.mark.parametrize("name,variant,discount", CASES)
+def test_compiled_plan_equals_numpy_plan(name, variant, discount):
+    cls, variants = AGENTS[name]
+    params = variants[variant]
+    rng = np.random.default_rng(int(discount * 100) + 7 * variant + len(name))
     for _ in range(200):
         S, A = int(rng.integers(1, 11)), int(rng.integers(1, 5))
-        fast, ref = agent_pair(rng, S, A, discount, local)
+        fast, ref = agent_pair(rng, cls, S, A, discount, params)
         assert fast._work is not None
         fast.plan()
         ref.plan()
         np.testing.assert_array_equal(fast.policy, ref.policy)
         assert fast.policy.dtype == ref.policy.dtype
-        for name in ("q", "values", "local", "u", "noise_sd"):
-            assert_close(getattr(fast, name), getattr(ref, name), name)
-        np.testing.assert_array_equal(fast.problem.mean_transitions, ref.problem.mean_transitions)
-        np.testing.assert_array_equal(fast.problem.policy, ref.problem.policy)
-        assert_close(fast.problem.local, ref.problem.local, "problem.local")
+        for attr in ("q", "values", *NOISE[cls]):
+            assert_close(getattr(fast, attr), getattr(ref, attr), attr)
+        fp, rp = fast.problem, ref.problem
+        if cls is MomentMatching:
+            np.testing.assert_array_equal(fp.alpha, rp.alpha)
+            fp, rp = fp.bellman, rp.bellman
+        np.testing.assert_array_equal(fp.mean_transitions, rp.mean_transitions)
+        np.testing.assert_array_equal(fp.policy, rp.policy)
+        assert_close(fp.local, rp.local, "problem.local")
 
 
-def runs(env_name, steps, seed, monkeypatch, **params):
+def test_ube_discount_zero_plan():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        fast, ref = agent_pair(rng, ContinuingUBE, 4, 3, 0.0, {})
+        fast.plan()
+        ref.plan()
+        np.testing.assert_array_equal(fast.policy, ref.policy)
+        for attr in ("q", "values", "local", "u", "noise_sd"):
+            assert_close(getattr(fast, attr), getattr(ref, attr), attr)
+
+
+def runs(agent_name, env_name, steps, seed, monkeypatch, **params):
     out = []
     for compiled in (True, False):
         with monkeypatch.context() as m:
             if not compiled:
                 m.setattr(UK, "available", lambda n_states: False)
             env = make_env(env_name)
-            agent = make_agent("ube-continuing", env, **params)
+            agent = make_agent(agent_name, env, **params)
             trace = run(agent, env, steps=steps, seed=seed, engine="python")
             assert (agent._work is not None) == compiled
             out.append((trace, agent, env))
@@ -88,34 +120,31 @@ def runs(env_name, steps, seed, monkeypatch, **params):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize(
-    "seed,update_every,local", [(0, 1, "draft"), (5, 1, "lemma1"), (9, 3, "draft")]
-)
-def test_runs_with_compiled_plan_equal_numpy_plan(env_name, seed, update_every, local,
-                                                  monkeypatch):  # fmt: skip
-    got, ref = runs(env_name, 200, seed, monkeypatch, update_every=update_every, local=local)
+    "agent_name,seed,update_every,variant",
+    [("ube-continuing", 0, 1, 0), ("ube-continuing", 5, 3, 1), ("moment-matching", 2, 1, 0),
+     ("moment-matching", 6, 3, 1)],
+)  # fmt: skip
+def test_runs_with_compiled_plan_equal_numpy_plan(
+    agent_name, env_name, seed, update_every, variant, monkeypatch
+):
+    params = AGENTS[agent_name][1][variant]
+    got, ref = runs(
+        agent_name, env_name, 200, seed, monkeypatch, update_every=update_every, **params
+    )
     assert_same_trace(ref[0], got[0])
     (_, ar, er), (_, ac, ec) = ref, got
     assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
     assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
     np.testing.assert_array_equal(ac.policy, ar.policy)
-    assert_close(ac.u, ar.u, "u")
+    assert_close(ac.noise_sd, ar.noise_sd, "noise_sd")
     assert ac.plans == ar.plans > 50
 
 
-def test_conic_and_large_plan_in_numpy():
-    agent = ContinuingUBE(4, 2, method="conic")
-    agent.reset(np.random.default_rng(0))
-    assert agent._work is None
-    big = ContinuingUBE(UK.MAX_STATES, 2)
-    big.reset(np.random.default_rng(0))
-    assert big._work is None
-
-
-def both(env_name, steps, seed, **params):
+def both(agent_name, env_name, steps, seed, **params):
     out = {}
     for engine in ("python", "compiled"):
         env = make_env(env_name)
-        agent = make_agent("ube-continuing", env, **params)
+        agent = make_agent(agent_name, env, **params)
         trace = run(agent, env, steps=steps, seed=seed, engine=engine)
         out[engine] = (trace, agent, env)
     return out["python"], out["compiled"]
@@ -126,13 +155,18 @@ def assert_same_agent(ref, got):
     assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
     assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
     assert (ec._state, ec._t) == (er._state, er._t)
-    for name in ("policy", "q", "values", "local", "u", "noise_sd", "_buf_s", "_buf_a",
-                 "_buf_r", "_buf_s2"):  # fmt: skip
+    names = ("policy", "q", "values", *NOISE[type(ar)], "_buf_s", "_buf_a", "_buf_r", "_buf_s2")
+    for name in names:
         np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
     np.testing.assert_array_equal(ac.transitions.alpha, ar.transitions.alpha)
     for x, y in zip(ac.rewards.params, ar.rewards.params, strict=True):
         np.testing.assert_array_equal(x, y)
-    np.testing.assert_array_equal(ac.problem.mean_transitions, ar.problem.mean_transitions)
+    pc, pr = ac.problem, ar.problem
+    if isinstance(ar, MomentMatching):
+        np.testing.assert_array_equal(pc.terms.w, pr.terms.w)
+        pc, pr = pc.bellman, pr.bellman
+    np.testing.assert_array_equal(pc.mean_transitions, pr.mean_transitions)
+    np.testing.assert_array_equal(pc.local, pr.local)
     assert (ac.plans, ac.steps, ac._pending, ac._planned) == (
         ar.plans, ar.steps, ar._pending, ar._planned
     )  # fmt: skip
@@ -140,43 +174,50 @@ def assert_same_agent(ref, got):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize(
-    "seed,update_every,local",
-    [(0, 1, "draft"), (3, 1, "lemma1"), (7, 3, "draft"), (9, 5, "lemma1")],
-)
-def test_compiled_run_equals_python_loop(env_name, seed, update_every, local):
+    "agent_name,seed,update_every,variant",
+    [("ube-continuing", 0, 1, 0), ("ube-continuing", 3, 1, 1), ("ube-continuing", 9, 5, 1),
+     ("moment-matching", 1, 1, 0), ("moment-matching", 4, 1, 1), ("moment-matching", 7, 3, 0)],
+)  # fmt: skip
+def test_compiled_run_equals_python_loop(agent_name, env_name, seed, update_every, variant):
+    params = AGENTS[agent_name][1][variant]
     env = make_env(env_name)
-    agent = make_agent("ube-continuing", env, update_every=update_every, local=local)
-    assert engines.select("compiled", agent, env, None, False).name == "continuing UBE"
-    ref, got = both(env_name, 300, seed, update_every=update_every, local=local)
+    agent = make_agent(agent_name, env, update_every=update_every, **params)
+    assert engines.select("compiled", agent, env, None, False).name == "UBE and moment matching"
+    ref, got = both(agent_name, env_name, 300, seed, update_every=update_every, **params)
     assert_same_trace(ref[0], got[0])
     assert_same_agent(ref, got)
     assert ref[1].plans > 50
 
 
+@pytest.mark.parametrize("agent_name", list(AGENTS))
 @pytest.mark.parametrize("mode", ["correct", "public-code"])
-def test_compiled_run_equals_python_loop_across_chunks(monkeypatch, mode):
+def test_compiled_run_equals_python_loop_across_chunks(monkeypatch, agent_name, mode):
     monkeypatch.setattr(ube_compiled, "CHUNK", 64)
-    ref, got = both("riverswim-6-noisy", 400, 4, update_every=2, sum_of_squares=mode, zeta=1.0)
+    ref, got = both(
+        agent_name, "riverswim-6-noisy", 400, 4, update_every=2, sum_of_squares=mode, zeta=1.0
+    )
     assert_same_trace(ref[0], got[0])
     assert_same_agent(ref, got)
 
 
-def test_failed_compiled_plans_are_redone_in_numpy(monkeypatch):
+@pytest.mark.parametrize("agent_name", list(AGENTS))
+def test_failed_compiled_plans_are_redone_in_numpy(monkeypatch, agent_name):
     """Compiled plans that fail (here: one policy iteration allowed, so every plan whose
     policy changes stops) are redone by the NumPy plan, in ``plan()`` and in the compiled
     run alike: both runs equal the run without failures."""
-    ref = both("deepsea-chain-6", 300, 2, zeta=1.0)
+    cls = AGENTS[agent_name][0]
+    ref = both(agent_name, "deepsea-chain-6", 300, 2, zeta=1.0)
     monkeypatch.setattr(UK, "MAX_ITER", 1)
     calls = {"n": 0}
-    numpy_plan = ContinuingUBE._plan_numpy
+    numpy_plan = cls._plan_numpy
 
     def counted(self):
         calls["n"] += 1
         numpy_plan(self)
 
-    monkeypatch.setattr(ContinuingUBE, "_plan_numpy", counted)
-    got = both("deepsea-chain-6", 300, 2, zeta=1.0)
-    assert calls["n"] >= 2 * 8  # eleven policy changes in each loop, each redone
+    monkeypatch.setattr(cls, "_plan_numpy", counted)
+    got = both(agent_name, "deepsea-chain-6", 300, 2, zeta=1.0)
+    assert calls["n"] >= 2 * 4  # several policy changes in each loop, each redone
     for r, g in zip(ref, got, strict=True):
         assert_same_trace(r[0], g[0])
         assert_same_agent(r, g)
@@ -184,13 +225,21 @@ def test_failed_compiled_plans_are_redone_in_numpy(monkeypatch):
 
 def test_uncovered_runs():
     env = make_env("riverswim-6")
-    assert "NumPy" in ube_compiled.compiled_reason(ContinuingUBE(UK.MAX_STATES, 2), env)
+    reason = ube_compiled.compiled_reason
+    assert "NumPy" in reason(ContinuingUBE(UK.MAX_STATES, 2), env)
 
-    class Sub(ContinuingUBE):
+    class Sub(MomentMatching):
         pass
 
-    assert "subclasses" in ube_compiled.compiled_reason(Sub(6, 2), env)
-    assert "episodes" in ube_compiled.compiled_reason(ContinuingUBE(6, 2), env, episodes=3)
-    assert "conic" in ube_compiled.compiled_reason(ContinuingUBE(6, 2, method="conic"), env)
-    assert "tracked" in ube_compiled.compiled_reason(ContinuingUBE(6, 2), env, track=True)
-    assert ube_compiled.compiled_reason(ContinuingUBE(6, 2), env) is None
+    assert "subclasses" in reason(Sub(6, 2), env)
+    assert "episodes" in reason(ContinuingUBE(6, 2), env, episodes=3)
+    assert "conic" in reason(MomentMatching(6, 2, method="conic"), env)
+    assert "tracked" in reason(ContinuingUBE(6, 2), env, track=True)
+    assert reason(ContinuingUBE(6, 2), env) is None
+    assert reason(MomentMatching(6, 2), env) is None
+
+
+def test_conic_and_large_plan_in_numpy():
+    for agent in (ContinuingUBE(4, 2, method="conic"), MomentMatching(UK.MAX_STATES, 2)):
+        agent.reset(np.random.default_rng(0))
+        assert agent._work is None

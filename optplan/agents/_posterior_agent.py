@@ -43,6 +43,7 @@ from ..posteriors import (
     transition_statistics,
 )
 from ..result import OPTIMAL
+from . import _ube_kernels as UK
 from ._env import continuing_shape
 from .base import (
     ConicFallback,
@@ -222,9 +223,43 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
 
     def reset(self, rng: np.random.Generator) -> None:
         self.reset_fallback()
+        self._work = (
+            UK.Work(self.n_states, self.n_actions)
+            if self.method == "fast" and UK.available(self.n_states)
+            else None
+        )
         PosteriorAgent.reset(self, rng)
 
     def plan(self) -> None:
+        """``Qbar`` and ``pi`` of the posterior-mean model and the noise sd: one compiled
+        call (:func:`optplan.agents._ube_kernels.plan`) where it applies (numba, ``method=
+        "fast"``, fewer than ``MAX_STATES`` states), else (or when that plan fails: it draws
+        nothing, so the NumPy plan redoes it and raises its error) :meth:`_plan_numpy`."""
+        work = getattr(self, "_work", None)
+        if work is None:
+            self._plan_numpy()
+            return
+        t, r = self.transitions, self.rewards
+        policy = np.array(self.policy, dtype=np.int64)
+        status = UK.plan(
+            t.alpha, r.mu0, r.lam, r.alpha, r.beta, self.action_mask, self.discount,
+            self._kernel_rule(), policy, self._planned, work,
+        )  # fmt: skip
+        if status != UK.OK:
+            self._plan_numpy()
+            return
+        self._from_work(policy)
+
+    @abstractmethod
+    def _kernel_rule(self) -> tuple:
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
+
+    @abstractmethod
+    def _from_work(self, policy: np.ndarray) -> None:
+        """The plan's results from the compiled plan's arrays (``policy``: its new policy)."""
+
+    def _plan_numpy(self) -> None:
+        """:meth:`plan` in NumPy (the path without numba)."""
         P, R = self.mean_model()
         out = self._optimal(P, R, "posterior-mean model")
         self.policy = out.policy

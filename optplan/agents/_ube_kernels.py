@@ -40,13 +40,14 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _matvec, _pw_sum
 from . import _psrl_kernels as PK
 
-__all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MAX_STATES",
+__all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MOMENT", "MAX_STATES",
            "plan", "Work", "available"]  # fmt: skip
 
 AVAILABLE = _jit.AVAILABLE
 OK, NUMERICAL = PK.OK, PK.NUMERICAL
-#: The local-uncertainty rules (``local="draft"``, ``"lemma1"``).
-DRAFT, LEMMA1 = 0, 1
+#: The local terms: the UBE's rules (``local="draft"``, ``"lemma1"``) and moment matching's
+#: ``w`` (:func:`optplan.uncertainty.moment_matching_local`, clipped at 0).
+DRAFT, LEMMA1, MOMENT = 0, 1, 2
 #: The compiled plan covers models with fewer states.
 MAX_STATES = PK.MAX_STATES
 #: Policy iterations of a compiled plan (:func:`optplan.dp.policy_iteration`'s default cap);
@@ -112,6 +113,48 @@ def _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, tmp):  # pragma: no co
 
 
 @_JIT
+def _moment_local(mu0, P, var, a0, values, g, nu, tmp, dm, dv):  # pragma: no cover - numba
+    """Moment matching's ``w = A + B + 2 g C + g^2 D`` of every pair, clipped at 0 as
+    :class:`~optplan.problems.MomentMatchingVariance` clips it; ``NUMERICAL`` when some ``w``
+    is negative beyond rounding."""
+    S, A, K = P.shape
+    for s in range(S):
+        for a in range(A):
+            p = P[s, a]
+            x = mu0[s, a]
+            scale = a0[s, a] + 1.0
+            for k in range(K):
+                tmp[k] = p[k] * x[k]
+            pm = 0.0 + _pw_sum(tmp, 0, K)
+            for k in range(K):
+                tmp[k] = p[k] * values[k]
+            pv = 0.0 + _pw_sum(tmp, 0, K)
+            for k in range(K):
+                dm[k] = x[k] - pm
+                dv[k] = values[k] - pv
+            for k in range(K):
+                tmp[k] = p[k] * dm[k] * dm[k]
+            tA = (0.0 + _pw_sum(tmp, 0, K)) / scale
+            for k in range(K):
+                tmp[k] = p[k] * var[s, a, k]
+            tB = 0.0 + _pw_sum(tmp, 0, K)
+            for k in range(K):
+                tmp[k] = p[k] * dm[k] * dv[k]
+            tC = (0.0 + _pw_sum(tmp, 0, K)) / scale
+            for k in range(K):
+                tmp[k] = p[k] * dv[k] * dv[k]
+            tD = (0.0 + _pw_sum(tmp, 0, K)) / scale
+            w = tA + tB + 2 * g * tC + g**2 * tD
+            if w < 0:
+                big = max(abs(tA), abs(tB), abs(2 * g * tC), abs(g**2 * tD))
+                if w < -1e-12 * (1 + big):
+                    return NUMERICAL
+                w = 0.0
+            nu[s, a] = w
+    return OK
+
+
+@_JIT
 def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled by numba
     """``u`` of the UBE ``u = nu + g2 Pbar_pi u`` by the states' system; returns the
     status (certificate included)."""
@@ -154,10 +197,11 @@ def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled 
 
 
 @_JIT
-def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, g2, policy, warm, P,
+def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, div, g2, policy, warm, P,
           var, R, a0, q, values, nu, u, sd, M, b, row, new, reach, stack, v, w,
           max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One plan; ``policy`` becomes the new policy. Returns the status."""
+    """One plan; ``policy`` becomes the new policy; the noise sd is ``sqrt(u) / div``.
+    Returns the status."""
     _mean_model(dalpha, mu0, lam, nalpha, nbeta, P, var, R, a0)
     S, A, K = P.shape
     keep = warm
@@ -179,13 +223,18 @@ def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, g2, polic
                                            row, new, reach, stack, max_iter)  # fmt: skip
     if status != OK:
         return status
-    _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, row)
+    if rule == MOMENT:
+        status = _moment_local(mu0, P, var, a0, values, discount, nu, row, b, v)
+        if status != OK:
+            return status
+    else:
+        _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, row)
     status = _ube(P, policy, nu, g2, u, v, M, b, w)
     if status != OK:
         return status
     for s in range(S):
         for a in range(A):
-            sd[s, a] = math.sqrt(u[s, a]) if mask[s, a] else 0.0
+            sd[s, a] = math.sqrt(u[s, a]) / div if mask[s, a] else 0.0
     return OK
 
 
@@ -219,14 +268,15 @@ def available(n_states: int) -> bool:
     return AVAILABLE and n_states < MAX_STATES and _ak.self_check()
 
 
-def plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount: float, rule: int, coef: float,
-         policy, warm: bool, work: Work, max_iter: int | None = None) -> int:  # fmt: skip
+def plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount: float, rule: tuple, policy,
+         warm: bool, work: Work, max_iter: int | None = None) -> int:  # fmt: skip
     """:func:`_plan`, compiled: ``policy`` (int64) is updated in place; the model, ``q``,
-    values, ``nu``, ``u`` and the noise sd land in ``work``; ``max_iter`` (default
+    values, ``nu``, ``u`` and the noise sd land in ``work``; ``rule`` is the agent's
+    ``(rule, coef, div)`` (:func:`_plan`); ``max_iter`` (default
     :data:`MAX_ITER`) caps policy iteration."""
     if max_iter is None:
         max_iter = MAX_ITER
     return _compiled()["_plan"](
-        dalpha, mu0, lam, nalpha, nbeta, mask, float(discount), int(rule), float(coef),
-        float(discount) ** 2, policy, bool(warm), *work.args(), int(max_iter),
+        dalpha, mu0, lam, nalpha, nbeta, mask, float(discount), int(rule[0]), float(rule[1]),
+        float(rule[2]), float(discount) ** 2, policy, bool(warm), *work.args(), int(max_iter),
     )  # fmt: skip

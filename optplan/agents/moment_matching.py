@@ -15,7 +15,9 @@ import numpy as np
 
 from .._checks import OptplanError, check_choice
 from .._params import Component, Param
+from ..dp import masked
 from ..problems.moment_matching import MomentMatchingVariance
+from . import _ube_kernels as UK
 from ._posterior_agent import (
     CONIC_PARAMS,
     DRAFT_GAMMA,
@@ -67,6 +69,35 @@ class MomentMatching(ThompsonMeanModel):
         if isinstance(discount, (int, float)) and discount == 0 and std == "public-code":
             raise OptplanError("discount must be > 0 with std='public-code' (sd = sigma~ / gamma)")
         super().__init__(n_states, n_actions, zeta=zeta, discount=discount, **model)
+
+    def _kernel_rule(self) -> tuple:
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
+        return UK.MOMENT, 0.0, self.discount if self.std == "public-code" else 1.0
+
+    def _from_work(self, policy: np.ndarray) -> None:
+        """The plan's results from the compiled plan's arrays."""
+        work = self._work
+        self.policy = policy
+        self.values = work.values.copy()
+        self.q = masked(work.q, self.action_mask)
+        self.variance = np.where(self.action_mask, work.u, 0.0)
+        self.noise_sd = work.sd.copy()
+        self._problem = None
+        self._problem_posterior = (self.transitions, self.rewards)
+
+    @property
+    def problem(self) -> MomentMatchingVariance:
+        """The last problem solved (built on first read after a compiled plan)."""
+        if self._problem is None:
+            t, r = self._problem_posterior
+            self._problem = MomentMatchingVariance._trusted(
+                t.alpha, r.mu0, r.variance, self.policy, self.discount, self.values
+            )
+        return self._problem
+
+    @problem.setter
+    def problem(self, value: MomentMatchingVariance) -> None:
+        self._problem = value
 
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
         # the agent's own posterior and plan: valid by construction, so built unchecked

@@ -379,36 +379,15 @@ class ContinuingUBE(ThompsonMeanModel):
         super().__init__(n_states, n_actions, zeta=zeta, **model)
         self.q_max = q_max(self.reward_bound, discount=self.discount)
 
-    def reset(self, rng: np.random.Generator) -> None:
-        self._work = (
-            UK.Work(self.n_states, self.n_actions)
-            if self.method == "fast" and UK.available(self.n_states)
-            else None
-        )
-        super().reset(rng)
-
-    def plan(self) -> None:
-        """``Qbar`` and ``pi`` of the posterior-mean model, ``nu`` and ``u``: one compiled
-        call (:func:`optplan.agents._ube_kernels.plan`) where it applies (numba, ``method=
-        "fast"``, fewer than ``MAX_STATES`` states), else (or when that plan fails: it draws
-        nothing, so the NumPy plan redoes it and raises its error) :meth:`_plan_numpy`."""
-        work = getattr(self, "_work", None)
-        if work is None:
-            self._plan_numpy()
-            return
-        t, r = self.transitions, self.rewards
-        policy = np.array(self.policy, dtype=np.int64)
+    def _kernel_rule(self) -> tuple:
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
         if self.local_rule == "draft":
-            rule, coef = UK.DRAFT, self.q_max**2
-        else:
-            rule, coef = UK.LEMMA1, self.discount**2 * self.q_max**2
-        status = UK.plan(
-            t.alpha, r.mu0, r.lam, r.alpha, r.beta, self.action_mask, self.discount, rule,
-            coef, policy, self._planned, work,
-        )  # fmt: skip
-        if status != UK.OK:
-            self._plan_numpy()
-            return
+            return UK.DRAFT, self.q_max**2, 1.0
+        return UK.LEMMA1, self.discount**2 * self.q_max**2, 1.0
+
+    def _from_work(self, policy: np.ndarray) -> None:
+        """The plan's results from the compiled plan's arrays."""
+        work = self._work
         self.policy = policy
         self.values = work.values.copy()
         self.q = masked(work.q, self.action_mask)
@@ -417,10 +396,6 @@ class ContinuingUBE(ThompsonMeanModel):
         self.noise_sd = work.sd.copy()
         self._problem = None
         self._problem_P = work.P.copy()
-
-    def _plan_numpy(self) -> None:
-        """:meth:`plan` in NumPy (the path without numba)."""
-        ThompsonMeanModel.plan(self)
 
     @property
     def problem(self) -> UncertaintyBellman:

@@ -1,6 +1,8 @@
-r"""The compiled run of the UBE without unrolling (:class:`~optplan.agents.ContinuingUBE`):
-Thompson actions, steps, batch updates and plans in one compiled loop, with the generic
-loop's results **exactly**, for every ``update_every`` (1 included).
+r"""The compiled run of the posterior-mean Thompson agents, the UBE without unrolling
+(:class:`~optplan.agents.ContinuingUBE`) and moment matching
+(:class:`~optplan.agents.MomentMatching`): Thompson actions, steps, batch updates and plans
+in one compiled loop, with the generic loop's results **exactly**, for every
+``update_every`` (1 included).
 
 Each step's action is :func:`._segment_kernels._thompson` (:func:`optplan.agents.base.
 thompson_action`'s draws on the agent's generator), its transition and reward
@@ -12,7 +14,7 @@ thompson_action`'s draws on the agent's generator), its transition and reward
 calls. A plan that fails in the compiled code stops the chunk; the agent's NumPy plan redoes
 it (raising its error, or planning as the generic loop's ``plan()`` would) and the run goes
 on. The run is played in chunks of :data:`CHUNK` steps; at the end the agent holds what the
-generic loop leaves it (posterior, batch buffer, policy, ``q``, values, ``nu``, ``u``, noise
+generic loop leaves it (posterior, batch buffer, policy, ``q``, values, its noise terms and
 sd, counters). ``tests/test_ube_compiled.py`` compares it with the generic loop.
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from .. import _jit
 from .._checks import OptplanError
-from ..agents import ContinuingUBE
+from ..agents import ContinuingUBE, MomentMatching
 from ..agents import _ube_kernels as UK
 from ..posteriors import Dirichlet, NormalGamma
 from . import _segment_kernels as SK
@@ -33,7 +35,10 @@ from . import psrl_compiled as PC
 from ._segment_kernels import _reward, _search_right, _thompson
 from .planning_compiled import _arrays, _env_reason
 
-__all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK"]
+__all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK", "AGENT_CLASSES"]
+
+#: The agents this engine runs (subclasses take the generic loop).
+AGENT_CLASSES = (ContinuingUBE, MomentMatching)
 
 #: Steps per compiled call.
 CHUNK = 8192
@@ -48,8 +53,8 @@ _JIT = _jit.Jit(
 @_JIT
 def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every, pending,
          buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta, public,
-         mask, forced, zeta, discount, rule, coef, g2, policy, old, qm, P, var, R, a0, q, values,
-         nu, u, sd, M, b, row, new, reach, stack, v, w, max_iter, states, actions, rewards,
+         mask, forced, zeta, discount, rule, coef, div, g2, policy, old, qm, P, var, R, a0, q,
+         values, nu, u, sd, M, b, row, new, reach, stack, v, w, max_iter, states, actions, rewards,
          offset):  # fmt: skip  # pragma: no cover - compiled by numba
     """Up to ``n`` steps from ``state``. Returns ``(status, steps played, state, action,
     pending, plans)``; ``qm`` is ``q`` with inadmissible actions ``-inf``; ``old`` the
@@ -80,7 +85,7 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
             for s in range(S):
                 old[s] = policy[s]
             status = UK._plan(
-                dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, g2, policy, True,
+                dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, div, g2, policy, True,
                 P, var, R, a0, q, values, nu, u, sd, M, b, row, new, reach, stack, v, w,
                 max_iter,
             )  # fmt: skip
@@ -94,14 +99,13 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
 
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
     """Why :func:`compiled_loop` does not apply to this run, or ``None`` when it does."""
-    if type(agent) is not ContinuingUBE:
-        return (
-            f"{type(agent).__name__} is not one of ContinuingUBE (subclasses take the generic loop)"
-        )
+    if type(agent) not in AGENT_CLASSES:
+        names = ", ".join(c.__name__ for c in AGENT_CLASSES)
+        return f"{type(agent).__name__} is not one of {names} (subclasses take the generic loop)"
     if agent.method != "fast":
         return f'method={agent.method!r} (only "fast" is compiled)'
     if agent.n_states >= UK.MAX_STATES:
-        return f"{agent.n_states} states: the UBE agent plans in NumPy from {UK.MAX_STATES} on"
+        return f"{agent.n_states} states: the agent plans in NumPy from {UK.MAX_STATES} on"
     if track:
         return "tracked runs take the generic loop"
     reason = _env_reason(env)
@@ -131,10 +135,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
     mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
     forced = np.ascontiguousarray(agent._forced, dtype=np.int64)
-    if agent.local_rule == "draft":
-        rule, coef = UK.DRAFT, agent.q_max**2
-    else:
-        rule, coef = UK.LEMMA1, agent.discount**2 * agent.q_max**2
+    rule, coef, div = agent._kernel_rule()
     discount = float(agent.discount)
     policy, qm = _follow(agent)
     old = policy.copy()
@@ -151,8 +152,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
             n, int(state), true_mask, cdf, rmean, rsd, env.np_random, agent.rng,
             agent.update_every, pending, agent._buf_s, agent._buf_a, agent._buf_r,
             agent._buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta, public, mask,
-            forced, float(agent.zeta), discount, rule, float(coef), discount**2, policy, old,
-            qm, *_plan_arrays(work), UK.MAX_ITER, states, actions, rewards, done,
+            forced, float(agent.zeta), discount, rule, float(coef), float(div), discount**2,
+            policy, old, qm, *_plan_arrays(work), UK.MAX_ITER, states, actions, rewards, done,
         )  # fmt: skip
         status, played, state, action, pending, plans = out
         agent.plans += plans
@@ -171,14 +172,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     _store(agent, dalpha, mu0, lam, nalpha, nbeta, pending)
     if compiled_last:
         agent._planned = True
-        agent.policy = policy.copy()
-        agent.values = work.values.copy()
-        agent.q = qm.copy()
-        agent.local = work.nu.copy()
-        agent.u = work.u.copy()
-        agent.noise_sd = work.sd.copy()
-        agent._problem = None
-        agent._problem_P = work.P.copy()
+        agent._from_work(policy.copy())
     env._t += done
     env._state = int(state)
     if status == INADMISSIBLE:
