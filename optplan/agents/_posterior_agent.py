@@ -18,7 +18,10 @@ the posterior in one batch update (:func:`~optplan.posteriors.transition_statist
 of the posterior-mean model (``Pbar`` the Dirichlet mean, ``R[s, a] = sum_s' Pbar mu0``) by
 Howard policy iteration, plus a Thompson noise of per-pair scale. The linear algebra lives in
 the problem objects (``problem.solve("fast")``, or ``"conic"`` with a counted fallback,
-:class:`~optplan.agents.base.ConicFallback`); the agents only assemble their inputs. Every
+:class:`~optplan.agents.base.ConicFallback`); the agents only assemble their inputs. With
+numba and ``method="fast"`` a plan is one compiled call instead
+(:mod:`optplan.agents._ube_kernels`: the same operations, the floats within 1e-12, which the
+whole-run engine :mod:`optplan.experiments.ube_compiled` calls too). Every
 per-step operation is a few array operations on one row; the batch update and planning are
 vectorized over all pairs.
 
