@@ -183,21 +183,7 @@ def _plan(counts, sums, next_counts, tprior, sd, prior_var, improper, known, mas
             else:
                 bonus[s, a] = 0.0
             R[s, a] = mean[s, a] + scale * bonus[s, a]
-    keep = warm
-    for s in range(S):
-        if not mask[s, policy[s]]:
-            keep = False
-    if not keep:
-        for s in range(S):
-            best = -1
-            top = 0.0
-            for a in range(A):
-                val = R[s, a] if mask[s, a] else -math.inf
-                if best >= 0 and math.isnan(top):
-                    continue
-                if best < 0 or math.isnan(val) or val > top:
-                    best, top = a, val
-            policy[s] = best
+    K._start_policy(R, mask, policy, warm)
     return _policy_iteration(
         P, R, mask, discount, policy, q, values, M, b, new, ints, ipiv, max_iter
     )

@@ -63,6 +63,30 @@ _JIT = _jit.Jit(
 
 
 @_JIT
+def _start_policy(R, mask, policy, warm):  # pragma: no cover - compiled by numba
+    """Policy iteration's first policy, in place: ``policy`` itself when ``warm`` and it takes
+    only admissible actions, else each state's first admissible action of largest ``R``
+    (``numpy.argmax`` over the masked rewards: a NaN wins, as there)."""
+    S, A = R.shape
+    keep = warm
+    for s in range(S):
+        if not mask[s, policy[s]]:
+            keep = False
+    if keep:
+        return
+    for s in range(S):
+        best = -1
+        top = 0.0
+        for a in range(A):
+            val = R[s, a] if mask[s, a] else -math.inf
+            if best >= 0 and math.isnan(top):
+                continue
+            if best < 0 or math.isnan(val) or val > top:
+                best, top = a, val
+        policy[s] = best
+
+
+@_JIT
 def _sample(rng, dalpha, mu0, lam, nalpha, nbeta, P, mu):  # pragma: no cover - compiled by numba
     """``P ~ Dirichlet(dalpha)`` (rows: last axis) and ``mu ~ NG(mu0, lam, nalpha, nbeta)``
     into ``P`` and ``mu``, each ``(S, A, S)``: the draws of ``Dirichlet.sample`` then
@@ -233,21 +257,7 @@ def _plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, average, policy,
             for k in range(K):
                 total += P[s, a, k] * mu[s, a, k]
             R[s, a] = total
-    keep = warm
-    for s in range(S):
-        if not mask[s, policy[s]]:
-            keep = False
-    if not keep:
-        for s in range(S):
-            best = -1
-            top = 0.0
-            for a in range(A):
-                val = R[s, a] if mask[s, a] else -math.inf
-                if best >= 0 and math.isnan(top):
-                    continue
-                if best < 0 or math.isnan(val) or val > top:
-                    best, top = a, val
-            policy[s] = best
+    _start_policy(R, mask, policy, warm)
     return _policy_iteration(P, R, mask, discount, average, policy, q, values, M, b, row, new,
                              reach, stack, max_iter)  # fmt: skip
 

@@ -204,21 +204,7 @@ def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, div, g2, 
     Returns the status."""
     _mean_model(dalpha, mu0, lam, nalpha, nbeta, P, var, R, a0)
     S, A, K = P.shape
-    keep = warm
-    for s in range(S):
-        if not mask[s, policy[s]]:
-            keep = False
-    if not keep:
-        for s in range(S):
-            best = -1
-            top = 0.0
-            for a in range(A):
-                val = R[s, a] if mask[s, a] else -math.inf
-                if best >= 0 and math.isnan(top):
-                    continue
-                if best < 0 or math.isnan(val) or val > top:
-                    best, top = a, val
-            policy[s] = best
+    PK._start_policy(R, mask, policy, warm)
     status, _, _, _ = PK._policy_iteration(P, R, mask, discount, False, policy, q, values, M, b,
                                            row, new, reach, stack, max_iter)  # fmt: skip
     if status != OK:
