@@ -45,7 +45,9 @@ AVAILABLE = _jit.AVAILABLE
 #: decide (see the module docstring).
 SOLVED, FALLBACK = 0, 1
 
-_JIT = _jit.Jit('kernel "numba"', cache=True, nogil=True)
+# error_model "numpy": a division by zero gives inf / nan (the search then hands over to
+# SciPy's, FALLBACK), never a ZeroDivisionError out of compiled code
+_JIT = _jit.Jit('kernel "numba"', cache=True, nogil=True, error_model="numpy")
 
 #: The smallest positive normal double: a ``pow`` result below it (and not 0) sets ``ERANGE``,
 #: which Python turns into an ``OverflowError``.
