@@ -23,13 +23,17 @@ import time
 import numpy as np
 
 from .. import _jit
-from .._checks import OptplanError
 from ..agents import _mean_model_kernels as MK
 from ..agents.ube import CountBonus
 from ..dp import masked
 from . import _segment_kernels as SK
 from ._segment_kernels import _reward, _search_right
-from .planning_compiled import _arrays, _env_reason
+from .planning_compiled import (
+    _arrays,
+    _env_reason,
+    compiled_oracle_run,  # noqa: F401  (the engine's oracle run, same environments)
+    finish_run,
+)
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK"]
 
@@ -144,28 +148,15 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
         agent.policy = policy
         agent.q = masked(work.q, agent.action_mask)
         agent._scale = scale
-    env._t += done
-    env._state = int(state)
-    if status == INADMISSIBLE:
-        raise OptplanError(f"action {int(action)} is not admissible in state {int(state)}")
+    failure = None
     if status == FAILED:  # pragma: no cover - discounted PI always stops
-        raise RuntimeError(
+        failure = (
             f"policy iteration on the posterior-mean model: status {plan_status} after "
             f"{iterations} iterations"
         )
-    record.states = states[:done]
-    record.actions = actions[:done]
-    record.rewards = rewards[:done]
-    record.layers = np.arange(done)
-    record.wall_time = time.perf_counter() - start
+    finish_run(record, env, states, actions, rewards, done, state, action,
+               status == INADMISSIBLE, start, failure)  # fmt: skip
     return record
-
-
-def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
-    """The steps-between-plans engine's compiled oracle run (same environments)."""
-    from .planning_compiled import compiled_oracle_run as oracle_run
-
-    return oracle_run(env, oracle, env_seed, steps)
 
 
 def _compiled() -> dict:

@@ -161,18 +161,30 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     done, status, state, action = play(
         agent, env, state, steps, cdf, true_mask, mean, sd, states, actions, rewards, tracker, bar
     )
+    finish_run(record, env, states, actions, rewards, done, state, action,
+               status == K.INADMISSIBLE, start)  # fmt: skip
+    if bar is not None:
+        bar.update(done - bar.n)
+    return record
+
+
+def finish_run(record, env, states, actions, rewards, done: int, state, action, inadmissible: bool,
+               start: float, failure: str | None = None) -> None:  # fmt: skip
+    """A compiled continuing run's end: the environment left where the run stopped, the
+    agent's inadmissible ``action`` (``inadmissible``) or a failed plan (``failure``, its
+    message) raised as the generic loop raises them, else ``record`` filled with the
+    ``done`` steps."""
     env._t += done
     env._state = int(state)
-    if status == K.INADMISSIBLE:
+    if inadmissible:
         raise OptplanError(f"action {int(action)} is not admissible in state {int(state)}")
+    if failure is not None:
+        raise RuntimeError(failure)
     record.states = states[:done]
     record.actions = actions[:done]
     record.rewards = rewards[:done]
     record.layers = np.arange(done)
     record.wall_time = time.perf_counter() - start
-    if bar is not None:
-        bar.update(done - bar.n)
-    return record
 
 
 def _play_ucrl(agent, env, state, steps, cdf, true_mask, mean, sd, states, actions, rewards,

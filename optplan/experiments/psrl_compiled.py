@@ -27,7 +27,6 @@ import time
 import numpy as np
 
 from .. import _jit
-from .._checks import OptplanError
 from ..agents import ContinuingPSRL
 from ..agents import _psrl_kernels as K
 from ..agents.psrl import plan_failure
@@ -35,7 +34,12 @@ from ..dp import masked
 from ..posteriors import Dirichlet, NormalGamma
 from . import _segment_kernels as SK
 from ._segment_kernels import _reward, _search_right
-from .planning_compiled import _arrays, _env_reason
+from .planning_compiled import (
+    _arrays,
+    _env_reason,
+    compiled_oracle_run,  # noqa: F401  (the engine's oracle run, same environments)
+    finish_run,
+)
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "TRACKS", "CHUNK"]
 
@@ -221,25 +225,10 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
         agent.policy = policy
         agent.q = masked(work.q, agent.action_mask)
         agent.model = (work.P.copy(), work.mu.copy())
-    env._t += done
-    env._state = int(state)
-    if status == INADMISSIBLE:
-        raise OptplanError(f"action {int(action)} is not admissible in state {int(state)}")
-    if status == FAILED:
-        raise RuntimeError(plan_failure(plan_status, iterations, classes))
-    record.states = states[:done]
-    record.actions = actions[:done]
-    record.rewards = rewards[:done]
-    record.layers = np.arange(done)
-    record.wall_time = time.perf_counter() - start
+    failure = plan_failure(plan_status, iterations, classes) if status == FAILED else None
+    finish_run(record, env, states, actions, rewards, done, state, action,
+               status == INADMISSIBLE, start, failure)  # fmt: skip
     return record
-
-
-def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
-    """The steps-between-plans engine's compiled oracle run (same environments)."""
-    from .planning_compiled import compiled_oracle_run as oracle_run
-
-    return oracle_run(env, oracle, env_seed, steps)
 
 
 def _compiled() -> dict:

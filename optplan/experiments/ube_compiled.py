@@ -26,14 +26,18 @@ import time
 import numpy as np
 
 from .. import _jit
-from .._checks import OptplanError
 from ..agents import ContinuingUBE, MomentMatching
 from ..agents import _ube_kernels as UK
 from ..posteriors import Dirichlet, NormalGamma
 from . import _segment_kernels as SK
 from . import psrl_compiled as PC
 from ._segment_kernels import _reward, _search_right, _thompson
-from .planning_compiled import _arrays, _env_reason
+from .planning_compiled import (
+    _arrays,
+    _env_reason,
+    compiled_oracle_run,  # noqa: F401  (the engine's oracle run, same environments)
+    finish_run,
+)
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK", "AGENT_CLASSES"]
 
@@ -173,15 +177,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     if compiled_last:
         agent._planned = True
         agent._from_work(policy.copy())
-    env._t += done
-    env._state = int(state)
-    if status == INADMISSIBLE:
-        raise OptplanError(f"action {int(action)} is not admissible in state {int(state)}")
-    record.states = states[:done]
-    record.actions = actions[:done]
-    record.rewards = rewards[:done]
-    record.layers = np.arange(done)
-    record.wall_time = time.perf_counter() - start
+    finish_run(record, env, states, actions, rewards, done, state, action,
+               status == INADMISSIBLE, start)  # fmt: skip
     return record
 
 
@@ -207,13 +204,6 @@ def _store(agent, dalpha, mu0, lam, nalpha, nbeta, pending) -> None:
     agent.rewards = NormalGamma._trusted(
         mu0.copy(), lam.copy(), nalpha.copy(), nbeta.copy(), agent.rewards.sum_of_squares
     )
-
-
-def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
-    """The steps-between-plans engine's compiled oracle run (same environments)."""
-    from .planning_compiled import compiled_oracle_run as oracle_run
-
-    return oracle_run(env, oracle, env_seed, steps)
 
 
 def _compiled() -> dict:
