@@ -53,6 +53,23 @@ DONE, INADMISSIBLE, FAILED = 0, 1, 2
 _JIT = _jit.Jit("the compiled PSRL run", uses=(K._JIT, SK._JIT), cache=True, error_model="numpy")
 
 
+@_JIT(inline="always")
+def _step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, at, buf_s, buf_a, buf_r,
+          buf_s2, pending):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One environment step from ``x`` by ``a``: recorded at ``at`` and buffered at
+    ``pending`` for the next batch update; returns the next state."""
+    y = _search_right(cdf[x, a], env_rng.random())
+    r = _reward(rmean, rsd, x, a, y, env_rng)
+    states[at] = x
+    actions[at] = a
+    rewards[at] = r
+    buf_s[pending] = x
+    buf_a[pending] = a
+    buf_r[pending] = r
+    buf_s2[pending] = y
+    return y
+
+
 @_JIT
 def _absorb(k, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta,
             public):  # fmt: skip  # pragma: no cover - compiled by numba
@@ -114,15 +131,8 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
         a = policy[x]
         if not true_mask[x, a]:
             return INADMISSIBLE, i, x, a, pending, version, tracked, plans, n_new, 0, 0, 0
-        y = _search_right(cdf[x, a], env_rng.random())
-        r = _reward(rmean, rsd, x, a, y, env_rng)
-        states[offset + i] = x
-        actions[offset + i] = a
-        rewards[offset + i] = r
-        buf_s[pending] = x
-        buf_a[pending] = a
-        buf_r[pending] = r
-        buf_s2[pending] = y
+        y = _step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, offset + i,
+                  buf_s, buf_a, buf_r, buf_s2, pending)  # fmt: skip
         pending += 1
         state = y
         if pending == update_every:

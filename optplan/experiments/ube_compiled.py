@@ -31,7 +31,7 @@ from ..agents import _ube_kernels as UK
 from ..posteriors import Dirichlet, NormalGamma
 from . import _segment_kernels as SK
 from . import psrl_compiled as PC
-from ._segment_kernels import _reward, _search_right, _thompson
+from ._segment_kernels import _thompson
 from .planning_compiled import (
     _arrays,
     _env_reason,
@@ -70,15 +70,8 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
         a = _thompson(x, forced, policy, qm, zeta, sd, agent_rng)
         if not true_mask[x, a]:
             return INADMISSIBLE, i, x, a, pending, plans
-        y = _search_right(cdf[x, a], env_rng.random())
-        r = _reward(rmean, rsd, x, a, y, env_rng)
-        states[offset + i] = x
-        actions[offset + i] = a
-        rewards[offset + i] = r
-        buf_s[pending] = x
-        buf_a[pending] = a
-        buf_r[pending] = r
-        buf_s2[pending] = y
+        y = PC._step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, offset + i,
+                     buf_s, buf_a, buf_r, buf_s2, pending)  # fmt: skip
         pending += 1
         state = y
         if pending == update_every:
