@@ -629,3 +629,12 @@ def test_sparse_unichain_evaluation_from_a_start_equals_the_cold_one(seed):
     assert warm.gain == pytest.approx(cold.gain, abs=1e-12)
     np.testing.assert_allclose(warm.stationary, cold.stationary, rtol=0, atol=1e-12)
     np.testing.assert_allclose(warm.bias, cold.bias, rtol=0, atol=1e-10)
+
+
+def test_sparse_unichain_evaluation_refuses_a_start_of_the_wrong_shape():
+    from optplan.bench.planning import random_sparse_mdp
+    from optplan.dp import evaluate_sparse_unichain
+
+    P = random_sparse_mdp(np.random.default_rng(0), 200, 1).P_rows
+    with pytest.raises(OptplanError, match=r"start's bias must have shape \(200,\), got \(3,\)"):
+        evaluate_sparse_unichain(P, np.ones(200), 1e-10, start=(None, np.zeros(3)))

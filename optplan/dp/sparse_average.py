@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._checks import OptplanError
 from ._common import EvaluationError
 from .average import evaluate_unichain
 from .discounted import SPARSE_DIRECT_MAX_STATES
@@ -67,13 +68,19 @@ def evaluate_sparse_unichain(
     ``start``: ``(stationary, bias)`` to start the iterations from (a neighbouring policy's,
     in policy iteration); either may be ``None`` (uniform, zeros)."""
     S = r_pi.shape[0]
+    start = (None, None) if start is None else tuple(start)
+    if len(start) != 2:
+        raise OptplanError(f"start must be (stationary, bias), got {len(start)} entries")
+    for name, x in zip(("stationary", "bias"), start, strict=True):
+        if x is not None and np.shape(x) != (S,):
+            raise OptplanError(f"start's {name} must have shape ({S},), got {np.shape(x)}")
     if S <= SPARSE_DIRECT_MAX_STATES:
         ev = evaluate_unichain(P_pi.toarray(), r_pi, stationary=True)
         pi = ev.stationary()
         ev.normalize()
         return SparseUnichainEvaluation(ev.gain, ev.bias, pi)
     try:
-        return _iterate(P_pi, r_pi, tol, bias, *(start or (None, None)))
+        return _iterate(P_pi, r_pi, tol, bias, *start)
     except EvaluationError:  # a slowly mixing chain: structured, its sparse LU fills in little
         return _factorize(P_pi, r_pi)
 
