@@ -177,6 +177,21 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
     return None
 
 
+def posterior_arrays(agent) -> tuple:
+    """A continuing posterior agent's state as writable arrays for a compiled run: the
+    Dirichlet's ``alpha``, the Normal-Gamma's ``(mu0, lam, alpha, beta)``, whether its batch
+    update is the public code's, zeroed batch statistics ``(counts, sums, squares)`` (each
+    ``(S, A, S)``) and the action mask."""
+    S, A = agent.n_states, agent.n_actions
+    t, r = agent.transitions, agent.rewards
+    dalpha = np.array(t.alpha)
+    mu0, lam, nalpha, nbeta = (np.array(x) for x in r.params)
+    public = r.sum_of_squares == "public-code"
+    cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
+    mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
+    return dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask
+
+
 def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=None,
                   track: bool = False):  # fmt: skip
     """Fill ``record`` with ``steps`` steps; the caller has checked :func:`compiled_reason`."""
@@ -186,12 +201,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     work = agent._work
     cdf, true_mask, rmean, rsd = _arrays(env)
     S, A = agent.n_states, agent.n_actions
-    t, r = agent.transitions, agent.rewards
-    dalpha = np.array(t.alpha)
-    mu0, lam, nalpha, nbeta = (np.array(x) for x in r.params)
-    public = r.sum_of_squares == "public-code"
-    cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
-    mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
+    dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask = posterior_arrays(agent)
     average = agent.discount is None
     discount = 1.0 if average else float(agent.discount)
     policy = np.array(agent.policy, dtype=np.int64)
@@ -229,7 +239,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
             bar.update(done - bar.n)
     agent._pending = pending
     agent.transitions = Dirichlet._trusted(dalpha)
-    agent.rewards = NormalGamma._trusted(mu0, lam, nalpha, nbeta, r.sum_of_squares)
+    agent.rewards = NormalGamma._trusted(mu0, lam, nalpha, nbeta, agent.rewards.sum_of_squares)
     agent.policy_version = version
     if planned:
         agent.policy = policy

@@ -124,13 +124,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     agent.reset(agent_rng)
     work = agent._work
     cdf, true_mask, rmean, rsd = _arrays(env)
-    S, A = agent.n_states, agent.n_actions
-    t, r = agent.transitions, agent.rewards
-    dalpha = np.array(t.alpha)
-    mu0, lam, nalpha, nbeta = (np.array(x) for x in r.params)
-    public = r.sum_of_squares == "public-code"
-    cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
-    mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
+    dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask = PC.posterior_arrays(agent)
     forced = np.ascontiguousarray(agent._forced, dtype=np.int64)
     rule, coef, div = agent._kernel_rule()
     discount = float(agent.discount)
