@@ -22,11 +22,11 @@ from .._jit import Jit
 
 
 def _jacobi_sweep_py(
-    indptr, indices, data, R, mask, every, gamma, V, out, policy
+    indptr, indices, data, R, mask, every, gamma, V, out, policy, zero
 ):  # pragma: no cover - compiled by numba
     """``out = T V`` (the Bellman backup's max over admissible actions) and ``policy`` its
     first maximizing action; returns ``(max |T V - V|, sum |T V - V|, states whose policy
-    changed)``."""
+    changed)``. ``zero``: ``V`` is 0, so ``T V`` is the reward's max (``P`` is not read)."""
     S, A = R.shape
     delta = 0.0
     total = 0.0
@@ -39,8 +39,11 @@ def _jacobi_sweep_py(
                 continue
             row = s * A + a
             acc = 0.0
-            for p in range(indptr[row], indptr[row + 1]):
-                acc += data[p] * V[indices[p]]
+            if not zero:
+                p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+                while p < end:  # unsigned: no wraparound test on the two reads
+                    acc += data[p] * V[np.uint64(indices[p])]
+                    p += np.uint64(1)
             q = R[s, a] + gamma * acc
             if q > best:
                 best = q
@@ -68,9 +71,14 @@ def _jacobi_loop_py(
     S = V.shape[0]
     out = np.empty(S)
     held = 0
+    zero = True  # from V = 0 the first sweep is the reward's max: P unread
+    for s in range(S):
+        if V[s] != 0.0:
+            zero = False
+            break
     for k in range(1, sweeps + 1):
         delta, total, changed = _jacobi_sweep(
-            indptr, indices, data, R, mask, every, gamma, V, out, policy
+            indptr, indices, data, R, mask, every, gamma, V, out, policy, zero and k == 1
         )
         if delta <= target:
             return k
@@ -144,6 +152,118 @@ def _linear_sweep_py(
     return delta
 
 
+def _chain_fixed_point_py(
+    indptr, indices, data, b, gamma, x, y, tol, max_iter, slow, transposed
+):  # pragma: no cover - compiled by numba
+    """The fixed-point phase of :func:`optplan.dp.discounted._krylov` on a policy's chain
+    (square CSR), with the same floating-point operations in the same order as the NumPy
+    loop (the same iterates bit for bit), fused into one pass an iteration: ``y = b + gamma
+    M x`` with ``M`` the chain (MacQueen's extrapolation after it) or, ``transposed``, its
+    transpose (a scatter, as scipy's CSC mat-vec). ``x`` holds the iterate; ``y`` is work
+    space. Returns ``(iterations, converged)``: converged once the residual is at most
+    ``tol``; not after ``max_iter`` iterations or once one shrank it by less than
+    ``slow``."""
+    S = x.shape[0]
+    prev = np.inf
+    for it in range(max_iter):
+        if transposed:
+            for j in range(S):
+                y[j] = 0.0
+            for s in range(S):
+                w = x[s]
+                p, end = np.uint64(indptr[s]), np.uint64(indptr[s + 1])
+                while p < end:
+                    y[np.uint64(indices[p])] += data[p] * w
+                    p += np.uint64(1)
+        lo = np.inf
+        hi = -np.inf
+        nan = False
+        for s in range(S):
+            if transposed:
+                ys = b[s] + gamma * y[s]
+            else:
+                acc = 0.0
+                p, end = np.uint64(indptr[s]), np.uint64(indptr[s + 1])
+                while p < end:
+                    acc += data[p] * x[np.uint64(indices[p])]
+                    p += np.uint64(1)
+                ys = b[s] + gamma * acc
+            y[s] = ys
+            d = ys - x[s]
+            if d < lo:
+                lo = d
+            if d > hi:
+                hi = d
+            if d != d:
+                nan = True
+        if nan:
+            return it + 1, False
+        if transposed:
+            size = max(-lo, hi)
+            if size <= tol:
+                return it + 1, True
+            for s in range(S):
+                x[s] = y[s]
+        else:
+            size = gamma * (hi - lo) / 2
+            shift = (gamma / (1.0 - gamma)) * 0.5 * (lo + hi)
+            for s in range(S):
+                x[s] = y[s] + shift
+            if size <= tol:
+                return it + 1, True
+        if it >= 3 and size > slow * prev:
+            return it + 1, False
+        prev = size
+    return max_iter, False
+
+
+def _policy_backup_py(
+    indptr, indices, data, R, mask, every, gamma, V, policy, q, new
+):  # pragma: no cover - compiled by numba
+    """One pass of policy iteration's improvement step, as ``backup``, ``greedy(...,
+    tol=1e-12)`` and the two residuals compute it: ``q = R + gamma P V`` (every action),
+    ``new`` the greedy admissible action keeping ``policy[s]`` on relative ties (1e-12).
+    Returns ``(max_s |max_a q - V|, max_s |q[s, policy[s]] - V|, whether new == policy)``;
+    a NaN anywhere makes the residuals NaN."""
+    S, A = R.shape
+    bellman = 0.0
+    own = 0.0
+    same = True
+    nan = False
+    for s in range(S):
+        best = -np.inf
+        arg = -1
+        for a in range(A):
+            row = s * A + a
+            acc = 0.0
+            p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+            while p < end:
+                acc += data[p] * V[np.uint64(indices[p])]
+                p += np.uint64(1)
+            qa = acc * gamma + R[s, a]
+            q[s, a] = qa
+            if every or mask[s, a]:
+                if qa > best or arg < 0:
+                    best = qa
+                    arg = a
+        inc = q[s, policy[s]]
+        pick = policy[s] if inc >= best - 1e-12 * abs(best) else arg
+        new[s] = pick
+        if pick != policy[s]:
+            same = False
+        b = abs(best - V[s])
+        o = abs(inc - V[s])
+        if b != b or o != o:
+            nan = True
+        if b > bellman:
+            bellman = b
+        if o > own:
+            own = o
+    if nan:
+        return np.nan, np.nan, same
+    return bellman, own, same
+
+
 def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - compiled by numba
     """Each state's number of steps to a cycle (absorbing states included) when it moves to
     its most likely successor under ``policy`` (rows ``s·A + policy[s]``): ``depth`` filled
@@ -198,9 +318,12 @@ _JIT.register(_jacobi_loop_py, name="_jacobi_loop")
 _JIT.register(_value_sweep_py, name="_value_sweep")
 _JIT.register(_linear_sweep_py, name="_linear_sweep")
 _JIT.register(_depths_py, name="_depths")
+_JIT.register(_chain_fixed_point_py, name="_chain_fixed_point")
+_JIT.register(_policy_backup_py, name="_policy_backup")
 
 
 def sweeps():
     """``{"_jacobi_sweep": ..., "_jacobi_loop": ..., "_value_sweep": ..., "_linear_sweep":
-    ..., "_depths": ...}`` compiled, or ``None`` without numba."""
+    ..., "_depths": ..., "_chain_fixed_point": ..., "_policy_backup": ...}`` compiled, or
+    ``None`` without numba."""
     return _JIT.compiled_or_none()

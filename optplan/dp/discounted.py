@@ -161,6 +161,12 @@ def _krylov(
         total = float(x.sum())
         if total > 0:
             x = x * (float(b.sum()) / (1.0 - discount) / total)
+    if isinstance(M, SparseChain):  # the same iterations, compiled, the chain read in place
+        x = np.array(x, dtype=np.float64)
+        if M.fixed_point(np.ascontiguousarray(b, dtype=np.float64), discount, x, tol):
+            return x
+        M = M.gathered()  # slowly mixing: the factorizations and GMRES need it
+        return _slow(M, b, discount, x, tol, what, stochastic)
     prev = np.inf
     for it in range(FIXED_POINT_MAX):
         y = b + discount * (M @ x)
@@ -179,6 +185,12 @@ def _krylov(
         if it >= 3 and size > FIXED_POINT_SLOW * prev:
             break
         prev = size
+    return _slow(M, b, discount, x, tol, what, stochastic)
+
+
+def _slow(M, b: np.ndarray, discount: float, x: np.ndarray, tol: float, what: str, stochastic):
+    """:func:`_krylov` once the fixed point contracts slowly: Gauss-Seidel, a factorization,
+    GMRES, from ``x``."""
     if is_sparse(M) and compiled_sweeps() is not None:
         out = _gauss_seidel(M, b, discount, x, tol, stochastic)
         if out is not None:
@@ -388,9 +400,18 @@ def discounted_policy_iteration(
     bound = np.inf
     evaluations = 0
     P_pi = None
+    kernels = compiled_sweeps() if sparse and iterative and rows.format == "csr" else None
+    if iterative and not sparse:
+        chain = dense_chain
+    elif kernels is not None:
+        chain = sparse_chain
+        q, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
+        mask_c = np.ascontiguousarray(mask)
+        R_c = np.ascontiguousarray(R, dtype=np.float64)
+    else:
+        chain = policy_model
     for it in range(1, max_iter + 1):
         if P_pi is None:
-            chain = dense_chain if iterative and not sparse else policy_model
             P_pi, r_pi = chain(rows, R, policy)
         try:
             evaluations += 1
@@ -406,17 +427,26 @@ def discounted_policy_iteration(
             return DiscountedPolicyIteration(
                 NUMERICAL_ERROR, message, policy, values, q, np.inf, it, evaluations, iterative
             )
-        q = backup(rows, R, values, discount)
-        qm = q if every else masked(q, mask)
-        new = greedy(qm, policy, tol=1e-12)
-        top = qm.max(axis=1)
-        own = q[idx, policy]
-        bellman = float(np.abs(top - values).max())
-        evaluation_residual = float(np.abs(own - values).max())
+        if kernels is not None:  # backup, greedy and both residuals in one pass
+            policy = np.ascontiguousarray(policy, dtype=np.intp)
+            values = np.ascontiguousarray(values, dtype=np.float64)
+            bellman, evaluation_residual, same = kernels["_policy_backup"](
+                rows.indptr, rows.indices, rows.data, R_c, mask_c, every, discount, values,
+                policy, q, greedy_out,
+            )  # fmt: skip
+            new = policy if same else greedy_out.copy()
+        else:
+            q = backup(rows, R, values, discount)
+            qm = q if every else masked(q, mask)
+            new = greedy(qm, policy, tol=1e-12)
+            top = qm.max(axis=1)
+            own = q[idx, policy]
+            bellman = float(np.abs(top - values).max())
+            evaluation_residual = float(np.abs(own - values).max())
         span = 1.0 - discount
         bound = max(bellman, evaluation_residual) / span
         scale = float(np.abs(values).max()) or 1.0
-        same = bool((new == policy).all())
+        same = bool((new == policy).all())  # NaN residuals: never certified below
         if same and (not iterative or bound <= tol * scale):
             return DiscountedPolicyIteration(
                 OPTIMAL, "", policy, values, q, bound, it, evaluations, iterative
@@ -715,6 +745,50 @@ class DenseChain:
         return c * self.toarray()
 
     __mul__ = __rmul__
+
+
+class SparseChain:
+    """A deterministic policy's chain ``P_pi`` of a sparse model as a CSR matrix (its rows
+    gathered once), whose :func:`_krylov` fixed point runs compiled (:meth:`fixed_point`:
+    each iteration one pass, no temporaries); everything else (``@``, ``.T``, the
+    factorizations and GMRES that a slowly mixing chain falls back to) takes
+    :attr:`matrix`."""
+
+    def __init__(self, matrix, kernels, T: bool = False):
+        self.matrix, self.kernels, self.transposed = matrix, kernels, T
+        self.shape = matrix.shape
+        self.ndim = 2
+
+    @property
+    def T(self) -> SparseChain:
+        return SparseChain(self.matrix, self.kernels, not self.transposed)
+
+    def gathered(self):
+        """The chain as a CSR matrix (its transpose, CSC, when transposed)."""
+        return self.matrix.T if self.transposed else self.matrix
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        return self.gathered() @ x
+
+    def fixed_point(self, b: np.ndarray, discount: float, x: np.ndarray, tol: float) -> bool:
+        """:func:`_krylov`'s fixed-point phase from ``x`` (updated in place): whether it
+        reached ``tol``."""
+        y = np.empty_like(x)
+        m = self.matrix
+        _, done = self.kernels["_chain_fixed_point"](
+            m.indptr, m.indices, m.data, b, discount, x, y, tol, FIXED_POINT_MAX,
+            FIXED_POINT_SLOW, self.transposed,
+        )  # fmt: skip
+        return bool(done)
+
+
+def sparse_chain(rows, R: np.ndarray, policy: np.ndarray):
+    """``(P_pi, r_pi)`` of a deterministic policy of a sparse model (CSR ``(S·A, S)`` rows):
+    ``P_pi`` a :class:`SparseChain` when numba is installed, else the CSR chain
+    (:func:`~optplan.dp._common.policy_model`)."""
+    P_pi, r_pi = policy_model(rows, R, policy)
+    kernels = compiled_sweeps() if P_pi.format == "csr" else None
+    return (P_pi if kernels is None else SparseChain(P_pi, kernels)), r_pi
 
 
 def dense_chain(P, R: np.ndarray, policy: np.ndarray):

@@ -20,7 +20,7 @@ from ..dp import (
     policy_model,
     value_iteration,
 )
-from ..dp.discounted import DENSE_WARM_SWEEPS, WARM_SWEEPS, dense_chain
+from ..dp.discounted import DENSE_WARM_SWEEPS, WARM_SWEEPS, dense_chain, sparse_chain
 from ..result import NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
@@ -105,7 +105,8 @@ def solve(
         status, message, V, it = value_iteration(P, R, mask, gamma, tol, max_iter)
         Q = backup(P, R, V, gamma)
         policy = greedy(masked(Q, mask))
-    chain = dense_chain if iterative and not mdp.sparse else policy_model  # dense: in place
+    # an iterative solve reads the policy's rows in place (compiled, when numba is installed)
+    chain = (sparse_chain if mdp.sparse else dense_chain) if iterative else policy_model
     P_pi, _ = chain(mdp.P_rows if mdp.sparse else P, R, policy)
     try:
         d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
