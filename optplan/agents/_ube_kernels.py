@@ -27,6 +27,26 @@ A plan that fails here (singular or not finite, no stop of policy iteration, a r
 beyond the certificate) is redone by the NumPy plan, which raises its own error: the plan
 draws nothing, so redoing it changes nothing else. ``tests/test_ube_compiled.py`` compares
 the two plans.
+
+The continuing plan of :class:`~optplan.agents.UBE` (Eq. 3; Gaussian mean rewards per pair
+with a known noise sd, :class:`~optplan.posteriors.LayeredPosterior`) is :func:`mean_plan`,
+one compiled call its own ``plan()`` makes, the same operations as its NumPy plan
+(:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent.plan>` then
+``UBE._after_plan``):
+
+- the posterior-mean model and policy iteration: :func:`optplan.agents._mean_model_kernels.
+  _plan` without a bonus (numpy's own ``dgesv`` and ``dgemv``);
+- ``nu`` (0 where inadmissible): ``Var mu`` with known transitions; else
+  ``(sd^2 + gamma^2 Q_max^2) / max(n, 1)`` (``local="tabular"``, :func:`optplan.uncertainty.
+  local_tabular`), ``Var mu + gamma^2 Q_max^2 (1 - sum_s' Pbar^2) / (alpha_0 + 1)``
+  (``"lemma1"``) or the draft's rule with the reward mean and variance the same for every
+  ``s'`` (``"draft"``), each sum over ``s'`` NumPy's pairwise sum of the same products;
+- the UBE as above (:func:`_ube`), and ``sqrt(u)`` of every pair.
+
+It applies (:func:`mean_applies`) to a continuing ``UBE`` with ``method="fast"`` where both
+kernels' BLAS / LAPACK routes agree with NumPy's (:func:`available`,
+:func:`optplan.agents._mean_model_kernels.applies`). Its kernels are a collection of their own
+(:data:`_MEAN_JIT`), so that the plan above does not depend on numpy's bundled library.
 """
 
 from __future__ import annotations
@@ -38,16 +58,21 @@ import numpy as np
 from .. import _jit
 from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _matvec, _pw_sum
+from . import _mean_model_kernels as MK
 from . import _psrl_kernels as PK
 
-__all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MOMENT", "MAX_STATES",
-           "plan", "Work", "available"]  # fmt: skip
+__all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MOMENT", "TABULAR",
+           "KNOWN", "MAX_STATES", "plan", "Work", "available", "mean_plan", "MeanWork",
+           "mean_applies"]  # fmt: skip
 
 AVAILABLE = _jit.AVAILABLE
 OK, NUMERICAL = PK.OK, PK.NUMERICAL
 #: The local terms: the UBE's rules (``local="draft"``, ``"lemma1"``) and moment matching's
 #: ``w`` (:func:`optplan.uncertainty.moment_matching_local`, clipped at 0).
 DRAFT, LEMMA1, MOMENT = 0, 1, 2
+#: :class:`~optplan.agents.UBE`'s local terms besides ``DRAFT`` and ``LEMMA1``:
+#: ``local="tabular"`` and known transitions (``Var mu``).
+TABULAR, KNOWN = 3, 4
 #: The compiled plan covers models with fewer states.
 MAX_STATES = PK.MAX_STATES
 #: Policy iterations of a compiled plan (:func:`optplan.dp.policy_iteration`'s default cap);
@@ -246,6 +271,155 @@ class Work:
 
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
+
+
+# --- the continuing plan of UBE (Eq. 3) ---------------------------------------------------
+
+#: The kernels of :func:`mean_plan`: they call :mod:`optplan.agents._mean_model_kernels`,
+#: which binds numpy's own BLAS / LAPACK library.
+_MEAN_JIT = _jit.Jit(
+    "the compiled UBE plan (Gaussian rewards)",
+    uses=(_JIT, MK._JIT),
+    cache=True,
+    nogil=True,
+    error_model="numpy",
+)
+
+
+@_MEAN_JIT
+def _mean_local(counts, next_counts, tprior, sd, mask, P, var, mean, rule, coef, nu,
+                tmp):  # fmt: skip  # pragma: no cover - compiled by numba
+    """``nu`` of every pair of the UBE (0 where inadmissible); ``coef`` is ``gamma^2
+    Q_max^2`` (tabular, lemma1) or ``Q_max^2`` (draft)."""
+    S, A = counts.shape
+    for s in range(S):
+        for a in range(A):
+            if not mask[s, a]:
+                nu[s, a] = 0.0
+                continue
+            if rule == KNOWN:
+                nu[s, a] = var[s, a]
+                continue
+            if rule == TABULAR:
+                n = counts[s, a]
+                c = n if n > 1.0 else 1.0
+                if math.isnan(n):
+                    c = n
+                sig = sd[s, a]
+                nu[s, a] = (sig * sig + coef) / c
+                continue
+            n_pos = 0
+            for k in range(S):
+                tmp[k] = next_counts[s, a, k] + tprior
+                if tmp[k] > 0:
+                    n_pos += 1
+            a0 = 0.0 + _pw_sum(tmp, 0, S)
+            p = P[s, a]
+            if rule == LEMMA1:
+                for k in range(S):
+                    tmp[k] = p[k] * p[k]
+                t3 = (1.0 - (0.0 + _pw_sum(tmp, 0, S))) / (a0 + 1.0)
+                nu[s, a] = var[s, a] + coef * t3
+                continue
+            # the draft's rule, the reward's mean and variance the same for every s'
+            x, y = mean[s, a], var[s, a]
+            for k in range(S):
+                tmp[k] = p[k] * y
+            t1 = 0.0 + _pw_sum(tmp, 0, S)
+            for k in range(S):
+                tmp[k] = p[k] * x
+            px = 0.0 + _pw_sum(tmp, 0, S)
+            for k in range(S):
+                tmp[k] = p[k] * (x - px) * (x - px)
+            t2 = (0.0 + _pw_sum(tmp, 0, S)) / (a0 + 1.0)
+            t3 = (n_pos - 1.0) / (a0 + 1.0)
+            nu[s, a] = t1 + t2 + coef * t3
+
+
+@_MEAN_JIT
+def _mean_plan(counts, sums, next_counts, tprior, sdr, prior_var, improper, known, mask,
+               discount, rule, coef, g2, policy, warm, mean, var, P, bonus, R, q, values, M,
+               b, row, new, ints, ipiv, nu, u, sqrt_u, v, w,
+               max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One plan of the UBE: ``mean``, ``var``, ``P`` (unless ``known``), ``policy`` (in
+    place), ``q``, ``values``, ``nu``, ``u`` and ``sqrt_u``; ``sdr`` is the reward noise's
+    sd per pair. Returns the status."""
+    status, _, _, _ = MK._plan(counts, sums, next_counts, tprior, sdr, prior_var, improper,
+                               known, mask, 0.0, discount, policy, warm, mean, var, P, bonus,
+                               R, q, values, M, b, row, new, ints, ipiv, max_iter)  # fmt: skip
+    if status != OK:
+        return status
+    _mean_local(counts, next_counts, tprior, sdr, mask, P, var, mean, rule, coef, nu, row)
+    status = _ube(P, policy, nu, g2, u, v, M, b, w)
+    if status != OK:
+        return status
+    S, A = u.shape
+    for s in range(S):
+        for a in range(A):
+            sqrt_u[s, a] = math.sqrt(u[s, a])
+    return OK
+
+
+class MeanWork(MK.Work):
+    """The arrays of a :class:`~optplan.agents.UBE`'s compiled plan besides its own (``mean``,
+    ``var``, ``P``): the count-bonus plan's (:class:`optplan.agents._mean_model_kernels.Work`;
+    its bonus is a scratch array at scale 0; ``sd`` the reward noise's), ``nu``, ``u``,
+    ``sqrt_u`` and the UBE's scratch; and the agent's ``(rule, coef)``."""
+
+    def __init__(self, agent):
+        super().__init__(agent)
+        S, A = agent.n_states, agent.n_actions
+        self.bonus = np.empty((S, A))
+        self.nu, self.u, self.sqrt_u = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
+        self.v, self.w = np.empty(S), np.empty((S, A))
+        g = float(agent.discount)
+        if agent.known:
+            self.rule, self.coef = KNOWN, 0.0
+        elif agent.local_rule == "draft":
+            self.rule, self.coef = DRAFT, agent.q_max**2
+        else:  # as the NumPy rules scale their transition term
+            self.rule = TABULAR if agent.local_rule == "tabular" else LEMMA1
+            self.coef = g**2 * agent.q_max**2
+
+    def args(self, agent) -> tuple:
+        """:func:`_mean_plan`'s arguments from ``mean`` to ``w``."""
+        return (agent.mean, agent.var, agent.P if self.P is None else self.P, self.bonus,
+                *self.tail(), self.nu, self.u, self.sqrt_u, self.v, self.w)  # fmt: skip
+
+
+def mean_applies(agent) -> bool:
+    """Whether a :class:`~optplan.agents.UBE`'s plans are compiled: continuing, ``method=
+    "fast"``, and both :func:`available` and :func:`optplan.agents._mean_model_kernels.
+    applies` (fewer than :data:`MAX_STATES` states, a Dirichlet or known transition law, no
+    exact rewards under a proper prior, numba's and numpy's routes agreeing)."""
+    return (
+        agent.n_layers is None
+        and agent.method == "fast"
+        and available(agent.n_states)
+        and MK.applies(agent)
+        and _mean_compiled() is not None
+    )
+
+
+def _mean_compiled() -> dict | None:
+    return _MEAN_JIT.table or _MEAN_JIT.compiled_or_none()
+
+
+def mean_plan(agent, work: MeanWork, max_iter: int | None = None) -> tuple[int, np.ndarray]:
+    """:func:`_mean_plan` on the agent's posterior and arrays (``mean``, ``var``, ``P``
+    written in place, the rest in ``work``); returns ``(status, policy)``, the new policy
+    (int64) when the status is :data:`OK`."""
+    if max_iter is None:
+        max_iter = MAX_ITER
+    post = agent.posterior
+    policy = np.array(agent.policy, dtype=np.int64)
+    g = float(agent.discount)
+    status = _mean_compiled()["_mean_plan"](
+        post.counts, post.reward_sums, post.next_counts, float(post.transition_prior),
+        work.sd, work.prior_var, post.improper, agent.known, work.mask, g, int(work.rule),
+        float(work.coef), g**2, policy, bool(agent._planned), *work.args(agent), int(max_iter),
+    )  # fmt: skip
+    return status, policy
 
 
 def available(n_states: int) -> bool:

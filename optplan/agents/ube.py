@@ -144,6 +144,12 @@ class UBE(ConicFallback, MeanModelAgent):
             self.local_rule = check_choice(
                 "local", "tabular" if local is None else local, LOCAL_RULES
             )
+            if self.posterior.deterministic:
+                raise OptplanError(
+                    f"transition_prior={self.posterior.transition_prior!r} leaves no Dirichlet "
+                    f"posterior for the local uncertainty rule {self.local_rule!r}: give a "
+                    "pseudo-count (a float > 0) or known_transitions"
+                )
             if reward_bound is None:
                 raise OptplanError(
                     "reward_bound is required with learned (Dirichlet) transitions: Q_max comes "
@@ -157,7 +163,37 @@ class UBE(ConicFallback, MeanModelAgent):
         self.u = np.zeros(self.action_mask.shape)
         self.local = np.zeros(self.action_mask.shape)
         self._sqrt_u = np.zeros(self.action_mask.shape)
+        own = all(getattr(type(self), n) is getattr(UBE, n) for n in _NUMPY_PLAN)
+        self._work = UK.MeanWork(self) if own and UK.mean_applies(self) else None
         MeanModelAgent.reset(self, rng)
+
+    def plan(self, top: int | None = None) -> None:
+        """Plan on the current posterior (see :meth:`MeanModelAgent.plan`). A continuing plan
+        is one compiled call where it applies (:func:`optplan.agents._ube_kernels.mean_plan`,
+        the compiled run's own; numba, ``method="fast"``, a class that keeps the plan's
+        :meth:`local_uncertainty`, ``_after_plan`` and ``_solve``), with the NumPy plan's
+        policy and its numbers to rounding; a compiled plan that fails (it draws nothing) is
+        redone by the NumPy plan, which raises its own error."""
+        work = getattr(self, "_work", None)
+        if work is not None:
+            status, policy = UK.mean_plan(self, work)
+            if status == UK.OK:
+                self.plans += 1
+                self._from_work(policy)
+                return
+        MeanModelAgent.plan(self, top)
+
+    def _from_work(self, policy: np.ndarray) -> None:
+        """A compiled continuing plan's results (``mean``, ``var`` and ``P`` are written in
+        place): ``policy`` its new policy."""
+        work = self._work
+        self.policy = policy
+        self.q = masked(work.q, self.action_mask)
+        self.local = work.nu.copy()
+        self.u = work.u.copy()
+        self._sqrt_u = work.sqrt_u.copy()
+        self._scale = 0.0
+        self._planned = True
 
     def select_action(self, state: int) -> int:
         row = self._row(state)
@@ -235,6 +271,10 @@ class UBE(ConicFallback, MeanModelAgent):
             f"UBE(S={self.n_states}, A={self.n_actions}, {mode}, zeta={self.zeta}, "
             f"discount={self.discount}, {how})"
         )
+
+
+#: The methods of :class:`UBE`'s NumPy plan: a subclass that overrides one plans in NumPy.
+_NUMPY_PLAN = ("local_uncertainty", "_after_plan", "_solve")
 
 
 class CountBonus(MeanModelAgent):
