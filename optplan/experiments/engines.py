@@ -15,8 +15,8 @@ Two tables, each of engines that say for themselves what they cover:
   agent's own plans) another (:mod:`.planning_compiled`); continuing PSRL's whole run (steps,
   batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
   (:mod:`.psrl_compiled`), and the continuing count-bonus agent's likewise
-  (:mod:`.mean_model_compiled`), and the UBE without unrolling's and moment matching's
-  (:mod:`.ube_compiled`);
+  (:mod:`.mean_model_compiled`), and the UBE without unrolling's, moment matching's and the
+  continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
   K-learning's and the episodic PSRL's (compiled episodes, the
   agent's own plan between them) a fourth (:mod:`.episodic_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
