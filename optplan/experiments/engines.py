@@ -114,6 +114,12 @@ def _episodic_compiled():
     return episodic_compiled
 
 
+def _ravi_compiled():
+    from . import ravi_compiled
+
+    return ravi_compiled
+
+
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("index agents", _index_compiled),
@@ -122,6 +128,7 @@ RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("UBE and moment matching", _ube_compiled),
     RunEngine("planning agents", _planning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
+    RunEngine("RAVI-UCB", _ravi_compiled),
 )
 
 

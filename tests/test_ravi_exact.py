@@ -1,0 +1,176 @@
+"""The RAVI-UCB agents' compiled engine (optplan.experiments.ravi_compiled) equals the generic
+Python loop exactly: the generic loop (engine="python", the agents' own select_action /
+update, unchanged) is the reference. Compared: the whole Trace (states, actions, rewards,
+regret curves, episode ends, the oracle run, the occupancy regret of the tracked policies), the
+agent left behind (Lambda^-1, Lambda, b, theta_hat, phi, V_k, pi_k, Q, counts, clocks), the
+generators and the environment's state; on the linear mixture (d = 1, 4, 8; reward noise) and
+RiverSwim (known and learned rewards) under discounted resets, for runs counted in steps and
+in episodes (buffers grown, the end-of-episode hook called alike); and runs it does not cover
+take the generic loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_engines_exact import assert_same_trace
+
+from optplan._checks import OptplanError
+from optplan.agents import _mean_model_kernels as MK
+from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear
+from optplan.agents.registry import make_agent
+from optplan.envs import DiscountedResets, LinearMixtureMDP, TabularEnv
+from optplan.envs.registry import ENVS
+from optplan.experiments import _segment_kernels as SK
+from optplan.experiments import engines, ravi_compiled, run
+from optplan.generators import riverswim
+
+pytestmark = pytest.mark.skipif(
+    not (SK.AVAILABLE and SK.self_check() and MK.self_check()),
+    reason="no numba (or numpy's BLAS cannot be bound)",
+)
+
+LINEAR_LEFT = ("Lambda_inv", "Lambda", "b", "theta_hat", "phi", "values", "q", "log_policy")
+TABULAR_LEFT = ("N", "N_next", "reward_sums", "values", "q", "log_policy")
+
+
+def make_env(name, **params):
+    comp = ENVS[name]
+    return comp.build(0, **comp.resolve(params, name))
+
+
+def both(agent_name, make, seed, run_kw, **params):
+    """``(trace, agent, env)`` of the generic loop and of the compiled one."""
+    out = {}
+    for engine in ("python", "compiled"):
+        env = make()
+        agent = make_agent(agent_name, env, **params)
+        trace = run(agent, env, seed=seed, engine=engine, **run_kw)
+        out[engine] = (trace, agent, env)
+    return out["python"], out["compiled"]
+
+
+def assert_same_left(ref, got):
+    (_, ar, er), (_, ac, ec) = ref, got
+    assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
+    assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
+    ir, ic = er.env, ec.env
+    assert ic.np_random.bit_generator.state == ir.np_random.bit_generator.state
+    assert (ic._state, ic._t, ic._done) == (ir._state, ir._t, ir._done)
+    assert (ac.t, ac.epochs) == (ar.t, ar.epochs)
+    names = LINEAR_LEFT if isinstance(ar, RAVIUCBLinear) else TABULAR_LEFT
+    for name in (*names, "policy", "_cdf"):
+        x, y = getattr(ac, name), getattr(ar, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+LINEAR_CASES = [
+    # (environment parameters, agent parameters)
+    ({}, {}),
+    ({"d": 1, "n_states": 8}, {"beta_scale": 0.1}),
+    ({"d": 8, "reward_noise": 0.3, "discount": 0.8}, {"eta": 0.5, "lam": 2.0}),
+    ({"n_states": 5, "n_actions": 3}, {"beta": 0.5, "eta_scale": 100.0}),
+]
+
+
+@pytest.mark.parametrize("env_params,params", LINEAR_CASES)
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_linear_agent_equals_python_loop(env_params, params, seed):
+    steps = 1500
+    ref, got = both(
+        "ravi-ucb-linear",
+        lambda: make_env("linear-mixture", **env_params),
+        seed,
+        {"steps": steps},
+        horizon=steps,
+        **params,
+    )
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+    assert ref[0].occupancy_regret is not None and ref[0].episodes > 50
+
+
+@pytest.mark.parametrize("known_rewards", [True, False])
+@pytest.mark.parametrize("seed", [0, 4])
+def test_tabular_agent_equals_python_loop(known_rewards, seed):
+    ref, got = both(
+        "ravi-ucb",
+        lambda: make_env("riverswim-resets", reward_noise=0.2),
+        seed,
+        {"steps": 1200},
+        horizon=1200,
+        known_rewards=known_rewards,
+        beta_scale=0.05,
+    )
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
+def test_runs_counted_in_episodes_and_the_hook():
+    """500 episodes (about 5000 steps: the buffers grow past 4096) with the hook seeing the
+    agent after each epoch's plan; independent oracle noise."""
+    seen = {}
+    for engine in ("python", "compiled"):
+        env = make_env("linear-mixture")
+        agent = make_agent("ravi-ucb-linear", env, horizon=5000)
+        calls = []
+
+        def hook(n, a, calls=calls):
+            calls.append((n, a.epochs, a.t, float(a.q.sum())))
+
+        trace = run(agent, env, episodes=500, seed=3, engine=engine, on_episode_end=hook,
+                    oracle_noise="independent")  # fmt: skip
+        seen[engine] = (trace, agent, env, calls)
+    ref, got = seen["python"], seen["compiled"]
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref[:3], got[:3])
+    assert got[3] == ref[3] and len(ref[3]) == 500
+    assert ref[0].steps > 4096
+
+
+def test_the_engine_is_taken():
+    env = make_env("linear-mixture")
+    agent = make_agent("ravi-ucb-linear", env, horizon=100)
+    assert engines.select("auto", agent, env, None, True).name == "RAVI-UCB"
+    env = make_env("riverswim-resets")
+    agent = make_agent("ravi-ucb", env, horizon=100)
+    assert engines.select("compiled", agent, env, 10, False).name == "RAVI-UCB"
+
+
+def test_uncovered_runs_take_the_generic_loop():
+    class Sub(RAVIUCB):
+        pass
+
+    env = make_env("riverswim-resets")
+    sub = Sub(6, 2, discount=0.9, horizon=100)
+    why = ravi_compiled.compiled_reason(sub, env, None, True)
+    assert "is not one of" in why
+    assert engines.select("auto", sub, env, None, True) is None
+    # no discounted resets: the linear agent on the continuing mixture
+    inner = LinearMixtureMDP.random(6, 2, 2, 0)
+    agent = RAVIUCBLinear(inner.features, inner.mdp.R, discount=0.9, horizon=100)
+    assert "not DiscountedResets" in ravi_compiled.compiled_reason(agent, inner, None, False)
+    with pytest.raises(OptplanError, match="does not cover"):
+        run(agent, inner, steps=50, seed=0, engine="compiled")
+    # a wrapped environment with truncated episodes
+    wrapped = DiscountedResets(TabularEnv(riverswim(6), max_steps=20), 0.9)
+    tab = RAVIUCB(6, 2, discount=0.9, horizon=100)
+    assert "max_steps" in ravi_compiled.compiled_reason(tab, wrapped, None, True)
+
+
+def test_an_inadmissible_action_is_refused_alike():
+    """An agent whose policy puts mass where the environment admits no action: both loops
+    raise the environment's error at the same step."""
+    mdp = riverswim(6)
+    mask = np.ones((6, 2), dtype=bool)
+    mask[3, 1] = False
+    masked = type(mdp)(mdp.P, mdp.R, discount=mdp.discount, initial=mdp.initial,
+                       action_mask=mask)  # fmt: skip
+    errors = {}
+    for engine in ("python", "compiled"):
+        env = DiscountedResets(TabularEnv(masked), 0.9)
+        agent = RAVIUCB(6, 2, discount=0.9, horizon=500, rewards=mdp.R)
+        with pytest.raises(OptplanError, match="not admissible") as info:
+            run(agent, env, steps=500, seed=2, engine=engine)
+        errors[engine] = (str(info.value), agent.t, env.env._state)
+    assert errors["compiled"] == errors["python"]
