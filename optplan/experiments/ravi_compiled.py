@@ -253,8 +253,9 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int | None, recor
         inc = _unit_stride(phi)
         status, played, state, action, layer = fn(
             bufs[0].size - done, int(state), fresh, linear, agent._cdf, agent.policy, agent.rng,
-            true_mask, cdf, initial, rmean, rsd, env_rng, coin_rng, discount,
-            phi, inc, np.ascontiguousarray(values), inv, lam, b, u, w, N, N_next, sums, *bufs, len(record.policies) - 1, done, layer,
+            true_mask, cdf, initial, rmean, rsd, env_rng, coin_rng, discount, phi, inc,
+            np.ascontiguousarray(values), inv, lam, b, u, w, N, N_next, sums, *bufs,
+            len(record.policies) - 1, done, layer,
         )  # fmt: skip
         fresh = False
         done += played
@@ -308,6 +309,7 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
     cdf, _, rmean, rsd = _arrays(inner)
     initial = np.array(inner._initial_cdf, dtype=float, order="C", copy=True)
     rewards = np.empty(steps)
-    _compiled()["_oracle"](steps, int(state), policy, cdf, initial, rmean, rsd,
-                           inner.np_random, env.np_random, float(env.discount), rewards)  # fmt: skip
+    fn = _compiled()["_oracle"]
+    fn(steps, int(state), policy, cdf, initial, rmean, rsd, inner.np_random, env.np_random,
+       float(env.discount), rewards)  # fmt: skip
     return rewards
