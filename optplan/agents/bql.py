@@ -53,6 +53,7 @@ from scipy import special
 from .._checks import OptplanError, check_choice, check_int, check_real
 from .._params import Component, Param
 from ..posteriors import DRAFT_REWARD_PRIOR, NormalGamma
+from . import _bql_kernels as BK
 from ._posterior_agent import DRAFT_GAMMA, NG_PRIOR_PARAMS, continuing_args, ng_prior
 from .base import check_count, check_normal_gamma, check_rng, continuing_mask
 
@@ -74,19 +75,19 @@ ACTION_RULES = ("sample", "quantile")
 
 #: The draft's guards: ``alpha >= 1 + ALPHA_FLOOR``, ``lam = 1 / (LAM_JITTER + ...)``, and the
 #: search domain of ``f^-1`` (pynverse's ``domain=[1e-12, 1e12]`` in the public code).
-ALPHA_FLOOR = 1e-6
-LAM_JITTER = 1e-12
-F_INV_DOMAIN = (1e-12, 1e12)
+ALPHA_FLOOR = BK.ALPHA_FLOOR
+LAM_JITTER = BK.LAM_JITTER
+F_INV_DOMAIN = (BK.F_INV_LO, BK.F_INV_HI)
 
 # Quadrature: largest step in u, steps per unit of the peak's half-width, tail cut-off
 # (density below e^-TAIL), and a cap on the number of nodes (reached only for a peak much
 # narrower than the Student-t's spread, which the agent does not meet: there w >= 1).
-_H_MAX = 0.3
-_STEPS_PER_WIDTH = 5.0
-_TAIL = 40.0
-_MAX_NODES = 20_001
+_H_MAX = BK.H_MAX
+_STEPS_PER_WIDTH = BK.STEPS_PER_WIDTH
+_TAIL = BK.TAIL
+_MAX_NODES = BK.MAX_NODES
 # log f(x) = log x - digamma(x) by its asymptotic series from this x on.
-_SERIES_FROM = 100.0
+_SERIES_FROM = BK.SERIES_FROM
 
 
 class MixtureMoments(NamedTuple):
@@ -157,10 +158,11 @@ def _f_inv(y: float) -> float:
     x = (3.0 - y + math.sqrt((y - 3.0) ** 2 + 24.0 * y)) / (12.0 * y)
     seen: dict[float, int] = {}  # iterate -> the step it started
     path: list[float] = []
-    for k in range(60):
+    steps = BK.NEWTON_STEPS
+    for k in range(steps):
         first = seen.get(x)
         if first is not None:  # a cycle of length k - first: step 60 starts on this iterate
-            x = path[first + (60 - first) % (k - first)]
+            x = path[first + (steps - first) % (k - first)]
             break
         seen[x] = k
         path.append(x)
@@ -351,6 +353,11 @@ class BayesianQLearning:
         shape = (self.n_states, self.n_actions)
         self.mu0, self.lam, self.alpha, self.beta = (np.full(shape, v) for v in self.prior)
         self.steps = 0
+        # room for the compiled step (:mod:`._bql_kernels`): the draws, Newton's iterates,
+        # the arguments of NumPy's loops
+        self._t = np.empty(self.n_actions)
+        self._path = np.empty(BK.NEWTON_STEPS)
+        self._meta = np.empty(5, dtype=np.int64)
 
     def marginal_scale(self) -> np.ndarray:
         """``sqrt(beta / (lam alpha))``, the scale of each pair's Student-t marginal of ``mu``."""
@@ -360,6 +367,14 @@ class BayesianQLearning:
         forced = self._forced[state]
         if forced >= 0:
             return int(forced)
+        kernels = BK.table()
+        if kernels is not None:  # the same numbers, in one compiled call
+            return int(
+                kernels["_select"](
+                    self.rng, self.mu0, self.lam, self.alpha, self.beta, self.action_mask,
+                    self._forced, int(state), self.action == "sample", self.quantile, self._t,
+                )
+            )  # fmt: skip
         df = 2.0 * self.alpha[state]
         if self.action == "sample":
             t = self.rng.standard_t(df)
@@ -369,6 +384,16 @@ class BayesianQLearning:
         return int(np.argmax(np.where(self.action_mask[state], q, -np.inf)))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        if self.moment_match == "quadrature":
+            kernels = BK.table()
+            if kernels is not None:  # the same numbers, in one compiled call
+                kernels["_update"](
+                    self.mu0, self.lam, self.alpha, self.beta, self.action_mask, int(state),
+                    int(action), float(reward), int(next_state), bool(done), self.discount,
+                    self._path, self._meta,
+                )  # fmt: skip
+                self.steps += 1
+                return
         cur = (
             self.mu0[state, action],
             self.lam[state, action],

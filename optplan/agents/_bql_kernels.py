@@ -1,0 +1,517 @@
+r"""The compiled step of :class:`~optplan.agents.BayesianQLearning` (optional: needs ``numba``).
+
+A BQL step is an action drawn from each admissible action's Student-t marginal and, after the
+transition, the moment-matched mixture update of one pair (:mod:`optplan.agents.bql`): in
+NumPy some fifty array and special-function calls on arrays of about a hundred entries.
+:func:`select` and :func:`update` do each in one compiled call; the agent calls them, and so
+does the compiled run of :mod:`optplan.experiments.bql_compiled`, so the two give the same
+bits by construction. They give the NumPy path's bits too (the path without numba), because
+every operation is the one NumPy, SciPy and CPython call:
+
+- elementwise arithmetic in the NumPy path's order (``k y y`` is ``(k y) y``);
+- NumPy's own loops for ``sinh``, ``log1p``, ``exp`` and ``log`` of an array (on a CPU with
+  AVX-512 NumPy's SIMD loops round differently from the C library's scalar functions): the
+  ``d->d`` inner loop each ufunc holds, called on the whole array;
+- the dot products ``w @ v`` by the ``cblas_ddot`` of the OpenBLAS NumPy bundles (numba's own
+  ``np.dot`` goes to SciPy's);
+- ``digamma``, ``betaln`` and ``stdtrit`` by SciPy's compiled functions
+  (``scipy.special.cython_special``); the trigamma ``zeta(2, x)``, which SciPy exports to no
+  C caller, by Cephes' Euler-Maclaurin summation as SciPy's ``special.zeta`` computes it
+  (:func:`_hurwitz_zeta`);
+- Python's ``x ** 2`` of a float is the C library's ``pow(x, 2.0)``, which is not always
+  ``x * x``: called as ``pow`` (numba would otherwise multiply); ``math.log``, ``exp``,
+  ``sqrt``, ``acosh`` and ``ceil`` are the C library's in both;
+- the draws: ``Generator.standard_t`` on the agent's generator, one per action in order, as
+  NumPy's ``standard_t`` of an array; numba implements it with NumPy's algorithm (a normal,
+  then a gamma) on the same bit generator.
+
+:func:`self_check` compares each of these with NumPy / SciPy once per process; where one
+differs (or numba is missing) :func:`table` is ``None``: the agent takes the NumPy path and
+the compiled run declines.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _jit
+
+__all__ = ["AVAILABLE", "table", "self_check", "select", "update", "f_inv", "trigamma",
+           "MAX_NODES"]  # fmt: skip
+
+#: numba is installed (the ``jit`` extra).
+AVAILABLE = _jit.AVAILABLE
+
+#: The draft's guards: ``alpha >= 1 + ALPHA_FLOOR``, ``lam = 1 / (LAM_JITTER + ...)``, and the
+#: search domain of ``f^-1`` (pynverse's ``domain=[1e-12, 1e12]`` in the public code).
+ALPHA_FLOOR = 1e-6
+LAM_JITTER = 1e-12
+F_INV_LO, F_INV_HI = 1e-12, 1e12
+#: Quadrature: largest step in u, steps per unit of the peak's half-width, tail cut-off
+#: (density below e^-TAIL), cap on the number of nodes.
+H_MAX = 0.3
+STEPS_PER_WIDTH = 5.0
+TAIL = 40.0
+MAX_NODES = 20_001
+#: ``log x - digamma(x)`` and its derivative by their asymptotic series from this x on.
+SERIES_FROM = 100.0
+#: Newton steps of ``f^-1``.
+NEWTON_STEPS = 60
+
+# Cephes' Euler-Maclaurin coefficients (2k)! / B_2k and its stopping threshold.
+_ZETA_A = np.array([
+    12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+    -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+    1.8152105401943546773e17, -7.1661652561756670113e18,
+])  # fmt: skip
+_MACHEP = 1.11022302462515654042e-16
+
+
+def _zeta2() -> float:
+    """SciPy's ``zeta(2, 1)`` (its Riemann zeta, not the Hurwitz sum), a constant of the
+    compiled code."""
+    from scipy import special
+
+    return float(special.zeta(2.0, 1.0))
+
+
+_ZETA2 = _zeta2()
+
+# The NumPy ufuncs whose ``d->d`` loops the compiled code calls, by the name it binds.
+_UFUNCS = {"_np_sinh": "sinh", "_np_log1p": "log1p", "_np_exp": "exp", "_np_log": "log"}
+
+
+def _cython_special(name: str) -> int:
+    """Address of ``scipy.special.cython_special``'s ``double`` version of ``name`` (a fused
+    function's versions are ``__pyx_fuse_<i><name>``: the one whose signature starts with
+    ``double (double``)."""
+    import ctypes
+    import re
+
+    from numba.extending import get_cython_function_address
+    from scipy.special import cython_special
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    for key, capsule in cython_special.__pyx_capi__.items():
+        if key == name or re.fullmatch(r"__pyx_fuse_\d+" + name, key):
+            if get_name(capsule).decode().startswith("double (double"):
+                return get_cython_function_address("scipy.special.cython_special", key)
+    raise ImportError(f"scipy.special.cython_special has no double {name}")
+
+
+def _ufunc_loop(name: str) -> int:
+    """Address of the ``d->d`` inner loop of ``numpy.<name>`` (``PyUFuncObject.functions``,
+    numpy's public ufunc struct); ``ImportError`` when the loop needs ``data``."""
+    import ctypes
+
+    uf = getattr(np, name)
+    i = uf.types.index("d->d")
+    # PyObject_HEAD (16 bytes), nin, nout, nargs, identity (4 ints), functions, data
+    functions = ctypes.c_void_p.from_address(id(uf) + 32).value
+    data = ctypes.c_void_p.from_address(id(uf) + 40).value
+    if uf.ntypes != ctypes.c_int.from_address(id(uf) + 48).value or not functions:
+        raise ImportError(f"numpy.{name}: unexpected ufunc layout")
+    if data and ctypes.c_void_p.from_address(data + 8 * i).value:
+        raise ImportError(f"numpy.{name}: its d->d loop takes data")
+    return ctypes.c_void_p.from_address(functions + 8 * i).value
+
+
+def _setup(numba) -> dict:
+    """The external functions of the compiled code, bound by symbol (numba's cache then keeps
+    no address): SciPy's ``psi``, ``betaln``, ``stdtrit``; the C library's ``pow``; NumPy's
+    ``sinh``, ``log1p``, ``exp``, ``log`` loops and bundled ``cblas_ddot``."""
+    import ctypes
+    import ctypes.util
+
+    import llvmlite.binding as ll
+    from numba.core import types
+
+    from ._mean_model_kernels import _numpy_blas
+
+    blas = _numpy_blas()
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    if blas is None:  # pragma: no cover - another numpy build
+        raise ImportError("numpy's bundled OpenBLAS (numpy.libs/libscipy_openblas64_*) not found")
+    vp, i64, i32, f64 = types.voidptr, types.int64, types.int32, types.float64
+    found = {
+        "_sp_psi": (_cython_special("psi"), f64(f64, i32)),
+        "_sp_betaln": (_cython_special("betaln"), f64(f64, f64, i32)),
+        "_sp_stdtrit": (_cython_special("stdtrit"), f64(f64, f64, i32)),
+        "_c_pow": (ctypes.cast(libm.pow, ctypes.c_void_p).value, f64(f64, f64)),
+        "_np_ddot": (
+            ctypes.cast(blas.scipy_cblas_ddot64_, ctypes.c_void_p).value,
+            f64(i64, vp, i64, vp, i64),
+        ),
+    }
+    for key, name in _UFUNCS.items():
+        found[key] = (_ufunc_loop(name), types.void(vp, vp, vp, i64))
+    out = {}
+    for key, (address, sig) in found.items():
+        alias = "optplan_bql" + key
+        ll.add_symbol(alias, address)
+        out[key] = types.ExternalFunction(alias, sig)
+    return out
+
+
+_JIT = _jit.Jit("the compiled BQL step", setup=_setup, cache=True, error_model="numpy")
+
+
+@_JIT
+def _hurwitz_zeta(x, q):  # pragma: no cover - compiled by numba
+    """SciPy's ``special.zeta(x, q)`` for ``x > 1``, ``q > 0``: Cephes' Euler-Maclaurin
+    summation (``zeta(x, 1)`` is SciPy's Riemann zeta: only ``x = 2`` is supported there)."""
+    if q == 1.0:
+        return _ZETA2 if x == 2.0 else math.nan
+    if q > 1e8:
+        return (1.0 / (x - 1.0) + 1.0 / (2.0 * q)) * _c_pow(q, 1.0 - x)  # noqa: F821
+    s = _c_pow(q, -x)  # noqa: F821 (bound by _setup)
+    a = q
+    i = 0
+    b = 0.0
+    while i < 9 or a <= 9.0:
+        i += 1
+        a += 1.0
+        b = _c_pow(a, -x)  # noqa: F821
+        s += b
+        if abs(b / s) < _MACHEP:
+            return s
+    w = a
+    s += b * w / (x - 1.0)
+    s -= 0.5 * b
+    a = 1.0
+    k = 0.0
+    for j in range(12):
+        a *= x + k
+        b /= w
+        t = a * b / _ZETA_A[j]
+        s = s + t
+        t = abs(t / s)
+        if t < _MACHEP:
+            return s
+        k += 1.0
+        a *= x + k
+        b /= w
+        k += 1.0
+    return s
+
+
+@_JIT
+def _f_inv(y, path):  # pragma: no cover - compiled by numba
+    """:func:`optplan.agents.bql._f_inv` (``path``: room for the iterates, ``NEWTON_STEPS``)."""
+    if not y > 0:
+        return F_INV_HI
+    d = y - 3.0
+    x = (3.0 - y + math.sqrt(_c_pow(d, 2.0) + 24.0 * y)) / (12.0 * y)  # noqa: F821
+    for k in range(NEWTON_STEPS):
+        first = -1
+        for j in range(k):  # the dict of iterates: the first step that started on x
+            if path[j] == x:
+                first = j
+                break
+        if first >= 0:
+            x = path[first + (NEWTON_STEPS - first) % (k - first)]
+            break
+        path[k] = x
+        if x >= SERIES_FROM:
+            i2 = 1.0 / (x * x)
+            f = 0.5 / x + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
+            fp = -i2 * (0.5 + (1 / 6 - i2 * (1 / 30 - i2 / 42)) / x)
+        else:
+            f = math.log(x) - _sp_psi(x, 0)  # noqa: F821
+            fp = 1.0 / x - _hurwitz_zeta(2.0, x)
+        new = x - (f - y) / fp
+        if not new > 0:
+            new = 0.5 * x
+        if abs(new - x) <= 1e-14 * x:
+            x = new
+            break
+        x = new
+    lo = F_INV_LO if F_INV_LO > x else x  # min(max(x, lo), hi), Python's rules
+    return F_INV_HI if F_INV_HI < lo else lo
+
+
+@_JIT(inline="always")
+def _loop(which, x, out, n, meta):  # pragma: no cover - compiled by numba
+    """NumPy's ``d->d`` loop ``which`` (0 sinh, 1 log1p, 2 exp, 3 log) on ``x[:n]`` into
+    ``out[:n]`` (``meta``: room for the loop's argument, length and stride arrays)."""
+    meta[0] = x.ctypes.data
+    meta[1] = out.ctypes.data
+    meta[2] = n
+    meta[3] = 8
+    meta[4] = 8
+    args, dims, steps = meta[0:2].ctypes, meta[2:3].ctypes, meta[3:5].ctypes
+    if which == 0:
+        _np_sinh(args, dims, steps, 0)  # noqa: F821 (bound by _setup)
+    elif which == 1:
+        _np_log1p(args, dims, steps, 0)  # noqa: F821
+    elif which == 2:
+        _np_exp(args, dims, steps, 0)  # noqa: F821
+    else:
+        _np_log(args, dims, steps, 0)  # noqa: F821
+
+
+@_JIT(inline="always")
+def _dot(u, v, n):  # pragma: no cover - compiled by numba
+    """``u[:n] @ v[:n]`` by NumPy's ``cblas_ddot``."""
+    return _np_ddot(n, u.ctypes, 1, v.ctypes, 1)  # noqa: F821 (bound by _setup)
+
+
+@_JIT
+def _exact(mu0, lam, alpha, beta, reward):  # pragma: no cover - compiled by numba
+    """The four moments of one exact Normal-Gamma update by ``reward``."""
+    a = alpha + 0.5
+    lam1 = lam + 1.0
+    k = lam / (2.0 * lam1)
+    b = beta + k * _c_pow(reward - mu0, 2.0)  # noqa: F821
+    m = (lam * mu0 + reward) / lam1
+    return a / b, a * m / b, a * m * m / b + 1.0 / lam1, _sp_psi(a, 0) - math.log(b)  # noqa: F821
+
+
+@_JIT
+def _quadrature(mu0, lam, alpha, beta, reward, discount, m2, l2, a2, b2,
+                meta):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:func:`optplan.agents.bql._moments` with ``method="quadrature"`` and a following
+    pair, and its ``_student_t_nodes``."""
+    a = alpha + 0.5
+    lam1 = lam + 1.0
+    k = lam / (2.0 * lam1)
+    nu = 2.0 * a2
+    scale = math.sqrt(b2 * (l2 + 1.0) / (a2 * l2))
+    shift = reward + discount * m2 - mu0
+    spread = discount * scale
+    if spread == 0.0:
+        return _exact(mu0, lam, alpha, beta, reward + discount * m2)
+    half_width = math.sqrt(beta / k)
+    sn = math.sqrt(nu)
+    w = half_width / spread
+    t_star = -shift / spread
+    h = w / math.sqrt(1.0 + t_star * t_star / nu) / STEPS_PER_WIDTH
+    if not h < H_MAX:  # min(H_MAX, h)
+        h = H_MAX
+    r = TAIL / nu
+    u_max = sn * (math.acosh(math.exp(r)) if r < 700 else r + math.log(2.0))
+    n = int(math.ceil(u_max / h))
+    if 2 * n + 1 > MAX_NODES:
+        n = (MAX_NODES - 1) // 2
+        h = u_max / n
+    m_nodes = 2 * n + 1
+    buf = np.empty((5, m_nodes))
+    x, t, wt, y, p = buf[0], buf[1], buf[2], buf[3], buf[4]
+    c = h / sn
+    for i in range(m_nodes):
+        x[i] = c * float(i - n)
+        t[i] = 0.5 * x[i]
+    _loop(0, t, t, m_nodes, meta)  # sinh(x / 2)
+    for i in range(m_nodes):
+        t[i] = 2.0 * (t[i] * t[i])
+    _loop(1, t, t, m_nodes, meta)  # log cosh(x) = log1p(2 sinh(x / 2)^2)
+    log_c = -0.5 * math.log(nu) - _sp_betaln(0.5 * nu, 0.5, 0)  # noqa: F821
+    for i in range(m_nodes):
+        wt[i] = log_c - nu * t[i]
+    _loop(2, wt, wt, m_nodes, meta)
+    _loop(0, x, y, m_nodes, meta)  # sinh(x)
+    ss = spread * sn
+    for i in range(m_nodes):
+        wt[i] = h * wt[i]
+        yi = shift + ss * y[i]
+        b = beta + k * yi * yi
+        x[i] = b  # log b below
+        ib = 1.0 / b
+        t[i] = ib
+        m = mu0 + yi / lam1
+        y[i] = m * ib
+        p[i] = m * m * ib
+    _loop(3, x, x, m_nodes, meta)
+    return (
+        a * _dot(wt, t, m_nodes),
+        a * _dot(wt, y, m_nodes),
+        a * _dot(wt, p, m_nodes) + 1.0 / lam1,
+        _sp_psi(a, 0) - _dot(wt, x, m_nodes),  # noqa: F821
+    )
+
+
+@_JIT
+def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path,
+            meta):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>` with
+    ``moment_match="quadrature"``, in place."""
+    c0, c1, c2, c3 = mu0[s, act], lam[s, act], alpha[s, act], beta[s, act]
+    if done:
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _exact(c0, c1, c2, c3, reward)
+    else:
+        A = mu0.shape[1]
+        nxt, top = -1, 0.0  # numpy's argmax of the masked means (the first NaN wins)
+        for b in range(A):
+            val = mu0[s2, b] if mask[s2, b] else -math.inf
+            if nxt >= 0 and math.isnan(top):
+                continue
+            if nxt < 0 or math.isnan(val) or val > top:
+                nxt, top = b, val
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _quadrature(
+            c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
+            beta[s2, nxt], meta,
+        )  # fmt: skip
+    m = e_mu_tau / e_tau
+    new_lam = 1.0 / (LAM_JITTER + e_mu2_tau - e_tau * m * m)
+    new_alpha = _f_inv(math.log(e_tau) - e_log_tau, path)
+    floor = 1.0 + ALPHA_FLOOR
+    if not new_alpha > floor:  # max(floor, f_inv(...))
+        new_alpha = floor
+    mu0[s, act] = m
+    lam[s, act] = new_lam
+    alpha[s, act] = new_alpha
+    beta[s, act] = new_alpha / e_tau
+
+
+@_JIT
+def _select(rng, mu0, lam, alpha, beta, mask, forced, s, sample, quantile,
+            t):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`BayesianQLearning.select_action <optplan.agents.BayesianQLearning.select_action>`
+    in state ``s`` (``sample``: Thompson, else the upper ``quantile``; ``t``: room for the
+    ``A`` draws)."""
+    if forced[s] >= 0:
+        return forced[s]
+    A = mu0.shape[1]
+    for b in range(A):
+        df = 2.0 * alpha[s, b]
+        t[b] = rng.standard_t(df) if sample else _sp_stdtrit(df, quantile, 0)  # noqa: F821
+    best, top = -1, 0.0
+    for b in range(A):
+        val = mu0[s, b] + t[b] * math.sqrt(beta[s, b] / (lam[s, b] * alpha[s, b]))
+        if not mask[s, b]:
+            val = -math.inf
+        if best >= 0 and math.isnan(top):
+            continue
+        if best < 0 or math.isnan(val) or val > top:
+            best, top = b, val
+    return best
+
+
+@_JIT
+def _draws_t(rng, df, out):  # pragma: no cover - compiled by numba
+    """``standard_t(df[i])`` into ``out[i]`` (:func:`self_check`)."""
+    for i in range(df.shape[0]):
+        out[i] = rng.standard_t(df[i])
+
+
+@_JIT
+def _apply(which, x, out, meta):  # pragma: no cover - compiled by numba
+    """NumPy's loop ``which`` on ``x`` into ``out`` (:func:`self_check`)."""
+    _loop(which, x, out, x.shape[0], meta)
+
+
+@_JIT
+def _scalars(x, out):  # pragma: no cover - compiled by numba
+    """Per ``x[i]`` (positive): ``psi``, ``zeta(2, .)``, ``betaln(x / 2, 1/2)``,
+    ``stdtrit(x, 0.9)``, ``pow(x - 3, 2)``, ``f^-1(x)``, the C library's ``log``, ``exp(-x)``,
+    ``acosh(1 + x)``, ``sqrt`` into the rows of ``out``, and ``ddot`` of ``x`` with itself
+    in ``out[10, 0]`` (:func:`self_check`)."""
+    path = np.empty(NEWTON_STEPS)
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[0, i] = _sp_psi(v, 0)  # noqa: F821
+        out[1, i] = _hurwitz_zeta(2.0, v)
+        out[2, i] = _sp_betaln(0.5 * v, 0.5, 0)  # noqa: F821
+        out[3, i] = _sp_stdtrit(v, 0.9, 0)  # noqa: F821
+        out[4, i] = _c_pow(v - 3.0, 2.0)  # noqa: F821
+        out[5, i] = _f_inv(v, path)
+        out[6, i] = math.log(v)
+        out[7, i] = math.exp(-v)
+        out[8, i] = math.acosh(1.0 + v)
+        out[9, i] = math.sqrt(v)
+    out[10, 0] = _dot(x, x, x.shape[0])
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
+
+
+_CHECK: list = []
+
+
+def self_check(n: int = 3000, seed: int = 7) -> bool:
+    """Whether the compiled step's pieces give NumPy's, SciPy's and CPython's numbers on this
+    installation (checked once per process, on ``n`` random inputs each): NumPy's loops
+    (through the ufunc's loop and as NumPy calls it), ``ddot``, the special functions, the C
+    library's functions, ``f^-1`` against :func:`optplan.agents.bql._f_inv`, and the
+    Student-t draws (and the generator's state after them)."""
+    if _CHECK:
+        return _CHECK[0]
+    ok = False
+    if AVAILABLE:
+        from . import bql  # the NumPy path (imported here: bql imports this module)
+
+        try:
+            fns = _compiled()
+            from scipy import special
+
+            rng = np.random.default_rng(seed)
+            x = np.concatenate([rng.uniform(-30.0, 30.0, n), rng.standard_normal(n) * 1e-3])
+            pos = np.concatenate([np.exp(rng.uniform(-12.0, 12.0, n)), rng.uniform(0.5, 120, n)])
+            meta = np.empty(5, dtype=np.int64)
+            ok = True
+            for which, (fn, arg) in enumerate(
+                ((np.sinh, x), (np.log1p, pos), (np.exp, -pos), (np.log, pos))
+            ):
+                out = np.empty_like(arg)
+                fns["_apply"](which, arg, out, meta)
+                ok = ok and np.array_equal(out, fn(arg), equal_nan=True)
+            out = np.empty((11, pos.shape[0]))
+            fns["_scalars"](pos, out)
+            want = (
+                special.digamma(pos),
+                special.zeta(2.0, pos),
+                special.betaln(0.5 * pos, 0.5),
+                special.stdtrit(pos, 0.9),
+                np.array([(v - 3.0) ** 2 for v in pos.tolist()]),
+                np.array([bql._f_inv(v) for v in pos.tolist()]),
+                np.array([math.log(v) for v in pos.tolist()]),
+                np.array([math.exp(-v) for v in pos.tolist()]),
+                np.array([math.acosh(1.0 + v) for v in pos.tolist()]),
+                np.sqrt(pos),
+            )
+            for row, ref in zip(out, want, strict=False):
+                ok = ok and np.array_equal(row, ref)
+            ok = ok and out[10, 0] == pos @ pos
+            df = rng.choice([0.5, 1.0, 2.000002, 3.0, 7.5, 61.0, 1e6], n)
+            ref, got = np.random.default_rng(seed), np.random.default_rng(seed)
+            draws = np.empty(n)
+            fns["_draws_t"](got, df, draws)
+            ok = ok and np.array_equal(draws, ref.standard_t(df))
+            ok = ok and got.bit_generator.state == ref.bit_generator.state
+        except ImportError:
+            ok = False
+    _CHECK.append(bool(ok))
+    return _CHECK[0]
+
+
+def table() -> dict | None:
+    """``{name: compiled function}`` where the compiled step gives the NumPy path's bits on
+    this installation (:func:`self_check`), else ``None``."""
+    return _compiled() if self_check() else None
+
+
+def trigamma(x) -> np.ndarray:
+    """:func:`_hurwitz_zeta` ``(2, x)`` of each ``x`` (compiled; for tests)."""
+    x = np.ascontiguousarray(x, dtype=float).ravel()
+    out = np.empty((11, x.shape[0]))
+    _compiled()["_scalars"](x, out)
+    return out[1]
+
+
+def f_inv(y: float) -> float:
+    """:func:`_f_inv`, compiled (for tests)."""
+    return float(_compiled()["_f_inv"](float(y), np.empty(NEWTON_STEPS)))
+
+
+def select(*args) -> int:
+    """:func:`_select`, compiled."""
+    return int(_compiled()["_select"](*args))
+
+
+def update(*args) -> None:
+    """:func:`_update`, compiled."""
+    _compiled()["_update"](*args)
