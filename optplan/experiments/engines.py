@@ -102,6 +102,12 @@ def _ube_compiled():
     return ube_compiled
 
 
+def _bql_compiled():
+    from . import bql_compiled
+
+    return bql_compiled
+
+
 def _planning_compiled():
     from . import planning_compiled
 
@@ -126,6 +132,7 @@ RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("UBE and moment matching", _ube_compiled),
+    RunEngine("Bayesian Q-learning", _bql_compiled),
     RunEngine("planning agents", _planning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),

@@ -1,0 +1,222 @@
+"""Bayesian Q-learning's compiled engine (optplan.experiments.bql_compiled) equals the generic
+Python loop exactly, and so does the agent's own compiled step (optplan.agents._bql_kernels)
+equal its NumPy path: on RiverSwim-6, cowan3 and a random prior MDP, several seeds, both action
+rules, the whole Trace, the posterior, the generators and the environment left behind; the
+compiled special functions equal SciPy's; runs the engine does not cover (the Monte-Carlo
+moment match, episodes, subclasses) are refused (engine="compiled") or take the generic loop
+(engine="auto")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special
+from test_engines_exact import assert_same_trace, make_env
+
+from optplan.agents import BayesianQLearning
+from optplan.agents import _bql_kernels as BK
+from optplan.agents import bql
+from optplan.agents.registry import make_agent
+from optplan.envs import TabularEnv
+from optplan.experiments import bql_compiled, engines, run
+from optplan.generators import random_dirichlet
+from optplan.mdp import TabularMDP
+from optplan.result import OptplanError
+
+pytestmark = pytest.mark.skipif(not BK.self_check(), reason="no numba (or NumPy's loops differ)")
+
+ENVS = ("riverswim-6", "cowan3", "prior-mdp")
+POSTERIOR = ("mu0", "lam", "alpha", "beta")
+
+
+def numpy_path(monkeypatch):
+    """Make the agent take its NumPy step (the path without numba)."""
+    monkeypatch.setattr(BK, "table", lambda: None)
+
+
+def one_run(env_name, steps, seed, engine, **params):
+    env = make_env(env_name)
+    agent = make_agent("bql", env, **params)
+    trace = run(agent, env, steps=steps, seed=seed, engine=engine)
+    return trace, agent, env
+
+
+def assert_same_left(ref, got):
+    (_, ar, er), (_, ac, ec) = ref, got
+    assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
+    assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
+    assert (ec._state, ec._t) == (er._state, er._t)
+    assert ac.steps == ar.steps
+    for name in POSTERIOR:
+        np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
+
+
+@pytest.mark.parametrize("env_name", ENVS)
+@pytest.mark.parametrize(
+    "seed,params",
+    [
+        (0, {}),
+        (3, {"action": "quantile", "quantile": 0.75}),
+        (7, {"discount": 0.99, "prior_mu0": 1.5, "prior_alpha": 1.2}),
+        (11, {"discount": 0.5, "prior_lam": 0.3, "prior_beta": 9.0}),
+    ],
+)
+def test_engine_equals_numpy_generic_loop(env_name, seed, params, monkeypatch):
+    env = make_env(env_name)
+    agent = make_agent("bql", env, **params)
+    assert engines.select("compiled", agent, env, None, False).name == "Bayesian Q-learning"
+    got = one_run(env_name, 400, seed, "compiled", **params)
+    compiled_generic = one_run(env_name, 400, seed, "python", **params)
+    numpy_path(monkeypatch)
+    ref = one_run(env_name, 400, seed, "python", **params)
+    for other in (got, compiled_generic):
+        assert_same_trace(ref[0], other[0])
+        assert_same_left(ref, other)
+    # the run visited several states and moved the posterior of several pairs
+    assert len(np.unique(ref[0].states)) > 1
+    assert (ref[1].lam != ref[1].prior[1]).sum() > 1
+
+
+def test_chunks(monkeypatch):
+    """Chunks of 64 steps: the same run."""
+    monkeypatch.setattr(bql_compiled, "CHUNK", 64)
+    got = one_run("riverswim-6", 500, 2, "compiled")
+    numpy_path(monkeypatch)
+    ref = one_run("riverswim-6", 500, 2, "python")
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
+def random_agent(rng, S=5, A=3, **kw):
+    mask = rng.random((S, A)) < 0.8
+    mask[:, 0] = True
+    mask[1] = [True] + [False] * (A - 1)  # a forced state
+    agent = BayesianQLearning(S, A, action_mask=mask, **kw)
+    agent.reset(np.random.default_rng(int(rng.integers(1 << 30))))
+    agent.mu0 = rng.normal(0.0, 3.0, (S, A))
+    agent.lam = np.exp(rng.uniform(-6.0, 8.0, (S, A)))
+    agent.alpha = 1.0 + np.exp(rng.uniform(-14.0, 12.0, (S, A)))
+    agent.beta = np.exp(rng.uniform(-6.0, 8.0, (S, A)))
+    return agent
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_step_equals_numpy_step(seed, monkeypatch):
+    """Random posteriors over many orders of magnitude, random transitions (ends of episodes,
+    a zero discount, both action rules): each select_action and update of the compiled step
+    gives the NumPy step's action, posterior and generator state."""
+    rng = np.random.default_rng(seed)
+    table = BK.table()
+    for trial in range(40):
+        kw = {"discount": float(rng.choice([0.0, 0.5, 0.9, 0.999]))}
+        if trial % 3 == 0:
+            kw.update(action="quantile", quantile=float(rng.uniform(0.05, 0.95)))
+        agents = [random_agent(np.random.default_rng([seed, trial]), **kw) for _ in range(2)]
+        for _ in range(5):
+            s, s2 = (int(v) for v in rng.integers(0, 5, 2))
+            reward = float(rng.normal(0.0, 2.0))
+            acts = []
+            for agent, compiled in zip(agents, (False, True), strict=True):
+                monkeypatch.setattr(BK, "table", (lambda t=table: t) if compiled else lambda: None)
+                a = agent.select_action(s)
+                acts.append(a)
+                agent.update(s, a, reward, s2, s2 == 4)
+            assert acts[0] == acts[1]
+            ref, got = agents
+            assert got.rng.bit_generator.state == ref.rng.bit_generator.state
+            for name in POSTERIOR:
+                np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), name)
+
+
+def test_special_functions_equal_scipy():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([
+        np.exp(rng.uniform(-20.0, 20.0, 20_000)), rng.uniform(0.5, 120.0, 20_000),
+        [1.0, 2.0, 9.0, 10.0, 99.999, 100.0, 1e8, 2e8, 1e-300],
+    ])  # fmt: skip
+    np.testing.assert_array_equal(BK.trigamma(x), special.zeta(2.0, x))
+    # y = log E[tau] - E[log tau] of the agent: from ~1e-16 (a nearly degenerate mixture)
+    y = np.concatenate([np.exp(rng.uniform(-36.0, 5.0, 3000)), [0.0, -1.0, np.nan]])
+    got = np.array([BK.f_inv(v) for v in y.tolist()])
+    want = np.array([bql._f_inv(v) for v in y.tolist()])
+    np.testing.assert_array_equal(got, want)
+    inside = got[:3000] < 1e12  # f^-1 is clipped to [1e-12, 1e12]
+    assert inside.sum() > 2000
+    np.testing.assert_allclose(bql.log_minus_digamma(got[:3000][inside]), y[:3000][inside],
+                               rtol=1e-9)  # fmt: skip
+
+
+def test_f_inv_on_the_arguments_a_run_meets(monkeypatch):
+    """The compiled ``f^-1`` on every argument the NumPy path of a run passes to
+    ``bql._f_inv``: the same floats."""
+    seen = []
+    original = bql._f_inv
+
+    def record(y):
+        seen.append(y)
+        return original(y)
+
+    numpy_path(monkeypatch)
+    monkeypatch.setattr(bql, "_f_inv", record)
+    one_run("riverswim-6", 400, 3, "python")
+    assert len(seen) == 400
+    assert [BK.f_inv(y) for y in seen] == [original(y) for y in seen]
+
+
+def test_runs_it_does_not_cover(monkeypatch):
+    env = make_env("riverswim-6")
+    mc = make_agent("bql", env, moment_match="monte-carlo", n_samples=20)
+    why = bql_compiled.compiled_reason(mc, env, None, False)
+    assert "monte-carlo" in why
+    with pytest.raises(OptplanError, match="monte-carlo"):
+        run(mc, env, steps=10, seed=0, engine="compiled")
+    assert len(run(mc, env, steps=30, seed=0, engine="auto").actions) == 30  # generic loop
+    agent = make_agent("bql", env)
+    assert "episodes" in bql_compiled.compiled_reason(agent, env, 5, False)
+    assert "tracks" in bql_compiled.compiled_reason(agent, env, None, True)
+
+    class Sub(BayesianQLearning):
+        pass
+
+    assert "subclasses" in bql_compiled.compiled_reason(Sub(6, 2), env, None, False)
+    monkeypatch.setattr(BK, "self_check", lambda: False)
+    assert "differ" in bql_compiled.compiled_reason(agent, env, None, False)
+
+
+def masked_model(S, A, seed):
+    """A Dirichlet MDP whose last action is inadmissible in every other state."""
+    base = random_dirichlet(S, A, seed=seed)
+    mask = np.ones((S, A), dtype=bool)
+    mask[::2, A - 1] = False
+    return TabularMDP(base.P, base.R, action_mask=mask), mask
+
+
+@pytest.mark.parametrize("S, A, seed", [(5, 2, 1), (7, 3, 2)])
+def test_masked_model_equals_numpy_generic_loop(S, A, seed, monkeypatch):
+    """States with one admissible action (no draw) and masked actions (drawn, never taken)."""
+    mdp, mask = masked_model(S, A, seed)
+    out = []
+    for engine in ("compiled", "python"):
+        if engine == "python":
+            numpy_path(monkeypatch)
+        env = TabularEnv(mdp, reward_noise=0.3)
+        agent = BayesianQLearning(S, A, action_mask=mask)
+        out.append((run(agent, env, steps=300, seed=seed, engine=engine), agent, env))
+    assert_same_trace(out[1][0], out[0][0])
+    assert_same_left(out[1], out[0])
+
+
+def test_inadmissible_action_raises_like_the_generic_loop(monkeypatch):
+    """An agent that admits what the environment forbids: the same error at the same step."""
+    mdp, _ = masked_model(3, 2, 0)
+    errors = []
+    for engine in ("compiled", "python"):
+        if engine == "python":
+            numpy_path(monkeypatch)
+        env = TabularEnv(mdp)
+        agent = BayesianQLearning(3, 2)  # no mask: tries action 1 in states 0 and 2
+        with pytest.raises(OptplanError, match="not admissible") as info:
+            run(agent, env, steps=100, seed=0, engine=engine)
+        errors.append((str(info.value), agent.steps, agent.mu0.copy(), env._t))
+    assert errors[0][:2] == errors[1][:2] and errors[0][3] == errors[1][3]
+    np.testing.assert_array_equal(errors[0][2], errors[1][2])
