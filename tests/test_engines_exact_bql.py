@@ -77,6 +77,17 @@ def test_engine_equals_numpy_generic_loop(env_name, seed, params, monkeypatch):
     assert (ref[1].lam != ref[1].prior[1]).sum() > 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("env_name", ["riverswim-6", "cowan3"])
+def test_bench_length_run_equals_numpy_generic_loop(env_name, monkeypatch):
+    """The benchmark's 20,000 steps (several chunks): the same run."""
+    got = one_run(env_name, 20_000, 1, "compiled")
+    numpy_path(monkeypatch)
+    ref = one_run(env_name, 20_000, 1, "python")
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
 def test_chunks(monkeypatch):
     """Chunks of 64 steps: the same run."""
     monkeypatch.setattr(bql_compiled, "CHUNK", 64)

@@ -109,14 +109,18 @@ def _ufunc_loop(name: str) -> int:
 
     uf = getattr(np, name)
     i = uf.types.index("d->d")
-    # PyObject_HEAD (16 bytes), nin, nout, nargs, identity (4 ints), functions, data
-    functions = ctypes.c_void_p.from_address(id(uf) + 32).value
-    data = ctypes.c_void_p.from_address(id(uf) + 40).value
-    if uf.ntypes != ctypes.c_int.from_address(id(uf) + 48).value or not functions:
+    # PyObject_HEAD, then nin, nout, nargs, identity (4 ints), functions, data, ntypes
+    head = id(uf) + object.__basicsize__ + 4 * ctypes.sizeof(ctypes.c_int)
+    ptr = ctypes.sizeof(ctypes.c_void_p)
+    functions = ctypes.c_void_p.from_address(head).value
+    data = ctypes.c_void_p.from_address(head + ptr).value
+    nin = ctypes.c_int.from_address(id(uf) + object.__basicsize__).value
+    ntypes = ctypes.c_int.from_address(head + 2 * ptr).value
+    if (nin, ntypes) != (uf.nin, uf.ntypes) or not functions:
         raise ImportError(f"numpy.{name}: unexpected ufunc layout")
-    if data and ctypes.c_void_p.from_address(data + 8 * i).value:
+    if data and ctypes.c_void_p.from_address(data + ptr * i).value:
         raise ImportError(f"numpy.{name}: its d->d loop takes data")
-    return ctypes.c_void_p.from_address(functions + 8 * i).value
+    return ctypes.c_void_p.from_address(functions + ptr * i).value
 
 
 def _setup(numba) -> dict:
@@ -448,7 +452,9 @@ def self_check(n: int = 3000, seed: int = 7) -> bool:
 
             rng = np.random.default_rng(seed)
             x = np.concatenate([rng.uniform(-30.0, 30.0, n), rng.standard_normal(n) * 1e-3])
-            pos = np.concatenate([np.exp(rng.uniform(-12.0, 12.0, n)), rng.uniform(0.5, 120, n)])
+            pos = np.concatenate([
+                np.exp(rng.uniform(-12.0, 12.0, n)), rng.uniform(0.5, 120, n), [1.0, 2.0, 1e9],
+            ])  # fmt: skip
             meta = np.empty(5, dtype=np.int64)
             ok = True
             for which, (fn, arg) in enumerate(
@@ -479,7 +485,7 @@ def self_check(n: int = 3000, seed: int = 7) -> bool:
             fns["_draws_t"](got, df, draws)
             ok = ok and np.array_equal(draws, ref.standard_t(df))
             ok = ok and got.bit_generator.state == ref.bit_generator.state
-        except ImportError:
+        except (ImportError, AttributeError, ValueError, OSError):  # a library not as expected
             ok = False
     _CHECK.append(bool(ok))
     return _CHECK[0]
