@@ -13,9 +13,8 @@ import pytest
 from scipy import special
 from test_engines_exact import assert_same_trace, make_env
 
-from optplan.agents import BayesianQLearning
+from optplan.agents import BayesianQLearning, bql
 from optplan.agents import _bql_kernels as BK
-from optplan.agents import bql
 from optplan.agents.registry import make_agent
 from optplan.envs import TabularEnv
 from optplan.experiments import bql_compiled, engines, run

@@ -40,6 +40,11 @@ Action choice (``action``): ``"sample"`` (default, the draft's Algorithm and cod
 sampling, ``q_b = mu0 + t_b sqrt(beta / (lam alpha))`` with ``t_b`` one Student-t draw with
 ``2 alpha`` degrees of freedom per admissible action, then ``argmax``) or ``"quantile"`` (the
 upper ``quantile`` of the same marginal, a deterministic optimistic rule).
+
+With numba (the ``jit`` extra) the action choice and the quadrature update are one compiled
+call each (:mod:`optplan.agents._bql_kernels`), the same numbers as the NumPy code below (the
+path without numba): NumPy's own loops and dot product, SciPy's special functions, the same
+draws. The compiled run of :mod:`optplan.experiments.bql_compiled` calls them too.
 """
 
 from __future__ import annotations

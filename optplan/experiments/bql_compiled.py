@@ -41,9 +41,7 @@ CHUNK = 8192
 
 DONE, INADMISSIBLE = 0, 1
 
-_JIT = _jit.Jit(
-    "the compiled BQL run", uses=(BK._JIT, SK._JIT), cache=True, error_model="numpy"
-)
+_JIT = _jit.Jit("the compiled BQL run", uses=(BK._JIT, SK._JIT), cache=True, error_model="numpy")
 
 
 @_JIT
