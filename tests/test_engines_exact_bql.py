@@ -1,10 +1,10 @@
 """Bayesian Q-learning's compiled engine (optplan.experiments.bql_compiled) equals the generic
 Python loop exactly, and so does the agent's own compiled step (optplan.agents._bql_kernels)
-equal its NumPy path: on RiverSwim-6, cowan3 and a random prior MDP, several seeds, both action
-rules, the whole Trace, the posterior, the generators and the environment left behind; the
-compiled special functions equal SciPy's; runs the engine does not cover (the Monte-Carlo
-moment match, episodes, subclasses) are refused (engine="compiled") or take the generic loop
-(engine="auto")."""
+equal its NumPy path: on RiverSwim-6, cowan3, a random prior MDP, the DeepSea chain and
+wide-narrow, several seeds and priors, both action rules: the whole Trace, the posterior, the
+generators and the environment left behind. The compiled special functions equal SciPy's;
+runs the engine does not cover (the Monte-Carlo moment match, episodes, subclasses) are refused
+(engine="compiled") or take the generic loop (engine="auto")."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from optplan.result import OptplanError
 
 pytestmark = pytest.mark.skipif(not BK.self_check(), reason="no numba (or NumPy's loops differ)")
 
-ENVS = ("riverswim-6", "cowan3", "prior-mdp")
+# the brief's three, and the Bayesian-methods study's other two (per-transition reward laws)
+ENVS = ("riverswim-6", "cowan3", "prior-mdp", "deepsea-chain-6", "wide-narrow")
 POSTERIOR = ("mu0", "lam", "alpha", "beta")
 
 
