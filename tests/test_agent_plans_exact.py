@@ -15,6 +15,7 @@ import optplan as op
 from optplan import uncertainty
 from optplan._checks import OptplanError
 from optplan.agents import UBE, ContinuingUBE, MomentMatching
+from optplan.agents import _ube_kernels as UK
 from optplan.agents.registry import make_agent
 from optplan.envs import TabularEnv
 from optplan.envs.registry import ENVS
@@ -134,6 +135,21 @@ CASES = [
 ]
 
 
+def count_compiled_plans(monkeypatch) -> dict:
+    """Counts of the compiled plans' calls (:func:`optplan.agents._ube_kernels.plan` and
+    ``mean_plan``): a reference agent, which overrides the NumPy plan's methods, makes none."""
+    calls = {"n": 0}
+    for name in ("plan", "mean_plan"):
+        compiled = getattr(UK, name)
+
+        def counted(*args, _compiled=compiled, **kwargs):
+            calls["n"] += 1
+            return _compiled(*args, **kwargs)
+
+        monkeypatch.setattr(UK, name, counted)
+    return calls
+
+
 def make_env(name):
     reg, params = ENVIRONMENTS[name]
     if reg is None:
@@ -144,17 +160,24 @@ def make_env(name):
 
 @pytest.mark.parametrize("seed", [0, 3])
 @pytest.mark.parametrize(("agent_name", "env_name", "params"), CASES)
-def test_plans_equal_the_checked_reference(agent_name, env_name, params, seed):
+def test_plans_equal_the_checked_reference(agent_name, env_name, params, seed, monkeypatch):
+    """The agent's NumPy plans (the compiled plans switched off) equal the reference's, which
+    plans in NumPy because it overrides the NumPy plan's methods (no compiled plan called)."""
+    calls = count_compiled_plans(monkeypatch)
     out = []
     for checked in (False, True):
-        env = make_env(env_name)
-        agent = make_agent(agent_name, env, **params)
-        if checked:
-            agent.__class__ = REFERENCE[type(agent)]
-        steps = 160 if env_name == "deepsea-8" else 250
-        out.append((run(agent, env, steps=steps, seed=seed, engine="python"), agent))
+        with monkeypatch.context() as m:
+            if not checked:
+                m.setattr(UK, "available", lambda n_states: False)
+            env = make_env(env_name)
+            agent = make_agent(agent_name, env, **params)
+            if checked:
+                agent.__class__ = REFERENCE[type(agent)]
+            steps = 160 if env_name == "deepsea-8" else 250
+            out.append((run(agent, env, steps=steps, seed=seed, engine="python"), agent))
     (trace, agent), (ref_trace, ref) = out
     assert type(ref) is not type(agent)
+    assert calls["n"] == 0, "a plan was compiled"
     assert_same_trace(ref_trace, trace)
     for name in ("policy", "q", "u", "local", "variance", "noise_sd", "_sqrt_u"):
         if hasattr(ref, name):
@@ -163,17 +186,50 @@ def test_plans_equal_the_checked_reference(agent_name, env_name, params, seed):
 
 
 @pytest.mark.parametrize("agent_name", ["ube-continuing", "moment-matching"])
-def test_compiled_engine_equals_the_checked_reference(agent_name):
+def test_compiled_engine_equals_the_checked_reference(agent_name, monkeypatch):
     """The compiled steps between plans plus the unchecked plans equal the generic loop with
-    checked plans (update_every 5: steps between plans to compile)."""
+    checked NumPy plans (update_every 5: steps between plans to compile)."""
+    calls = count_compiled_plans(monkeypatch)
     out = []
     for checked, engine in ((False, "compiled"), (True, "python")):
         env = make_env("riverswim-6")
         agent = make_agent(agent_name, env, update_every=5)
         if checked:
             agent.__class__ = REFERENCE[type(agent)]
+            calls["n"] = 0
         out.append(run(agent, env, steps=400, seed=2, engine=engine))
+    assert calls["n"] == 0, "the reference planned with the compiled kernel"
     assert_same_trace(out[1], out[0])
+
+
+def _same_method(method):
+    """An override that does what ``method`` does (another function object)."""
+
+    def same(self, *args, **kwargs):
+        return method(self, *args, **kwargs)
+
+    return same
+
+
+@pytest.mark.parametrize("cls", [ContinuingUBE, MomentMatching])
+def test_subclasses_that_change_the_numpy_plan_plan_in_numpy(cls, monkeypatch):
+    """A subclass that overrides one of the NumPy plan's methods plans in NumPy (the compiled
+    plan would not see the override); one that keeps them all keeps the compiled plan."""
+    if not UK.available(6):
+        pytest.skip("no compiled plan here")
+    calls = count_compiled_plans(monkeypatch)
+    names = ["_plan_numpy", "_optimal", "mean_model", "_noise_sd", "_solve"]
+    if cls is ContinuingUBE:
+        names.append("local_uncertainty")
+    for name in [None, *names]:
+        body = {} if name is None else {name: _same_method(getattr(cls, name))}
+        sub = type("Sub", (cls,), body)
+        agent = sub(6, 2)
+        agent.reset(np.random.default_rng(0))
+        calls["n"] = 0
+        agent.plan()
+        assert (agent._work is None) == (name is not None), name
+        assert calls["n"] == (name is None), name
 
 
 @pytest.mark.parametrize("update_every", [1, 4, 11, 40])

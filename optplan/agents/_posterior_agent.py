@@ -21,7 +21,8 @@ the problem objects (``problem.solve("fast")``, or ``"conic"`` with a counted fa
 :class:`~optplan.agents.base.ConicFallback`); the agents only assemble their inputs. With
 numba and ``method="fast"`` a plan is one compiled call instead
 (:mod:`optplan.agents._ube_kernels`: the same operations, the floats within 1e-12, which the
-whole-run engine :mod:`optplan.experiments.ube_compiled` calls too). Every
+whole-run engine :mod:`optplan.experiments.ube_compiled` calls too), unless a subclass
+overrides a method of the NumPy plan (``_NUMPY_PLAN``): that one plans in NumPy. Every
 per-step operation is a few array operations on one row; the batch update and planning are
 vectorized over all pairs.
 
@@ -228,7 +229,7 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
         self.reset_fallback()
         self._work = (
             UK.Work(self.n_states, self.n_actions)
-            if self.method == "fast" and UK.available(self.n_states)
+            if self.method == "fast" and UK.available(self.n_states) and _keeps_plan(type(self))
             else None
         )
         PosteriorAgent.reset(self, rng)
@@ -236,8 +237,10 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
     def plan(self) -> None:
         """``Qbar`` and ``pi`` of the posterior-mean model and the noise sd: one compiled
         call (:func:`optplan.agents._ube_kernels.plan`) where it applies (numba, ``method=
-        "fast"``, fewer than ``MAX_STATES`` states), else (or when that plan fails: it draws
-        nothing, so the NumPy plan redoes it and raises its error) :meth:`_plan_numpy`."""
+        "fast"``, fewer than ``MAX_STATES`` states, a class that keeps the NumPy plan's
+        methods, ``_NUMPY_PLAN``, of the class that defines ``_kernel_rule``), else (or when
+        that plan fails: it draws nothing, so the NumPy plan redoes it and raises its error)
+        :meth:`_plan_numpy`."""
         work = getattr(self, "_work", None)
         if work is None:
             self._plan_numpy()
@@ -293,6 +296,17 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
         out = PosteriorAgent.stats(self)
         out.update(ConicFallback.stats(self))
         return out
+
+
+#: The methods of :class:`ThompsonMeanModel`'s NumPy plan: a subclass of ContinuingUBE or
+#: MomentMatching that overrides one plans in NumPy (the compiled plan would not see it).
+_NUMPY_PLAN = ("_plan_numpy", "_optimal", "mean_model", "_noise_sd", "_solve", "local_uncertainty")
+
+
+def _keeps_plan(cls: type) -> bool:
+    """Whether ``cls`` has the NumPy plan of the class that defines its ``_kernel_rule``."""
+    home = next(c for c in cls.__mro__ if "_kernel_rule" in vars(c))
+    return all(getattr(cls, n, None) is getattr(home, n, None) for n in _NUMPY_PLAN)
 
 
 # --- registry parameters shared by these agents and BQL (:mod:`optplan.agents.registry`) ------
