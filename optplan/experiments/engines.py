@@ -16,9 +16,11 @@ Two tables, each of engines that say for themselves what they cover:
   batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
   (:mod:`.psrl_compiled`), and the continuing count-bonus agent's likewise
   (:mod:`.mean_model_compiled`), and the UBE without unrolling's, moment matching's and the
-  continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
-  K-learning's and the episodic PSRL's (compiled episodes, the
-  agent's own plan between them) a fourth (:mod:`.episodic_compiled`).
+  continuing UBE of Eq. 3's (:mod:`.ube_compiled`), and Bayesian Q-learning's (its whole run,
+  with the compiled step its ``select_action`` and ``update`` also call: :mod:`.bql_compiled`);
+  K-learning's and the episodic PSRL's (compiled episodes, the agent's own plan between them)
+  a fourth (:mod:`.episodic_compiled`); RAVI-UCB's (its epochs under discounted resets
+  compiled, the agent's own plan between epochs) a fifth (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
