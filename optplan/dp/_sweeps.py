@@ -218,14 +218,18 @@ def _chain_fixed_point_py(
 
 
 def _policy_backup_py(
-    indptr, indices, data, R, mask, every, gamma, V, policy, q, new
+    indptr, indices, data, R, mask, every, gamma, V, policy, q, new, c_ptr, c_idx, c_data
 ):  # pragma: no cover - compiled by numba
     """One pass of policy iteration's improvement step, as ``backup``, ``greedy(...,
     tol=1e-12)`` and the two residuals compute it: ``q = R + gamma P V`` (every action),
-    ``new`` the greedy admissible action keeping ``policy[s]`` on relative ties (1e-12).
-    Returns ``(max_s |max_a q - V|, max_s |q[s, policy[s]] - V|, whether new == policy)``;
-    a NaN anywhere makes the residuals NaN."""
+    ``new`` the greedy admissible action keeping ``policy[s]`` on relative ties (1e-12),
+    and ``new``'s chain gathered into the CSR arrays ``c_ptr``, ``c_idx``, ``c_data`` (each
+    state's row copied while it is in cache; ``c_idx`` and ``c_data`` long enough for any
+    policy). Returns ``(max_s |max_a q - V|, max_s |q[s, policy[s]] - V|, whether new ==
+    policy)``; a NaN anywhere makes the residuals NaN."""
     S, A = R.shape
+    n = np.uint64(0)
+    c_ptr[0] = 0
     bellman = 0.0
     own = 0.0
     same = True
@@ -249,6 +253,14 @@ def _policy_backup_py(
         inc = q[s, policy[s]]
         pick = policy[s] if inc >= best - 1e-12 * abs(best) else arg
         new[s] = pick
+        row = s * A + pick
+        p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+        while p < end:
+            c_idx[n] = indices[p]
+            c_data[n] = data[p]
+            n += np.uint64(1)
+            p += np.uint64(1)
+        c_ptr[s + 1] = n
         if pick != policy[s]:
             same = False
         b = abs(best - V[s])

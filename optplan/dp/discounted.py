@@ -306,6 +306,9 @@ class DiscountedPolicyIteration(NamedTuple):
     iterations: int
     evaluations: int
     iterative: bool
+    #: The policy's chain as the evaluations used it (``None`` when it is not at hand): the
+    #: discounted occupancy can reuse it.
+    chain: object = None
 
 
 def discounted_policy_iteration(
@@ -408,6 +411,7 @@ def discounted_policy_iteration(
         q, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
         mask_c = np.ascontiguousarray(mask)
         R_c = np.ascontiguousarray(R, dtype=np.float64)
+        buffers = _chain_buffers(rows, S, A)  # the improvement step gathers the next chain
     else:
         chain = policy_model
     for it in range(1, max_iter + 1):
@@ -430,11 +434,16 @@ def discounted_policy_iteration(
         if kernels is not None:  # backup, greedy and both residuals in one pass
             policy = np.ascontiguousarray(policy, dtype=np.intp)
             values = np.ascontiguousarray(values, dtype=np.float64)
+            c_ptr, c_idx, c_data = buffers[it % 2]  # not the arrays P_pi reads
             bellman, evaluation_residual, same = kernels["_policy_backup"](
                 rows.indptr, rows.indices, rows.data, R_c, mask_c, every, discount, values,
-                policy, q, greedy_out,
+                policy, q, greedy_out, c_ptr, c_idx, c_data,
             )  # fmt: skip
             new = policy if same else greedy_out.copy()
+            if not same:
+                nnz = int(c_ptr[S])
+                gathered = _csr((c_data[:nnz], c_idx[:nnz], c_ptr), rows)
+                next_chain = (SparseChain(gathered, kernels), R[idx, new])
         else:
             q = backup(rows, R, values, discount)
             qm = q if every else masked(q, mask)
@@ -449,7 +458,7 @@ def discounted_policy_iteration(
         same = bool((new == policy).all())  # NaN residuals: never certified below
         if same and (not iterative or bound <= tol * scale):
             return DiscountedPolicyIteration(
-                OPTIMAL, "", policy, values, q, bound, it, evaluations, iterative
+                OPTIMAL, "", policy, values, q, bound, it, evaluations, iterative, P_pi
             )
         if iterative:
             target = 0.5 * tol * scale * span
@@ -457,6 +466,8 @@ def discounted_policy_iteration(
         if not same:
             policy = new
             P_pi = None
+            if kernels is not None:
+                P_pi, r_pi = next_chain
     message = f"discounted policy iteration did not stop in {max_iter} iterations"
     return DiscountedPolicyIteration(
         MAX_ITER, message, policy, values, q, bound, max_iter, evaluations, iterative
@@ -780,6 +791,32 @@ class SparseChain:
             FIXED_POINT_SLOW, self.transposed,
         )  # fmt: skip
         return bool(done)
+
+
+def _chain_buffers(rows, S: int, A: int) -> list:
+    """Two sets of CSR arrays, each long enough for any deterministic policy's chain (each
+    state's longest row), for :func:`discounted_policy_iteration`'s improvement step to
+    gather the next policy's chain into while the last one's is still read."""
+    longest = int(np.diff(rows.indptr).reshape(S, A).max(axis=1).sum())
+    return [
+        (
+            np.empty(S + 1, dtype=rows.indptr.dtype),
+            np.empty(longest, dtype=rows.indices.dtype),
+            np.empty(longest),
+        )
+        for _ in range(2)
+    ]
+
+
+def _csr(arrays, rows):
+    """A CSR matrix on ``(data, indices, indptr)`` as they are (no copy, no check: they come
+    from ``rows``'s own rows), ``rows.shape[1]`` columns."""
+    import scipy.sparse as sp
+
+    data, indices, indptr = arrays
+    out = sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, rows.shape[1]), copy=False)
+    out.has_sorted_indices = rows.has_sorted_indices
+    return out
 
 
 def sparse_chain(rows, R: np.ndarray, policy: np.ndarray):

@@ -72,6 +72,7 @@ def solve(
     P = mdp.P_rows if mdp.sparse else mdp.P
     start = time.perf_counter()
     iterative = False
+    evaluated = None
     if algorithm == "policy_iteration":
         howard = (
             not mdp.sparse
@@ -96,6 +97,7 @@ def solve(
                 out.iterations,
             )
             iterative = out.iterative
+            evaluated = out.chain  # the final policy's chain, when the evaluations had it
             if iterative and status == OPTIMAL:
                 how = out.message or (
                     f"inexact policy iteration: {out.evaluations} iterative evaluations"
@@ -107,7 +109,10 @@ def solve(
         policy = greedy(masked(Q, mask))
     # an iterative solve reads the policy's rows in place (compiled, when numba is installed)
     chain = (sparse_chain if mdp.sparse else dense_chain) if iterative else policy_model
-    P_pi, _ = chain(mdp.P_rows if mdp.sparse else P, R, policy)
+    if evaluated is None:
+        P_pi, _ = chain(mdp.P_rows if mdp.sparse else P, R, policy)
+    else:
+        P_pi = evaluated
     try:
         d = discounted_occupancy(P_pi, problem.weights, gamma, iterative=iterative)
     except EvaluationError as exc:  # an iterative solve that stalled: a status, no number
