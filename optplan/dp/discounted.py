@@ -161,7 +161,7 @@ def _krylov(
         total = float(x.sum())
         if total > 0:
             x = x * (float(b.sum()) / (1.0 - discount) / total)
-    if isinstance(M, SparseChain):  # the same iterations, compiled, the chain read in place
+    if isinstance(M, SparseChain):  # the same iterations compiled, one pass each
         x = np.array(x, dtype=np.float64)
         if M.fixed_point(np.ascontiguousarray(b, dtype=np.float64), discount, x, tol):
             return x
@@ -408,7 +408,7 @@ def discounted_policy_iteration(
         chain = dense_chain
     elif kernels is not None:
         chain = sparse_chain
-        q, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
+        q_out, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
         mask_c = np.ascontiguousarray(mask)
         R_c = np.ascontiguousarray(R, dtype=np.float64)
         buffers = _chain_buffers(rows, S, A)  # the improvement step gathers the next chain
@@ -437,8 +437,9 @@ def discounted_policy_iteration(
             c_ptr, c_idx, c_data = buffers[it % 2]  # not the arrays P_pi reads
             bellman, evaluation_residual, same = kernels["_policy_backup"](
                 rows.indptr, rows.indices, rows.data, R_c, mask_c, every, discount, values,
-                policy, q, greedy_out, c_ptr, c_idx, c_data,
+                policy, q_out, greedy_out, c_ptr, c_idx, c_data,
             )  # fmt: skip
+            q = q_out
             new = policy if same else greedy_out.copy()
             if not same:
                 nnz = int(c_ptr[S])
