@@ -58,8 +58,10 @@ WARM_STABLE = 2
 FIXED_POINT_MAX = 500
 FIXED_POINT_SLOW = 0.9
 #: First evaluation of the inexact policy iteration: residual ``LOOSE_EVAL`` times the reward
-#: scale; later ones a tenth of the last Bellman residual, down to what the certificate needs.
+#: scale; later ones :data:`EVAL_SHRINK` times the last Bellman residual, down to what the
+#: certificate needs.
 LOOSE_EVAL = 1e-3
+EVAL_SHRINK = 0.01
 #: Gauss-Seidel (compiled, :mod:`optplan.dp._sweeps`) in the flow order of the chain
 #: (each state after its most likely successor; the transpose's in the reverse order) where
 #: the fixed point mixes slowly: at most this many sweeps, abandoned (for a factorization)
@@ -463,7 +465,7 @@ def discounted_policy_iteration(
             )
         if iterative:
             target = 0.5 * tol * scale * span
-            eval_tol = max(target, min(eval_tol, 0.1 * bellman)) if not same else target
+            eval_tol = max(target, min(eval_tol, EVAL_SHRINK * bellman)) if not same else target
         if not same:
             policy = new
             P_pi = None
