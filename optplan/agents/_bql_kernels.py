@@ -25,9 +25,23 @@ every operation is the one NumPy, SciPy and CPython call:
   NumPy's ``standard_t`` of an array; numba implements it with NumPy's algorithm (a normal,
   then a gamma) on the same bit generator.
 
+The Monte-Carlo moment match (``moment_match="monte-carlo"``, :func:`_monte_carlo`) draws what
+the NumPy path draws, in its order: ``n`` Student-t draws (``standard_t(nu, n)``), ``n``
+gammas of shape ``a`` and scales ``1 / b`` (``gamma(a, 1.0 / b)``, one per scale in order),
+``n`` standard normals (``standard_normal(n)``), each by numba's implementation of NumPy's
+algorithm on the same bit generator. The elementwise expressions keep the Python ones' order
+(``beta + k y y`` is ``beta + (k y) y``, ``mu0 + y / lam1 + z / sqrt(lam1 tau)``); ``sqrt`` is
+correctly rounded in both; ``log tau`` is NumPy's ``log`` loop on the whole array. The four
+``ndarray.mean`` are NumPy's reduction of a contiguous array: ``0.0 +`` its pairwise sum
+(``pairwise_sum`` of ``loops_utils.h``: eight interleaved partial sums on blocks of at most
+128 terms, longer runs split in two halves whose first has a multiple of 8 terms, recursively;
+:func:`_pw_sum`), divided by ``n``.
+
 :func:`self_check` compares each of these with NumPy / SciPy once per process; where one
 differs (or numba is missing) :func:`table` is ``None``: the agent takes the NumPy path and
-the compiled run declines.
+the compiled run declines. :func:`self_check_mc` does the same for the Monte-Carlo update's
+draws (the numbers and the generator's state after them) and means: where they differ,
+:func:`mc_table` is ``None`` and the Monte-Carlo update takes the NumPy path.
 """
 
 from __future__ import annotations
@@ -38,8 +52,8 @@ import numpy as np
 
 from .. import _jit
 
-__all__ = ["AVAILABLE", "table", "self_check", "select", "update", "f_inv", "trigamma",
-           "MAX_NODES"]  # fmt: skip
+__all__ = ["AVAILABLE", "table", "mc_table", "self_check", "self_check_mc", "select", "update",
+           "f_inv", "trigamma", "pairwise_mean", "MAX_NODES"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -59,6 +73,14 @@ MAX_NODES = 20_001
 SERIES_FROM = 100.0
 #: Newton steps of ``f^-1``.
 NEWTON_STEPS = 60
+#: :func:`_update`'s outcomes: the posterior updated; the projection divided by zero (a
+#: degenerate mixture, e.g. one Monte-Carlo draw: ``E[mu^2 tau] - E[tau] mu0^2`` cancels
+#: exactly), where the NumPy path raises ``ZeroDivisionError``: nothing written.
+OK, ZERO_DIVISION = 0, 1
+#: NumPy's pairwise summation block (``PW_BLOCKSIZE`` of ``loops_utils.h``).
+PW_BLOCK = 128
+# Room for the pairwise sum's pending halves: two per level, at most 64 levels.
+_PW_STACK = 130
 
 # Cephes' Euler-Maclaurin coefficients (2k)! / B_2k and its stopping threshold.
 _ZETA_A = np.array([
@@ -338,10 +360,122 @@ def _quadrature(mu0, lam, alpha, beta, reward, discount, m2, l2, a2, b2,
 
 
 @_JIT
-def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path,
-            meta):  # fmt: skip  # pragma: no cover - compiled by numba
-    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>` with
-    ``moment_match="quadrature"``, in place."""
+def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
+    """NumPy's pairwise sum of ``a[lo:lo + n]`` for ``n <= PW_BLOCK``: in order below 8
+    terms, else eight interleaved partial sums, added as ``((r0 + r1) + (r2 + r3)) + ((r4 +
+    r5) + (r6 + r7))``, then the last ``n % 8`` terms in order."""
+    if n < 8:
+        res = -0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    stop = n - (n % 8)
+    while i < stop:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_JIT
+def _pw_sum(a, n):  # pragma: no cover - compiled by numba
+    """NumPy's pairwise sum of ``a[:n]``: a block (:func:`_pw_block`) up to ``PW_BLOCK``
+    terms, else ``sum(first n2) + sum(the rest)`` with ``n2 = n // 2`` rounded down to a
+    multiple of 8. NumPy recurses; here a stack of pending halves does (numba's cache
+    mishandles recursion): a pending half is ``(start, length)``, a length ``-1`` adds the
+    last two sums, left + right."""
+    if n <= PW_BLOCK:
+        return _pw_block(a, 0, n)
+    starts = np.empty(_PW_STACK, dtype=np.int64)
+    lengths = np.empty(_PW_STACK, dtype=np.int64)
+    sums = np.empty(_PW_STACK)
+    starts[0], lengths[0] = 0, n
+    top, k = 1, 0
+    while top > 0:
+        top -= 1
+        lo, m = starts[top], lengths[top]
+        if m < 0:
+            k -= 1
+            sums[k - 1] = sums[k - 1] + sums[k]
+        elif m <= PW_BLOCK:
+            sums[k] = _pw_block(a, lo, m)
+            k += 1
+        else:
+            m2 = m // 2
+            m2 -= m2 % 8
+            lengths[top] = -1  # then add them
+            starts[top + 1], lengths[top + 1] = lo + m2, m - m2  # the second half
+            starts[top + 2], lengths[top + 2] = lo, m2  # the first half, summed first
+            top += 3
+    return sums[0]
+
+
+@_JIT(inline="always")
+def _mean(a, n):  # pragma: no cover - compiled by numba
+    """``a[:n].mean()`` of a contiguous float64 array: NumPy's ``add.reduce`` (from its
+    identity ``0.0``) divided by ``n``."""
+    return (0.0 + _pw_sum(a, n)) / n
+
+
+@_JIT
+def _monte_carlo(rng, mu0, lam, alpha, beta, reward, discount, m2, l2, a2, b2, work,
+                 meta):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:func:`optplan.agents.bql._moments` with ``method="monte-carlo"`` and a following
+    pair: ``n = work.shape[1]`` draws on ``rng`` (``work``: room for ``y``, ``tau``, ``mu``
+    and the products, ``(4, n)``)."""
+    a = alpha + 0.5
+    lam1 = lam + 1.0
+    k = lam / (2.0 * lam1)
+    nu = 2.0 * a2
+    scale = math.sqrt(b2 * (l2 + 1.0) / (a2 * l2))
+    shift = reward + discount * m2 - mu0
+    spread = discount * scale
+    n = work.shape[1]
+    y, tau, mu, p = work[0], work[1], work[2], work[3]
+    for i in range(n):  # rng.standard_t(nu, n)
+        y[i] = rng.standard_t(nu)
+    for i in range(n):
+        yi = shift + spread * y[i]
+        y[i] = yi
+        tau[i] = 1.0 / (beta + k * yi * yi)  # 1.0 / b
+    for i in range(n):  # rng.gamma(a, 1.0 / b)
+        tau[i] = rng.gamma(a, tau[i])
+    for i in range(n):  # rng.standard_normal(n)
+        mu[i] = rng.standard_normal()
+    for i in range(n):
+        mu[i] = mu0 + y[i] / lam1 + mu[i] / math.sqrt(lam1 * tau[i])
+    e_tau = _mean(tau, n)
+    for i in range(n):
+        p[i] = mu[i] * tau[i]
+    e_mu_tau = _mean(p, n)
+    for i in range(n):
+        p[i] = mu[i] * mu[i] * tau[i]
+    e_mu2_tau = _mean(p, n)
+    _loop(3, tau, p, n, meta)  # np.log(tau)
+    return e_tau, e_mu_tau, e_mu2_tau, _mean(p, n)
+
+
+@_JIT
+def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path, meta, mc,
+            rng, work):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>`, in place:
+    the quadrature moment match, or with ``mc`` the Monte-Carlo one of ``work.shape[1]`` draws
+    on ``rng`` (:func:`_monte_carlo`; ``work``: its room). Returns :data:`OK`, or
+    :data:`ZERO_DIVISION` where :func:`optplan.agents.bql.kl_projection` divides by zero (the
+    posterior left as it was)."""
     c0, c1, c2, c3 = mu0[s, act], lam[s, act], alpha[s, act], beta[s, act]
     if done:
         e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _exact(c0, c1, c2, c3, reward)
@@ -354,12 +488,23 @@ def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, pat
                 continue
             if nxt < 0 or math.isnan(val) or val > top:
                 nxt, top = b, val
-        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _quadrature(
-            c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
-            beta[s2, nxt], meta,
-        )  # fmt: skip
+        if mc:
+            e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _monte_carlo(
+                rng, c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt],
+                alpha[s2, nxt], beta[s2, nxt], work, meta,
+            )  # fmt: skip
+        else:
+            e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _quadrature(
+                c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
+                beta[s2, nxt], meta,
+            )  # fmt: skip
+    if e_tau == 0.0:  # Python's float division raises
+        return ZERO_DIVISION
     m = e_mu_tau / e_tau
-    new_lam = 1.0 / (LAM_JITTER + e_mu2_tau - e_tau * m * m)
+    den = LAM_JITTER + e_mu2_tau - e_tau * m * m
+    if den == 0.0:
+        return ZERO_DIVISION
+    new_lam = 1.0 / den
     new_alpha = _f_inv(math.log(e_tau) - e_log_tau, path)
     floor = 1.0 + ALPHA_FLOOR
     if not new_alpha > floor:  # max(floor, f_inv(...))
@@ -368,6 +513,7 @@ def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, pat
     lam[s, act] = new_lam
     alpha[s, act] = new_alpha
     beta[s, act] = new_alpha / e_tau
+    return OK
 
 
 @_JIT
@@ -427,6 +573,25 @@ def _scalars(x, out):  # pragma: no cover - compiled by numba
         out[8, i] = math.sqrt(v)
         out[9, i] = _f_inv(v, path)
     out[10, 0] = _dot(x, x, x.shape[0])
+
+
+@_JIT
+def _draws_mc(rng, nu, a, scale, out):  # pragma: no cover - compiled by numba
+    """``standard_t(nu)``, then ``gamma(a, scale[i])``, then ``standard_normal()``, each
+    ``n`` times, into the rows of ``out`` (:func:`self_check_mc`)."""
+    n = scale.shape[0]
+    for i in range(n):
+        out[0, i] = rng.standard_t(nu)
+    for i in range(n):
+        out[1, i] = rng.gamma(a, scale[i])
+    for i in range(n):
+        out[2, i] = rng.standard_normal()
+
+
+@_JIT
+def _mean_of(x):  # pragma: no cover - compiled by numba
+    """``x.mean()`` (:func:`pairwise_mean`)."""
+    return _mean(x, x.shape[0])
 
 
 def _compiled() -> dict:
@@ -491,10 +656,69 @@ def self_check(n: int = 3000, seed: int = 7) -> bool:
     return _CHECK[0]
 
 
+#: The draws of :func:`self_check_mc`: ``(nu, a)`` of the Student-t and the gamma (the agent's
+#: ``nu = 2 alpha' >= 2 + 2e-6``, ``a = alpha + 1/2 >= 1.5``; a gamma shape below 1 too).
+_MC_CASES = ((2.000002, 1.5000005), (2.5, 0.7), (7.0, 3.5), (61.0, 30.5), (2e6, 1e6 + 0.5))
+#: Lengths of :func:`self_check_mc`'s means: every branch of the pairwise sum.
+_MEAN_LENGTHS = (1, 2, 7, 8, 9, 15, 16, 17, 127, 128, 129, 255, 256, 257, 1000, 4096, 8193,
+                 20_011)  # fmt: skip
+
+_CHECK_MC: list = []
+
+
+def self_check_mc(n: int = 600, seed: int = 11) -> bool:
+    """Whether the Monte-Carlo update's pieces give NumPy's numbers on this installation
+    (checked once per process, on top of :func:`self_check`): numba's ``standard_t``,
+    ``gamma`` (one shape, an array of scales) and ``standard_normal`` against NumPy's
+    ``standard_t(nu, n)``, ``gamma(a, scale)`` and ``standard_normal(n)``, the generator's
+    state after them, and the pairwise mean against ``ndarray.mean`` (:data:`_MEAN_LENGTHS`)."""
+    if _CHECK_MC:
+        return _CHECK_MC[0]
+    ok = False
+    if self_check():
+        try:
+            fns = _compiled()
+            rng = np.random.default_rng(seed)
+            ok = True
+            for nu, a in _MC_CASES:
+                scale = np.exp(rng.uniform(-12.0, 12.0, n))
+                state = int(rng.integers(1 << 62))
+                ref, got = np.random.default_rng(state), np.random.default_rng(state)
+                out = np.empty((3, n))
+                fns["_draws_mc"](got, nu, a, scale, out)
+                ok = ok and np.array_equal(out[0], ref.standard_t(nu, n))
+                ok = ok and np.array_equal(out[1], ref.gamma(a, scale))
+                ok = ok and np.array_equal(out[2], ref.standard_normal(n))
+                ok = ok and got.bit_generator.state == ref.bit_generator.state
+            for m in _MEAN_LENGTHS:
+                for x in (
+                    rng.standard_normal(m) * np.exp(rng.uniform(-30.0, 30.0, m)),
+                    rng.gamma(1.5, 1.0, m),
+                    -np.zeros(m),
+                ):
+                    got_mean = np.float64(fns["_mean_of"](x))
+                    ok = ok and got_mean.tobytes() == x.mean().tobytes()  # -0.0 too
+        except (ImportError, AttributeError, ValueError, OSError):  # a library not as expected
+            ok = False
+    _CHECK_MC.append(bool(ok))
+    return _CHECK_MC[0]
+
+
 def table() -> dict | None:
     """``{name: compiled function}`` where the compiled step gives the NumPy path's bits on
     this installation (:func:`self_check`), else ``None``."""
     return _compiled() if self_check() else None
+
+
+def mc_table() -> dict | None:
+    """:func:`table` where the Monte-Carlo update gives the NumPy path's bits too
+    (:func:`self_check_mc`), else ``None``."""
+    return _compiled() if self_check() and self_check_mc() else None
+
+
+def pairwise_mean(x) -> float:
+    """:func:`_mean` of ``x`` (compiled; for tests): ``x.mean()`` of a float64 array."""
+    return float(_compiled()["_mean_of"](np.ascontiguousarray(x, dtype=float).ravel()))
 
 
 def trigamma(x) -> np.ndarray:
@@ -515,6 +739,6 @@ def select(*args) -> int:
     return int(_compiled()["_select"](*args))
 
 
-def update(*args) -> None:
+def update(*args) -> int:
     """:func:`_update`, compiled."""
-    _compiled()["_update"](*args)
+    return int(_compiled()["_update"](*args))

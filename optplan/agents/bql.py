@@ -41,10 +41,11 @@ sampling, ``q_b = mu0 + t_b sqrt(beta / (lam alpha))`` with ``t_b`` one Student-
 ``2 alpha`` degrees of freedom per admissible action, then ``argmax``) or ``"quantile"`` (the
 upper ``quantile`` of the same marginal, a deterministic optimistic rule).
 
-With numba (the ``jit`` extra) the action choice and the quadrature update are one compiled
-call each (:mod:`optplan.agents._bql_kernels`), the same numbers as the NumPy code below (the
-path without numba): NumPy's own loops and dot product, SciPy's special functions, the same
-draws. The compiled run of :mod:`optplan.experiments.bql_compiled` calls them too.
+With numba (the ``jit`` extra) the action choice and the update (either moment match) are one
+compiled call each (:mod:`optplan.agents._bql_kernels`), the same numbers as the NumPy code
+below (the path without numba): NumPy's own loops, dot product and pairwise means, SciPy's
+special functions, the same draws in the same order. The compiled run of
+:mod:`optplan.experiments.bql_compiled` calls them too.
 """
 
 from __future__ import annotations
@@ -363,6 +364,15 @@ class BayesianQLearning:
         self._t = np.empty(self.n_actions)
         self._path = np.empty(BK.NEWTON_STEPS)
         self._meta = np.empty(5, dtype=np.int64)
+        self._mc = np.empty((4, 0))
+
+    def _mc_work(self) -> np.ndarray:
+        """Room for the compiled Monte-Carlo update's ``n_samples`` draws and products
+        (``(4, n_samples)``; none for the quadrature)."""
+        n = self.n_samples if self.moment_match == "monte-carlo" else 0
+        if self._mc.shape != (4, n):
+            self._mc = np.empty((4, n))
+        return self._mc
 
     def marginal_scale(self) -> np.ndarray:
         """``sqrt(beta / (lam alpha))``, the scale of each pair's Student-t marginal of ``mu``."""
@@ -389,16 +399,18 @@ class BayesianQLearning:
         return int(np.argmax(np.where(self.action_mask[state], q, -np.inf)))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        if self.moment_match == "quadrature":
-            kernels = BK.table()
-            if kernels is not None:  # the same numbers, in one compiled call
-                kernels["_update"](
-                    self.mu0, self.lam, self.alpha, self.beta, self.action_mask, int(state),
-                    int(action), float(reward), int(next_state), bool(done), self.discount,
-                    self._path, self._meta,
-                )  # fmt: skip
-                self.steps += 1
-                return
+        mc = self.moment_match == "monte-carlo"
+        kernels = BK.mc_table() if mc else BK.table()
+        if kernels is not None:  # the same numbers, in one compiled call
+            status = kernels["_update"](
+                self.mu0, self.lam, self.alpha, self.beta, self.action_mask, int(state),
+                int(action), float(reward), int(next_state), bool(done), self.discount,
+                self._path, self._meta, mc, self.rng, self._mc_work(),
+            )  # fmt: skip
+            if status == BK.ZERO_DIVISION:  # as kl_projection below raises it
+                raise ZeroDivisionError("float division by zero")
+            self.steps += 1
+            return
         cur = (
             self.mu0[state, action],
             self.lam[state, action],

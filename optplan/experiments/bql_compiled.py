@@ -11,8 +11,11 @@ Student-t draws on the agent's generator, the environment's draws, the update. T
 played in chunks of :data:`CHUNK` steps (the progress bar is updated between them); at the end
 the agent holds what the generic loop leaves it (posterior, step count, generator).
 
-It covers ``moment_match="quadrature"`` (the default, deterministic); the Monte-Carlo moment
-match, runs counted in episodes and tracked runs take the generic loop.
+It covers both moment matches: ``"quadrature"`` (the default, deterministic) and
+``"monte-carlo"`` (its draws on the agent's generator after the environment's, as in the
+generic loop; declined where numba's draws or the pairwise mean differ from NumPy's,
+:func:`optplan.agents._bql_kernels.self_check_mc`). Runs counted in episodes and tracked runs
+take the generic loop.
 ``tests/test_engines_exact_bql.py`` compares it with the generic loop.
 """
 
@@ -39,17 +42,18 @@ __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK"]
 #: Steps per compiled call.
 CHUNK = 8192
 
-DONE, INADMISSIBLE = 0, 1
+DONE, INADMISSIBLE, ZERO_DIVISION = 0, 1, 2
 
 _JIT = _jit.Jit("the compiled BQL run", uses=(BK._JIT, SK._JIT), cache=True, error_model="numpy")
 
 
 @_JIT
 def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, mu0, lam, alpha, beta, mask,
-         forced, sample, quantile, discount, t, path, meta, states, actions, rewards,
+         forced, sample, quantile, discount, t, path, meta, mc, work, states, actions, rewards,
          offset):  # fmt: skip  # pragma: no cover - compiled by numba
     """Up to ``n`` steps from ``state``, recorded from ``offset`` on. Returns ``(status, steps
-    played, state, action)``."""
+    played, state, action)``; :data:`ZERO_DIVISION`: the update of the step after those played
+    divided by zero, the environment having stepped to ``state``."""
     for i in range(n):
         x = state
         a = BK._select(agent_rng, mu0, lam, alpha, beta, mask, forced, x, sample, quantile, t)
@@ -60,7 +64,9 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, mu0, lam, alp
         states[offset + i] = x
         actions[offset + i] = a
         rewards[offset + i] = r
-        BK._update(mu0, lam, alpha, beta, mask, x, a, r, y, False, discount, path, meta)
+        if BK._update(mu0, lam, alpha, beta, mask, x, a, r, y, False, discount, path, meta, mc,
+                      agent_rng, work) != BK.OK:  # fmt: skip
+            return ZERO_DIVISION, i, y, a
         state = y
     return DONE, n, state, -1
 
@@ -71,11 +77,6 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         return (
             f"{type(agent).__name__} is not one of BayesianQLearning (subclasses take the "
             "generic loop)"
-        )
-    if agent.moment_match != "quadrature":
-        return (
-            f"moment_match={agent.moment_match!r}: only the quadrature update is compiled (the "
-            "Monte-Carlo one takes the generic loop)"
         )
     reason = _env_reason(env)
     if reason is not None:
@@ -90,6 +91,12 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         return (
             "numba's random draws, or NumPy's loops / SciPy's special functions as the "
             "compiled step calls them, differ from NumPy's here"
+        )
+    if agent.moment_match == "monte-carlo" and not BK.self_check_mc():
+        return (
+            "moment_match='monte-carlo': numba's gamma / normal / Student-t draws or the "
+            "pairwise mean differ from NumPy's here (the Monte-Carlo update takes the generic "
+            "loop)"
         )
     return None
 
@@ -114,12 +121,16 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
             n, int(state), true_mask, cdf, rmean, rsd, env.np_random, agent.rng, agent.mu0,
             agent.lam, agent.alpha, agent.beta, mask, forced, agent.action == "sample",
             float(agent.quantile), float(agent.discount), agent._t, agent._path, agent._meta,
-            states, actions, rewards, done,
+            agent.moment_match == "monte-carlo", agent._mc_work(), states, actions, rewards, done,
         )  # fmt: skip
         agent.steps += played
         done += played
         if bar is not None:
             bar.update(done - bar.n)
+    if status == ZERO_DIVISION:  # the generic loop: the environment stepped, the update raised
+        env._t += done + 1
+        env._state = int(state)
+        raise ZeroDivisionError("float division by zero")
     finish_run(record, env, states, actions, rewards, done, state, action,
                status == INADMISSIBLE, start)  # fmt: skip
     return record
