@@ -264,7 +264,7 @@ def test_monte_carlo_moments_equal_numpy():
     """The compiled update against ``bql.kl_projection(bql._moments(...))`` called directly on
     the same generator state: the same posterior, bit for bit, and the same draws consumed
     (state 0's pair is updated, state 1's only action follows)."""
-    update = BK.mc_table()["_update"]
+    update = BK.mc_table()["_update_mc"]
     rng = np.random.default_rng(42)
     for n in (1, 129, 1000):
         for _ in range(20):
@@ -280,11 +280,12 @@ def test_monte_carlo_moments_equal_numpy():
                 bql._moments(cur, reward, discount, nxt, "monte-carlo", ref_rng, n)
             )
             mu0, lam, alpha, beta = (np.array([[c], [f]]) for c, f in zip(cur, nxt, strict=True))
-            update(
-                mu0, lam, alpha, beta, np.ones((2, 1), dtype=bool), 0, 0, reward, 1, False,
-                discount, np.empty(BK.NEWTON_STEPS), np.empty(5, dtype=np.int64), True, got_rng,
+            status = update(
+                got_rng, mu0, lam, alpha, beta, np.ones((2, 1), dtype=bool), 0, 0, reward, 1,
+                False, discount, np.empty(BK.NEWTON_STEPS), np.empty(5, dtype=np.int64),
                 np.empty((4, n)),
             )  # fmt: skip
+            assert status == BK.OK
             assert (mu0[0, 0], lam[0, 0], alpha[0, 0], beta[0, 0]) == want
             assert got_rng.bit_generator.state == ref_rng.bit_generator.state
             assert (mu0[1, 0], lam[1, 0], alpha[1, 0], beta[1, 0]) == nxt

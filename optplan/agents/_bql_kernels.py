@@ -25,7 +25,8 @@ every operation is the one NumPy, SciPy and CPython call:
   NumPy's ``standard_t`` of an array; numba implements it with NumPy's algorithm (a normal,
   then a gamma) on the same bit generator.
 
-The Monte-Carlo moment match (``moment_match="monte-carlo"``, :func:`_monte_carlo`) draws what
+The Monte-Carlo moment match (``moment_match="monte-carlo"``, :func:`_update_mc` and its
+:func:`_monte_carlo`) draws what
 the NumPy path draws, in its order: ``n`` Student-t draws (``standard_t(nu, n)``), ``n``
 gammas of shape ``a`` and scales ``1 / b`` (``gamma(a, 1.0 / b)``, one per scale in order),
 ``n`` standard normals (``standard_normal(n)``), each by numba's implementation of NumPy's
@@ -53,7 +54,7 @@ import numpy as np
 from .. import _jit
 
 __all__ = ["AVAILABLE", "table", "mc_table", "self_check", "self_check_mc", "select", "update",
-           "f_inv", "trigamma", "pairwise_mean", "MAX_NODES"]  # fmt: skip
+           "update_mc", "f_inv", "trigamma", "pairwise_mean", "MAX_NODES"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -468,36 +469,26 @@ def _monte_carlo(rng, mu0, lam, alpha, beta, reward, discount, m2, l2, a2, b2, w
     return e_tau, e_mu_tau, e_mu2_tau, _mean(p, n)
 
 
-@_JIT
-def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path, meta, mc,
-            rng, work):  # fmt: skip  # pragma: no cover - compiled by numba
-    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>`, in place:
-    the quadrature moment match, or with ``mc`` the Monte-Carlo one of ``work.shape[1]`` draws
-    on ``rng`` (:func:`_monte_carlo`; ``work``: its room). Returns :data:`OK`, or
-    :data:`ZERO_DIVISION` where :func:`optplan.agents.bql.kl_projection` divides by zero (the
+@_JIT(inline="always")
+def _greedy_next(mu0, mask, s2):  # pragma: no cover - compiled by numba
+    """``argmax`` of state ``s2``'s masked means, as NumPy's (the first NaN wins)."""
+    A = mu0.shape[1]
+    nxt, top = -1, 0.0
+    for b in range(A):
+        val = mu0[s2, b] if mask[s2, b] else -math.inf
+        if nxt >= 0 and math.isnan(top):
+            continue
+        if nxt < 0 or math.isnan(val) or val > top:
+            nxt, top = b, val
+    return nxt
+
+
+@_JIT(inline="always")
+def _project(mu0, lam, alpha, beta, s, act, e_tau, e_mu_tau, e_mu2_tau, e_log_tau,
+             path):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:func:`optplan.agents.bql.kl_projection` of the four moments into pair ``(s, act)``.
+    Returns :data:`OK`, or :data:`ZERO_DIVISION` where ``kl_projection`` divides by zero (the
     posterior left as it was)."""
-    c0, c1, c2, c3 = mu0[s, act], lam[s, act], alpha[s, act], beta[s, act]
-    if done:
-        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _exact(c0, c1, c2, c3, reward)
-    else:
-        A = mu0.shape[1]
-        nxt, top = -1, 0.0  # numpy's argmax of the masked means (the first NaN wins)
-        for b in range(A):
-            val = mu0[s2, b] if mask[s2, b] else -math.inf
-            if nxt >= 0 and math.isnan(top):
-                continue
-            if nxt < 0 or math.isnan(val) or val > top:
-                nxt, top = b, val
-        if mc:
-            e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _monte_carlo(
-                rng, c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt],
-                alpha[s2, nxt], beta[s2, nxt], work, meta,
-            )  # fmt: skip
-        else:
-            e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _quadrature(
-                c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
-                beta[s2, nxt], meta,
-            )  # fmt: skip
     if e_tau == 0.0:  # Python's float division raises
         return ZERO_DIVISION
     m = e_mu_tau / e_tau
@@ -514,6 +505,42 @@ def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, pat
     alpha[s, act] = new_alpha
     beta[s, act] = new_alpha / e_tau
     return OK
+
+
+@_JIT
+def _update(mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path,
+            meta):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>` with
+    ``moment_match="quadrature"``, in place; :func:`_project`'s outcome. (No generator
+    argument: numba takes several microseconds to unbox one.)"""
+    c0, c1, c2, c3 = mu0[s, act], lam[s, act], alpha[s, act], beta[s, act]
+    if done:
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _exact(c0, c1, c2, c3, reward)
+    else:
+        nxt = _greedy_next(mu0, mask, s2)
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _quadrature(
+            c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
+            beta[s2, nxt], meta,
+        )  # fmt: skip
+    return _project(mu0, lam, alpha, beta, s, act, e_tau, e_mu_tau, e_mu2_tau, e_log_tau, path)
+
+
+@_JIT
+def _update_mc(rng, mu0, lam, alpha, beta, mask, s, act, reward, s2, done, discount, path, meta,
+               work):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`BayesianQLearning.update <optplan.agents.BayesianQLearning.update>` with
+    ``moment_match="monte-carlo"``, in place: ``work.shape[1]`` draws on ``rng``
+    (:func:`_monte_carlo`; ``work``: their room); :func:`_project`'s outcome."""
+    c0, c1, c2, c3 = mu0[s, act], lam[s, act], alpha[s, act], beta[s, act]
+    if done:
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _exact(c0, c1, c2, c3, reward)
+    else:
+        nxt = _greedy_next(mu0, mask, s2)
+        e_tau, e_mu_tau, e_mu2_tau, e_log_tau = _monte_carlo(
+            rng, c0, c1, c2, c3, reward, discount, mu0[s2, nxt], lam[s2, nxt], alpha[s2, nxt],
+            beta[s2, nxt], work, meta,
+        )  # fmt: skip
+    return _project(mu0, lam, alpha, beta, s, act, e_tau, e_mu_tau, e_mu2_tau, e_log_tau, path)
 
 
 @_JIT
@@ -742,3 +769,8 @@ def select(*args) -> int:
 def update(*args) -> int:
     """:func:`_update`, compiled."""
     return int(_compiled()["_update"](*args))
+
+
+def update_mc(*args) -> int:
+    """:func:`_update_mc`, compiled."""
+    return int(_compiled()["_update_mc"](*args))

@@ -402,11 +402,15 @@ class BayesianQLearning:
         mc = self.moment_match == "monte-carlo"
         kernels = BK.mc_table() if mc else BK.table()
         if kernels is not None:  # the same numbers, in one compiled call
-            status = kernels["_update"](
+            args = (
                 self.mu0, self.lam, self.alpha, self.beta, self.action_mask, int(state),
                 int(action), float(reward), int(next_state), bool(done), self.discount,
-                self._path, self._meta, mc, self.rng, self._mc_work(),
+                self._path, self._meta,
             )  # fmt: skip
+            if mc:
+                status = kernels["_update_mc"](self.rng, *args, self._mc_work())
+            else:
+                status = kernels["_update"](*args)
             if status == BK.ZERO_DIVISION:  # as kl_projection below raises it
                 raise ZeroDivisionError("float division by zero")
             self.steps += 1

@@ -64,8 +64,13 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, mu0, lam, alp
         states[offset + i] = x
         actions[offset + i] = a
         rewards[offset + i] = r
-        if BK._update(mu0, lam, alpha, beta, mask, x, a, r, y, False, discount, path, meta, mc,
-                      agent_rng, work) != BK.OK:  # fmt: skip
+        if mc:
+            status = BK._update_mc(agent_rng, mu0, lam, alpha, beta, mask, x, a, r, y, False,
+                                   discount, path, meta, work)  # fmt: skip
+        else:
+            status = BK._update(mu0, lam, alpha, beta, mask, x, a, r, y, False, discount, path,
+                                meta)  # fmt: skip
+        if status != BK.OK:
             return ZERO_DIVISION, i, y, a
         state = y
     return DONE, n, state, -1
