@@ -90,12 +90,26 @@ def test_bench_length_run_equals_numpy_generic_loop(env_name, monkeypatch):
     assert_same_left(ref, got)
 
 
-def test_chunks(monkeypatch):
+@pytest.mark.slow
+@pytest.mark.parametrize("env_name", ["riverswim-6", "cowan3"])
+def test_bench_length_monte_carlo_run_equals_numpy_generic_loop(env_name, monkeypatch):
+    """The benchmark's 20,000 steps with the study's Monte-Carlo moment match (1,000 draws per
+    update): the same run."""
+    params = {"moment_match": "monte-carlo", "n_samples": 1000}
+    got = one_run(env_name, 20_000, 1, "compiled", **params)
+    numpy_path(monkeypatch)
+    ref = one_run(env_name, 20_000, 1, "python", **params)
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
+
+
+@pytest.mark.parametrize("params", [{}, {"moment_match": "monte-carlo", "n_samples": 33}])
+def test_chunks(params, monkeypatch):
     """Chunks of 64 steps: the same run."""
     monkeypatch.setattr(bql_compiled, "CHUNK", 64)
-    got = one_run("riverswim-6", 500, 2, "compiled")
+    got = one_run("riverswim-6", 500, 2, "compiled", **params)
     numpy_path(monkeypatch)
-    ref = one_run("riverswim-6", 500, 2, "python")
+    ref = one_run("riverswim-6", 500, 2, "python", **params)
     assert_same_trace(ref[0], got[0])
     assert_same_left(ref, got)
 
