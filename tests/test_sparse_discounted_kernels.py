@@ -46,7 +46,7 @@ def _numpy_improvement(rows, R, mask, discount, V, policy):
 def _compiled_improvement(rows, R, mask, discount, V, policy):
     S, A = R.shape
     q, new = np.empty((S, A)), np.empty(S, dtype=np.intp)
-    c_ptr, c_idx, c_data = D._chain_buffers(rows, S, A)[0]
+    c_ptr, c_idx, c_data = D._chain_buffers(rows, S, A)
     bellman, own, same = sweeps()["_policy_backup"](
         rows.indptr, rows.indices, rows.data, R, np.ascontiguousarray(mask), bool(mask.all()),
         discount, V, policy, q, new, c_ptr, c_idx, c_data,

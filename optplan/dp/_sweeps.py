@@ -276,6 +276,24 @@ def _policy_backup_py(
     return bellman, own, same
 
 
+def _gather_chain_py(
+    indptr, indices, data, A, policy, c_ptr, c_idx, c_data
+):  # pragma: no cover - compiled by numba
+    """A deterministic policy's chain, rows ``s·A + policy[s]`` of the CSR rows, gathered
+    into the CSR arrays ``c_ptr``, ``c_idx``, ``c_data`` (long enough for it)."""
+    n = np.uint64(0)
+    c_ptr[0] = 0
+    for s in range(policy.shape[0]):
+        row = s * A + policy[s]
+        p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+        while p < end:
+            c_idx[n] = indices[p]
+            c_data[n] = data[p]
+            n += np.uint64(1)
+            p += np.uint64(1)
+        c_ptr[s + 1] = n
+
+
 def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - compiled by numba
     """Each state's number of steps to a cycle (absorbing states included) when it moves to
     its most likely successor under ``policy`` (rows ``s·A + policy[s]``): ``depth`` filled
@@ -332,10 +350,12 @@ _JIT.register(_linear_sweep_py, name="_linear_sweep")
 _JIT.register(_depths_py, name="_depths")
 _JIT.register(_chain_fixed_point_py, name="_chain_fixed_point")
 _JIT.register(_policy_backup_py, name="_policy_backup")
+_JIT.register(_gather_chain_py, name="_gather_chain")
 
 
 def sweeps():
     """``{"_jacobi_sweep": ..., "_jacobi_loop": ..., "_value_sweep": ..., "_linear_sweep":
-    ..., "_depths": ..., "_chain_fixed_point": ..., "_policy_backup": ...}`` compiled, or
+    ..., "_depths": ..., "_chain_fixed_point": ..., "_policy_backup": ..., "_gather_chain":
+    ...}`` compiled, or
     ``None`` without numba."""
     return _JIT.compiled_or_none()

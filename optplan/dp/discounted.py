@@ -408,12 +408,20 @@ def discounted_policy_iteration(
     kernels = compiled_sweeps() if sparse and iterative and rows.format == "csr" else None
     if iterative and not sparse:
         chain = dense_chain
-    elif kernels is not None:
+    elif kernels is not None:  # each policy's chain gathered into one set of arrays
         chain = sparse_chain
         q_out, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
         mask_c = np.ascontiguousarray(mask)
         R_c = np.ascontiguousarray(R, dtype=np.float64)
-        buffers = _chain_buffers(rows, S, A)  # the improvement step gathers the next chain
+        buffers = c_ptr, c_idx, c_data = _chain_buffers(rows, S, A)
+        policy = np.ascontiguousarray(policy, dtype=np.intp)
+        kernels["_gather_chain"](
+            rows.indptr, rows.indices, rows.data, A, policy, c_ptr, c_idx, c_data
+        )
+        P_pi = SparseChain(
+            _csr((c_data[: int(c_ptr[S])], c_idx[: int(c_ptr[S])], c_ptr), rows), kernels
+        )
+        r_pi = R[idx, policy]
     else:
         chain = policy_model
     for it in range(1, max_iter + 1):
@@ -436,7 +444,9 @@ def discounted_policy_iteration(
         if kernels is not None:  # backup, greedy and both residuals in one pass
             policy = np.ascontiguousarray(policy, dtype=np.intp)
             values = np.ascontiguousarray(values, dtype=np.float64)
-            c_ptr, c_idx, c_data = buffers[it % 2]  # not the arrays P_pi reads
+            # the next chain overwrites P_pi's arrays: its evaluation is done, and it is
+            # returned only when the policy repeats (the same rows written again)
+            c_ptr, c_idx, c_data = buffers
             bellman, evaluation_residual, same = kernels["_policy_backup"](
                 rows.indptr, rows.indices, rows.data, R_c, mask_c, every, discount, values,
                 policy, q_out, greedy_out, c_ptr, c_idx, c_data,
@@ -796,19 +806,15 @@ class SparseChain:
         return bool(done)
 
 
-def _chain_buffers(rows, S: int, A: int) -> list:
-    """Two sets of CSR arrays, each long enough for any deterministic policy's chain (each
-    state's longest row), for :func:`discounted_policy_iteration`'s improvement step to
-    gather the next policy's chain into while the last one's is still read."""
+def _chain_buffers(rows, S: int, A: int) -> tuple:
+    """CSR arrays long enough for any deterministic policy's chain (each state's longest
+    row), for :func:`discounted_policy_iteration` to gather each policy's chain into."""
     longest = int(np.diff(rows.indptr).reshape(S, A).max(axis=1).sum())
-    return [
-        (
-            np.empty(S + 1, dtype=rows.indptr.dtype),
-            np.empty(longest, dtype=rows.indices.dtype),
-            np.empty(longest),
-        )
-        for _ in range(2)
-    ]
+    return (
+        np.empty(S + 1, dtype=rows.indptr.dtype),
+        np.empty(longest, dtype=rows.indices.dtype),
+        np.empty(longest),
+    )
 
 
 def _csr(arrays, rows):
