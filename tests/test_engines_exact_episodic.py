@@ -4,15 +4,23 @@ environment they run on (DeepSea: bsuite's and the k-learning variant, determini
 windy; RiverSwim-episodic; a finite-horizon model file): the whole Trace, the agent's
 posterior and plan, the generators and the environment left behind, runs counted in steps or
 in episodes (``stop_when_solved``, ``on_episode_end``); the same errors; and runs it does not
-cover take the generic loop (engine="auto") or are refused (engine="compiled")."""
+cover take the generic loop (engine="auto") or are refused (engine="compiled").
+
+The reference runs make their plans in NumPy (PSRL's ``_plan_numpy``, K-learning's
+``_plan_numpy``: the agents' paths without numba), the compiled runs with the agents' compiled
+plans (optplan.agents._layered_kernels), so each comparison covers both the engine and the
+compiled plans."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 from test_engines_exact import assert_same_trace
 
 from optplan.agents import PSRL, UBE, CountBonus, KLearning
+from optplan.agents import _layered_kernels as LK
 from optplan.agents.registry import make_agent
 from optplan.envs import DeepSea, TabularEnv
 from optplan.envs.registry import ENVS
@@ -56,13 +64,32 @@ def make_env(name):
     return comp.build(0, **comp.resolve(params, reg))
 
 
+@contextmanager
+def numpy_plans(on: bool = True):
+    """Within: PSRL and K-learning plan in NumPy (their paths without numba)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if on:
+            mp.setattr(PSRL, "_compiled_work", lambda self: None)
+            mp.setattr(KLearning, "_compiled_plan", lambda self: False)
+        yield
+
+
+def compiled_plans_used(agent) -> bool:
+    """Whether ``agent`` (after its run) planned with its compiled plan."""
+    if isinstance(agent, PSRL):
+        return agent._work is not None
+    return agent._compiled
+
+
 def both(agent_name, env_name, seed, run_kw, **params):
-    """``(trace, agent, env)`` of the generic loop and of the compiled one."""
+    """``(trace, agent, env)`` of the generic loop with NumPy plans and of the compiled one
+    with the agents' compiled plans."""
     out = {}
     for engine in ("python", "compiled"):
         env = make_env(env_name)
         agent = make_agent(agent_name, env, **params)
-        trace = run(agent, env, seed=seed, engine=engine, **run_kw)
+        with numpy_plans(engine == "python"):
+            trace = run(agent, env, seed=seed, engine=engine, **run_kw)
         out[engine] = (trace, agent, env)
     return out["python"], out["compiled"]
 
@@ -105,6 +132,58 @@ def test_k_learning_equals_python_loop(params, env_name, seed):
     assert trace.episodes > 30
 
 
+def test_compiled_plans_are_taken():
+    """The checks against NumPy pass here, so the compiled runs above planned compiled: tau*
+    K-learning (fast method) and PSRL with a Dirichlet prior; the schedule, the conic method
+    and PSRL's deterministic prior plan in NumPy."""
+    assert LK.psrl_check() and LK.k_check()
+    env = make_env("deepsea-6")
+    for name, params, compiled in (
+        ("psrl", {}, True),
+        ("psrl", {"transitions": "deterministic"}, False),
+        ("k-learning", {}, True),
+        ("k-learning", {"transitions": "deterministic", "bonus": "posterior"}, True),
+        ("k-learning", {"temperature": "schedule"}, False),
+        ("k-learning", {"method": "conic"}, False),
+    ):
+        agent = make_agent(name, env, **params)
+        if name == "psrl":
+            agent.reset(np.random.default_rng(0))
+            assert compiled_plans_used(agent) == compiled, params
+        else:  # a conic reset would plan with CVXPY: the choice alone
+            assert agent._compiled_plan() == compiled, params
+
+
+@pytest.mark.parametrize(
+    "agent_name,params",
+    [
+        ("psrl", {"sigma": np.full((6, 6, 2), 0.2)}),
+        ("psrl", {"prior_var": None, "sigma": 0.3}),
+        ("psrl", {"transition_prior": 2.5, "sigma": 0.0, "prior_var": 3.0}),
+        ("k-learning", {"prior_var": None, "sigma": 0.3}),
+        ("k-learning", {"transition_prior": 2.5, "sigma": 0.0, "bonus": "posterior"}),
+        ("k-learning", {"sigma": 0.2, "bonus": "posterior", "span": 1.01, "prior_var": 0.5}),
+    ],
+    ids=["psrl-pair-sigma", "psrl-flat-prior", "psrl-counts-above-1", "k-flat-prior",
+         "k-exact-rewards", "k-posterior-span"],  # fmt: skip
+)
+def test_compiled_plans_equal_numpy_plans(agent_name, params):
+    """Each reward posterior the compiled plans take (NumPy's handed in: a per-pair sigma, the
+    flat prior; sigma = 0; sigma > 0), Gamma shapes above 1, both bonus kinds."""
+    out = {}
+    for engine in ("python", "compiled"):
+        env = make_env("deepsea-6")
+        cls = PSRL if agent_name == "psrl" else KLearning
+        agent = cls(6, 2, n_layers=6, initial=env.mdp.initial, **params)
+        with numpy_plans(engine == "python"):
+            trace = run(agent, env, steps=900, seed=3, engine=engine)
+        out[engine] = (trace, agent, env)
+    assert compiled_plans_used(out["compiled"][1])
+    assert not compiled_plans_used(out["python"][1])
+    assert_same_trace(out["python"][0], out["compiled"][0])
+    assert_same_left(out["python"], out["compiled"])
+
+
 @pytest.mark.parametrize("env_name", DETERMINISTIC_ENVS)
 @pytest.mark.parametrize(
     "params", DETERMINISTIC_VARIANTS, ids=lambda p: ",".join(map(str, p.values()))
@@ -135,8 +214,9 @@ def test_episodes_stop_when_solved_and_hook(agent_name, stop):
         def hook(n, a, snaps=snaps):
             snaps.append((n, a.episode, a.clock.layer, a.posterior.counts.sum()))
 
-        trace = run(agent, env, episodes=400, seed=2, engine=engine, stop_when_solved=stop,
-                    on_episode_end=hook)  # fmt: skip
+        with numpy_plans(engine == "python"):
+            trace = run(agent, env, episodes=400, seed=2, engine=engine,
+                        stop_when_solved=stop, on_episode_end=hook)  # fmt: skip
         out[engine] = (trace, agent, env)
     assert_same_trace(out["python"][0], out["compiled"][0])
     assert_same_left(out["python"], out["compiled"])

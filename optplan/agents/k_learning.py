@@ -42,6 +42,7 @@ from .._checks import OptplanError, as_numeric, check_choice, check_positive
 from .._params import Component, Param
 from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
+from . import _layered_kernels as LK
 from ._env import env_model, env_reward_sd, env_shape
 from .base import ConicFallback, LayerClock, check_count, check_rng
 
@@ -171,9 +172,41 @@ class KLearning(ConicFallback, EpisodicAgent):
 
     def reset(self, rng: np.random.Generator) -> None:
         self.reset_fallback()
+        self._compiled = self._compiled_plan()
         super().reset(rng)
 
+    def _compiled_plan(self) -> bool:
+        """Whether :meth:`plan` is one compiled call (:func:`optplan.agents._layered_kernels.k_plan`):
+        ``tau*`` by the fast method, one scalar ``sigma``, numba installed and its plan equal to
+        NumPy's on this installation."""
+        return (
+            self.temperature == "optimal"
+            and self.method == "fast"
+            and np.ndim(self.posterior.sigma) == 0
+            and LK.AVAILABLE
+            and LK.k_check()
+        )
+
     def plan(self) -> None:
+        """The temperature, K-values, Boltzmann policy and values of the episode that starts
+        now: for ``tau*`` by the fast method one compiled call
+        (:func:`optplan.agents._layered_kernels.k_plan`: the posterior's means, the bonus and
+        the search) and the policy in NumPy, else :meth:`_plan_numpy`; the same numbers
+        either way."""
+        got = None
+        if getattr(self, "_compiled", False):
+            got = LK.k_plan(self.posterior, self.initial, self.bonus, self.span, self.unvisited)
+        if got is None:  # no compiled plan, or its search handed over to SciPy's
+            self._plan_numpy()
+            return
+        self.tau, self.K, c = got
+        c.setflags(write=False)
+        self.c = c
+        self._policy()
+
+    def _plan_numpy(self) -> None:
+        """:meth:`plan` in NumPy: the posterior's means and bonus numerators, the temperature
+        (``KLearningTemperature.solve``, or the schedule and :func:`optplan.soft.k_values`)."""
         post = self.posterior
         R, _ = post.reward_posterior()
         P = post.mean_transitions()
@@ -204,6 +237,10 @@ class KLearning(ConicFallback, EpisodicAgent):
                 self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
             else:
                 self.K = np.array(res.q)
+        self._policy()
+
+    def _policy(self) -> None:
+        """The Boltzmann policy (greedy at ``tau = 0``), its values and cumulative rows."""
         if self.tau > 0:
             self.pi, self.values = soft.boltzmann_policy_and_values(self.K, self.tau)
         else:  # tau* = 0: greedy

@@ -33,6 +33,7 @@ from .._checks import OptplanError, as_array, check_int, check_positive
 from .._params import Component, Param
 from ..dp import backward_induction, masked
 from ..posteriors import DRAFT_REWARD_PRIOR, Dirichlet, NormalGamma
+from . import _layered_kernels as LK
 from . import _psrl_kernels as K
 from ._env import continuing_shape, env_model
 from ._posterior_agent import (
@@ -76,7 +77,32 @@ class PSRL(EpisodicAgent):
         Start distribution (uniform by default).
     """
 
+    def reset(self, rng: np.random.Generator) -> None:
+        self._work = self._compiled_work()
+        super().reset(rng)
+
+    def _compiled_work(self):
+        """The compiled plan's scratch (:mod:`optplan.agents._layered_kernels`), or
+        ``None`` where the plan runs in NumPy (no numba, the deterministic transition prior,
+        or numba's draws or BLAS route differ from NumPy's on this installation)."""
+        if self.posterior.deterministic or not (LK.AVAILABLE and LK.psrl_check()):
+            return None
+        return LK.PsrlWork(self.n_layers, self.n_states, self.n_actions)
+
     def plan(self) -> None:
+        """Draw a model from the posterior, solve it by backward induction and keep its greedy
+        policy: one compiled call (:func:`optplan.agents._layered_kernels.psrl_plan`) where it
+        applies, else :meth:`_plan_numpy`; the same numbers either way."""
+        work = getattr(self, "_work", None)
+        if work is None:
+            self._plan_numpy()
+            return
+        self.Q, self.policy = LK.psrl_plan(self.rng, self.posterior, work)
+
+    def _plan_numpy(self) -> None:
+        """:meth:`plan` in NumPy: :meth:`LayeredPosterior.sample
+        <optplan.posteriors.LayeredPosterior.sample>`, :func:`optplan.dp.backward_induction`
+        and the first maximum of each ``Q`` row."""
         R, P = self.posterior.sample(self.rng)
         self.Q, _ = backward_induction(P, R)
         self.policy = self.Q.argmax(axis=-1)

@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import _jit
 from ._segment_kernels import _JIT as _SEGMENTS
 from ._segment_kernels import _search_right
 
 __all__ = ["AVAILABLE", "BOLTZMANN", "POLICY", "THOMPSON", "DEEPSEA", "TABULAR", "DONE",
-           "INADMISSIBLE", "CONTRADICTED", "episode"]  # fmt: skip
+           "INADMISSIBLE", "CONTRADICTED", "episode", "policy_run"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -152,6 +154,37 @@ def _episode(act, n, state, reset, initial_cdf, cdf, policy, uniforms, env_kind,
     return DONE, n, x, reached, -1, -1
 
 
+@_JIT
+def _policy_run(steps, state, initial_cdf, policy, env_kind, env_rng, R, env_cdf, mask, noise,
+                goals, mapping, noise_mask, windy, size, counts, reward_sums, next_counts,
+                states, actions, rewards, layers):  # fmt: skip  # pragma: no cover - compiled
+    """``steps`` steps of the deterministic layered ``policy`` from ``state``, episode after
+    episode, as successive :func:`_episode` calls (``POLICY``, no prior test) would play them:
+    each episode after the first starts with the environment's reset. Returns ``(status,
+    steps played, steps of the last episode, state)``; a status other than ``DONE`` stops the
+    run at that step."""
+    L = counts.shape[0]
+    no_cdf = np.zeros((1, 1, 1))
+    no_draws = np.zeros(0)
+    no_forced = np.zeros((1, 1), dtype=np.int64)
+    t = 0
+    played = 0
+    reset = False
+    while t < steps:
+        n = min(L, steps - t)
+        status, played, state, _, _, _ = _episode(
+            POLICY, n, state, reset, initial_cdf, no_cdf, policy, no_draws, env_kind, env_rng,
+            R, env_cdf, mask, noise, goals, mapping, noise_mask, windy, size, counts,
+            reward_sums, next_counts, False, states, actions, rewards, layers, t, env_rng,
+            no_forced, no_cdf, no_cdf, 0.0, no_draws,
+        )  # fmt: skip
+        t += played
+        if status != DONE:
+            return status, t, played, state
+        reset = played == L
+    return DONE, t, played, state
+
+
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
 
@@ -159,3 +192,8 @@ def _compiled() -> dict:
 def episode(*args):
     """:func:`_episode`, compiled."""
     return _compiled()["_episode"](*args)
+
+
+def policy_run(*args):
+    """:func:`_policy_run`, compiled."""
+    return _compiled()["_policy_run"](*args)

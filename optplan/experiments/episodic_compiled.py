@@ -310,22 +310,14 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
     L, S, A = E.L, env.mdp.n_states, E.A
     counts, sums, nexts = np.zeros((L, S, A)), np.zeros((L, S, A)), np.zeros((L, S, A, S))
     buf = _Buffers(steps)
-    t = 0
-    reset = False
-    while t < steps:
-        n = min(L, steps - t)
-        _, played, state, _, _, _ = K.episode(
-            K.POLICY, n, int(state), reset, E.initial_cdf, _NO_CDF, policy, _NO_DRAWS, E.kind,
-            env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
-            E.windy, E.size, counts, sums, nexts, False, buf.states, buf.actions, buf.rewards,
-            buf.layers, t, env.np_random, _NO_POLICY, _NO_Q, _NO_Q, 0.0, _NO_DRAWS,
-        )  # fmt: skip
-        t += played
-        E.leave(played, state)
-        if played == L:  # the episode ended: the next call resets the environment
-            reset = True
-            if t < steps:
-                E.start()
-            else:
-                env.reset()
+    status, t, played, state = K.policy_run(
+        steps, int(state), E.initial_cdf, policy, E.kind, env.np_random, E.R, E.cdf, E.mask,
+        E.noise, E.goals, E.mapping, E.noise_mask, E.windy, E.size, counts, sums, nexts,
+        buf.states, buf.actions, buf.rewards, buf.layers,
+    )  # fmt: skip
+    if status != K.DONE:  # the oracle's policy takes admissible actions
+        raise RuntimeError(f"the oracle's policy stopped at step {t} (status {status})")
+    E.leave(played, state)
+    if played == L:  # the last episode ended: the environment is reset, as after every one
+        env.reset()
     return buf.rewards[:steps]

@@ -1,0 +1,438 @@
+r"""The compiled plans of the episodic agents on :class:`~optplan.posteriors.LayeredPosterior`:
+:class:`~optplan.agents.PSRL` and :class:`~optplan.agents.KLearning` (``method="fast"``)
+(optional: needs ``numba``).
+
+Both agents plan once per episode. In NumPy a plan is a few dozen array calls on the
+posterior (tens of microseconds each on DeepSea L = 20) around its core: PSRL's draw of
+``L S A S = 16,000`` Gamma variates and its backward induction, K-learning's search for
+``tau*`` (:func:`optplan.fast._k_kernels.solve`, already compiled). :func:`psrl_plan` and
+:func:`k_plan` make the whole plan in one compiled call each, and the agents' own ``plan()``
+call them (so the generic loop and the compiled run of
+:mod:`optplan.experiments.episodic_compiled` make the same plans by construction). Against
+the NumPy plans (:meth:`PSRL._plan_numpy <optplan.agents.PSRL._plan_numpy>`,
+:meth:`KLearning._plan_numpy <optplan.agents.KLearning._plan_numpy>`, the paths without
+numba) they draw the same numbers, leave the generator in the same state and compute every
+value by the same operations in the same order:
+
+- the reward posterior of :func:`optplan.posteriors.gaussian_mean_posterior` for one scalar
+  ``sigma`` and a proper prior (precision ``1/prior_var + n/sigma**2``, mean
+  ``sum/sigma**2/precision``; or the exact branch of ``sigma = 0``); other posteriors (a
+  per-pair ``sigma``, the flat prior) hand NumPy's mean and variance in;
+- PSRL: ``R = mean + sqrt(var) z``, the ``z`` by ``Generator.standard_normal`` in C order (all
+  of them first, as ``standard_normal(shape)``); ``P ~ Dirichlet(next_counts +
+  transition_prior)``: the Gamma variates in C order by NumPy's algorithm
+  (``random_standard_gamma`` of NumPy's ``distributions.c``: below shape 1 the rejection
+  sampler with ``pow(U, 1/shape)``, written out here; from shape 1 on numba's
+  ``Generator.standard_gamma``, the same algorithm), each row divided by its total; backward
+  induction: per layer ``q = P_l V_{l+1}`` as BLAS ``dgemv`` (``np.dot``, as NumPy's ``@``),
+  plus ``R_l``, ``V_l = max_a q`` and the greedy policy, the first maximum;
+- K-learning: the posterior mean transitions (:meth:`LayeredPosterior.mean_transitions
+  <optplan.posteriors.LayeredPosterior.mean_transitions>`, Dirichlet or deterministic), the
+  bonus numerators (:func:`optplan.posteriors.k_bonus_numerators`, either kind), then the
+  compiled search itself (:func:`optplan.fast._k_kernels._solve`, what
+  ``KLearningTemperature.solve("fast")`` runs). Where that search hands over to SciPy's (no
+  bonus anywhere, no converged root) the agent makes the NumPy plan instead. The Boltzmann
+  policy and values are NumPy's, computed after the call (NumPy's SIMD ``exp`` and ``log``
+  may differ from libm's in the last bit);
+- sums over the last axis (row totals, counts of next states) as NumPy's pairwise sum.
+
+:func:`psrl_check` and :func:`k_check` compare the compiled plans with the NumPy plans on
+random posteriors once per process; the agents use the compiled plans only when they agree
+bit for bit (numba's BLAS is SciPy's OpenBLAS, not NumPy's). PSRL under the deterministic
+transition prior (integer draws) plans in NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _jit
+from ..fast import _k_kernels as _KK
+from ..fast._k_kernels import _solve
+
+__all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_check",
+           "k_plan", "k_check"]  # fmt: skip
+
+#: numba is installed (the ``jit`` extra).
+AVAILABLE = _jit.AVAILABLE
+#: How a kernel gets the reward posterior: NumPy's mean and variance handed in; one noise
+#: sd ``sigma > 0`` and a finite prior variance; ``sigma = 0`` and a finite prior variance.
+GIVEN, NOISY, EXACT = 0, 1, 2
+#: :func:`k_plan` outcomes beside the search's (``_k_kernels.SOLVED``, ``FALLBACK``): every
+#: bonus numerator is 0 (the search hands over to SciPy's hard-max answer).
+NO_BONUS = 2
+
+_JIT = _jit.Jit(
+    "the compiled episodic plans", uses=(_KK._JIT,), cache=True, nogil=True,
+    error_model="numpy",
+)  # fmt: skip
+
+
+@_JIT
+def _pw_sum(a, lo, n):  # pragma: no cover - compiled by numba
+    """NumPy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (sequential below 8 terms,
+    else eight interleaved partial sums), as ``add.reduce`` over a contiguous last axis
+    (``0.0 +`` this: the reduction's identity)."""
+    if n < 8:
+        res = -0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    stop = n - (n % 8)
+    while i < stop:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_JIT(inline="always")
+def _row_sum(a, lo, n):  # pragma: no cover - compiled by numba
+    """``a[lo:lo + n].sum()`` as NumPy's ``add.reduce`` (pairwise up to 256 terms: one split
+    in halves whose first has a multiple of 8 terms)."""
+    if n <= 128:
+        return 0.0 + _pw_sum(a, lo, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return 0.0 + (_pw_sum(a, lo, n2) + _pw_sum(a, lo + n2, n - n2))
+
+
+@_JIT(inline="always")
+def _small_gamma(rng, shape, inv):  # pragma: no cover - compiled by numba
+    """NumPy's ``random_standard_gamma`` for ``0 < shape < 1`` (``inv = 1. / shape``)."""
+    while True:
+        U = rng.random()
+        V = rng.standard_exponential()
+        if U <= 1.0 - shape:
+            X = math.pow(U, inv)
+            if X <= V:
+                return X
+        else:
+            Y = -math.log((1 - U) / shape)
+            X = math.pow(1.0 - shape + shape * Y, inv)
+            if X <= V + Y:
+                return X
+
+
+@_JIT
+def _reward_posterior(counts, sums, mode, inv_prior, sd2, prior_var, mean,
+                      var):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Fill ``mean`` and ``var`` (flat, ``L S A``) with the reward posterior (:data:`GIVEN`:
+    left as handed in)."""
+    if mode == GIVEN:
+        return
+    for i in range(counts.shape[0]):
+        n = counts[i]
+        if mode == NOISY:
+            precision = inv_prior + n / sd2
+            mean[i] = sums[i] / sd2 / precision
+            var[i] = 1.0 / precision
+        elif n > 0:
+            mean[i] = sums[i] / max(n, 1.0)
+            var[i] = 0.0
+        else:
+            mean[i] = 0.0
+            var[i] = prior_var
+
+
+@_JIT
+def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean, var,
+          alpha0, R, P, V, Q, policy):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One PSRL plan into ``R, P`` (the drawn model), ``V`` (L + 1, S), ``Q`` and ``policy``
+    (module docstring). ``mean``, ``var``: NumPy's posterior (:data:`GIVEN`) or scratch;
+    ``inv_prior = 1.0 / prior_var``, ``sd2 = sigma**2`` as Python computes them."""
+    L, S, A = counts.shape
+    n = L * S * A
+    m1 = mean.reshape(n)
+    v1 = var.reshape(n)
+    _reward_posterior(counts.reshape(n), sums.reshape(n), mode, inv_prior, sd2, prior_var,
+                      m1, v1)  # fmt: skip
+    R1 = R.reshape(n)
+    for i in range(n):
+        R1[i] = m1[i] + math.sqrt(v1[i]) * rng.standard_normal()
+    K = next_counts.shape[3]
+    N1 = next_counts.reshape(n * K)
+    P1 = P.reshape(n * K)
+    last = -1.0
+    inv = 0.0
+    for i in range(n * K):
+        shape = N1[i] + alpha0
+        if 0.0 < shape < 1.0:
+            if shape != last:
+                last = shape
+                inv = 1.0 / shape
+            P1[i] = _small_gamma(rng, shape, inv)
+        else:
+            P1[i] = rng.standard_gamma(shape)
+    for i in range(n):
+        total = _row_sum(P1, i * K, K)
+        if total > 0:
+            for k in range(i * K, (i + 1) * K):
+                P1[k] = P1[k] / total
+        else:
+            for k in range(i * K, (i + 1) * K):
+                P1[k] = 1.0 / K
+    for s in range(S):
+        V[L, s] = 0.0
+    for l in range(L - 1, -1, -1):
+        rows = P[l].reshape(S * A, K)
+        if S * A == 1:
+            q0 = np.dot(rows[0], V[l + 1])
+            Q[l, 0, 0] = q0 + R[l, 0, 0]
+        else:
+            q = np.dot(rows, V[l + 1])
+            for s in range(S):
+                for a in range(A):
+                    Q[l, s, a] = q[s * A + a] + R[l, s, a]
+        for s in range(S):
+            best = 0
+            top = Q[l, s, 0]
+            for a in range(1, A):
+                val = Q[l, s, a]
+                if math.isnan(top):
+                    break
+                if math.isnan(val) or val > top:
+                    best, top = a, val
+            V[l, s] = top
+            policy[l, s] = best
+
+
+@_JIT
+def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
+       alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
+       max_iter, u_min, u_max, step0, two, P, c, K, V, pi,
+       lam):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One K-learning plan at ``tau*`` (module docstring): ``R`` (the posterior mean rewards;
+    NumPy's with :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus
+    numerators) filled, then :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``.
+    ``span <= 0``: the default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python
+    computes it; ``sigma2 = np.square(sigma)``. Returns the search's ``(status, tau, ...)``,
+    status :data:`NO_BONUS` when every ``c`` is 0."""
+    L, S, A = counts.shape
+    n = L * S * A
+    c1 = counts.reshape(n)
+    _reward_posterior(c1, sums.reshape(n), mode, inv_prior, sd2, prior_var, R.reshape(n),
+                      var.reshape(n))  # fmt: skip
+    N1 = next_counts.reshape(n * S)
+    P1 = P.reshape(n * S)
+    var1 = var.reshape(n)
+    cc = c.reshape(n)
+    nonzero = False
+    for i in range(n):
+        lo = i * S
+        tc = _row_sum(N1, lo, S)
+        if deterministic:
+            if tc > 0:
+                nn = max(tc, 1.0)
+                for k in range(lo, lo + S):
+                    P1[k] = N1[k] / nn
+            else:
+                for k in range(lo, lo + S):
+                    P1[k] = 1.0 / S
+        else:
+            for k in range(lo, lo + S):
+                P1[k] = N1[k] + alpha0
+            total = _row_sum(P1, lo, S)
+            for k in range(lo, lo + S):
+                P1[k] = P1[k] / total
+        remaining = float(L - 1 - i // (S * A))
+        if not posterior_bonus:
+            cc[i] = (sigma2 + remaining * remaining) / (2.0 * max(c1[i], 1.0))
+        else:
+            sp = remaining
+            if span > 0:
+                sp = span if remaining > 0 else 0.0
+            span2 = sp * sp
+            if deterministic:
+                before = span2 if paper_unvisited else span2 / 4.0
+                transition = 0.0 if tc > 0 else before
+            else:
+                transition = span2 / (tc + s_alpha)
+            cc[i] = (var1[i] + transition) / 2.0
+        if cc[i] != 0.0:
+            nonzero = True
+    if not nonzero:
+        return NO_BONUS, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0
+    return _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi, lam)
+
+
+class PsrlWork:
+    """The scratch of one PSRL agent's plans: the drawn ``R`` and ``P``, the values ``V`` and
+    the reward posterior's mean and variance."""
+
+    def __init__(self, L: int, S: int, A: int):
+        self.R, self.P, self.V = np.empty((L, S, A)), np.empty((L, S, A, S)), np.empty((L + 1, S))
+        self.mean, self.var = np.empty((L, S, A)), np.empty((L, S, A))
+        self.shape = (L, S, A)
+
+
+def _compiled() -> dict:
+    return _JIT.table or _JIT.compiled()
+
+
+def reward_mode(post) -> tuple[int, float, float]:
+    """``(mode, 1.0 / prior_var, sigma**2)`` of the kernels for ``post`` (a
+    :class:`~optplan.posteriors.LayeredPosterior`), the scalars computed as
+    :func:`~optplan.posteriors.gaussian_mean_posterior` computes them."""
+    sigma = post.sigma
+    if post.improper or np.ndim(sigma) != 0:
+        return GIVEN, 0.0, 0.0
+    if sigma == 0:
+        return EXACT, 0.0, 0.0
+    return NOISY, 1.0 / post.prior_var, sigma**2
+
+
+def _given(post, mean, var) -> None:
+    """NumPy's reward posterior into ``mean`` and ``var``."""
+    m, v = post.reward_posterior()
+    mean[...] = m
+    var[...] = v
+
+
+def psrl_plan(rng, post, work: PsrlWork) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q, policy)`` of one PSRL plan on ``post`` (Dirichlet transition prior) with the
+    agent's generator ``rng``; the drawn model is left in ``work.R``, ``work.P``."""
+    mode, inv_prior, sd2 = reward_mode(post)
+    if mode == GIVEN:
+        _given(post, work.mean, work.var)
+    Q = np.empty(work.shape)
+    policy = np.empty(work.shape[:2], dtype=np.intp)
+    _compiled()["_psrl"](
+        rng, post.counts, post.reward_sums, post.next_counts, mode, inv_prior, sd2,
+        float(post.prior_var), work.mean, work.var, float(post.transition_prior), work.R,
+        work.P, work.V, Q, policy,
+    )  # fmt: skip
+    return Q, policy
+
+
+def k_plan(post, initial, bonus: str, span, unvisited: str):
+    """One K-learning plan at ``tau*`` (``method="fast"``, one scalar ``sigma``): ``(tau, K,
+    c)`` (fresh arrays), or ``None`` where the compiled search hands over to SciPy's (the
+    agent then makes the NumPy plan)."""
+    L, S, A = post.shape
+    mode, inv_prior, sd2 = reward_mode(post)
+    R, var = np.empty((L, S, A)), np.empty((L, S, A))
+    if mode == GIVEN:
+        _given(post, R, var)
+    det = bool(post.deterministic)
+    sigma = post.sigma
+    K, pi, lam, c = (np.empty((L, S, A)) for _ in range(4))
+    out = _compiled()["_k"](
+        post.counts, post.reward_sums, post.next_counts, mode, inv_prior, sd2,
+        float(post.prior_var), R, var, det, 0.0 if det else float(post.transition_prior),
+        bonus == "posterior", float(np.square(sigma)), 0.0 if span is None else float(span),
+        unvisited == "paper", 0.0 if det else S * post.transition_prior,
+        np.ascontiguousarray(initial, dtype=float), *_search_constants(), 2.0,
+        np.empty((L, S, A, S)), c, K, np.empty((L, S)), pi, lam,
+    )  # fmt: skip
+    if out[0] != _KK.SOLVED:
+        return None
+    return out[1], K, c
+
+
+_SEARCH: list = []
+
+
+def _search_constants() -> tuple:
+    """The fast search's defaults (``KLearningTemperature.solve("fast")``: ``xtol``, Brent's
+    ``rtol``, ``max_iter``, the bracket's bounds in ``log tau``, its first step)."""
+    if not _SEARCH:
+        from ..fast import k_temperature as kt
+
+        _SEARCH.extend((1e-15, kt._RTOL, 200, kt._U_MIN, kt._U_MAX, _KK._STEP0))
+    return tuple(_SEARCH)
+
+
+_CHECK: dict = {}
+
+
+def _random_posterior(gen, case: int, deterministic: bool = False):
+    """A random :class:`~optplan.posteriors.LayeredPosterior` for the checks (every reward
+    mode, pseudo-counts below and above 1, DeepSea's 20 x 20 x 2 among the shapes)."""
+    from ..posteriors import LayeredPosterior
+
+    L, S, A = (20, 20, 2) if case < 3 else tuple(int(x) for x in gen.integers(2, 9, 3))
+    sigma = (0.0, 0.7, None, np.full((L, S, A), 0.3))[case % 4]
+    prior = "deterministic" if deterministic else (None, 0.5, 2.5)[case % 3]
+    post = LayeredPosterior(
+        L, S, A, 1.0 if sigma is None else sigma, None if sigma is None else 1.0 + case, prior
+    )
+    for _ in range(int(gen.integers(0, 4 * L * S))):
+        l, s, a = (int(gen.integers(0, m)) for m in (L, S, A))
+        y = (s + a) % S if deterministic else int(gen.integers(0, S))
+        post.update(l, s, a, float(gen.normal()), y)
+    return post
+
+
+def psrl_check(cases: int = 12, seed: int = 7) -> bool:
+    """Whether :func:`psrl_plan` gives the NumPy plan's ``Q``, policy and generator state on
+    random posteriors, on this installation (checked once per process)."""
+    if "psrl" in _CHECK:
+        return _CHECK["psrl"]
+    ok = AVAILABLE
+    if ok:
+        from ..dp import backward_induction
+
+        gen = np.random.default_rng(seed)
+        for case in range(cases):
+            post = _random_posterior(gen, case)
+            ref, got = np.random.default_rng(case), np.random.default_rng(case)
+            R, P = post.sample(ref)
+            Q, _ = backward_induction(P, R)
+            work = PsrlWork(*post.shape)
+            Qc, policy = psrl_plan(got, post, work)
+            ok &= np.array_equal(Q, Qc) and np.array_equal(Q.argmax(axis=-1), policy)
+            ok &= np.array_equal(R, work.R) and np.array_equal(P, work.P)
+            ok &= got.bit_generator.state == ref.bit_generator.state
+    _CHECK["psrl"] = bool(ok)
+    return _CHECK["psrl"]
+
+
+def k_check(cases: int = 16, seed: int = 11) -> bool:
+    """Whether :func:`k_plan` gives the NumPy plan's ``tau*``, ``K`` and bonus numerators
+    (``KLearningTemperature.solve("fast")`` on the posterior's means) on random posteriors,
+    both priors and bonus kinds, on this installation (checked once per process)."""
+    if "k" in _CHECK:
+        return _CHECK["k"]
+    ok = AVAILABLE
+    if ok:
+        from ..problems.k_temperature import KLearningTemperature
+
+        gen = np.random.default_rng(seed)
+        for case in range(cases):
+            post = _random_posterior(gen, case, deterministic=case % 2 == 1)
+            if np.ndim(post.sigma) != 0:
+                continue
+            bonus = ("paper", "posterior")[(case // 4) % 2]
+            span = 1.01 if case % 3 == 0 else None
+            unvisited = ("hoeffding", "paper")[(case // 8) % 2]
+            initial = gen.dirichlet(np.ones(post.S))
+            R, _ = post.reward_posterior()
+            P = post.mean_transitions()
+            c = post.bonus_numerators(bonus, span, unvisited)
+            got = k_plan(post, initial, bonus, span, unvisited)
+            if not c.any():
+                ok &= got is None
+                continue
+            res = KLearningTemperature(R, P, post.counts, post.sigma, initial, c).solve("fast")
+            if got is None:
+                ok &= res.info.get("search") != "compiled"
+                continue
+            ok &= got[0] == res.x and np.array_equal(got[1], res.q) and np.array_equal(got[2], c)
+    _CHECK["k"] = bool(ok)
+    return _CHECK["k"]
