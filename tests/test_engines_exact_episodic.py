@@ -276,3 +276,37 @@ def test_uncovered_runs_take_the_generic_loop():
     assert "own step or reset" in episodic_compiled.compiled_reason(agent, chain)
     many = episodic_compiled.compiled_reason(agent, env, episodes=10**7)
     assert "exceed" in many
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_k_search_equal_rows_summed_once_is_exact(deterministic):
+    """The temperature search sums each layer's distinct transition rows once
+    (optplan.fast._k_kernels._rows: an unvisited pair's uniform row and its copies): every
+    pass equals the pass that sums every row, bit for bit (DeepSea-sized posteriors, both
+    priors, many unvisited pairs)."""
+    from optplan.fast import _k_kernels
+
+    table = _k_kernels._table()
+    gen = np.random.default_rng(5)
+    for case in (0, 1, 4, 5, 8):
+        post = LK._random_posterior(gen, case, deterministic)
+        R, _ = post.reward_posterior()
+        P = post.mean_transitions()
+        c = post.bonus_numerators("paper")
+        rho = gen.dirichlet(np.ones(post.S))
+        L, S, A = post.shape
+        PT, group, nrep, flat = _k_kernels.transposed(P)
+        assert flat.any() and (nrep < S * A).all()  # rows were merged
+        every = (  # one group per row: the pass that sums every row
+            np.ascontiguousarray(np.transpose(P, (0, 3, 1, 2)).reshape(L, S, S * A)),
+            np.tile(np.arange(S * A), (L, 1)),
+            np.full(L, S * A),
+            np.zeros((L, S, A), dtype=bool),
+        )
+        for tau in (1e-3, 0.4, 25.0):
+            got = _k_kernels.terms(tau, R, P, c, rho)
+            out = tuple(np.empty_like(x) for x in (R, R[..., 0], R, R))
+            ref = table["_terms"](tau, R, P, *every, c, rho, *out, np.empty_like(R))
+            assert got[:4] == ref
+            for a, b in zip(got[4:], out, strict=True):
+                np.testing.assert_array_equal(a, b)

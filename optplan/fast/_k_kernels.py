@@ -19,8 +19,10 @@ caller runs the SciPy search.
 Why compiled: a numpy pass spends its time in interpreter and dispatch overhead, a few numpy
 calls per layer on arrays of a few hundred entries, repeated for every trial ``tau`` of the
 search, while the arithmetic is ``2 L S^2 A`` multiply-adds. Within a pass, ``P V`` is
-accumulated over next states for all pairs of a layer at once (``P`` transposed to ``(L, S,
-S A)``: the same sum per pair, in the same order, vectorized across pairs), the divisions by
+accumulated over next states for all distinct rows of a layer at once (the rows transposed to
+``(L, S, rows)``: the same sum per pair, in the same order, vectorized across rows; equal rows,
+such as every unvisited pair's uniform posterior mean, give equal sums and are summed once,
+and a constant row's products in the occupancy's next-state sums are one number), the divisions by
 ``tau`` and by the normalizer run over a layer's pairs at once, and each ``(K - max K) / tau``
 and its exponential is computed once (the backward pass keeps them for the entropy, whose
 ``(max K - K) / tau`` is their exact negative; the maximizer's exponential is ``exp(0) =
@@ -55,11 +57,14 @@ _TINY = 2.2250738585072014e-308
 
 
 @_JIT
-def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled by numba
-    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``. ``PT[l, t, s A + a] =
-    P[l, s, a, t]``; ``E`` (L, S, A) is scratch (the exponentials ``exp((K - max K) / tau)``)."""
+def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
+           E):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``. ``PT, group, nrep, flat``:
+    :func:`_rows` of ``P`` (the distinct rows of each layer, transposed); ``E`` (L, S, A) is
+    scratch (the exponentials ``exp((K - max K) / tau)``)."""
     L, S, A_ = R.shape
     SA = S * A_
+    dist = np.empty(SA)  # P V of each distinct row of the layer
     # flat (L, S A) views: the per-pair loops below run over j = s A + a, vectorized
     R2, c2, K2, E2, pi2 = (R.reshape(L, SA), c.reshape(L, SA), K.reshape(L, SA),
                            E.reshape(L, SA), pi.reshape(L, SA))  # fmt: skip
@@ -70,13 +75,20 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
     zs = np.empty(SA)  # the pair's state's sum of exponentials
     # Backward recursion (Eq. 6), soft-max with the max-shift (Eq. 14).
     for l in range(L - 1, -1, -1):
-        for j in range(SA):
-            acc[j] = 0.0
         if l < L - 1:
-            for t in range(S):  # acc[j] = sum_t P[l, j, t] V[l + 1, t], t in order
+            # acc[j] = sum_t P[l, j, t] V[l + 1, t], t in order, once per distinct row
+            nr = nrep[l]
+            for k in range(nr):
+                dist[k] = 0.0
+            for t in range(S):
                 v = V[l + 1, t]
-                for j in range(SA):
-                    acc[j] += PT[l, t, j] * v
+                for k in range(nr):
+                    dist[k] += PT[l, t, k] * v
+            for j in range(SA):
+                acc[j] = dist[group[l, j]]
+        else:
+            for j in range(SA):
+                acc[j] = 0.0
         for j in range(SA):
             K2[l, j] = R2[l, j] + c2[l, j] / tau + acc[j]
         for s in range(S):
@@ -136,10 +148,25 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
             # (P finite, >= 0), which changes nothing, so it needs no test
             if l < L - 1 and ds != 0.0:
                 if A_ == 2:
+                    # a constant row's products w P[t] are one number, computed once
                     w0 = lam[l, s, 0]
                     w1 = lam[l, s, 1]
-                    for t in range(S):
-                        nxt[t] = (nxt[t] + w0 * P[l, s, 0, t]) + w1 * P[l, s, 1, t]
+                    if flat[l, s, 0] and flat[l, s, 1]:
+                        c0 = w0 * P[l, s, 0, 0]
+                        c1 = w1 * P[l, s, 1, 0]
+                        for t in range(S):
+                            nxt[t] = (nxt[t] + c0) + c1
+                    elif flat[l, s, 0]:
+                        c0 = w0 * P[l, s, 0, 0]
+                        for t in range(S):
+                            nxt[t] = (nxt[t] + c0) + w1 * P[l, s, 1, t]
+                    elif flat[l, s, 1]:
+                        c1 = w1 * P[l, s, 1, 0]
+                        for t in range(S):
+                            nxt[t] = (nxt[t] + w0 * P[l, s, 0, t]) + c1
+                    else:
+                        for t in range(S):
+                            nxt[t] = (nxt[t] + w0 * P[l, s, 0, t]) + w1 * P[l, s, 1, t]
                 else:
                     for a in range(A_):
                         w = lam[l, s, a]
@@ -155,26 +182,64 @@ def _terms(tau, R, P, PT, c, rho, K, V, pi, lam, E):  # pragma: no cover - compi
 
 
 @_JIT
-def _transpose(P):  # pragma: no cover - compiled by numba
-    """``PT[l, t, s A + a] = P[l, s, a, t]``."""
+def _rows(P):  # pragma: no cover - compiled by numba
+    """The distinct rows of each layer of ``P`` (L, S, A, S): ``(PT, group, nrep, flat)`` with
+    ``flat[l, s, a]`` the row is constant (every entry equal, e.g. an unvisited pair's uniform
+    posterior mean), constant rows of equal entries one group (up to 8 values per layer; every
+    other row a group of its own), ``group[l, s A + a]`` the row's group, ``nrep[l]`` the
+    layer's groups and ``PT[l, t, k] = P[l, s, a, t]`` for the first row ``(s, a)`` of group
+    ``k``. Equal rows give equal sums ``sum_t P[t] V[t]`` (the same products, added in the
+    same order), so each is computed once."""
     L, S, A, _ = P.shape
-    PT = np.empty((L, S, S * A))
+    SA = S * A
+    PT = np.empty((L, S, SA))
+    group = np.empty((L, SA), dtype=np.int64)
+    nrep = np.empty(L, dtype=np.int64)
+    flat = np.empty((L, S, A), dtype=np.bool_)
+    values = np.empty(8)
+    owner = np.empty(8, dtype=np.int64)
     for l in range(L):
+        k = 0
+        nv = 0
         for s in range(S):
             for a in range(A):
-                for t in range(S):
-                    PT[l, t, s * A + a] = P[l, s, a, t]
-    return PT
+                p0 = P[l, s, a, 0]
+                same = not math.isnan(p0)
+                for t in range(1, S):
+                    if P[l, s, a, t] != p0:
+                        same = False
+                        break
+                flat[l, s, a] = same
+                g = -1
+                if same:
+                    for i in range(nv):
+                        if values[i] == p0:
+                            g = owner[i]
+                            break
+                if g < 0:
+                    g = k
+                    k += 1
+                    for t in range(S):
+                        PT[l, t, g] = P[l, s, a, t]
+                    if same and nv < 8:
+                        values[nv] = p0
+                        owner[nv] = g
+                        nv += 1
+                group[l, s * A + a] = g
+        nrep[l] = k
+    return PT, group, nrep, flat
 
 
 @_JIT
-def _derivative(u, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k):  # pragma: no cover
+def _derivative(u, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k):  # pragma: no cover
     """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u``, the pass at ``tau`` kept in
     buffer set ``k`` (``BK[k]``, ... and ``T[k] = (f, M, A, B)``); ``ok`` False where Python
     would raise (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an
     argument so that ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
     tau = math.exp(u)
-    f, M, A, B = _terms(tau, R, P, PT, c, rho, BK[k], BV[k], Bpi[k], Blam[k], E)
+    PT, group, nrep, flat = G
+    f, M, A, B = _terms(tau, R, P, PT, group, nrep, flat, c, rho, BK[k], BV[k], Bpi[k], Blam[k],
+                        E)  # fmt: skip
     T[k, 0], T[k, 1], T[k, 2], T[k, 3] = f, M, A, B
     t2 = math.pow(tau, two)
     if not math.isfinite(t2) or (t2 != 0.0 and t2 < _TINY):
@@ -207,7 +272,8 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     method holds (``xpre``, ``xcur``, ``xblk``; the bracket's two ends before it), so the pass
     at the root found is the one kept in ``xcur``'s set: no pass is repeated."""
     L, S, A_ = R.shape
-    PT = _transpose(P)
+    G = _rows(P)
+    PT, group, nrep, flat = G
     E = np.empty((L, S, A_))
     BK, BV, Bpi, Blam = (
         np.empty((3, L, S, A_)),
@@ -217,7 +283,8 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     )
     T = np.empty((3, 4))
     # _start: the bracket's centre from tau = 1
-    _, _, A1, B1 = _terms(1.0, R, P, PT, c, rho, BK[0], BV[0], Bpi[0], Blam[0], E)
+    _, _, A1, B1 = _terms(1.0, R, P, PT, group, nrep, flat, c, rho, BK[0], BV[0], Bpi[0],
+                          Blam[0], E)  # fmt: skip
     evals = 1
     if not (A1 > 0 and B1 > 0 and math.isfinite(B1 / A1)):
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -228,11 +295,11 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
     lo = u0 - 0.5
     hi = u0 + 0.5
     k_lo, k_hi = 0, 1
-    g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
+    g_lo, ok = _derivative(lo, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
-    g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
+    g_hi, ok = _derivative(hi, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -250,14 +317,14 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
             if u_min > lo:
                 lo = u_min
             k_lo = _other(k_hi, k_hi)
-            g_lo, ok = _derivative(lo, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
+            g_lo, ok = _derivative(lo, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
         else:
             lo, g_lo, k_lo = hi, g_hi, k_hi
             hi = hi + step
             if u_max < hi:
                 hi = u_max
             k_hi = _other(k_lo, k_lo)
-            g_hi, ok = _derivative(hi, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
+            g_hi, ok = _derivative(hi, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
         evals += 1
         if not ok:
             return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -327,7 +394,7 @@ def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, p
             else:
                 xcur += delta if sbis > 0 else -delta
             k_cur = _other(k_pre, k_blk)
-            fcur, ok = _derivative(xcur, two, R, P, PT, c, rho, BK, BV, Bpi, Blam, E, T, k_cur)
+            fcur, ok = _derivative(xcur, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_cur)
             evals += 1
             if not ok:
                 return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
@@ -349,11 +416,10 @@ def _table() -> dict:
     return _JIT.table or _JIT.compiled()
 
 
-def transposed(P) -> np.ndarray:
-    """``P`` (L, S, A, S) as the ``(L, S, S A)`` array :func:`terms` reads (``PT[l, t, s A +
-    a] = P[l, s, a, t]``)."""
-    L, S, A, _ = P.shape
-    return np.ascontiguousarray(np.transpose(P, (0, 3, 1, 2)).reshape(L, S, S * A))
+def transposed(P) -> tuple:
+    """``P`` (L, S, A, S) prepared for :func:`terms`: :func:`_rows` (each layer's distinct rows,
+    transposed, and which row is which), computed once for a search's many passes."""
+    return _table()["_rows"](np.ascontiguousarray(P, dtype=float))
 
 
 def terms(tau: float, R, P, c, rho, out=None, PT=None):
@@ -369,7 +435,8 @@ def terms(tau: float, R, P, c, rho, out=None, PT=None):
     if PT is None:
         PT = transposed(P)
     K, V, pi, lam = out
-    f, M, Aterm, B = table["_terms"](float(tau), R, P, PT, c, rho, K, V, pi, lam, np.empty_like(K))
+    f, M, Aterm, B = table["_terms"](float(tau), R, P, *PT, c, rho, K, V, pi, lam,
+                                     np.empty_like(K))  # fmt: skip
     return f, M, Aterm, B, K, V, pi, lam
 
 
