@@ -6,10 +6,11 @@ posterior and plan, the generators and the environment left behind, runs counted
 in episodes (``stop_when_solved``, ``on_episode_end``); the same errors; and runs it does not
 cover take the generic loop (engine="auto") or are refused (engine="compiled").
 
-The reference runs make their plans in NumPy (PSRL's ``_plan_numpy``, K-learning's
-``_plan_numpy``: the agents' paths without numba), the compiled runs with the agents' compiled
-plans (optplan.agents._layered_kernels), so each comparison covers both the engine and the
-compiled plans."""
+The reference runs make their plans in NumPy (PSRL's and K-learning's ``_plan_numpy``, the
+episodic UBE's ``MeanModelAgent.plan``: the agents' paths without numba), the compiled runs with
+the agents' compiled plans (optplan.agents._layered_kernels, _layered_ube_kernels), so each
+comparison covers both the engine and the compiled plans (tests/test_engines_exact_mean_model_
+episodic.py compares the UBE's registered variants through ``both``)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def numpy_plans(on: bool = True):
         if on:
             mp.setattr(PSRL, "_compiled_work", lambda self: None)
             mp.setattr(KLearning, "_compiled_plan", lambda self: False)
+            mp.setattr(UBE, "_layered_plan", lambda self: None)
         yield
 
 
@@ -78,6 +80,8 @@ def compiled_plans_used(agent) -> bool:
     """Whether ``agent`` (after its run) planned with its compiled plan."""
     if isinstance(agent, PSRL):
         return agent._work is not None
+    if isinstance(agent, UBE):
+        return agent._layered is not None
     return agent._compiled
 
 
@@ -107,6 +111,10 @@ def assert_same_left(ref, got):
     if isinstance(ar, KLearning):
         assert ac.tau == ar.tau
         for name in ("K", "pi", "values", "c", "_cdf"):
+            np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
+    elif isinstance(ar, UBE):
+        assert (ac.plans, ac._top, ac._scale) == (ar.plans, ar._top, ar._scale)
+        for name in ("policy", "q", "mean", "var", "P", "_QA", "_VA", "u", "local", "_sqrt_u"):
             np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
     else:
         np.testing.assert_array_equal(ac.policy, ar.policy)
@@ -145,9 +153,12 @@ def test_compiled_plans_are_taken():
         ("k-learning", {"transitions": "deterministic", "bonus": "posterior"}, True),
         ("k-learning", {"temperature": "schedule"}, False),
         ("k-learning", {"method": "conic"}, False),
+        ("ube", {}, True),
+        ("ube", {"local": "lemma1"}, False),
+        ("ube", {"transitions": "known"}, False),
     ):
         agent = make_agent(name, env, **params)
-        if name == "psrl":
+        if name != "k-learning":
             agent.reset(np.random.default_rng(0))
             assert compiled_plans_used(agent) == compiled, params
         else:  # a conic reset would plan with CVXPY: the choice alone
@@ -163,18 +174,26 @@ def test_compiled_plans_are_taken():
         ("k-learning", {"prior_var": None, "sigma": 0.3}),
         ("k-learning", {"transition_prior": 2.5, "sigma": 0.0, "bonus": "posterior"}),
         ("k-learning", {"sigma": 0.2, "bonus": "posterior", "span": 1.01, "prior_var": 0.5}),
+        ("ube", {"sigma": 0.0, "prior_var": 2.0}),
+        ("ube", {"sigma": 0.4, "prior_var": 0.5, "discount": 0.9, "transition_prior": 1.5}),
+        ("ube", {"sigma": 0.3, "action_mask": np.array([[True, False]] + [[True, True]] * 5)}),
     ],
     ids=["psrl-pair-sigma", "psrl-flat-prior", "psrl-counts-above-1", "k-flat-prior",
-         "k-exact-rewards", "k-posterior-span"],  # fmt: skip
+         "k-exact-rewards", "k-posterior-span", "ube-exact-rewards", "ube-noisy-discounted",
+         "ube-masked"],  # fmt: skip
 )
 def test_compiled_plans_equal_numpy_plans(agent_name, params):
     """Each reward posterior the compiled plans take (NumPy's handed in: a per-pair sigma, the
-    flat prior; sigma = 0; sigma > 0), Gamma shapes above 1, both bonus kinds."""
+    flat prior; sigma = 0; sigma > 0), Gamma shapes above 1, both bonus kinds; the UBE's
+    proper priors, a discount below 1 and a masked action."""
     out = {}
     for engine in ("python", "compiled"):
         env = make_env("deepsea-6")
-        cls = PSRL if agent_name == "psrl" else KLearning
-        agent = cls(6, 2, n_layers=6, initial=env.mdp.initial, **params)
+        if agent_name == "ube":
+            agent = UBE(6, 2, n_layers=6, reward_bound=1.0, **params)
+        else:
+            cls = PSRL if agent_name == "psrl" else KLearning
+            agent = cls(6, 2, n_layers=6, initial=env.mdp.initial, **params)
         with numpy_plans(engine == "python"):
             trace = run(agent, env, steps=900, seed=3, engine=engine)
         out[engine] = (trace, agent, env)

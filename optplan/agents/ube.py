@@ -46,6 +46,7 @@ from ..uncertainty import (
     _tabular_unchecked,
     q_max,
 )
+from . import _layered_ube_kernels as LUK
 from . import _mean_model_kernels as MK
 from . import _ube_kernels as UK
 from ._mean_model import MEAN_MODEL_PARAMS, UPDATE_EVERY, MeanModelAgent, mean_model_args
@@ -165,6 +166,8 @@ class UBE(ConicFallback, MeanModelAgent):
         self._sqrt_u = np.zeros(self.action_mask.shape)
         own = all(getattr(type(self), n) is getattr(UBE, n) for n in _NUMPY_PLAN)
         self._work = UK.MeanWork(self) if own and UK.mean_applies(self) else None
+        own &= all(getattr(type(self), n) is getattr(MeanModelAgent, n) for n in _MEAN_PLAN)
+        self._layered = self._layered_plan() if own else None
         MeanModelAgent.reset(self, rng)
 
     def plan(self, top: int | None = None) -> None:
@@ -173,7 +176,9 @@ class UBE(ConicFallback, MeanModelAgent):
         the compiled run's own; numba, ``method="fast"``, a class that keeps the plan's
         :meth:`local_uncertainty`, ``_after_plan`` and ``_solve``), with the NumPy plan's
         policy and its numbers to rounding; a compiled plan that fails (it draws nothing) is
-        redone by the NumPy plan, which raises its own error."""
+        redone by the NumPy plan, which raises its own error. An episodic plan with the
+        tabular rule is one compiled call too (:meth:`_plan_layered`), with the same
+        numbers."""
         work = getattr(self, "_work", None)
         if work is not None:
             status, policy = UK.mean_plan(self, work)
@@ -181,6 +186,10 @@ class UBE(ConicFallback, MeanModelAgent):
                 self.plans += 1
                 self._from_work(policy)
                 return
+        mode = getattr(self, "_layered", None)
+        if mode is not None:
+            self._plan_layered(top, mode)
+            return
         MeanModelAgent.plan(self, top)
 
     def _from_work(self, policy: np.ndarray) -> None:
@@ -194,6 +203,45 @@ class UBE(ConicFallback, MeanModelAgent):
         self._sqrt_u = work.sqrt_u.copy()
         self._scale = 0.0
         self._planned = True
+
+    def _layered_mode(self):
+        """The reward mode of the compiled layered plan
+        (:func:`optplan.agents._layered_ube_kernels.plan`) for this agent, or ``None`` where
+        it plans in NumPy (continuing, ``method="conic"``, known transitions, a local rule
+        but ``"tabular"``, a per-pair ``sigma``, no numba)."""
+        if self.n_layers is None or self.method != "fast" or self.known or not LUK.AVAILABLE:
+            return None
+        if self.local_rule != "tabular":
+            return None
+        self._layered_mask = np.ascontiguousarray(self.action_mask, dtype=bool)
+        return LUK.reward_mode(self.posterior)
+
+    def _layered_plan(self):
+        """:meth:`_layered_mode` where the compiled plan equals NumPy's on this installation
+        (:func:`optplan.agents._layered_ube_kernels.self_check`), else ``None``."""
+        mode = self._layered_mode()
+        return mode if mode is not None and LUK.self_check(UBE) else None
+
+    def _plan_layered(self, top, mode) -> None:
+        """:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent.plan>` in
+        episodic mode with the tabular rule, in one compiled call
+        (:func:`optplan.agents._layered_ube_kernels.plan`: the posterior means of the layers
+        ``0 .. top``, the backward pass, the local term and ``u``), the same numbers."""
+        self.plans += 1
+        fresh = not self._planned
+        L = self.n_layers
+        top = L - 1 if top is None or fresh else int(top)
+        if top == L - 1:  # a whole plan: u and its root are new arrays, as the solve's
+            self.u = np.empty_like(self.u)
+            self._sqrt_u = np.empty_like(self._sqrt_u)
+        status = LUK.plan(self, top, fresh, mode)
+        self._scale = 0.0
+        self._planned = True
+        if status != LUK.OK:
+            what = "the uncertainty Bellman equation of the posterior-mean model"
+            raise RuntimeError(
+                f"{what} ended 'numerical_error': the UBE solution overflowed the double range"
+            )
 
     def select_action(self, state: int) -> int:
         row = self._row(state)
@@ -275,6 +323,8 @@ class UBE(ConicFallback, MeanModelAgent):
 
 #: The methods of :class:`UBE`'s NumPy plan: a subclass that overrides one plans in NumPy.
 _NUMPY_PLAN = ("local_uncertainty", "_after_plan", "_solve")
+#: The mean-model plan's steps a subclass may override (then its episodic plan is NumPy's).
+_MEAN_PLAN = ("_refresh", "_backward")
 
 
 class CountBonus(MeanModelAgent):
