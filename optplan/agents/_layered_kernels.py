@@ -30,8 +30,10 @@ value by the same operations in the same order:
   <optplan.posteriors.LayeredPosterior.mean_transitions>`, Dirichlet or deterministic), the
   bonus numerators (:func:`optplan.posteriors.k_bonus_numerators`, either kind), then the
   compiled search itself (:func:`optplan.fast._k_kernels._solve`, what
-  ``KLearningTemperature.solve("fast")`` runs). Where that search hands over to SciPy's (no
-  bonus anywhere, no converged root) the agent makes the NumPy plan instead. The Boltzmann
+  ``KLearningTemperature.solve("fast")`` runs, given the row groups it would find: the
+  unvisited pairs of a layer share their uniform posterior-mean row). Where that search hands
+  over to SciPy's (no bonus anywhere, no converged root) the agent makes the NumPy plan
+  instead. The Boltzmann
   policy and values are NumPy's, computed after the call (NumPy's SIMD ``exp`` and ``log``
   may differ from libm's in the last bit);
 - sums over the last axis (row totals, counts of next states) as NumPy's pairwise sum.
@@ -50,10 +52,10 @@ import numpy as np
 
 from .. import _jit
 from ..fast import _k_kernels as _KK
-from ..fast._k_kernels import _solve
+from ..fast._k_kernels import _solve_rows
 
 __all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_check",
-           "k_plan", "k_check"]  # fmt: skip
+           "KWork", "k_plan", "k_policy", "k_check"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -215,11 +217,12 @@ def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean,
 @_JIT
 def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
        alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
-       max_iter, u_min, u_max, step0, two, P, c, K, V, pi,
-       lam):  # fmt: skip  # pragma: no cover - compiled by numba
+       max_iter, u_min, u_max, step0, two, P, c, K, V, pi, lam, X,
+       m):  # fmt: skip  # pragma: no cover - compiled by numba
     """One K-learning plan at ``tau*`` (module docstring): ``R`` (the posterior mean rewards;
     NumPy's with :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus
-    numerators) filled, then :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``.
+    numerators) filled, then :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``, and
+    at ``tau*`` the Boltzmann policy's ``m = max_a K`` and ``X = (K - m) / tau``.
     ``span <= 0``: the default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python
     computes it; ``sigma2 = np.square(sigma)``. Returns the search's ``(status, tau, ...)``,
     status :data:`NO_BONUS` when every ``c`` is 0."""
@@ -233,6 +236,15 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
     var1 = var.reshape(n)
     cc = c.reshape(n)
     nonzero = False
+    # the search's row groups (optplan.fast._k_kernels._rows): the unvisited pairs of a layer
+    # share one uniform row (equal entries, one group), every visited pair is its own group
+    SA = S * A
+    PT = np.empty((L, S, SA))
+    group = np.empty((L, SA), dtype=np.int64)
+    nrep = np.zeros(L, dtype=np.int64)
+    flat = np.zeros((L, S, A), dtype=np.bool_)
+    prior = np.full(L, -1, dtype=np.int64)  # each layer's group of unvisited pairs
+    first = -1  # where the first unvisited pair's row starts (Dirichlet prior)
     for i in range(n):
         lo = i * S
         tc = _row_sum(N1, lo, S)
@@ -244,13 +256,31 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
             else:
                 for k in range(lo, lo + S):
                     P1[k] = 1.0 / S
+        elif tc == 0 and first >= 0:  # an unvisited pair's row: the first one's numbers
+            for k in range(S):
+                P1[lo + k] = P1[first + k]
         else:
             for k in range(lo, lo + S):
                 P1[k] = N1[k] + alpha0
             total = _row_sum(P1, lo, S)
             for k in range(lo, lo + S):
                 P1[k] = P1[k] / total
-        remaining = float(L - 1 - i // (S * A))
+            if tc == 0:
+                first = lo
+        l = i // SA
+        j = i - l * SA
+        if tc == 0 and prior[l] >= 0:
+            g = prior[l]
+        else:
+            g = nrep[l]
+            nrep[l] += 1
+            for t in range(S):
+                PT[l, t, g] = P1[lo + t]
+            if tc == 0:
+                prior[l] = g
+        group[l, j] = g
+        flat[l, j // A, j % A] = tc == 0
+        remaining = float(L - 1 - l)
         if not posterior_bonus:
             cc[i] = (sigma2 + remaining * remaining) / (2.0 * max(c1[i], 1.0))
         else:
@@ -268,7 +298,38 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
             nonzero = True
     if not nonzero:
         return NO_BONUS, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0
-    return _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi, lam)
+    out = _solve_rows(R, P, (PT, group, nrep, flat), c, rho, xtol, rtol, max_iter, u_min, u_max,
+                      step0, two, K, V, pi, lam)  # fmt: skip
+    if out[0] == _KK.SOLVED:  # the Boltzmann policy's max-shifted exponents, (K - max K) / tau
+        tau = out[1]
+        for l in range(L):
+            for s in range(S):
+                top = K[l, s, 0]
+                for a in range(1, A):
+                    if not math.isnan(top) and (math.isnan(K[l, s, a]) or K[l, s, a] > top):
+                        top = K[l, s, a]
+                m[l, s] = top
+                for a in range(A):
+                    X[l, s, a] = (K[l, s, a] - top) / tau
+    return out
+
+
+@_JIT
+def _soft(z, pi, cdf, total):  # pragma: no cover - compiled by numba
+    """From ``z = exp((K - max K) / tau)`` (NumPy's ``exp``): ``total`` its sums over actions
+    (pairwise, as NumPy), the policy ``pi = z / total`` and its cumulative sums ``cdf``."""
+    L, S, A = z.shape
+    z1 = z.reshape(L * S * A)
+    for l in range(L):
+        for s in range(S):
+            t = _row_sum(z1, (l * S + s) * A, A)
+            total[l, s] = t
+            acc = 0.0
+            for a in range(A):
+                p = z[l, s, a] / t
+                pi[l, s, a] = p
+                acc = p if a == 0 else acc + p
+                cdf[l, s, a] = acc
 
 
 class PsrlWork:
@@ -320,29 +381,51 @@ def psrl_plan(rng, post, work: PsrlWork) -> tuple[np.ndarray, np.ndarray]:
     return Q, policy
 
 
-def k_plan(post, initial, bonus: str, span, unvisited: str):
+class KWork:
+    """One K-learning agent's compiled plan: its posterior's fixed scalars and the plan's
+    scratch (the posterior means, the search's buffers, the policy's exponents)."""
+
+    def __init__(self, post, initial, bonus: str, span, unvisited: str):
+        L, S, A = self.shape = post.shape
+        self.post = post
+        self.mode, inv_prior, sd2 = reward_mode(post)
+        det = bool(post.deterministic)
+        self.scalars = (
+            self.mode, inv_prior, sd2, float(post.prior_var), det,
+            0.0 if det else float(post.transition_prior), bonus == "posterior",
+            float(np.square(post.sigma)), 0.0 if span is None else float(span),
+            unvisited == "paper", 0.0 if det else S * post.transition_prior,
+            np.array(initial, dtype=float), *_search_constants(), 2.0,
+        )  # fmt: skip
+        self.R, self.var, self.pi, self.lam, self.X = (np.empty((L, S, A)) for _ in range(5))
+        self.P, self.V, self.m = np.empty((L, S, A, S)), np.empty((L, S)), np.empty((L, S))
+
+
+def k_plan(work: KWork):
     """One K-learning plan at ``tau*`` (``method="fast"``, one scalar ``sigma``): ``(tau, K,
     c)`` (fresh arrays), or ``None`` where the compiled search hands over to SciPy's (the
-    agent then makes the NumPy plan)."""
-    L, S, A = post.shape
-    mode, inv_prior, sd2 = reward_mode(post)
-    R, var = np.empty((L, S, A)), np.empty((L, S, A))
-    if mode == GIVEN:
-        _given(post, R, var)
-    det = bool(post.deterministic)
-    sigma = post.sigma
-    K, pi, lam, c = (np.empty((L, S, A)) for _ in range(4))
+    agent then makes the NumPy plan); :func:`k_policy` then gives its policy."""
+    post, sc = work.post, work.scalars
+    if work.mode == GIVEN:
+        _given(post, work.R, work.var)
+    K, c = np.empty(work.shape), np.empty(work.shape)
     out = _compiled()["_k"](
-        post.counts, post.reward_sums, post.next_counts, mode, inv_prior, sd2,
-        float(post.prior_var), R, var, det, 0.0 if det else float(post.transition_prior),
-        bonus == "posterior", float(np.square(sigma)), 0.0 if span is None else float(span),
-        unvisited == "paper", 0.0 if det else S * post.transition_prior,
-        np.ascontiguousarray(initial, dtype=float), *_search_constants(), 2.0,
-        np.empty((L, S, A, S)), c, K, np.empty((L, S)), pi, lam,
+        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:],
+        work.P, c, K, work.V, work.pi, work.lam, work.X, work.m,
     )  # fmt: skip
     if out[0] != _KK.SOLVED:
         return None
     return out[1], K, c
+
+
+def k_policy(work: KWork, tau: float):
+    """``(pi, values, cdf)`` of the last :func:`k_plan`: :func:`optplan.soft.
+    boltzmann_policy_and_values` and the cumulative policy, ``exp`` and ``log`` by NumPy."""
+    z = np.exp(work.X)
+    pi, cdf = np.empty(work.shape), np.empty(work.shape)
+    total = np.empty(work.shape[:2])
+    _compiled()["_soft"](z, pi, cdf, total)
+    return pi, work.m + tau * np.log(total), cdf
 
 
 _SEARCH: list = []
@@ -411,6 +494,7 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
         return _CHECK["k"]
     ok = AVAILABLE
     if ok:
+        from .. import soft
         from ..problems.k_temperature import KLearningTemperature
 
         gen = np.random.default_rng(seed)
@@ -425,7 +509,8 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
             R, _ = post.reward_posterior()
             P = post.mean_transitions()
             c = post.bonus_numerators(bonus, span, unvisited)
-            got = k_plan(post, initial, bonus, span, unvisited)
+            work = KWork(post, initial, bonus, span, unvisited)
+            got = k_plan(work)
             if not c.any():
                 ok &= got is None
                 continue
@@ -434,5 +519,9 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
                 ok &= res.info.get("search") != "compiled"
                 continue
             ok &= got[0] == res.x and np.array_equal(got[1], res.q) and np.array_equal(got[2], c)
+            pi, values = soft.boltzmann_policy_and_values(res.q, res.x)
+            mine = k_policy(work, got[0])
+            ok &= np.array_equal(mine[0], pi) and np.array_equal(mine[1], values)
+            ok &= np.array_equal(mine[2], np.cumsum(pi, axis=-1))
     _CHECK["k"] = bool(ok)
     return _CHECK["k"]

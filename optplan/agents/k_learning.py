@@ -173,12 +173,16 @@ class KLearning(ConicFallback, EpisodicAgent):
     def reset(self, rng: np.random.Generator) -> None:
         self.reset_fallback()
         self._compiled = self._compiled_plan()
+        self._work = None
+        if self._compiled:
+            post = self.posterior
+            self._work = LK.KWork(post, self.initial, self.bonus, self.span, self.unvisited)
         super().reset(rng)
 
     def _compiled_plan(self) -> bool:
-        """Whether :meth:`plan` is one compiled call (:func:`optplan.agents._layered_kernels.k_plan`):
-        ``tau*`` by the fast method, one scalar ``sigma``, numba installed and its plan equal to
-        NumPy's on this installation."""
+        """Whether :meth:`plan` is one compiled call
+        (:func:`optplan.agents._layered_kernels.k_plan`): ``tau*`` by the fast method, one
+        scalar ``sigma``, numba installed and its plan equal to NumPy's on this installation."""
         return (
             self.temperature == "optimal"
             and self.method == "fast"
@@ -191,18 +195,17 @@ class KLearning(ConicFallback, EpisodicAgent):
         """The temperature, K-values, Boltzmann policy and values of the episode that starts
         now: for ``tau*`` by the fast method one compiled call
         (:func:`optplan.agents._layered_kernels.k_plan`: the posterior's means, the bonus and
-        the search) and the policy in NumPy, else :meth:`_plan_numpy`; the same numbers
-        either way."""
-        got = None
-        if getattr(self, "_compiled", False):
-            got = LK.k_plan(self.posterior, self.initial, self.bonus, self.span, self.unvisited)
+        the search) and the policy (:func:`~optplan.agents._layered_kernels.k_policy`, NumPy's
+        ``exp`` and ``log``), else :meth:`_plan_numpy`; the same numbers either way."""
+        work = getattr(self, "_work", None)
+        got = None if work is None else LK.k_plan(work)
         if got is None:  # no compiled plan, or its search handed over to SciPy's
             self._plan_numpy()
             return
         self.tau, self.K, c = got
         c.setflags(write=False)
         self.c = c
-        self._policy()
+        self.pi, self.values, self._cdf = LK.k_policy(work, self.tau)
 
     def _plan_numpy(self) -> None:
         """:meth:`plan` in NumPy: the posterior's means and bonus numerators, the temperature

@@ -22,11 +22,12 @@ search, while the arithmetic is ``2 L S^2 A`` multiply-adds. Within a pass, ``P 
 accumulated over next states for all distinct rows of a layer at once (the rows transposed to
 ``(L, S, rows)``: the same sum per pair, in the same order, vectorized across rows; equal rows,
 such as every unvisited pair's uniform posterior mean, give equal sums and are summed once,
-and a constant row's products in the occupancy's next-state sums are one number), the divisions by
-``tau`` and by the normalizer run over a layer's pairs at once, and each ``(K - max K) / tau``
-and its exponential is computed once (the backward pass keeps them for the entropy, whose
-``(max K - K) / tau`` is their exact negative; the maximizer's exponential is ``exp(0) =
-1``).
+and a constant row's products in the occupancy's next-state sums are one number; a state whose
+K row equals the previous state's takes that state's exponentials, soft value and entropy),
+the divisions by ``tau`` and by the normalizer run over a layer's pairs at once, and each
+``(K - max K) / tau`` and its exponential is computed once (the backward pass keeps them for
+the entropy, whose ``(max K - K) / tau`` is their exact negative; the maximizer's exponential
+is ``exp(0) = 1``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
     acc = np.empty(SA)
     top = np.empty(SA)  # max K of the pair's state
     zs = np.empty(SA)  # the pair's state's sum of exponentials
+    # same[l, s]: state s's K row equals state s - 1's (bit for bit): its exponentials, soft
+    # value, policy and entropy are state s - 1's, taken without computing them again
+    same = np.zeros((L, S), dtype=np.bool_)
     # Backward recursion (Eq. 6), soft-max with the max-shift (Eq. 14).
     for l in range(L - 1, -1, -1):
         if l < L - 1:
@@ -101,16 +105,33 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
             best[l, s] = b
             for a in range(A_):
                 top[s * A_ + a] = m
+            if s > 0:
+                eq = True
+                for a in range(A_):
+                    x, y = K[l, s, a], K[l, s - 1, a]
+                    if not (x == y and math.copysign(1.0, x) == math.copysign(1.0, y)):
+                        eq = False
+                        break
+                same[l, s] = eq
         for j in range(SA):
             X[l, j] = (K2[l, j] - top[j]) / tau
-        for j in range(SA):
-            x = X[l, j]
-            E2[l, j] = 1.0 if x == 0.0 else math.exp(x)
         for s in range(S):
-            z = 0.0
-            for a in range(A_):
-                z += E[l, s, a]
-            V[l, s] = top[s * A_] + tau * math.log(z)
+            if same[l, s]:
+                for a in range(A_):
+                    E[l, s, a] = E[l, s - 1, a]
+            else:
+                for a in range(A_):
+                    x = X[l, s * A_ + a]
+                    E[l, s, a] = 1.0 if x == 0.0 else math.exp(x)
+        for s in range(S):
+            if same[l, s]:
+                z = zs[(s - 1) * A_]
+                V[l, s] = V[l, s - 1]
+            else:
+                z = 0.0
+                for a in range(A_):
+                    z += E[l, s, a]
+                V[l, s] = top[s * A_] + tau * math.log(z)
             for a in range(A_):
                 zs[s * A_ + a] = z
         for j in range(SA):
@@ -124,19 +145,21 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
     for l in range(L):
         for t in range(S):  # (loops, not slice assignments: no broadcast checks to compile)
             nxt[t] = 0.0
+        h = 0.0
         for s in range(S):
             ds = d[s]
             # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
             # rounds to 1 (see optplan.soft.boltzmann_entropy); (m - K) / tau is -X exactly
-            # and its exponential E
-            b = best[l, s]
-            zm1 = 0.0
-            h = 0.0
-            for a in range(A_):
-                if a != b:
-                    zm1 += E[l, s, a]
-                h += pi[l, s, a] * -X[l, s * A_ + a]
-            h += math.log1p(zm1)
+            # and its exponential E (a state of the same K row as s - 1: s - 1's entropy)
+            if not same[l, s]:
+                b = best[l, s]
+                zm1 = 0.0
+                h = 0.0
+                for a in range(A_):
+                    if a != b:
+                        zm1 += E[l, s, a]
+                    h += pi[l, s, a] * -X[l, s * A_ + a]
+                h += math.log1p(zm1)
             for a in range(A_):
                 p = pi[l, s, a]
                 w = ds * p
@@ -266,13 +289,21 @@ def _signbit(x):  # pragma: no cover - compiled by numba
 def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
            lam):  # fmt: skip  # pragma: no cover - compiled by numba
     """The search of :func:`optplan.fast.k_temperature.solve`; ``K, V, pi, lam`` filled at
-    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``.
+    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``."""
+    return _solve_rows(R, P, _rows(P), c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two,
+                       K, V, pi, lam)  # fmt: skip
+
+
+@_JIT
+def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
+                lam):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:func:`_solve` with ``G``, :func:`_rows` of ``P`` or a caller's equivalent grouping
+    (rows put in one group must be equal, ``flat`` rows constant).
 
     Each trial ``tau`` is evaluated into one of three buffer sets, one per point Brent's
     method holds (``xpre``, ``xcur``, ``xblk``; the bracket's two ends before it), so the pass
     at the root found is the one kept in ``xcur``'s set: no pass is repeated."""
     L, S, A_ = R.shape
-    G = _rows(P)
     PT, group, nrep, flat = G
     E = np.empty((L, S, A_))
     BK, BV, Bpi, Blam = (
