@@ -329,3 +329,29 @@ def test_k_search_equal_rows_summed_once_is_exact(deterministic):
             assert got[:4] == ref
             for a, b in zip(got[4:], out, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_k_search_repeated_state_takes_the_previous_states_numbers():
+    """A state whose K row equals the previous state's takes that state's exponentials, soft
+    value, policy and entropy (optplan.fast._k_kernels._terms): one layer (no sums over next
+    states), states repeated next to each other and apart give the same per-state numbers, bit
+    for bit, and the same sums up to their order."""
+    from optplan.fast import _k_kernels
+
+    gen = np.random.default_rng(9)
+    base_R, base_c = gen.normal(size=(3, 3)), gen.random((3, 3))
+    adjacent = [0, 0, 1, 1, 1, 2]  # states 1, 3, 4 repeat the previous state
+    apart = [0, 1, 2, 0, 1, 1]  # the same rows, one repeat adjacent
+    outs = []
+    for order in (adjacent, apart):
+        R = np.ascontiguousarray(base_R[order][None])
+        c = np.ascontiguousarray(base_c[order][None])
+        P = np.full((1, 6, 3, 6), 1 / 6)
+        rho = np.full(6, 1 / 6)
+        outs.append((order, _k_kernels.terms(0.3, R, P, c, rho)))
+    (o1, t1), (o2, t2) = outs
+    for i in range(6):  # each state, copied or not, against its row computed afresh
+        j = o2.index(o1[i])  # states 0, 1, 2 of ``apart`` repeat no neighbour
+        for a, b in zip(t1[4:], t2[4:], strict=True):  # K, V, pi, lambda
+            np.testing.assert_array_equal(a[0, i], b[0, j])
+    np.testing.assert_allclose(t1[:4], t2[:4], rtol=1e-14)
