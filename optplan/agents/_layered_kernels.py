@@ -114,7 +114,7 @@ def _row_sum(a, lo, n):  # pragma: no cover - compiled by numba
     return 0.0 + (_pw_sum(a, lo, n2) + _pw_sum(a, lo + n2, n - n2))
 
 
-@_JIT(inline="always")
+@_JIT
 def _small_gamma(rng, shape, inv):  # pragma: no cover - compiled by numba
     """NumPy's ``random_standard_gamma`` for ``0 < shape < 1`` (``inv = 1. / shape``)."""
     while True:
@@ -170,15 +170,10 @@ def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean,
     K = next_counts.shape[3]
     N1 = next_counts.reshape(n * K)
     P1 = P.reshape(n * K)
-    last = -1.0
-    inv = 0.0
     for i in range(n * K):
-        shape = N1[i] + alpha0
-        if 0.0 < shape < 1.0:
-            if shape != last:
-                last = shape
-                inv = 1.0 / shape
-            P1[i] = _small_gamma(rng, shape, inv)
+        shape = N1[i] + alpha0  # > 0
+        if shape < 1.0:
+            P1[i] = _small_gamma(rng, shape, 1.0 / shape)
         else:
             P1[i] = rng.standard_gamma(shape)
     for i in range(n):
@@ -340,6 +335,7 @@ class PsrlWork:
         self.R, self.P, self.V = np.empty((L, S, A)), np.empty((L, S, A, S)), np.empty((L + 1, S))
         self.mean, self.var = np.empty((L, S, A)), np.empty((L, S, A))
         self.shape = (L, S, A)
+        self.scalars = None  # (mode, 1 / prior_var, sigma**2, prior_var) of the first plan
 
 
 def _compiled() -> dict:
@@ -368,15 +364,16 @@ def _given(post, mean, var) -> None:
 def psrl_plan(rng, post, work: PsrlWork) -> tuple[np.ndarray, np.ndarray]:
     """``(Q, policy)`` of one PSRL plan on ``post`` (Dirichlet transition prior) with the
     agent's generator ``rng``; the drawn model is left in ``work.R``, ``work.P``."""
-    mode, inv_prior, sd2 = reward_mode(post)
-    if mode == GIVEN:
+    if work.scalars is None:  # the posterior's fixed scalars, once
+        mode, inv_prior, sd2 = reward_mode(post)
+        work.scalars = (mode, inv_prior, sd2, float(post.prior_var))
+    if work.scalars[0] == GIVEN:
         _given(post, work.mean, work.var)
     Q = np.empty(work.shape)
     policy = np.empty(work.shape[:2], dtype=np.intp)
     _compiled()["_psrl"](
-        rng, post.counts, post.reward_sums, post.next_counts, mode, inv_prior, sd2,
-        float(post.prior_var), work.mean, work.var, float(post.transition_prior), work.R,
-        work.P, work.V, Q, policy,
+        rng, post.counts, post.reward_sums, post.next_counts, *work.scalars, work.mean,
+        work.var, float(post.transition_prior), work.R, work.P, work.V, Q, policy,
     )  # fmt: skip
     return Q, policy
 
