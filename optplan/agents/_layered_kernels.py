@@ -54,8 +54,8 @@ from .. import _jit
 from ..fast import _k_kernels as _KK
 from ..fast._k_kernels import _solve_rows
 
-__all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_check",
-           "KWork", "k_plan", "k_policy", "k_check"]  # fmt: skip
+__all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_scalars",
+           "psrl_check", "KWork", "k_plan", "k_policy", "k_check"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -361,12 +361,19 @@ def _given(post, mean, var) -> None:
     var[...] = v
 
 
+def psrl_scalars(post, work: PsrlWork) -> tuple:
+    """``(mode, 1 / prior_var, sigma**2, prior_var)`` of :func:`_psrl` for ``post`` (fixed for
+    an agent: computed once, kept in ``work``)."""
+    if work.scalars is None:
+        mode, inv_prior, sd2 = reward_mode(post)
+        work.scalars = (mode, inv_prior, sd2, float(post.prior_var))
+    return work.scalars
+
+
 def psrl_plan(rng, post, work: PsrlWork) -> tuple[np.ndarray, np.ndarray]:
     """``(Q, policy)`` of one PSRL plan on ``post`` (Dirichlet transition prior) with the
     agent's generator ``rng``; the drawn model is left in ``work.R``, ``work.P``."""
-    if work.scalars is None:  # the posterior's fixed scalars, once
-        mode, inv_prior, sd2 = reward_mode(post)
-        work.scalars = (mode, inv_prior, sd2, float(post.prior_var))
+    psrl_scalars(post, work)
     if work.scalars[0] == GIVEN:
         _given(post, work.mean, work.var)
     Q = np.empty(work.shape)

@@ -43,11 +43,13 @@ import math
 import numpy as np
 
 from .. import _jit
+from ..agents import _layered_kernels as _PLANS
+from ..agents._layered_kernels import _psrl
 from ._segment_kernels import _JIT as _SEGMENTS
 from ._segment_kernels import _search_right
 
 __all__ = ["AVAILABLE", "BOLTZMANN", "POLICY", "THOMPSON", "DEEPSEA", "TABULAR", "DONE",
-           "INADMISSIBLE", "CONTRADICTED", "episode", "policy_run"]  # fmt: skip
+           "INADMISSIBLE", "CONTRADICTED", "episode", "psrl_episode", "policy_run"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -63,7 +65,7 @@ DEEPSEA, TABULAR = 0, 1
 DONE, INADMISSIBLE, CONTRADICTED = 0, 1, 2
 
 _JIT = _jit.Jit(
-    "the compiled episodes of the episodic agents", uses=(_SEGMENTS,), cache=True,
+    "the compiled episodes of the episodic agents", uses=(_SEGMENTS, _PLANS._JIT), cache=True,
     error_model="numpy",
 )  # fmt: skip
 
@@ -155,6 +157,31 @@ def _episode(act, n, state, reset, initial_cdf, cdf, policy, uniforms, env_kind,
 
 
 @_JIT
+def _psrl_episode(n, state, reset, initial_cdf, policy, env_kind, env_rng, R, env_cdf, mask,
+                  noise, goals, mapping, noise_mask, windy, size, counts, reward_sums,
+                  next_counts, states, actions, rewards, layers, offset, agent_rng, mode,
+                  inv_prior, sd2, prior_var, mean, var, alpha0, model_R, model_P, values, Q,
+                  new_policy):  # fmt: skip  # pragma: no cover - compiled by numba
+    """A PSRL episode (:func:`_episode` with the policy's actions, a Dirichlet prior), then,
+    when it ended (all ``L`` steps played), the agent's next plan: the compiled plan its
+    ``plan()`` calls (:func:`optplan.agents._layered_kernels._psrl`, on the agent's generator
+    ``agent_rng``) into ``Q`` and ``new_policy``. Returns :func:`_episode`'s tuple."""
+    no_cdf = np.zeros((1, 1, 1))
+    no_draws = np.zeros(0)
+    no_forced = np.zeros((1, 1), dtype=np.int64)
+    out = _episode(
+        POLICY, n, state, reset, initial_cdf, no_cdf, policy, no_draws, env_kind, env_rng, R,
+        env_cdf, mask, noise, goals, mapping, noise_mask, windy, size, counts, reward_sums,
+        next_counts, False, states, actions, rewards, layers, offset, agent_rng, no_forced,
+        no_cdf, no_cdf, 0.0, no_draws,
+    )  # fmt: skip
+    if out[0] == DONE and out[1] == counts.shape[0]:
+        _psrl(agent_rng, counts, reward_sums, next_counts, mode, inv_prior, sd2, prior_var,
+              mean, var, alpha0, model_R, model_P, values, Q, new_policy)  # fmt: skip
+    return out
+
+
+@_JIT
 def _policy_run(steps, state, initial_cdf, policy, env_kind, env_rng, R, env_cdf, mask, noise,
                 goals, mapping, noise_mask, windy, size, counts, reward_sums, next_counts,
                 states, actions, rewards, layers):  # fmt: skip  # pragma: no cover - compiled
@@ -192,6 +219,11 @@ def _compiled() -> dict:
 def episode(*args):
     """:func:`_episode`, compiled."""
     return _compiled()["_episode"](*args)
+
+
+def psrl_episode(*args):
+    """:func:`_psrl_episode`, compiled."""
+    return _compiled()["_psrl_episode"](*args)
 
 
 def policy_run(*args):

@@ -5,8 +5,10 @@ Both agents plan once per episode, at its start (:meth:`~optplan.agents.KLearnin
 temperature and K-values, or a posterior draw and backward induction), and between two plans
 act from that plan and count. The engine plays each episode's steps in one compiled call
 (:mod:`._episode_kernels`: action, environment step, posterior update, record) and makes every
-plan with the agent's own Python code, so the plans are the generic loop's by construction
-and the steps are the same operations on the same generators. Episode ends are the generic
+plan with the agent's own ``plan()``, so the plans are the generic loop's by construction
+and the steps are the same operations on the same generators; PSRL's compiled plan (the
+function its ``plan()`` calls, :func:`optplan.agents._layered_kernels.psrl_plan`) runs at the
+end of the episode's call instead, when its reward posterior needs no NumPy. Episode ends are the generic
 loop's own bookkeeping (:func:`.trace.episode_ended`: successes, ``on_episode_end``, ``episodes``,
 ``stop_when_solved``), and the environment is reset by its own ``reset``. It is a row of
 :data:`optplan.experiments.engines.RUN_ENGINES`; the generic loop stays the reference
@@ -29,8 +31,9 @@ loop's own bookkeeping (:func:`.trace.episode_ended`: successes, ``on_episode_en
 The oracle run of :attr:`Trace.draft_regret` is compiled too (same draws).
 
 The speed-up is the per-step Python overhead (the agent's action and update, the environment's
-step, the record); the plans cost what they cost in the generic loop. ``optplan bench agents``
-measures both loops.
+step, the record); the plans cost what they cost in the generic loop (compiled there too for
+PSRL, tau* K-learning and the episodic UBE: :mod:`optplan.agents._layered_kernels`,
+:mod:`optplan.agents._layered_ube_kernels`). ``optplan bench agents`` measures both loops.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..agents import PSRL, KLearning
+from ..agents import _layered_kernels as LK
 from ..agents._mean_model import MeanModelAgent
 from ..agents.ube import UBE, CountBonus
 from ..envs import DeepSea, TabularEnv
@@ -225,6 +229,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     det = bool(post.deterministic)
     mean_model = isinstance(agent, MeanModelAgent)
     ends = (episodes, stop_when_solved, on_episode_end)
+    fused = _fused_plan(agent)
     t = 0
     shown = 0
     reset = False  # the environment's reset() is due, the first thing of the next episode
@@ -233,12 +238,24 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         buf.fit(t + n)
         act, cdf, policy = _agent_arrays(agent, L, E.A)
         uniforms = agent.rng.random(n) if act == K.BOLTZMANN else _NO_DRAWS
-        status, played, state, reached, action, nxt = K.episode(
-            act, n, int(state), reset, E.initial_cdf, cdf, policy, uniforms, E.kind,
-            env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
-            E.windy, E.size, post.counts, post.reward_sums, post.next_counts, det, buf.states,
-            buf.actions, buf.rewards, buf.layers, t, agent.rng, *_thompson_arrays(agent),
-        )  # fmt: skip
+        if fused is not None:  # PSRL: the episode and the next plan in one call
+            work, scalars, alpha0 = fused
+            Q, new_policy = np.empty(work.shape), np.empty(work.shape[:2], dtype=np.intp)
+            status, played, state, reached, action, nxt = K.psrl_episode(
+                n, int(state), reset, E.initial_cdf, policy, E.kind, env.np_random, E.R,
+                E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask, E.windy, E.size,
+                post.counts, post.reward_sums, post.next_counts, buf.states, buf.actions,
+                buf.rewards, buf.layers, t, agent.rng, *scalars, work.mean, work.var, alpha0,
+                work.R, work.P, work.V, Q, new_policy,
+            )  # fmt: skip
+        else:
+            status, played, state, reached, action, nxt = K.episode(
+                act, n, int(state), reset, E.initial_cdf, cdf, policy, uniforms, E.kind,
+                env.np_random, E.R, E.cdf, E.mask, E.noise, E.goals, E.mapping, E.noise_mask,
+                E.windy, E.size, post.counts, post.reward_sums, post.next_counts, det,
+                buf.states, buf.actions, buf.rewards, buf.layers, t, agent.rng,
+                *_thompson_arrays(agent),
+            )  # fmt: skip
         t += played
         if mean_model:  # MeanModelAgent.update's counters: steps, deepest layer updated
             agent.steps += played
@@ -256,6 +273,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         if mean_model:
             agent.plan(agent._top)
             agent._top = -1
+        elif fused is not None:  # planned in the episode's call, as PSRL.plan() plans
+            agent.Q, agent.policy = Q, new_policy
         else:
             agent.plan()
         if bar is not None and steps is not None and t - shown >= _BAR_STRIDE:
@@ -282,6 +301,19 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     if bar is not None and steps is not None:
         bar.update(t - bar.n)
     return record
+
+
+def _fused_plan(agent):
+    """``(work, scalars, alpha0)`` of a PSRL agent whose compiled plan
+    (:func:`optplan.agents._layered_kernels.psrl_plan`) can run inside the episode's call (the
+    reward posterior needs no NumPy: one scalar ``sigma``, a proper prior), else ``None``."""
+    if type(agent) is not PSRL or getattr(agent, "_work", None) is None:
+        return None
+    post = agent.posterior
+    scalars = LK.psrl_scalars(post, agent._work)
+    if scalars[0] == LK.GIVEN:
+        return None
+    return agent._work, scalars, float(post.transition_prior)
 
 
 def _stop(agent, env, E, status, played, state, action, nxt):
