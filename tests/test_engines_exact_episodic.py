@@ -300,15 +300,14 @@ def test_uncovered_runs_take_the_generic_loop():
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_k_search_equal_rows_summed_once_is_exact(deterministic):
     """The temperature search sums each layer's distinct transition rows once
-    (optplan.fast._k_kernels._rows: an unvisited pair's uniform row and its copies) and skips
-    a state's occupancy weights too small to change the next-state sums: every pass equals
-    the pass that sums every row and adds every weight (no row constant, so nothing skipped),
-    bit for bit (DeepSea-sized posteriors, both priors, many unvisited pairs, an agent's)."""
+    (optplan.fast._k_kernels._rows: an unvisited pair's uniform row and its copies): every
+    pass equals the pass that sums every row, bit for bit (DeepSea-sized posteriors, both
+    priors, many unvisited pairs)."""
     from optplan.fast import _k_kernels
 
     table = _k_kernels._table()
     gen = np.random.default_rng(5)
-    env = make_env("deepsea-10-k")  # an agent's posterior: tiny occupancy weights too
+    env = make_env("deepsea-10-k")  # and an agent's posterior
     params = {"transitions": "deterministic"} if deterministic else {}
     agent = make_agent("k-learning", env, **params)
     run(agent, env, episodes=150, seed=1)

@@ -23,10 +23,8 @@ accumulated over next states for all distinct rows of a layer at once (the rows 
 ``(L, S, rows)``: the same sum per pair, in the same order, vectorized across rows; equal rows,
 such as every unvisited pair's uniform posterior mean, give equal sums and are summed once,
 and a constant row's products in the occupancy's next-state sums are one number; a state whose
-K row equals the previous state's takes that state's exponentials, soft value and entropy;
-a state whose occupancy weights are below half an ulp of every next-state sum adds nothing
-to them and is skipped), the divisions by ``tau`` and by the normalizer run over a layer's
-pairs at once, and each
+K row equals the previous state's takes that state's exponentials, soft value and entropy),
+the divisions by ``tau`` and by the normalizer run over a layer's pairs at once, and each
 ``(K - max K) / tau`` and its exponential is computed once (the backward pass keeps them for
 the entropy, whose ``(max K - K) / tau`` is their exact negative; the maximizer's exponential
 is ``exp(0) = 1``).
@@ -147,10 +145,6 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
     for l in range(L):
         for t in range(S):  # (loops, not slice assignments: no broadcast checks to compile)
             nxt[t] = 0.0
-        # lo <= min_t nxt[t] (the sums only grow); weights below half an ulp of lo change no
-        # nxt[t] (x + a == x for 0 <= a < ulp(x) / 2, and a = w P[t] <= w as P[t] <= 1)
-        lo = 0.0
-        half = 0.0
         h = 0.0
         for s in range(S):
             ds = d[s]
@@ -180,16 +174,11 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
                     # a constant row's products w P[t] are one number, computed once
                     w0 = lam[l, s, 0]
                     w1 = lam[l, s, 1]
-                    if w0 < half and w1 < half:  # nxt unchanged (half > 0 once lo > 0)
-                        pass
-                    elif flat[l, s, 0] and flat[l, s, 1]:
+                    if flat[l, s, 0] and flat[l, s, 1]:
                         c0 = w0 * P[l, s, 0, 0]
                         c1 = w1 * P[l, s, 1, 0]
                         for t in range(S):
                             nxt[t] = (nxt[t] + c0) + c1
-                        lo = (lo + c0) + c1  # every nxt[t] >= lo got the same two terms
-                        if lo > 0.0 and lo < math.inf:
-                            half = math.ldexp(1.0, math.frexp(lo)[1] - 54)
                     elif flat[l, s, 0]:
                         c0 = w0 * P[l, s, 0, 0]
                         for t in range(S):
