@@ -302,7 +302,7 @@ def test_k_search_equal_rows_summed_once_is_exact(deterministic):
     """The temperature search sums each layer's distinct transition rows once
     (optplan.fast._k_kernels._rows: an unvisited pair's uniform row and its copies): every
     pass equals the pass that sums every row, bit for bit (DeepSea-sized posteriors, both
-    priors, many unvisited pairs)."""
+    priors, many unvisited pairs, an agent's)."""
     from optplan.fast import _k_kernels
 
     table = _k_kernels._table()
