@@ -253,13 +253,7 @@ def _policy_backup_py(
         inc = q[s, policy[s]]
         pick = policy[s] if inc >= best - 1e-12 * abs(best) else arg
         new[s] = pick
-        row = s * A + pick
-        p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
-        while p < end:
-            c_idx[n] = indices[p]
-            c_data[n] = data[p]
-            n += np.uint64(1)
-            p += np.uint64(1)
+        n = _copy_row(indptr, indices, data, s * A + pick, n, c_idx, c_data)
         c_ptr[s + 1] = n
         if pick != policy[s]:
             same = False
@@ -284,14 +278,20 @@ def _gather_chain_py(
     n = np.uint64(0)
     c_ptr[0] = 0
     for s in range(policy.shape[0]):
-        row = s * A + policy[s]
-        p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
-        while p < end:
-            c_idx[n] = indices[p]
-            c_data[n] = data[p]
-            n += np.uint64(1)
-            p += np.uint64(1)
+        n = _copy_row(indptr, indices, data, s * A + policy[s], n, c_idx, c_data)
         c_ptr[s + 1] = n
+
+
+def _copy_row_py(indptr, indices, data, row, n, c_idx, c_data):  # pragma: no cover - numba
+    """Row ``row`` of the CSR arrays appended to ``c_idx``, ``c_data`` from position ``n``
+    (unsigned); returns the position after it."""
+    p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+    while p < end:
+        c_idx[n] = indices[p]
+        c_data[n] = data[p]
+        n += np.uint64(1)
+        p += np.uint64(1)
+    return n
 
 
 def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - compiled by numba
@@ -340,10 +340,12 @@ def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - c
 #: The compiled sweeps, bound by :data:`_JIT` when it compiles (numba resolves them when it
 #: compiles the loop).
 _jacobi_sweep = None
+_copy_row = None
 
 #: The compiled sweeps, compiled on first use when numba is installed.
 _JIT = Jit("the compiled value-iteration sweeps", cache=True, nogil=True, error_model="numpy")
 _JIT.register(_jacobi_sweep_py, name="_jacobi_sweep")
+_JIT.register(_copy_row_py, name="_copy_row", inline="always")
 _JIT.register(_jacobi_loop_py, name="_jacobi_loop")
 _JIT.register(_value_sweep_py, name="_value_sweep")
 _JIT.register(_linear_sweep_py, name="_linear_sweep")
