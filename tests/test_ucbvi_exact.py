@@ -297,7 +297,14 @@ def test_direct_updates_and_reset_match():
     H, S, A = 4, 3, 2
     mask = rng.random((H, S, A)) < 0.8
     mask[..., 0] = True
-    for kwargs in ({}, {"bonus": "bernstein", "beta_scale": 0.01}, {"stationary": True}):
+    known = rng.random((S, A))
+    for kwargs in (
+        {},
+        {"bonus": "bernstein", "beta_scale": 0.01},
+        {"stationary": True},
+        {"rewards": known, "beta_scale": 0.05},
+        {"rewards": known, "bonus": "bernstein", "stationary": True, "beta_scale": 1e-3},
+    ):
         agent = UCBVI(S, A, n_layers=H, action_mask=mask, **kwargs)
         ref = ReferenceUCBVI(S, A, n_layers=H, action_mask=mask, **kwargs)
         for round_ in range(2):

@@ -155,6 +155,19 @@ class UCBVI:
         self.reward_sums = np.zeros((H, S, A))
         remaining = (H - np.arange(H, dtype=float))[:, None, None]  # H - h
         self.q = np.where(self.action_mask, remaining, -np.inf)
+        # Kept between plans from the transitions observed since the last one (``_seen``):
+        # the integer sums of ``counts`` (exact in any order) and the rows of ``P_hat`` of
+        # the pairs whose counts changed (each row the same product as a whole recompute).
+        pairs = (S, A) if self.stationary else (H, S, A)
+        self._seen: list[tuple[int, int, int, int]] = []
+        self._visits = np.zeros((H, S), dtype=np.int64)  # N'_{k,h}(y)
+        self._n = np.zeros(pairs, dtype=np.int64)  # N(x, a) (pooled when stationary)
+        self._pooled = np.zeros((S, A, S), dtype=np.int64) if self.stationary else None
+        self._p_hat = np.zeros((*pairs, S))  # P_hat(. | x, a), 0 where unvisited
+        # per step: P_hat as (S A, S) (the matrix of the product P_hat V), Q flat and (S, A)
+        self._p_rows = _layers(self._p_hat.reshape(-1, S * A, S), H)
+        self._q_flat = list(self.q.reshape(H, S * A))
+        self._q_rows = list(self.q)
         self.plan()
 
     def log_term(self) -> float:
@@ -164,59 +177,107 @@ class UCBVI:
         return math.log(5.0 * S * A * k * H / self.delta)
 
     def _data(self):
-        """``(N, next counts, reward sums)``, pooled over the steps when stationary."""
-        nxt, rs = self.counts, self.reward_sums
-        if self.stationary:
-            nxt = np.broadcast_to(nxt.sum(axis=0), nxt.shape)
-            rs = np.broadcast_to(rs.sum(axis=0), rs.shape)
-        return nxt.sum(axis=-1), nxt, rs
+        """``(N, 1 / max(N, 1), R_hat)``, ``(S, A)`` when stationary, after folding the
+        transitions observed since the last plan into the sums and ``P_hat``."""
+        changed = None
+        if self._seen:
+            h, x, a, y = np.array(self._seen, dtype=np.intp).T
+            self._seen.clear()
+            np.add.at(self._visits, (h, x), 1)
+            if self.stationary:
+                np.add.at(self._pooled, (x, a, y), 1)
+                changed, rows = (x, a), self._pooled
+            else:
+                changed, rows = (h, x, a), self.counts
+            np.add.at(self._n, changed, 1)
+        inv_n = 1.0 / np.maximum(self._n, 1)
+        if changed is not None:  # the rows of the pairs seen: nxt * inv_n, as from scratch
+            self._p_hat[changed] = rows[changed] * inv_n[changed][:, None]
+        if self.rewards is not None:
+            R = self.rewards
+        elif self.stationary:
+            R = self.reward_sums.sum(axis=0) * inv_n
+        else:
+            R = self.reward_sums * inv_n
+        return self._n, inv_n, R
 
     def plan(self) -> None:
-        """Backward induction of the episode that starts now (module docstring)."""
+        """Backward induction of the episode that starts now (module docstring).
+
+        Per step, on ``(S A,)`` rows: ``Q = min(Q_prev, min(H - h, (R + P V) + b))`` on the
+        visited admissible pairs; the others keep the ``H - h`` (unvisited) or ``-inf``
+        (inadmissible) of :meth:`reset`."""
         H, S, A = self.n_layers, self.n_states, self.n_actions
-        n, nxt, rs = self._data()
+        SA = S * A
+        n, inv_n, R = self._data()
         visited = n > 0
-        inv_n = 1.0 / np.maximum(n, 1)
-        R = rs * inv_n if self.rewards is None else self.rewards
+        mask = self.action_mask
         Lg = self.log_term()
-        visits = self.counts.sum(axis=(-1, -2))  # N'_{k,h}(y): visits to y at step h
+        beta = self.beta_scale
         values = np.zeros((H + 1, S))
-        bonuses = np.zeros((H, S, A))
+        v_rows = list(values)
+        p_rows, q_flat, q_rows = self._p_rows, self._q_flat, self._q_rows
+        r_rows = _layers(R.reshape(-1, SA), H)
+        update = _layers((visited & mask).reshape(H, SA), H)
+        if self.bonus == "hoeffding":
+            b = 7.0 * H * Lg * np.sqrt(inv_n)
+            b = beta * np.where(visited, b, 0.0)
+            bonuses = np.where(mask, b, 0.0)
+            b_rows = _layers(b.reshape(-1, SA), H)
+        else:
+            i_rows = _layers(inv_n.reshape(-1, SA), H)
+            seen_rows = _layers(visited.reshape(-1, SA), H)
+            second = _layers((14.0 * H * Lg * inv_n / 3.0).reshape(-1, SA), H)
+            with np.errstate(divide="ignore"):
+                seen = self._visits
+                w = np.where(
+                    seen > 0,
+                    np.minimum(100.0**2 * H**3 * S**2 * A * Lg**2 / seen, H * H),
+                    float(H * H),
+                )
+            bonuses = np.zeros((H, S, A))
+            bonus_rows = list(bonuses.reshape(H, SA))
+            mask_rows = list(mask.reshape(H, SA))
         for h in range(H - 1, -1, -1):  # a loop over steps only
-            cap = float(H - h)
-            P = nxt[h] * inv_n[h][..., None]  # P_hat(. | x, a), (S, A, S)
-            v = values[h + 1]
-            pv = (P.reshape(S * A, S) @ v).reshape(S, A)
+            v = v_rows[h + 1]
+            pv = p_rows[h] @ v
             if self.bonus == "hoeffding":
-                b = 7.0 * H * Lg * np.sqrt(inv_n[h])
+                bh = b_rows[h]
             else:
-                var = np.maximum((P.reshape(S * A, S) @ (v * v)).reshape(S, A) - pv * pv, 0.0)
-                b = np.sqrt(8.0 * Lg * var * inv_n[h]) + 14.0 * H * Lg * inv_n[h] / 3.0
+                ih = i_rows[h]
+                var = np.maximum(p_rows[h] @ (v * v) - pv * pv, 0.0)
+                bh = np.sqrt(8.0 * Lg * var * ih) + second[h]
                 if h + 1 < H:
-                    seen = visits[h + 1]
-                    with np.errstate(divide="ignore"):
-                        w = np.where(
-                            seen > 0,
-                            np.minimum(100.0**2 * H**3 * S**2 * A * Lg**2 / seen, H * H),
-                            float(H * H),
-                        )
-                    b = b + np.sqrt(8.0 * (P.reshape(S * A, S) @ w).reshape(S, A) * inv_n[h])
-            b = self.beta_scale * np.where(visited[h], b, 0.0)
-            fresh = np.minimum(self.q[h], np.minimum(cap, R[h] + pv + b))
-            q = np.where(visited[h], fresh, cap)
-            self.q[h] = np.where(self.action_mask[h], q, -np.inf)
-            bonuses[h] = np.where(self.action_mask[h], b, 0.0)
-            values[h] = self.q[h].max(axis=-1)
+                    bh = bh + np.sqrt(8.0 * (p_rows[h] @ w[h + 1]) * ih)
+                bh = beta * np.where(seen_rows[h], bh, 0.0)
+                bonus_rows[h][...] = np.where(mask_rows[h], bh, 0.0)
+            fresh = r_rows[h] + pv
+            fresh += bh
+            np.minimum(float(H - h), fresh, out=fresh)
+            np.minimum(q_flat[h], fresh, out=q_flat[h], where=update[h])
+            np.maximum.reduce(q_rows[h], axis=-1, out=v_rows[h])
         self.values = values
         self.bonus_values = bonuses
+        # the maximizers of each row, ascending, first, and their number (``greedy_action``'s
+        # ``flatnonzero``), for select_action
+        top = self.q == values[:H, :, None]
+        self._ties = top.sum(axis=-1).tolist()
+        self._tops = np.argsort(~top, axis=-1, kind="stable").tolist()
 
     def select_action(self, state: int) -> int:
-        return greedy_action(self.rng, self.q[self.clock.current(), state])
+        h = self.clock.current()
+        ties = self._ties[h][state]
+        if ties == 1:
+            return self._tops[h][state][0]
+        if ties > 1:  # greedy_action's draw: rng.choice(best) draws integers(0, len(best))
+            return self._tops[h][state][int(self.rng.integers(0, ties))]
+        return greedy_action(self.rng, self.q[h, state])  # no maximum (NaN): its error
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         h = self.clock.current()
         self.counts[h, state, action, next_state] += 1
         self.reward_sums[h, state, action] += reward
+        self._seen.append((h, state, action, next_state))
         self.clock.tick(done)
         if done:
             self.episode += 1
@@ -227,6 +288,12 @@ class UCBVI:
             f"UCBVI(L={self.n_layers}, S={self.n_states}, A={self.n_actions}, "
             f"bonus={self.bonus!r}, beta_scale={self.beta_scale})"
         )
+
+
+def _layers(rows: np.ndarray, n_layers: int) -> list[np.ndarray]:
+    """The ``n_layers`` per-step views of ``rows`` (one row: the same view at every step)."""
+    out = list(rows)
+    return out if len(out) == n_layers else out * n_layers
 
 
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
