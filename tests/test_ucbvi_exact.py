@@ -191,7 +191,6 @@ class ReferenceUCBVI:
         )
 
 
-
 # --- the comparison ---------------------------------------------------------------------------
 
 #: The arrays of the agent compared after a run.
@@ -256,8 +255,12 @@ VARIANTS = [
 ]
 
 
+def _name(params):
+    return ",".join(f"{k}={v}" for k, v in params.items()) or "default"
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("params", VARIANTS, ids=lambda p: ",".join(map(str, p.items())) or "default")
+@pytest.mark.parametrize("params", VARIANTS, ids=_name)
 def test_deepsea_20_as_benched(params, seed):
     """DeepSea L = 20 built by the bench's own helpers; 60 episodes and a cut one."""
     trace = assert_same_runs(
@@ -280,7 +283,7 @@ def _layered_env(seed, stationary_model):
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("stationary_model", [False, True], ids=["layered", "from-stationary"])
-@pytest.mark.parametrize("params", VARIANTS, ids=lambda p: ",".join(map(str, p.items())) or "default")
+@pytest.mark.parametrize("params", VARIANTS, ids=_name)
 def test_random_layered_models(params, stationary_model, seed):
     """Random layered models (masks, ties, sparse rows, noisy rewards) and a stationary one."""
     assert_same_runs(

@@ -41,7 +41,12 @@ empirical means unless the true means are given (``rewards``, registry ``known_r
 paper's known reward function). Rewards are assumed in ``[0, 1]`` (DeepSea's are in
 ``[-0.01, 1]``), whence the caps.
 
-Planning is vectorized over states and actions; the only loop is over the ``H`` steps.
+Planning is vectorized over states and actions; the only loop is over the ``H`` steps. The
+integer sums ``N``, ``N'`` (and the pooled counts) and the rows of ``P_hat`` are brought up to
+date at each plan from the transitions observed since the last one (each row the same product
+``counts / N`` as from scratch), so a plan does not pass over the whole ``(H, S, A, S)`` count
+array; acting reads a table of each row's maximizers made by the plan (ties drawn as
+:func:`~optplan.agents.qlearning.greedy_action` draws them).
 """
 
 from __future__ import annotations
