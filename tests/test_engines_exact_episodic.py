@@ -141,17 +141,18 @@ def test_k_learning_equals_python_loop(params, env_name, seed):
 
 
 def test_compiled_plans_are_taken():
-    """The checks against NumPy pass here, so the compiled runs above planned compiled: tau*
-    K-learning (fast method) and PSRL with a Dirichlet prior; the schedule, the conic method
-    and PSRL's deterministic prior plan in NumPy."""
-    assert LK.psrl_check() and LK.k_check()
+    """The checks against NumPy pass here, so the compiled runs above planned compiled:
+    K-learning at tau* (fast method) or the schedule, and PSRL with a Dirichlet prior; the
+    conic method and PSRL's deterministic prior plan in NumPy."""
+    assert LK.psrl_check() and LK.k_check() and LK.k_schedule_check()
     env = make_env("deepsea-6")
     for name, params, compiled in (
         ("psrl", {}, True),
         ("psrl", {"transitions": "deterministic"}, False),
         ("k-learning", {}, True),
         ("k-learning", {"transitions": "deterministic", "bonus": "posterior"}, True),
-        ("k-learning", {"temperature": "schedule"}, False),
+        ("k-learning", {"temperature": "schedule"}, True),
+        ("k-learning", {"temperature": "schedule", "method": "conic"}, True),
         ("k-learning", {"method": "conic"}, False),
         ("ube", {}, True),
         ("ube", {"local": "lemma1"}, False),
@@ -201,6 +202,64 @@ def test_compiled_plans_equal_numpy_plans(agent_name, params):
     assert not compiled_plans_used(out["python"][1])
     assert_same_trace(out["python"][0], out["compiled"][0])
     assert_same_left(out["python"], out["compiled"])
+
+
+@pytest.mark.parametrize("deterministic", [False, True], ids=["dirichlet", "deterministic"])
+def test_k_schedule_plan_equals_numpy_plan(deterministic):
+    """The compiled schedule plan (:func:`LK.k_schedule_plan`) gives the NumPy plan's bits
+    (``soft.k_values`` at Eq. 10's temperature, ``soft.boltzmann_policy_and_values``, the
+    cumulative policy) on random posteriors: every reward mode with one sigma, both bonus
+    kinds and unvisited terms, spans, temperatures from early and late episodes, DeepSea's
+    20 x 20 x 2 and random shapes (A up to 8, S up to 8; S = 20 rows of more than 8 terms
+    in the products)."""
+    from optplan import soft
+
+    gen = np.random.default_rng(29 + deterministic)
+    compared = 0
+    for case in range(48):
+        post = LK._random_posterior(gen, case, deterministic)
+        if np.ndim(post.sigma) != 0:
+            continue
+        L, S, A = post.shape
+        bonus = ("paper", "posterior")[case % 2]
+        span = (None, 1.01, 3.0)[case % 3]
+        unvisited = ("hoeffding", "paper")[(case // 2) % 2]
+        episode = int(gen.choice([1, 2, 7, 300, 10**4, 10**6]))
+        tau = soft.temperature_schedule(episode, post.sigma, L, L * S, A)
+        R, _ = post.reward_posterior()
+        P = post.mean_transitions()
+        c = post.bonus_numerators(bonus, span, unvisited)
+        K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
+        pi, values = soft.boltzmann_policy_and_values(K, tau)
+        work = LK.KWork(post, np.full(S, 1.0 / S), bonus, span, unvisited)
+        got = LK.k_schedule_plan(work, tau)
+        want = (K, c, pi, values, np.cumsum(pi, axis=-1))
+        for name, g, w in zip(("K", "c", "pi", "values", "cdf"), got, want, strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=f"case {case}: {name}")
+        compared += 1
+    assert compared >= 30
+
+
+SCHEDULE_RUNS = [
+    (env, params)
+    for env in ("deepsea-6", "deepsea-10-k", "deepsea-7-windy")
+    for params in (
+        {"temperature": "schedule"},
+        {"temperature": "schedule", "bonus": "posterior", "sigma": 0.3},
+        {"temperature": "schedule", "transitions": "deterministic", "bonus": "posterior"},
+    )
+    if not (env.endswith("windy") and "transitions" in params)  # it contradicts that prior
+]
+
+
+@pytest.mark.parametrize("env_name,params", SCHEDULE_RUNS)
+def test_k_schedule_engine_equals_python_loop(env_name, params):
+    """Schedule K-learning on DeepSea: the compiled engine with the compiled schedule plan
+    equals the generic loop with NumPy plans, both transition priors and bonus kinds."""
+    ref, got = both("k-learning", env_name, 8, {"episodes": 150}, **params)
+    assert compiled_plans_used(got[1]) and not compiled_plans_used(ref[1])
+    assert_same_trace(ref[0], got[0])
+    assert_same_left(ref, got)
 
 
 @pytest.mark.parametrize("env_name", DETERMINISTIC_ENVS)

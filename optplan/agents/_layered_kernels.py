@@ -66,8 +66,33 @@ GIVEN, NOISY, EXACT = 0, 1, 2
 #: bonus numerator is 0 (the search hands over to SciPy's hard-max answer).
 NO_BONUS = 2
 
+
+
+def _setup(numba) -> dict:
+    """NumPy's own ``cblas_dgemv`` (the bundled OpenBLAS, as ``@`` calls it) and the ``d->d``
+    loops of ``np.exp`` and ``np.log`` (:func:`optplan.agents._bql_kernels._ufunc_loop`),
+    bound by symbol, for :func:`_k_schedule`; none where a library is not as expected (that
+    kernel then fails to compile and :func:`k_schedule_check` is false)."""
+    import llvmlite.binding as ll
+    from numba.core import types
+
+    from ._bql_kernels import _ufunc_loop
+    from ._mean_model_kernels import _setup as blas_setup
+
+    try:
+        out = {"_np_gemv": blas_setup(numba)["_np_gemv"]}
+        vp, i64 = types.voidptr, types.int64
+        for key, name in (("_np_exp", "exp"), ("_np_log", "log")):
+            alias = "optplan_layered" + key
+            ll.add_symbol(alias, _ufunc_loop(name))
+            out[key] = types.ExternalFunction(alias, types.void(vp, vp, vp, i64))
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover
+        return {}
+    return out
+
+
 _JIT = _jit.Jit(
-    "the compiled episodic plans", uses=(_KK._JIT,), cache=True, nogil=True,
+    "the compiled episodic plans", uses=(_KK._JIT,), setup=_setup, cache=True, nogil=True,
     error_model="numpy",
 )  # fmt: skip
 
@@ -210,17 +235,14 @@ def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean,
 
 
 @_JIT
-def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
-       alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
-       max_iter, u_min, u_max, step0, two, P, c, K, V, pi, lam, X,
-       m):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One K-learning plan at ``tau*`` (module docstring): ``R`` (the posterior mean rewards;
-    NumPy's with :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus
-    numerators) filled, then :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``, and
-    at ``tau*`` the Boltzmann policy's ``m = max_a K`` and ``X = (K - m) / tau``.
-    ``span <= 0``: the default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python
-    computes it; ``sigma2 = np.square(sigma)``. Returns the search's ``(status, tau, ...)``,
-    status :data:`NO_BONUS` when every ``c`` is 0."""
+def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
+             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c, PT, group,
+             nrep, flat, groups):  # fmt: skip  # pragma: no cover - compiled by numba
+    """A K-learning plan's model: ``R`` (the posterior mean rewards; NumPy's with
+    :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus numerators) filled, and
+    with ``groups`` the search's row groups ``(PT, group, nrep, flat)``. ``span <= 0``: the
+    default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python computes it;
+    ``sigma2 = np.square(sigma)``. Returns whether some ``c`` is not 0."""
     L, S, A = counts.shape
     n = L * S * A
     c1 = counts.reshape(n)
@@ -234,10 +256,6 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
     # the search's row groups (optplan.fast._k_kernels._rows): the unvisited pairs of a layer
     # share one uniform row (equal entries, one group), every visited pair is its own group
     SA = S * A
-    PT = np.empty((L, S, SA))
-    group = np.empty((L, SA), dtype=np.int64)
-    nrep = np.zeros(L, dtype=np.int64)
-    flat = np.zeros((L, S, A), dtype=np.bool_)
     prior = np.full(L, -1, dtype=np.int64)  # each layer's group of unvisited pairs
     first = -1  # where the first unvisited pair's row starts (Dirichlet prior)
     for i in range(n):
@@ -263,18 +281,19 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
             if tc == 0:
                 first = lo
         l = i // SA
-        j = i - l * SA
-        if tc == 0 and prior[l] >= 0:
-            g = prior[l]
-        else:
-            g = nrep[l]
-            nrep[l] += 1
-            for t in range(S):
-                PT[l, t, g] = P1[lo + t]
-            if tc == 0:
-                prior[l] = g
-        group[l, j] = g
-        flat[l, j // A, j % A] = tc == 0
+        if groups:
+            j = i - l * SA
+            if tc == 0 and prior[l] >= 0:
+                g = prior[l]
+            else:
+                g = nrep[l]
+                nrep[l] += 1
+                for t in range(S):
+                    PT[l, t, g] = P1[lo + t]
+                if tc == 0:
+                    prior[l] = g
+            group[l, j] = g
+            flat[l, j // A, j % A] = tc == 0
         remaining = float(L - 1 - l)
         if not posterior_bonus:
             cc[i] = (sigma2 + remaining * remaining) / (2.0 * max(c1[i], 1.0))
@@ -291,6 +310,27 @@ def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deter
             cc[i] = (var1[i] + transition) / 2.0
         if cc[i] != 0.0:
             nonzero = True
+    return nonzero
+
+
+@_JIT
+def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
+       alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
+       max_iter, u_min, u_max, step0, two, P, c, K, V, pi, lam, X,
+       m):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One K-learning plan at ``tau*`` (module docstring): the model (:func:`_k_model`), then
+    :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``, and at ``tau*`` the
+    Boltzmann policy's ``m = max_a K`` and ``X = (K - m) / tau``. Returns the search's
+    ``(status, tau, ...)``, status :data:`NO_BONUS` when every ``c`` is 0."""
+    L, S, A = counts.shape
+    SA = S * A
+    PT = np.empty((L, S, SA))
+    group = np.empty((L, SA), dtype=np.int64)
+    nrep = np.zeros(L, dtype=np.int64)
+    flat = np.zeros((L, S, A), dtype=np.bool_)
+    nonzero = _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
+                       deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited,
+                       s_alpha, P, c, PT, group, nrep, flat, True)  # fmt: skip
     if not nonzero:
         return NO_BONUS, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0
     out = _solve_rows(R, P, (PT, group, nrep, flat), c, rho, xtol, rtol, max_iter, u_min, u_max,
@@ -322,6 +362,77 @@ def _soft(z, pi, cdf, total):  # pragma: no cover - compiled by numba
             acc = 0.0
             for a in range(A):
                 p = z[l, s, a] / t
+                pi[l, s, a] = p
+                acc = p if a == 0 else acc + p
+                cdf[l, s, a] = acc
+
+
+@_JIT(inline="always")
+def _ufunc(which, x, out, n, meta):  # pragma: no cover - compiled by numba
+    """NumPy's ``d->d`` loop of ``np.exp`` (``which = 0``) or ``np.log`` on ``x[:n]`` into
+    ``out[:n]`` (``meta``: room for the loop's argument, length and stride arrays)."""
+    meta[0] = x.ctypes.data
+    meta[1] = out.ctypes.data
+    meta[2] = n
+    meta[3] = 8
+    meta[4] = 8
+    args, dims, steps = meta[0:2].ctypes, meta[2:3].ctypes, meta[3:5].ctypes
+    if which == 0:
+        _np_exp(args, dims, steps, 0)  # noqa: F821 (bound by _setup)
+    else:
+        _np_log(args, dims, steps, 0)  # noqa: F821 (bound by _setup)
+
+
+@_JIT
+def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
+                deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha,
+                tau, P, c, K, V, pi, cdf):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One K-learning plan at the temperature ``tau`` of the schedule (module docstring): the
+    model (:func:`_k_model`), then :func:`optplan.soft.soft_backward` into ``K`` and ``V``
+    (``K_l = (R_l + c_l / tau) + P_l V_{l+1}``, ``V_l = m + tau log(sum_a exp((K_l - m) /
+    tau))``, ``m = max_a K_l``), and the Boltzmann policy ``pi`` (``exp(...) / sum``, the same
+    numbers as :func:`optplan.soft.boltzmann_policy_and_values`; its values are ``V``) and its
+    cumulative rows ``cdf``. ``P_l V_{l+1}`` per state by NumPy's ``cblas_dgemv`` as ``@``
+    calls it; ``exp`` and ``log`` by NumPy's loops on each layer's contiguous array."""
+    L, S, A = counts.shape
+    _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
+             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
+             np.empty((1, 1, 1)), np.empty((1, 1), dtype=np.int64), np.empty(1, dtype=np.int64),
+             np.empty((1, 1, 1), dtype=np.bool_), False)  # fmt: skip
+    SA = S * A
+    q = np.zeros((S, A))
+    x = np.empty(SA)
+    z = np.empty(SA)
+    top = np.empty(S)
+    total = np.empty(S)
+    logs = np.empty(S)
+    meta = np.empty(5, dtype=np.int64)
+    zero = np.zeros(S)
+    for l in range(L - 1, -1, -1):
+        v_next = zero if l == L - 1 else V[l + 1]
+        for s in range(S):  # P[l] @ v_next: one (A, S) @ (S,) product per state, as matmul
+            _np_gemv(102, 112, S, A, 1.0, P[l, s].ctypes, S, v_next.ctypes, 1, 0.0,  # noqa: F821
+                     q[s].ctypes, 1)  # fmt: skip
+        for s in range(S):
+            for a in range(A):
+                K[l, s, a] = (R[l, s, a] + c[l, s, a] / tau) + q[s, a]
+            t = K[l, s, 0]
+            for a in range(1, A):
+                if not math.isnan(t) and (math.isnan(K[l, s, a]) or K[l, s, a] > t):
+                    t = K[l, s, a]
+            top[s] = t
+            for a in range(A):
+                x[s * A + a] = (K[l, s, a] - t) / tau
+        _ufunc(0, x, z, SA, meta)
+        for s in range(S):
+            total[s] = _row_sum(z, s * A, A)
+        _ufunc(1, total, logs, S, meta)
+        for s in range(S):
+            V[l, s] = top[s] + tau * logs[s]
+            t = total[s]
+            acc = 0.0
+            for a in range(A):
+                p = z[s * A + a] / t
                 pi[l, s, a] = p
                 acc = p if a == 0 else acc + p
                 cdf[l, s, a] = acc
@@ -432,6 +543,22 @@ def k_policy(work: KWork, tau: float):
     return pi, work.m + tau * np.log(total), cdf
 
 
+def k_schedule_plan(work: KWork, tau: float):
+    """One K-learning plan at the schedule's temperature ``tau`` (one scalar ``sigma``, ``S >=
+    2``): ``(K, c, pi, values, cdf)`` (fresh arrays), the numbers of :func:`optplan.soft.
+    k_values` and :func:`optplan.soft.boltzmann_policy_and_values` on the posterior's means."""
+    post, sc = work.post, work.scalars
+    if work.mode == GIVEN:
+        _given(post, work.R, work.var)
+    K, c, pi, cdf = (np.empty(work.shape) for _ in range(4))
+    V = np.empty(work.shape[:2])
+    _compiled()["_k_schedule"](
+        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:11],
+        float(tau), work.P, c, K, V, pi, cdf,
+    )  # fmt: skip
+    return K, c, pi, V, cdf
+
+
 _SEARCH: list = []
 
 
@@ -529,3 +656,46 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
             ok &= np.array_equal(mine[2], np.cumsum(pi, axis=-1))
     _CHECK["k"] = bool(ok)
     return _CHECK["k"]
+
+
+def k_schedule_check(cases: int = 16, seed: int = 13) -> bool:
+    """Whether :func:`k_schedule_plan` gives the NumPy plan's ``K``, bonus numerators, policy,
+    values and cumulative policy (:func:`optplan.soft.k_values` at Eq. 10's temperature, then
+    :func:`optplan.soft.boltzmann_policy_and_values`) on random posteriors, both priors and
+    bonus kinds, on this installation (checked once per process)."""
+    if "schedule" in _CHECK:
+        return _CHECK["schedule"]
+    ok = AVAILABLE
+    if ok:
+        try:
+            ok = _schedule_cases(cases, seed)
+        except Exception:  # noqa: BLE001 - a library not as expected: the kernel does not compile
+            ok = False
+    _CHECK["schedule"] = bool(ok)
+    return _CHECK["schedule"]
+
+
+def _schedule_cases(cases: int, seed: int) -> bool:
+    from .. import soft
+
+    gen = np.random.default_rng(seed)
+    ok = True
+    for case in range(cases):
+        post = _random_posterior(gen, case, deterministic=case % 2 == 1)
+        if np.ndim(post.sigma) != 0:
+            continue
+        L, S, A = post.shape
+        bonus = ("paper", "posterior")[(case // 4) % 2]
+        span = 1.01 if case % 3 == 0 else None
+        unvisited = ("hoeffding", "paper")[(case // 8) % 2]
+        tau = soft.temperature_schedule(int(gen.integers(1, 10**5)), post.sigma, L, L * S, A)
+        R, _ = post.reward_posterior()
+        P = post.mean_transitions()
+        c = post.bonus_numerators(bonus, span, unvisited)
+        K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
+        pi, values = soft.boltzmann_policy_and_values(K, tau)
+        work = KWork(post, np.full(S, 1.0 / S), bonus, span, unvisited)
+        got = k_schedule_plan(work, tau)
+        want = (K, c, pi, values, np.cumsum(pi, axis=-1))
+        ok &= all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    return ok

@@ -180,24 +180,31 @@ class KLearning(ConicFallback, EpisodicAgent):
         super().reset(rng)
 
     def _compiled_plan(self) -> bool:
-        """Whether :meth:`plan` is one compiled call
-        (:func:`optplan.agents._layered_kernels.k_plan`): ``tau*`` by the fast method, one
+        """Whether :meth:`plan` is one compiled call: ``tau*`` by the fast method
+        (:func:`optplan.agents._layered_kernels.k_plan`) or the schedule
+        (:func:`~optplan.agents._layered_kernels.k_schedule_plan`, at least 2 states), one
         scalar ``sigma``, numba installed and its plan equal to NumPy's on this installation."""
-        return (
-            self.temperature == "optimal"
-            and self.method == "fast"
-            and np.ndim(self.posterior.sigma) == 0
-            and LK.AVAILABLE
-            and LK.k_check()
-        )
+        if np.ndim(self.posterior.sigma) != 0 or not LK.AVAILABLE:
+            return False
+        if self.temperature == "schedule":
+            return self.n_states >= 2 and LK.k_schedule_check()
+        return self.method == "fast" and LK.k_check()
 
     def plan(self) -> None:
         """The temperature, K-values, Boltzmann policy and values of the episode that starts
         now: for ``tau*`` by the fast method one compiled call
         (:func:`optplan.agents._layered_kernels.k_plan`: the posterior's means, the bonus and
         the search) and the policy (:func:`~optplan.agents._layered_kernels.k_policy`, NumPy's
-        ``exp`` and ``log``), else :meth:`_plan_numpy`; the same numbers either way."""
+        ``exp`` and ``log``); for the schedule one compiled call
+        (:func:`~optplan.agents._layered_kernels.k_schedule_plan`: the means, the bonus,
+        the K-values and the policy); else :meth:`_plan_numpy`; the same numbers either way."""
         work = getattr(self, "_work", None)
+        if work is not None and self.temperature == "schedule":
+            self.tau = self._schedule_tau()
+            self.K, c, self.pi, self.values, self._cdf = LK.k_schedule_plan(work, self.tau)
+            c.setflags(write=False)
+            self.c = c
+            return
         got = None if work is None else LK.k_plan(work)
         if got is None:  # no compiled plan, or its search handed over to SciPy's
             self._plan_numpy()
@@ -216,13 +223,7 @@ class KLearning(ConicFallback, EpisodicAgent):
         c = post.bonus_numerators(self.bonus, self.span, self.unvisited)
         self.c = c
         if self.temperature == "schedule":
-            self.tau = soft.temperature_schedule(
-                self.episode + 1,
-                post.sigma,
-                self.n_layers,
-                self.n_layers * self.n_states,
-                self.n_actions,
-            )
+            self.tau = self._schedule_tau()
             self.K = soft.k_values(self.tau, R, P, post.counts, post.sigma, c)
         else:
             # the agent's own posterior: valid by construction, so built unchecked (a per-pair
@@ -241,6 +242,13 @@ class KLearning(ConicFallback, EpisodicAgent):
             else:
                 self.K = np.array(res.q)
         self._policy()
+
+    def _schedule_tau(self) -> float:
+        """Eq. 10's temperature of the episode that starts now (``S`` all layers' states)."""
+        L, S = self.n_layers, self.n_states
+        return soft.temperature_schedule(
+            self.episode + 1, self.posterior.sigma, L, L * S, self.n_actions
+        )
 
     def _policy(self) -> None:
         """The Boltzmann policy (greedy at ``tau = 0``), its values and cumulative rows."""
