@@ -1,18 +1,19 @@
 r"""The compiled plans of the episodic agents on :class:`~optplan.posteriors.LayeredPosterior`:
-:class:`~optplan.agents.PSRL` and :class:`~optplan.agents.KLearning` (``method="fast"``)
-(optional: needs ``numba``).
+:class:`~optplan.agents.PSRL` and :class:`~optplan.agents.KLearning` (``tau*`` by
+``method="fast"``, or the schedule) (optional: needs ``numba``).
 
 Both agents plan once per episode. In NumPy a plan is a few dozen array calls on the
 posterior (tens of microseconds each on DeepSea L = 20) around its core: PSRL's draw of
 ``L S A S = 16,000`` Gamma variates and its backward induction, K-learning's search for
-``tau*`` (:func:`optplan.fast._k_kernels.solve`, already compiled). :func:`psrl_plan` and
-:func:`k_plan` make the whole plan in one compiled call each, and the agents' own ``plan()``
-call them (so the generic loop and the compiled run of
-:mod:`optplan.experiments.episodic_compiled` make the same plans by construction). Against
-the NumPy plans (:meth:`PSRL._plan_numpy <optplan.agents.PSRL._plan_numpy>`,
-:meth:`KLearning._plan_numpy <optplan.agents.KLearning._plan_numpy>`, the paths without
-numba) they draw the same numbers, leave the generator in the same state and compute every
-value by the same operations in the same order:
+``tau*`` (:func:`optplan.fast._k_kernels.solve`, already compiled) or its soft backward pass.
+:func:`psrl_plan`, :func:`k_plan` and :func:`k_schedule_plan` make the whole plan in one
+compiled call each, and the agents' own ``plan()`` call them (so the generic loop and the
+compiled run of :mod:`optplan.experiments.episodic_compiled` make the same plans by
+construction). Against the NumPy plans (:meth:`PSRL._plan_numpy
+<optplan.agents.PSRL._plan_numpy>`, :meth:`KLearning._plan_numpy
+<optplan.agents.KLearning._plan_numpy>`, the paths without numba) they draw the same numbers,
+leave the generator in the same state and compute every value by the same operations in the
+same order:
 
 - the reward posterior of :func:`optplan.posteriors.gaussian_mean_posterior` for one scalar
   ``sigma`` and a proper prior (precision ``1/prior_var + n/sigma**2``, mean
@@ -36,12 +37,20 @@ value by the same operations in the same order:
   instead. The Boltzmann
   policy and values are NumPy's, computed after the call (NumPy's SIMD ``exp`` and ``log``
   may differ from libm's in the last bit);
+- K-learning at the schedule's temperature (Eq. 10, computed in Python; :func:`k_schedule_plan`,
+  :func:`_k_schedule`): the same means and bonus numerators, then :func:`optplan.soft.
+  soft_backward` and the Boltzmann policy in one call. Each product ``P_l V_{l+1}`` is what
+  NumPy's ``@`` of an ``(S, A, S)`` array and a vector does: one ``cblas_dgemv`` of NumPy's
+  bundled OpenBLAS per state (column-major, transposed, ``S x A``; one call over all ``S A``
+  rows rounds otherwise), and ``exp`` and ``log`` are NumPy's own ``d->d`` loops (bound as
+  in :mod:`optplan.agents._bql_kernels`), called on the layer's contiguous array. The
+  policy's exponentials are the backward pass's (the same numbers), and its values are ``V``;
 - sums over the last axis (row totals, counts of next states) as NumPy's pairwise sum.
 
-:func:`psrl_check` and :func:`k_check` compare the compiled plans with the NumPy plans on
-random posteriors once per process; the agents use the compiled plans only when they agree
-bit for bit (numba's BLAS is SciPy's OpenBLAS, not NumPy's). PSRL under the deterministic
-transition prior (integer draws) plans in NumPy.
+:func:`psrl_check`, :func:`k_check` and :func:`k_schedule_check` compare the compiled plans
+with the NumPy plans on random posteriors once per process; the agents use the compiled plans
+only when they agree bit for bit (numba's BLAS is SciPy's OpenBLAS, not NumPy's). PSRL under
+the deterministic transition prior (integer draws) plans in NumPy.
 """
 
 from __future__ import annotations
@@ -55,7 +64,8 @@ from ..fast import _k_kernels as _KK
 from ..fast._k_kernels import _solve_rows
 
 __all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_scalars",
-           "psrl_check", "KWork", "k_plan", "k_policy", "k_check"]  # fmt: skip
+           "psrl_check", "KWork", "k_plan", "k_policy", "k_check", "k_schedule_plan",
+           "k_schedule_check"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -67,19 +77,18 @@ GIVEN, NOISY, EXACT = 0, 1, 2
 NO_BONUS = 2
 
 
-
 def _setup(numba) -> dict:
     """NumPy's own ``cblas_dgemv`` (the bundled OpenBLAS, as ``@`` calls it) and the ``d->d``
     loops of ``np.exp`` and ``np.log`` (:func:`optplan.agents._bql_kernels._ufunc_loop`),
     bound by symbol, for :func:`_k_schedule`; none where a library is not as expected (that
     kernel then fails to compile and :func:`k_schedule_check` is false)."""
-    import llvmlite.binding as ll
-    from numba.core import types
-
-    from ._bql_kernels import _ufunc_loop
-    from ._mean_model_kernels import _setup as blas_setup
-
     try:
+        import llvmlite.binding as ll
+        from numba.core import types
+
+        from ._bql_kernels import _ufunc_loop
+        from ._mean_model_kernels import _setup as blas_setup
+
         out = {"_np_gemv": blas_setup(numba)["_np_gemv"]}
         vp, i64 = types.voidptr, types.int64
         for key, name in (("_np_exp", "exp"), ("_np_log", "log")):

@@ -8,11 +8,12 @@ act from that plan and count. The engine plays each episode's steps in one compi
 plan with the agent's own ``plan()``, so the plans are the generic loop's by construction
 and the steps are the same operations on the same generators; PSRL's compiled plan (the
 function its ``plan()`` calls, :func:`optplan.agents._layered_kernels.psrl_plan`) runs at the
-end of the episode's call instead, when its reward posterior needs no NumPy. Episode ends are the generic
-loop's own bookkeeping (:func:`.trace.episode_ended`: successes, ``on_episode_end``, ``episodes``,
-``stop_when_solved``), and the environment is reset by its own ``reset``. It is a row of
-:data:`optplan.experiments.engines.RUN_ENGINES`; the generic loop stays the reference
-(``tests/test_engines_exact_episodic.py`` compares the two). What it covers:
+end of the episode's call instead, when its reward posterior needs no NumPy. Episode ends are
+the generic loop's own bookkeeping (:func:`.trace.episode_ended`: successes,
+``on_episode_end``, ``episodes``, ``stop_when_solved``), and the environment is reset by its
+own ``reset``. It is a row of :data:`optplan.experiments.engines.RUN_ENGINES`; the generic
+loop stays the reference (``tests/test_engines_exact_episodic.py`` compares the two). What it
+covers:
 
 - the agent is an instance of exactly :class:`~optplan.agents.KLearning` (any temperature,
   bonus, method: the plan is the agent's), :class:`~optplan.agents.PSRL`, or the episodic
@@ -32,8 +33,9 @@ The oracle run of :attr:`Trace.draft_regret` is compiled too (same draws).
 
 The speed-up is the per-step Python overhead (the agent's action and update, the environment's
 step, the record); the plans cost what they cost in the generic loop (compiled there too for
-PSRL, tau* K-learning and the episodic UBE: :mod:`optplan.agents._layered_kernels`,
-:mod:`optplan.agents._layered_ube_kernels`). ``optplan bench agents`` measures both loops.
+PSRL, K-learning at tau* or the schedule and the episodic UBE:
+:mod:`optplan.agents._layered_kernels`, :mod:`optplan.agents._layered_ube_kernels`).
+``optplan bench agents`` measures both loops.
 """
 
 from __future__ import annotations
