@@ -52,6 +52,8 @@ import math
 import numpy as np
 
 from .. import _jit
+from ..fast._pairwise import _JIT as _PAIRWISE
+from ..fast._pairwise import _pw_block
 
 __all__ = ["AVAILABLE", "table", "mc_table", "self_check", "self_check_mc", "select", "update",
            "update_mc", "f_inv", "trigamma", "pairwise_mean", "MAX_NODES"]  # fmt: skip
@@ -183,7 +185,9 @@ def _setup(numba) -> dict:
     return out
 
 
-_JIT = _jit.Jit("the compiled BQL step", setup=_setup, cache=True, error_model="numpy")
+_JIT = _jit.Jit(
+    "the compiled BQL step", uses=(_PAIRWISE,), setup=_setup, cache=True, error_model="numpy"
+)
 
 
 @_JIT
@@ -358,37 +362,6 @@ def _quadrature(mu0, lam, alpha, beta, reward, discount, m2, l2, a2, b2,
         a * _dot(wt, p, m_nodes) + 1.0 / lam1,
         _sp_psi(a, 0) - _dot(wt, x, m_nodes),  # noqa: F821
     )
-
-
-@_JIT
-def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
-    """NumPy's pairwise sum of ``a[lo:lo + n]`` for ``n <= PW_BLOCK``: in order below 8
-    terms, else eight interleaved partial sums, added as ``((r0 + r1) + (r2 + r3)) + ((r4 +
-    r5) + (r6 + r7))``, then the last ``n % 8`` terms in order."""
-    if n < 8:
-        res = -0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    stop = n - (n % 8)
-    while i < stop:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
 
 
 @_JIT

@@ -62,6 +62,8 @@ import numpy as np
 from .. import _jit
 from ..fast import _k_kernels as _KK
 from ..fast._k_kernels import _solve_rows
+from ..fast._pairwise import _JIT as _PAIRWISE
+from ..fast._pairwise import _pw_block
 
 __all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_scalars",
            "psrl_check", "KWork", "k_plan", "k_policy", "k_check", "k_schedule_plan",
@@ -101,40 +103,9 @@ def _setup(numba) -> dict:
 
 
 _JIT = _jit.Jit(
-    "the compiled episodic plans", uses=(_KK._JIT,), setup=_setup, cache=True, nogil=True,
+    "the compiled episodic plans", uses=(_KK._JIT, _PAIRWISE), setup=_setup, cache=True, nogil=True,
     error_model="numpy",
 )  # fmt: skip
-
-
-@_JIT
-def _pw_sum(a, lo, n):  # pragma: no cover - compiled by numba
-    """NumPy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (sequential below 8 terms,
-    else eight interleaved partial sums), as ``add.reduce`` over a contiguous last axis
-    (``0.0 +`` this: the reduction's identity)."""
-    if n < 8:
-        res = -0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    stop = n - (n % 8)
-    while i < stop:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
 
 
 @_JIT(inline="always")
@@ -142,10 +113,10 @@ def _row_sum(a, lo, n):  # pragma: no cover - compiled by numba
     """``a[lo:lo + n].sum()`` as NumPy's ``add.reduce`` (pairwise up to 256 terms: one split
     in halves whose first has a multiple of 8 terms)."""
     if n <= 128:
-        return 0.0 + _pw_sum(a, lo, n)
+        return 0.0 + _pw_block(a, lo, n)
     n2 = n // 2
     n2 -= n2 % 8
-    return 0.0 + (_pw_sum(a, lo, n2) + _pw_sum(a, lo + n2, n - n2))
+    return 0.0 + (_pw_block(a, lo, n2) + _pw_block(a, lo + n2, n - n2))
 
 
 @_JIT

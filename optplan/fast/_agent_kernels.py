@@ -56,6 +56,8 @@ from . import _kernels
 from ._kernels.kl_ball import _kl_row
 from ._kernels.kl_inf import _kl_inf_rows
 from ._kernels.l1_ball import _l1_rows
+from ._pairwise import _JIT as _PAIRWISE
+from ._pairwise import _pw_block
 
 __all__ = [
     "AVAILABLE",
@@ -136,7 +138,7 @@ def _setup(numba) -> dict:
 #: for the rare calls back into Python.
 _JIT = _jit.Jit(
     "the compiled agent loop",
-    uses=(_kernels.jit,),
+    uses=(_kernels.jit, _PAIRWISE),
     setup=_setup,
     cache=True,
     error_model="numpy",
@@ -149,36 +151,6 @@ def _copy(dst, src):  # pragma: no cover - compiled by numba
     numba's broadcast checks and their error message, seconds of a first compile)."""
     for i in range(src.shape[0]):
         dst[i] = src[i]
-
-
-@_JIT
-def _pw_block(a, lo, n):  # pragma: no cover - compiled by numba
-    """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128`` (``pairwise_sum`` in
-    ``loops_utils.h``: sequential below 8 terms, else eight interleaved partial sums)."""
-    if n < 8:
-        res = -0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    stop = n - (n % 8)
-    while i < stop:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
 
 
 @_JIT
