@@ -122,6 +122,12 @@ def _episodic_compiled():
     return episodic_compiled
 
 
+def _qlearning_compiled():
+    from . import qlearning_compiled
+
+    return qlearning_compiled
+
+
 def _ravi_compiled():
     from . import ravi_compiled
 
@@ -136,6 +142,7 @@ RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("UBE and moment matching", _ube_compiled),
     RunEngine("Bayesian Q-learning", _bql_compiled),
     RunEngine("planning agents", _planning_compiled),
+    RunEngine("Q-learning baselines", _qlearning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
 )
