@@ -20,7 +20,9 @@ Two tables, each of engines that say for themselves what they cover:
   with the compiled step its ``select_action`` and ``update`` also call: :mod:`.bql_compiled`);
   K-learning's and the episodic PSRL's (compiled episodes, the agent's own plan between them)
   a fourth (:mod:`.episodic_compiled`); RAVI-UCB's (its epochs under discounted resets
-  compiled, the agent's own plan between epochs) a fifth (:mod:`.ravi_compiled`).
+  compiled, the agent's own plan between epochs) a fifth (:mod:`.ravi_compiled`); the
+  epsilon-greedy and soft Q-learning baselines' (whole continuing runs, or one compiled call
+  an episode) a sixth (:mod:`.qlearning_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
