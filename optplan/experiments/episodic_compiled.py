@@ -290,11 +290,21 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         else:
             state, _ = env.reset()
     else:
-        if episodes is not None:
-            raise RuntimeError(
-                f"only {len(record.episode_ends)} of {episodes} episodes ended within "
-                f"{max_steps} steps"
-            )
+        _too_few_episodes(record, episodes, max_steps)
+    return finish_episodes(record, buf, t, start, bar, steps)
+
+
+def _too_few_episodes(record, episodes, max_steps: int) -> None:
+    """The generic loop's error when a run counted in episodes hit its step cap first."""
+    if episodes is not None:
+        raise RuntimeError(
+            f"only {len(record.episode_ends)} of {episodes} episodes ended within {max_steps} steps"
+        )
+
+
+def finish_episodes(record, buf, t: int, start: float, bar, steps):
+    """The end of an episodic engine's run: the record's arrays (the buffers' first ``t``
+    steps), its wall time since ``start`` and the progress bar's last update."""
     record.states = buf.states[:t]
     record.actions = buf.actions[:t]
     record.rewards = buf.rewards[:t]

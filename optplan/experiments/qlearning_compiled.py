@@ -489,19 +489,8 @@ def _episodic_loop(agent, env, env_seed, agent_rng, steps, record, bar, episodes
         else:
             state, _ = env.reset()
     else:
-        if episodes is not None:
-            raise RuntimeError(
-                f"only {len(record.episode_ends)} of {episodes} episodes ended within "
-                f"{max_steps} steps"
-            )
-    record.states = buf.states[:t]
-    record.actions = buf.actions[:t]
-    record.rewards = buf.rewards[:t]
-    record.layers = buf.layers[:t]
-    record.wall_time = time.perf_counter() - start
-    if bar is not None and steps is not None:
-        bar.update(t - bar.n)
-    return record
+        EC._too_few_episodes(record, episodes, max_steps)
+    return EC.finish_episodes(record, buf, t, start, bar, steps)
 
 
 def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
