@@ -102,6 +102,14 @@ def _select(kind, rng, q, mask, row, epsilon, temperature, z, e, c, meta):  # pr
                     return b
                 j -= 1
         return A - 1  # unreachable
+    return _boltzmann(q, row, temperature, rng.random(), z, e, c, meta)
+
+
+@_JIT(inline="always")
+def _boltzmann(q, row, temperature, u, z, e, c, meta):  # pragma: no cover - compiled by numba
+    """SoftQ's Boltzmann choice in table row ``row`` at the uniform draw ``u`` (NumPy's own
+    ``exp`` loop and pairwise sums; ``z``, ``e``, ``c``: work space of ``A`` entries)."""
+    A = q.shape[1]
     top = q[row, 0]
     for b in range(1, A):
         if q[row, b] > top:
@@ -117,7 +125,7 @@ def _select(kind, rng, q, mask, row, epsilon, temperature, z, e, c, meta):  # pr
     for b in range(1, A):
         acc = acc + z[b]
         c[b] = acc
-    u = rng.random() * _row_sum(z, 0, A)
+    u = u * _row_sum(z, 0, A)
     lo, hi = 0, A  # searchsorted(c, u, side="left")
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -249,32 +257,8 @@ def _check_draws(rng, bounds, out):  # pragma: no cover - compiled by numba
 def _check_soft(q, temperature, us, out, scratch, meta):  # pragma: no cover - compiled by numba
     """SoftQ's choices per row of ``q`` at the draws ``us`` (a generator replaced by ``u``)."""
     z, e, c = scratch[0], scratch[1], scratch[2]
-    A = q.shape[1]
     for row in range(q.shape[0]):
-        top = q[row, 0]
-        for b in range(1, A):
-            if q[row, b] > top:
-                top = q[row, b]
-        for b in range(A):
-            z[b] = (q[row, b] - top) / temperature
-        _ufunc(0, z, e, A, meta)
-        s = _row_sum(e, 0, A)
-        for b in range(A):
-            z[b] = e[b] / s
-        acc = z[0]
-        c[0] = acc
-        for b in range(1, A):
-            acc = acc + z[b]
-            c[b] = acc
-        u = us[row] * _row_sum(z, 0, A)
-        lo, hi = 0, A
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if c[mid] < u:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[row] = min(lo, A - 1)
+        out[row] = _boltzmann(q, row, temperature, us[row], z, e, c, meta)
 
 
 def _compiled() -> dict:
