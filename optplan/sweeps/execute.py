@@ -402,8 +402,8 @@ def run_sweep(
     them in that order), so that no worker idles at the end while the largest environment's
     runs finish. The estimate needs no run: (state-action pairs of the environment's true
     model, times the horizon of a finite-horizon model) x (``steps``, or ``episodes`` x the
-    horizon), from each environment configuration built once in this process (12 builds,
-    about 10 ms, for the 300 tasks of ``k-learning-fig2.toml``). Ties keep grid order. A task
+    horizon), from each environment configuration built once in this process (12 builds for
+    the 300 tasks of ``k-learning-fig2.toml``). Ties keep grid order. A task
     whose environment cannot be built here has an unknown cost and starts first, in grid order
     among such tasks. Records, ``summary.csv`` and ``curves.npz`` (ordered by task index) are
     the same in any order.
