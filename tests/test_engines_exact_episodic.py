@@ -179,9 +179,17 @@ def test_compiled_plans_are_taken():
         ("ube", {"sigma": 0.4, "prior_var": 0.5, "discount": 0.9, "transition_prior": 1.5}),
         ("ube", {"sigma": 0.3, "action_mask": np.array([[True, False]] + [[True, True]] * 5)}),
     ],
-    ids=["psrl-pair-sigma", "psrl-flat-prior", "psrl-counts-above-1", "k-flat-prior",
-         "k-exact-rewards", "k-posterior-span", "ube-exact-rewards", "ube-noisy-discounted",
-         "ube-masked"],  # fmt: skip
+    ids=[
+        "psrl-pair-sigma",
+        "psrl-flat-prior",
+        "psrl-counts-above-1",
+        "k-flat-prior",
+        "k-exact-rewards",
+        "k-posterior-span",
+        "ube-exact-rewards",
+        "ube-noisy-discounted",
+        "ube-masked",
+    ],  # fmt: skip
 )
 def test_compiled_plans_equal_numpy_plans(agent_name, params):
     """Each reward posterior the compiled plans take (NumPy's handed in: a per-pair sigma, the
@@ -238,6 +246,49 @@ def test_k_schedule_plan_equals_numpy_plan(deterministic):
             np.testing.assert_array_equal(g, w, err_msg=f"case {case}: {name}")
         compared += 1
     assert compared >= 30
+
+
+@pytest.mark.parametrize("deterministic", [False, True], ids=["dirichlet", "deterministic"])
+def test_k_plans_of_one_posterior_are_incremental_and_exact(deterministic):
+    """One :class:`LK.KWork` kept over a posterior that grows between plans (the agent's
+    case: a row of the mean transitions and its groups computed again only where a count
+    changed): every plan equals the NumPy plan made from scratch, ``tau*`` searched from the
+    last one as ``solve("fast", guess=...)`` searches, and the schedule's plan too."""
+    from optplan import soft
+    from optplan.problems.k_temperature import KLearningTemperature
+
+    gen = np.random.default_rng(41 + deterministic)
+    searched = 0
+    for case in (0, 1, 5, 6, 9, 10):
+        post = LK._random_posterior(gen, case, deterministic)
+        if np.ndim(post.sigma) != 0:
+            continue
+        L, S, A = post.shape
+        initial = gen.dirichlet(np.ones(S))
+        bonus = ("paper", "posterior")[case % 2]
+        work, sched = (LK.KWork(post, initial, bonus, None, "hoeffding") for _ in range(2))
+        guess = None
+        for plan in range(8):
+            LK._visit(gen, post, int(gen.integers(0, 3 * L)))  # 0 to 3 L visits, rows repeat
+            R, P = post.reward_posterior()[0], post.mean_transitions()
+            c = post.bonus_numerators(bonus, None, "hoeffding")
+            got = LK.k_plan(work, guess)
+            want = KLearningTemperature(R, P, post.counts, post.sigma, initial, c).solve(
+                "fast", guess=guess
+            )
+            if got is not None:
+                assert got[0] == want.x, (case, plan)
+                np.testing.assert_array_equal(got[1], want.q)
+                np.testing.assert_array_equal(got[2], c)
+                guess = got[0]
+                searched += 1
+            tau = soft.temperature_schedule(plan + 1, post.sigma, L, L * S, A)
+            K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
+            pi, values = soft.boltzmann_policy_and_values(K, tau)
+            for g, w in zip(LK.k_schedule_plan(sched, tau), (K, c, pi, values), strict=False):
+                np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(work.P, P)
+    assert searched >= 16
 
 
 SCHEDULE_RUNS = [
@@ -356,6 +407,24 @@ def test_uncovered_runs_take_the_generic_loop():
     assert "exceed" in many
 
 
+def row_exceptions(P):
+    """Each row of ``P`` (L, S, A, S) as its smallest entry plus the entries above it (one
+    group per row, ``s A + a``), and which layers have at most ``S / 4`` of those per row:
+    ``(sparse, base, nnz, idx, val)`` as ``optplan.fast._k_kernels._rows`` lays them out."""
+    L, S, A, _ = P.shape
+    rows = P.reshape(L, S * A, S)
+    base = rows.min(axis=-1)
+    above = rows != base[..., None]
+    nnz = above.sum(axis=-1)
+    idx = np.zeros((L, S * A, S), dtype=np.int64)
+    val = np.zeros((L, S * A, S))
+    for l, j in np.ndindex(L, S * A):
+        (where,) = np.nonzero(above[l, j])
+        idx[l, j, : where.size] = where
+        val[l, j, : where.size] = rows[l, j, where] - base[l, j]
+    return 4 * nnz.max(axis=-1) <= S, base, nnz, idx, val
+
+
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_k_search_equal_rows_summed_once_is_exact(deterministic):
     """The temperature search sums each layer's distinct transition rows once
@@ -380,18 +449,20 @@ def test_k_search_equal_rows_summed_once_is_exact(deterministic):
         c = post.bonus_numerators("paper")
         rho = gen.dirichlet(np.ones(post.S))
         L, S, A = post.shape
-        PT, group, nrep, flat = _k_kernels.transposed(P)
+        PT, group, nrep, flat, sparse, *_ = _k_kernels.transposed(P)
         assert flat.any() and (nrep < S * A).all()  # rows were merged
         every = (  # one group per row: the pass that sums every row
             np.ascontiguousarray(np.transpose(P, (0, 3, 1, 2)).reshape(L, S, S * A)),
             np.tile(np.arange(S * A), (L, 1)),
             np.full(L, S * A),
             np.zeros((L, S, A), dtype=bool),
+            *row_exceptions(P),
         )
+        np.testing.assert_array_equal(every[4], sparse)
         for tau in (1e-3, 0.4, 25.0):
             got = _k_kernels.terms(tau, R, P, c, rho)
             out = tuple(np.empty_like(x) for x in (R, R[..., 0], R, R))
-            ref = table["_terms"](tau, R, P, *every, c, rho, *out, np.empty_like(R))
+            ref = table["_terms"](tau, R, P, every, c, rho, *out, np.empty_like(R))
             assert got[:4] == ref
             for a, b in zip(got[4:], out, strict=True):
                 np.testing.assert_array_equal(a, b)

@@ -36,7 +36,9 @@ def make_instance(
     initial="uniform",
 ):
     """``(R, P, N, rho)``: rewards unit/negative/large, transitions dense/sparse (exact zeros,
-    some deterministic rows), counts small (0..20)/zero/large, initial uniform (None)/random
+    some deterministic rows)/posterior (Dirichlet posterior means: a pseudo-count on every next
+    state plus counts on one or two of them, some rows never visited, so most entries of a
+    row equal its smallest), counts small (0..20)/zero/large, initial uniform (None)/random
     (possibly with zeros)."""
     rng = np.random.default_rng(seed)
     if rewards == "unit":
@@ -55,6 +57,14 @@ def make_instance(
         one_hot = rng.random((L, S, A)) < 0.2  # deterministic rows
         P[one_hot] = np.eye(S)[rng.integers(0, S, int(one_hot.sum()))]
         P /= P.sum(axis=-1, keepdims=True)
+    if transitions == "posterior":
+        alpha = float(rng.choice([1.0 / S, 0.5]))
+        rows = np.arange(L * S * A)
+        seen = np.zeros((rows.size, S))
+        for _ in range(int(rng.integers(1, 3))):  # counts on one or two next states (or 0)
+            seen[rows, rng.integers(0, S, rows.size)] += rng.integers(0, 30, rows.size)
+        seen = seen.reshape(L, S, A, S)
+        P = (seen + alpha) / (seen.sum(axis=-1, keepdims=True) + S * alpha)
     if counts == "small":
         N = rng.integers(0, 21, (L, S, A))
     elif counts == "zero":
@@ -201,7 +211,7 @@ def test_fast_equals_clarabel_property():
         **SHAPE,
         sigma=st.sampled_from([0.0, 0.5, 1.0, 3.0]),
         rewards=st.sampled_from(["unit", "unit", "negative", "large"]),
-        transitions=st.sampled_from(["dense", "sparse"]),
+        transitions=st.sampled_from(["dense", "sparse", "posterior"]),
         counts=st.sampled_from(["small", "small", "zero", "large"]),
         initial=st.sampled_from(["uniform", "random"]),
     )
@@ -238,7 +248,14 @@ def test_fast_equals_clarabel_property():
             ro = abs(conic.value - fast.value) / max(abs(fast.value), 1e-300)
             stats["max_rel_tau"] = max(stats["max_rel_tau"], rt)
             stats["max_rel_obj"] = max(stats["max_rel_obj"], ro)
-            assert rt <= 1e-4, (tau, conic.x)
+            if rt > 1e-4:
+                # a flat minimum (tiny bonuses: f'' = 2 B / tau^3 ~ 1e-7) fixes tau only to
+                # about sqrt(value accuracy / f''): Clarabel's tau is then as good as the
+                # fast one in objective, to 1e-9, and not better
+                gap = p.objective(conic.x) - fast.value
+                scale = max(abs(fast.value), 1.0)
+                assert -1e-12 * scale <= gap <= 1e-9 * scale, (tau, conic.x, gap)
+                stats["flat"] = stats.get("flat", 0) + 1
             assert abs(conic.value - fast.value) <= 1e-6 * max(abs(fast.value), 1.0), (
                 fast.value,
                 conic.value,
@@ -319,7 +336,7 @@ def test_fast_equals_clarabel_for_declared_bonus_arrays():
         **SHAPE,
         kind=st.sampled_from(BONUS_KINDS),
         rewards=st.sampled_from(["unit", "negative"]),
-        transitions=st.sampled_from(["dense", "sparse"]),
+        transitions=st.sampled_from(["dense", "sparse", "posterior"]),
     )
     def check(seed, L, S, A, kind, rewards, transitions):
         R, P, N, rho = make_instance(seed, L, S, A, rewards=rewards, transitions=transitions)

@@ -31,12 +31,13 @@ same order:
   <optplan.posteriors.LayeredPosterior.mean_transitions>`, Dirichlet or deterministic), the
   bonus numerators (:func:`optplan.posteriors.k_bonus_numerators`, either kind), then the
   compiled search itself (:func:`optplan.fast._k_kernels._solve`, what
-  ``KLearningTemperature.solve("fast")`` runs, given the row groups it would find: the
-  unvisited pairs of a layer share their uniform posterior-mean row). Where that search hands
-  over to SciPy's (no bonus anywhere, no converged root) the agent makes the NumPy plan
-  instead. The Boltzmann
-  policy and values are NumPy's, computed after the call (NumPy's SIMD ``exp`` and ``log``
-  may differ from libm's in the last bit);
+  ``KLearningTemperature.solve("fast", guess=...)`` runs, started around the last plan's
+  ``tau*``, given the row groups it would find: the unvisited pairs of a layer share their
+  uniform posterior-mean row). The model is incremental: between the plans of one agent only
+  the rows of the pairs visited since are computed again (:func:`_k_model`). Where that
+  search hands over to SciPy's (no bonus anywhere, no converged root) the agent makes the
+  NumPy plan instead. The Boltzmann policy and values are NumPy's, computed after the call
+  (NumPy's SIMD ``exp`` and ``log`` may differ from libm's in the last bit);
 - K-learning at the schedule's temperature (Eq. 10, computed in Python; :func:`k_schedule_plan`,
   :func:`_k_schedule`): the same means and bonus numerators, then :func:`optplan.soft.
   soft_backward` and the Boltzmann policy in one call. Each product ``P_l V_{l+1}`` is what
@@ -61,7 +62,7 @@ import numpy as np
 
 from .. import _jit
 from ..fast import _k_kernels as _KK
-from ..fast._k_kernels import _solve_rows
+from ..fast._k_kernels import _exceptions, _solve_rows, _sparse_layer
 from ..fast._pairwise import _JIT as _PAIRWISE
 from ..fast._pairwise import _pw_block
 
@@ -216,15 +217,30 @@ def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean,
 
 @_JIT
 def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
-             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c, PT, group,
-             nrep, flat, groups):  # fmt: skip  # pragma: no cover - compiled by numba
+             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
+             M):  # fmt: skip  # pragma: no cover - compiled by numba
     """A K-learning plan's model: ``R`` (the posterior mean rewards; NumPy's with
     :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus numerators) filled, and
-    with ``groups`` the search's row groups ``(PT, group, nrep, flat)``. ``span <= 0``: the
+    the search's row groups (:func:`optplan.fast._k_kernels._rows`). ``span <= 0``: the
     default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python computes it;
-    ``sigma2 = np.square(sigma)``. Returns whether some ``c`` is not 0."""
+    ``sigma2 = np.square(sigma)``. Returns whether some ``c`` is not 0.
+
+    Incremental: ``P`` and ``M = (seen, totals, uniform, owned, prior, PT, group, nrep, flat,
+    sparse, base, nnz, idx, val)`` (:attr:`KWork.model`; from ``PT`` on the search's row
+    groups, as :func:`optplan.fast._k_kernels._rows` makes them) persist between the plans of
+    one posterior, and a pair's row of ``P``, its next-state total ``totals`` and its group
+    are computed again only where its count differs from ``seen`` (the counts of the last
+    plan; ``-1`` before the first): a visit adds to a pair's count and its next-state
+    counts together (:meth:`LayeredPosterior.update
+    <optplan.posteriors.LayeredPosterior.update>`), and a row is a function of its own
+    counts. ``uniform[:S]`` keeps an unvisited pair's row (``uniform[S]`` is 1 once it is
+    computed), ``owned[l, j]`` whether pair ``j`` of layer ``l`` has a group of its own,
+    ``prior[l]`` the layer's group of unvisited pairs (``-1``: none yet)."""
+    seen3, totals3, uniform, owned, prior = M[:5]
+    PT, group, nrep, flat, sparse, base, nnz, idx, val = M[5:]
     L, S, A = counts.shape
     n = L * S * A
+    seen, totals = seen3.reshape(n), totals3.reshape(n)
     c1 = counts.reshape(n)
     _reward_posterior(c1, sums.reshape(n), mode, inv_prior, sd2, prior_var, R.reshape(n),
                       var.reshape(n))  # fmt: skip
@@ -236,44 +252,55 @@ def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
     # the search's row groups (optplan.fast._k_kernels._rows): the unvisited pairs of a layer
     # share one uniform row (equal entries, one group), every visited pair is its own group
     SA = S * A
-    prior = np.full(L, -1, dtype=np.int64)  # each layer's group of unvisited pairs
-    first = -1  # where the first unvisited pair's row starts (Dirichlet prior)
     for i in range(n):
-        lo = i * S
-        tc = _row_sum(N1, lo, S)
-        if deterministic:
-            if tc > 0:
-                nn = max(tc, 1.0)
-                for k in range(lo, lo + S):
-                    P1[k] = N1[k] / nn
+        l = i // SA
+        if c1[i] != seen[i]:
+            lo = i * S
+            tc = _row_sum(N1, lo, S)
+            totals[i] = tc
+            if deterministic:
+                if tc > 0:
+                    nn = max(tc, 1.0)
+                    for k in range(lo, lo + S):
+                        P1[k] = N1[k] / nn
+                else:
+                    for k in range(lo, lo + S):
+                        P1[k] = 1.0 / S
+            elif tc == 0 and uniform[S] != 0.0:  # an unvisited pair's row: the kept numbers
+                for k in range(S):
+                    P1[lo + k] = uniform[k]
             else:
                 for k in range(lo, lo + S):
-                    P1[k] = 1.0 / S
-        elif tc == 0 and first >= 0:  # an unvisited pair's row: the first one's numbers
-            for k in range(S):
-                P1[lo + k] = P1[first + k]
-        else:
-            for k in range(lo, lo + S):
-                P1[k] = N1[k] + alpha0
-            total = _row_sum(P1, lo, S)
-            for k in range(lo, lo + S):
-                P1[k] = P1[k] / total
-            if tc == 0:
-                first = lo
-        l = i // SA
-        if groups:
+                    P1[k] = N1[k] + alpha0
+                total = _row_sum(P1, lo, S)
+                for k in range(lo, lo + S):
+                    P1[k] = P1[k] / total
+                if tc == 0:
+                    for k in range(S):
+                        uniform[k] = P1[lo + k]
+                    uniform[S] = 1.0
             j = i - l * SA
-            if tc == 0 and prior[l] >= 0:
+            write = True
+            if owned[l, j]:  # its own group: the row's new numbers
+                g = group[l, j]
+            elif tc == 0 and prior[l] >= 0:
                 g = prior[l]
+                write = False
             else:
                 g = nrep[l]
                 nrep[l] += 1
-                for t in range(S):
-                    PT[l, t, g] = P1[lo + t]
                 if tc == 0:
                     prior[l] = g
+                else:
+                    owned[l, j] = True
+            if write:
+                for t in range(S):
+                    PT[l, t, g] = P1[lo + t]
+                _exceptions(P1[lo : lo + S], S, l, g, base, nnz, idx, val)
             group[l, j] = g
             flat[l, j // A, j % A] = tc == 0
+            seen[i] = c1[i]
+        tc = totals[i]
         remaining = float(L - 1 - l)
         if not posterior_bonus:
             cc[i] = (sigma2 + remaining * remaining) / (2.0 * max(c1[i], 1.0))
@@ -290,31 +317,28 @@ def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
             cc[i] = (var1[i] + transition) / 2.0
         if cc[i] != 0.0:
             nonzero = True
+    for l in range(L):
+        sparse[l] = _sparse_layer(nnz, l, nrep[l], S)
     return nonzero
 
 
 @_JIT
 def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
        alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
-       max_iter, u_min, u_max, step0, two, P, c, K, V, pi, lam, X,
+       max_iter, u_min, u_max, u_guess, half, step0, two, P, c, M, K, V, pi, lam, X,
        m):  # fmt: skip  # pragma: no cover - compiled by numba
     """One K-learning plan at ``tau*`` (module docstring): the model (:func:`_k_model`), then
     :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``, and at ``tau*`` the
     Boltzmann policy's ``m = max_a K`` and ``X = (K - m) / tau``. Returns the search's
     ``(status, tau, ...)``, status :data:`NO_BONUS` when every ``c`` is 0."""
     L, S, A = counts.shape
-    SA = S * A
-    PT = np.empty((L, S, SA))
-    group = np.empty((L, SA), dtype=np.int64)
-    nrep = np.zeros(L, dtype=np.int64)
-    flat = np.zeros((L, S, A), dtype=np.bool_)
     nonzero = _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
                        deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited,
-                       s_alpha, P, c, PT, group, nrep, flat, True)  # fmt: skip
+                       s_alpha, P, c, M)  # fmt: skip
     if not nonzero:
         return NO_BONUS, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0
-    out = _solve_rows(R, P, (PT, group, nrep, flat), c, rho, xtol, rtol, max_iter, u_min, u_max,
-                      step0, two, K, V, pi, lam)  # fmt: skip
+    out = _solve_rows(R, P, M[5:], c, rho, xtol, rtol, max_iter, u_min, u_max,
+                      u_guess, half, step0, two, K, V, pi, lam)  # fmt: skip
     if out[0] == _KK.SOLVED:  # the Boltzmann policy's max-shifted exponents, (K - max K) / tau
         tau = out[1]
         for l in range(L):
@@ -366,7 +390,7 @@ def _ufunc(which, x, out, n, meta):  # pragma: no cover - compiled by numba
 @_JIT
 def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
                 deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha,
-                tau, P, c, K, V, pi, cdf):  # fmt: skip  # pragma: no cover - compiled by numba
+                tau, P, c, M, K, V, pi, cdf):  # fmt: skip  # pragma: no cover - compiled by numba
     """One K-learning plan at the temperature ``tau`` of the schedule (module docstring): the
     model (:func:`_k_model`), then :func:`optplan.soft.soft_backward` into ``K`` and ``V``
     (``K_l = (R_l + c_l / tau) + P_l V_{l+1}``, ``V_l = m + tau log(sum_a exp((K_l - m) /
@@ -377,8 +401,7 @@ def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, v
     L, S, A = counts.shape
     _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
              alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
-             np.empty((1, 1, 1)), np.empty((1, 1), dtype=np.int64), np.empty(1, dtype=np.int64),
-             np.empty((1, 1, 1), dtype=np.bool_), False)  # fmt: skip
+             M)  # fmt: skip
     SA = S * A
     q = np.zeros((S, A))
     x = np.empty(SA)
@@ -490,23 +513,38 @@ class KWork:
             0.0 if det else float(post.transition_prior), bonus == "posterior",
             float(np.square(post.sigma)), 0.0 if span is None else float(span),
             unvisited == "paper", 0.0 if det else S * post.transition_prior,
-            np.array(initial, dtype=float), *_search_constants(), 2.0,
+            np.array(initial, dtype=float), *_search_constants(),
         )  # fmt: skip
         self.R, self.var, self.pi, self.lam, self.X = (np.empty((L, S, A)) for _ in range(5))
         self.P, self.V, self.m = np.empty((L, S, A, S)), np.empty((L, S)), np.empty((L, S))
+        SA = S * A
+        #: What the plans of this posterior keep (:func:`_k_model`): the counts of the last
+        #: plan, each pair's next-state total, an unvisited pair's row, and the search's row
+        #: groups (``PT`` with room for every pair's group and a layer's unvisited one).
+        G = SA + 1
+        self.model = (
+            np.full((L, S, A), -1.0), np.zeros((L, S, A)), np.zeros(S + 1),
+            np.zeros((L, SA), dtype=np.bool_), np.full(L, -1, dtype=np.int64),
+            np.zeros((L, S, G)), np.zeros((L, SA), dtype=np.int64),
+            np.zeros(L, dtype=np.int64), np.zeros((L, S, A), dtype=np.bool_),
+            np.zeros(L, dtype=np.bool_), np.zeros((L, G)), np.zeros((L, G), dtype=np.int64),
+            np.zeros((L, G, S), dtype=np.int64), np.zeros((L, G, S)),
+        )  # fmt: skip
 
 
-def k_plan(work: KWork):
-    """One K-learning plan at ``tau*`` (``method="fast"``, one scalar ``sigma``): ``(tau, K,
-    c)`` (fresh arrays), or ``None`` where the compiled search hands over to SciPy's (the
-    agent then makes the NumPy plan); :func:`k_policy` then gives its policy."""
+def k_plan(work: KWork, guess: float | None = None):
+    """One K-learning plan at ``tau*`` (``method="fast"``, one scalar ``sigma``; the search
+    started around ``guess`` as ``KLearningTemperature.solve("fast", guess=guess)`` starts
+    it): ``(tau, K, c)`` (fresh arrays), or ``None`` where the compiled search hands over to
+    SciPy's (the agent then makes the NumPy plan); :func:`k_policy` then gives its policy."""
     post, sc = work.post, work.scalars
     if work.mode == GIVEN:
         _given(post, work.R, work.var)
     K, c = np.empty(work.shape), np.empty(work.shape)
     out = _compiled()["_k"](
         post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:],
-        work.P, c, K, work.V, work.pi, work.lam, work.X, work.m,
+        *_SEARCH[-1](guess), 2.0, work.P, c, work.model, K, work.V, work.pi, work.lam, work.X,
+        work.m,
     )  # fmt: skip
     if out[0] != _KK.SOLVED:
         return None
@@ -534,7 +572,7 @@ def k_schedule_plan(work: KWork, tau: float):
     V = np.empty(work.shape[:2])
     _compiled()["_k_schedule"](
         post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:11],
-        float(tau), work.P, c, K, V, pi, cdf,
+        float(tau), work.P, c, work.model, K, V, pi, cdf,
     )  # fmt: skip
     return K, c, pi, V, cdf
 
@@ -544,12 +582,13 @@ _SEARCH: list = []
 
 def _search_constants() -> tuple:
     """The fast search's defaults (``KLearningTemperature.solve("fast")``: ``xtol``, Brent's
-    ``rtol``, ``max_iter``, the bracket's bounds in ``log tau``, its first step)."""
+    ``rtol``, ``max_iter``, the bracket's bounds in ``log tau``); ``_SEARCH[-1]`` is its
+    bracket's start from a guess (``k_temperature._bracket_start``)."""
     if not _SEARCH:
         from ..fast import k_temperature as kt
 
-        _SEARCH.extend((1e-15, kt._RTOL, 200, kt._U_MIN, kt._U_MAX, _KK._STEP0))
-    return tuple(_SEARCH)
+        _SEARCH.extend((1e-15, kt._RTOL, 200, kt._U_MIN, kt._U_MAX, kt._bracket_start))
+    return tuple(_SEARCH[:-1])
 
 
 _CHECK: dict = {}
@@ -566,11 +605,18 @@ def _random_posterior(gen, case: int, deterministic: bool = False):
     post = LayeredPosterior(
         L, S, A, 1.0 if sigma is None else sigma, None if sigma is None else 1.0 + case, prior
     )
-    for _ in range(int(gen.integers(0, 4 * L * S))):
-        l, s, a = (int(gen.integers(0, m)) for m in (L, S, A))
-        y = (s + a) % S if deterministic else int(gen.integers(0, S))
-        post.update(l, s, a, float(gen.normal()), y)
+    _visit(gen, post, int(gen.integers(0, 4 * L * S)))
     return post
+
+
+def _visit(gen, post, n: int) -> None:
+    """``n`` random visits recorded in ``post`` (a deterministic prior's next state is
+    ``(s + a) % S``)."""
+    L, S, A = post.shape
+    for _ in range(n):
+        l, s, a = (int(gen.integers(0, m)) for m in (L, S, A))
+        y = (s + a) % S if post.deterministic else int(gen.integers(0, S))
+        post.update(l, s, a, float(gen.normal()), y)
 
 
 def psrl_check(cases: int = 12, seed: int = 7) -> bool:
@@ -617,23 +663,30 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
             span = 1.01 if case % 3 == 0 else None
             unvisited = ("hoeffding", "paper")[(case // 8) % 2]
             initial = gen.dirichlet(np.ones(post.S))
-            R, _ = post.reward_posterior()
-            P = post.mean_transitions()
-            c = post.bonus_numerators(bonus, span, unvisited)
             work = KWork(post, initial, bonus, span, unvisited)
-            got = k_plan(work)
-            if not c.any():
-                ok &= got is None
-                continue
-            res = KLearningTemperature(R, P, post.counts, post.sigma, initial, c).solve("fast")
-            if got is None:
-                ok &= res.info.get("search") != "compiled"
-                continue
-            ok &= got[0] == res.x and np.array_equal(got[1], res.q) and np.array_equal(got[2], c)
-            pi, values = soft.boltzmann_policy_and_values(res.q, res.x)
-            mine = k_policy(work, got[0])
-            ok &= np.array_equal(mine[0], pi) and np.array_equal(mine[1], values)
-            ok &= np.array_equal(mine[2], np.cumsum(pi, axis=-1))
+            guess = None if case % 4 < 2 else float(np.exp(gen.normal(0.0, 3.0)))
+            # two plans of one posterior, a few visits between them (the incremental model)
+            for plan in range(2):
+                if plan:
+                    _visit(gen, post, int(gen.integers(1, 2 * post.L)))
+                c = post.bonus_numerators(bonus, span, unvisited)
+                got = k_plan(work, guess)
+                if not c.any():
+                    ok &= got is None
+                    continue
+                R, P = post.reward_posterior()[0], post.mean_transitions()
+                problem = KLearningTemperature(R, P, post.counts, post.sigma, initial, c)
+                res = problem.solve("fast", guess=guess)
+                if got is None:
+                    ok &= res.info.get("search") != "compiled"
+                    continue
+                ok &= got[0] == res.x and np.array_equal(got[1], res.q)
+                ok &= np.array_equal(got[2], c)
+                pi, values = soft.boltzmann_policy_and_values(res.q, res.x)
+                mine = k_policy(work, got[0])
+                ok &= np.array_equal(mine[0], pi) and np.array_equal(mine[1], values)
+                ok &= np.array_equal(mine[2], np.cumsum(pi, axis=-1))
+                guess = got[0]
     _CHECK["k"] = bool(ok)
     return _CHECK["k"]
 
@@ -668,14 +721,17 @@ def _schedule_cases(cases: int, seed: int) -> bool:
         bonus = ("paper", "posterior")[(case // 4) % 2]
         span = 1.01 if case % 3 == 0 else None
         unvisited = ("hoeffding", "paper")[(case // 8) % 2]
-        tau = soft.temperature_schedule(int(gen.integers(1, 10**5)), post.sigma, L, L * S, A)
-        R, _ = post.reward_posterior()
-        P = post.mean_transitions()
-        c = post.bonus_numerators(bonus, span, unvisited)
-        K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
-        pi, values = soft.boltzmann_policy_and_values(K, tau)
         work = KWork(post, np.full(S, 1.0 / S), bonus, span, unvisited)
-        got = k_schedule_plan(work, tau)
-        want = (K, c, pi, values, np.cumsum(pi, axis=-1))
-        ok &= all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+        for plan in range(2):  # two plans of one posterior, visits between them
+            if plan:
+                _visit(gen, post, int(gen.integers(1, 2 * L)))
+            tau = soft.temperature_schedule(int(gen.integers(1, 10**5)), post.sigma, L, L * S, A)
+            R, _ = post.reward_posterior()
+            P = post.mean_transitions()
+            c = post.bonus_numerators(bonus, span, unvisited)
+            K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
+            pi, values = soft.boltzmann_policy_and_values(K, tau)
+            got = k_schedule_plan(work, tau)
+            want = (K, c, pi, values, np.cumsum(pi, axis=-1))
+            ok &= all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
     return ok

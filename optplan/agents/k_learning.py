@@ -172,6 +172,7 @@ class KLearning(ConicFallback, EpisodicAgent):
 
     def reset(self, rng: np.random.Generator) -> None:
         self.reset_fallback()
+        self._guess = None  # the last tau* > 0: where the next search starts
         self._compiled = self._compiled_plan()
         self._work = None
         if self._compiled:
@@ -194,8 +195,9 @@ class KLearning(ConicFallback, EpisodicAgent):
         """The temperature, K-values, Boltzmann policy and values of the episode that starts
         now: for ``tau*`` by the fast method one compiled call
         (:func:`optplan.agents._layered_kernels.k_plan`: the posterior's means, the bonus and
-        the search) and the policy (:func:`~optplan.agents._layered_kernels.k_policy`, NumPy's
-        ``exp`` and ``log``); for the schedule one compiled call
+        the search, started around the last episode's ``tau*``) and the policy
+        (:func:`~optplan.agents._layered_kernels.k_policy`, NumPy's ``exp`` and ``log``); for
+        the schedule one compiled call
         (:func:`~optplan.agents._layered_kernels.k_schedule_plan`: the means, the bonus,
         the K-values and the policy); else :meth:`_plan_numpy`; the same numbers either way."""
         work = getattr(self, "_work", None)
@@ -205,11 +207,13 @@ class KLearning(ConicFallback, EpisodicAgent):
             c.setflags(write=False)
             self.c = c
             return
-        got = None if work is None else LK.k_plan(work)
+        guess = getattr(self, "_guess", None)
+        got = None if work is None else LK.k_plan(work, guess)
         if got is None:  # no compiled plan, or its search handed over to SciPy's
             self._plan_numpy()
             return
         self.tau, self.K, c = got
+        self._guess = self.tau
         c.setflags(write=False)
         self.c = c
         self.pi, self.values, self._cdf = LK.k_policy(work, self.tau)
@@ -233,8 +237,10 @@ class KLearning(ConicFallback, EpisodicAgent):
             for fresh in (R, P, c):  # the plan's own arrays: handed over without a copy
                 fresh.setflags(write=False)
             problem = build(R, P, post.counts, post.sigma, self.initial, c)
-            res = self.solve_planned(problem)
+            res = self.solve_planned(problem, guess=getattr(self, "_guess", None))
             self.tau = float(res.x)
+            if self.tau > 0:
+                self._guess = self.tau
             if self.tau > 0 and self.method == "fast":
                 self.K = res.q
             elif self.tau > 0:  # conic K is pinned only where visited: recompute exactly

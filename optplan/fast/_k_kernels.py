@@ -23,8 +23,13 @@ accumulated over next states for all distinct rows of a layer at once (the rows 
 ``(L, S, rows)``: the same sum per pair, in the same order, vectorized across rows; equal rows,
 such as every unvisited pair's uniform posterior mean, give equal sums and are summed once,
 and a constant row's products in the occupancy's next-state sums are one number; a state whose
-K row equals the previous state's takes that state's exponentials, soft value and entropy),
-the divisions by ``tau`` and by the normalizer run over a layer's pairs at once, and each
+K row equals the previous state's takes that state's exponentials, soft value and entropy).
+A layer whose rows each differ from their smallest entry ``b`` in at most ``S / 4`` places
+(posterior means: a pseudo-count on every next state, counts on a few) is summed through those
+places: ``P V = b sum_t V_t + sum (P_t - b) V_t`` and the next-state sums
+``sum_{s,a} w b + `` the places' excess, ``O(S + nonzeros)`` a row instead of ``O(S)``
+(:func:`_exceptions`, :func:`_sparse_layer`; the same numbers up to rounding). The
+divisions by ``tau`` and by the normalizer run over a layer's pairs at once, and each
 ``(K - max K) / tau`` and its exponential is computed once (the backward pass keeps them for
 the entropy, whose ``(max K - K) / tau`` is their exact negative; the maximizer's exponential
 is ``exp(0) = 1``).
@@ -57,12 +62,43 @@ _JIT = _jit.Jit('kernel "numba"', cache=True, nogil=True, error_model="numpy")
 _TINY = 2.2250738585072014e-308
 
 
+@_JIT(inline="always")
+def _exceptions(row, S, l, k, base, nnz, idx, val):  # pragma: no cover - compiled by numba
+    """Row ``row[:S]`` of a transition matrix as its smallest entry ``base[l, k]`` plus the
+    entries above it: ``nnz[l, k]`` of them, at ``idx[l, k, :nnz]``, exceeding it by
+    ``val[l, k, :nnz]`` (next states in order)."""
+    b = row[0]
+    for t in range(1, S):
+        if row[t] < b:
+            b = row[t]
+    base[l, k] = b
+    m = 0
+    for t in range(S):
+        if row[t] != b:
+            idx[l, k, m] = t
+            val[l, k, m] = row[t] - b
+            m += 1
+    nnz[l, k] = m
+
+
+@_JIT(inline="always")
+def _sparse_layer(nnz, l, nr, S):  # pragma: no cover - compiled by numba
+    """Whether layer ``l``'s ``nr`` distinct rows are summed through their exceptions: at
+    most ``S / 4`` entries of every row above its smallest."""
+    most = 0
+    for k in range(nr):
+        most = max(most, nnz[l, k])
+    return 4 * most <= S
+
+
 @_JIT
-def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
-           E):  # fmt: skip  # pragma: no cover - compiled by numba
-    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``. ``PT, group, nrep, flat``:
-    :func:`_rows` of ``P`` (the distinct rows of each layer, transposed); ``E`` (L, S, A) is
-    scratch (the exponentials ``exp((K - max K) / tau)``)."""
+def _terms(tau, R, P, G, c, rho, K, V, pi, lam, E):  # pragma: no cover - compiled by numba
+    """Fill ``K, V, pi, lam`` at ``tau``; return ``(f, M, A, B)``. ``G = (PT, group, nrep,
+    flat, sparse, base, nnz, idx, val)``: :func:`_rows` of ``P`` (the distinct rows of each
+    layer, transposed, and as smallest entry plus exceptions; ``sparse[l]``: layer ``l`` is
+    summed through the exceptions); ``E`` (L, S, A) is scratch (the exponentials
+    ``exp((K - max K) / tau)``)."""
+    PT, group, nrep, flat, sparse, base, nnz, idx, val = G
     L, S, A_ = R.shape
     SA = S * A_
     dist = np.empty(SA)  # P V of each distinct row of the layer
@@ -80,14 +116,24 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
     # Backward recursion (Eq. 6), soft-max with the max-shift (Eq. 14).
     for l in range(L - 1, -1, -1):
         if l < L - 1:
-            # acc[j] = sum_t P[l, j, t] V[l + 1, t], t in order, once per distinct row
+            # acc[j] = sum_t P[l, j, t] V[l + 1, t], once per distinct row
             nr = nrep[l]
-            for k in range(nr):
-                dist[k] = 0.0
-            for t in range(S):
-                v = V[l + 1, t]
+            if sparse[l]:  # base * sum_t V + the exceptions' excess
+                vsum = 0.0
+                for t in range(S):
+                    vsum += V[l + 1, t]
                 for k in range(nr):
-                    dist[k] += PT[l, t, k] * v
+                    pv = base[l, k] * vsum
+                    for e in range(nnz[l, k]):
+                        pv += val[l, k, e] * V[l + 1, idx[l, k, e]]
+                    dist[k] = pv
+            else:  # t in order, vectorized across the rows
+                for k in range(nr):
+                    dist[k] = 0.0
+                for t in range(S):
+                    v = V[l + 1, t]
+                    for k in range(nr):
+                        dist[k] += PT[l, t, k] * v
             for j in range(SA):
                 acc[j] = dist[group[l, j]]
         else:
@@ -146,6 +192,10 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
         for t in range(S):  # (loops, not slice assignments: no broadcast checks to compile)
             nxt[t] = 0.0
         h = 0.0
+        # a sparse layer's next-state sums: every next state gets sum w base, the exceptions
+        # their excess
+        thin = l < L - 1 and sparse[l]
+        floor = 0.0
         for s in range(S):
             ds = d[s]
             # entropy as log1p(Z - 1) + sum pi (m - K) / tau: no cancellation when pi_best
@@ -167,9 +217,16 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
                 if w != 0.0:
                     M += w * R[l, s, a]
                     B += w * c[l, s, a]
+            if thin and ds != 0.0:
+                for a in range(A_):
+                    w = lam[l, s, a]
+                    g = group[l, s * A_ + a]
+                    floor += w * base[l, g]
+                    for e in range(nnz[l, g]):
+                        nxt[idx[l, g, e]] += w * val[l, g, e]
             # nxt[t] += w P[l, s, a, t] over a in order; a zero weight adds +0 to nxt >= 0
             # (P finite, >= 0), which changes nothing, so it needs no test
-            if l < L - 1 and ds != 0.0:
+            elif l < L - 1 and ds != 0.0:
                 if A_ == 2:
                     # a constant row's products w P[t] are one number, computed once
                     w0 = lam[l, s, 0]
@@ -196,8 +253,12 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
                         for t in range(S):
                             nxt[t] += w * P[l, s, a, t]
             A += ds * h
-        for t in range(S):
-            d[t] = nxt[t]
+        if thin:
+            for t in range(S):
+                d[t] = nxt[t] + floor
+        else:
+            for t in range(S):
+                d[t] = nxt[t]
     f = 0.0
     for s in range(S):
         f += rho[s] * V[0, s]
@@ -206,19 +267,26 @@ def _terms(tau, R, P, PT, group, nrep, flat, c, rho, K, V, pi, lam,
 
 @_JIT
 def _rows(P):  # pragma: no cover - compiled by numba
-    """The distinct rows of each layer of ``P`` (L, S, A, S): ``(PT, group, nrep, flat)`` with
-    ``flat[l, s, a]`` the row is constant (every entry equal, e.g. an unvisited pair's uniform
-    posterior mean), constant rows of equal entries one group (up to 8 values per layer; every
-    other row a group of its own), ``group[l, s A + a]`` the row's group, ``nrep[l]`` the
-    layer's groups and ``PT[l, t, k] = P[l, s, a, t]`` for the first row ``(s, a)`` of group
-    ``k``. Equal rows give equal sums ``sum_t P[t] V[t]`` (the same products, added in the
-    same order), so each is computed once."""
+    """The distinct rows of each layer of ``P`` (L, S, A, S): ``(PT, group, nrep, flat,
+    sparse, base, nnz, idx, val)`` with ``flat[l, s, a]`` the row is constant (every entry
+    equal, e.g. an unvisited pair's uniform posterior mean), constant rows of equal entries
+    one group (up to 8 values per layer; every other row a group of its own), ``group[l, s A +
+    a]`` the row's group, ``nrep[l]`` the layer's groups, ``PT[l, t, k] = P[l, s, a, t]`` for
+    the first row ``(s, a)`` of group ``k``, the same row as its smallest entry plus
+    exceptions (:func:`_exceptions`) and ``sparse[l]`` (:func:`_sparse_layer`). Equal rows
+    give equal sums ``sum_t P[t] V[t]`` (the same products, added in the same order), so
+    each is computed once."""
     L, S, A, _ = P.shape
     SA = S * A
     PT = np.empty((L, S, SA))
     group = np.empty((L, SA), dtype=np.int64)
     nrep = np.empty(L, dtype=np.int64)
     flat = np.empty((L, S, A), dtype=np.bool_)
+    sparse = np.empty(L, dtype=np.bool_)
+    base = np.empty((L, SA))
+    nnz = np.empty((L, SA), dtype=np.int64)
+    idx = np.empty((L, SA, S), dtype=np.int64)
+    val = np.empty((L, SA, S))
     values = np.empty(8)
     owner = np.empty(8, dtype=np.int64)
     for l in range(L):
@@ -244,13 +312,15 @@ def _rows(P):  # pragma: no cover - compiled by numba
                     k += 1
                     for t in range(S):
                         PT[l, t, g] = P[l, s, a, t]
+                    _exceptions(P[l, s, a], S, l, g, base, nnz, idx, val)
                     if same and nv < 8:
                         values[nv] = p0
                         owner[nv] = g
                         nv += 1
                 group[l, s * A + a] = g
         nrep[l] = k
-    return PT, group, nrep, flat
+        sparse[l] = _sparse_layer(nnz, l, k, S)
+    return PT, group, nrep, flat, sparse, base, nnz, idx, val
 
 
 @_JIT
@@ -260,9 +330,7 @@ def _derivative(u, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k):  # pragma:
     would raise (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an
     argument so that ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
     tau = math.exp(u)
-    PT, group, nrep, flat = G
-    f, M, A, B = _terms(tau, R, P, PT, group, nrep, flat, c, rho, BK[k], BV[k], Bpi[k], Blam[k],
-                        E)  # fmt: skip
+    f, M, A, B = _terms(tau, R, P, G, c, rho, BK[k], BV[k], Bpi[k], Blam[k], E)
     T[k, 0], T[k, 1], T[k, 2], T[k, 3] = f, M, A, B
     t2 = math.pow(tau, two)
     if not math.isfinite(t2) or (t2 != 0.0 and t2 < _TINY):
@@ -286,17 +354,20 @@ def _signbit(x):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
-           lam):  # fmt: skip  # pragma: no cover - compiled by numba
+def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two, K, V,
+           pi, lam):  # fmt: skip  # pragma: no cover - compiled by numba
     """The search of :func:`optplan.fast.k_temperature.solve`; ``K, V, pi, lam`` filled at
-    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``."""
-    return _solve_rows(R, P, _rows(P), c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two,
-                       K, V, pi, lam)  # fmt: skip
+    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``. The bracket
+    starts at ``[u0 - half, u0 + half]`` and widens by ``step0``, doubling; ``u0`` is
+    ``u_guess`` (the log of a guess of ``tau*``, clipped to the bounds) or, where that is NaN,
+    the centre from ``tau = 1``."""
+    return _solve_rows(R, P, _rows(P), c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess,
+                       half, step0, two, K, V, pi, lam)  # fmt: skip
 
 
 @_JIT
-def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two, K, V, pi,
-                lam):  # fmt: skip  # pragma: no cover - compiled by numba
+def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two,
+                K, V, pi, lam):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`_solve` with ``G``, :func:`_rows` of ``P`` or a caller's equivalent grouping
     (rows put in one group must be equal, ``flat`` rows constant).
 
@@ -304,7 +375,6 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two,
     method holds (``xpre``, ``xcur``, ``xblk``; the bracket's two ends before it), so the pass
     at the root found is the one kept in ``xcur``'s set: no pass is repeated."""
     L, S, A_ = R.shape
-    PT, group, nrep, flat = G
     E = np.empty((L, S, A_))
     BK, BV, Bpi, Blam = (
         np.empty((3, L, S, A_)),
@@ -313,18 +383,21 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, step0, two,
         np.empty((3, L, S, A_)),
     )
     T = np.empty((3, 4))
-    # _start: the bracket's centre from tau = 1
-    _, _, A1, B1 = _terms(1.0, R, P, PT, group, nrep, flat, c, rho, BK[0], BV[0], Bpi[0],
-                          Blam[0], E)  # fmt: skip
-    evals = 1
-    if not (A1 > 0 and B1 > 0 and math.isfinite(B1 / A1)):
-        return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
-    u0 = 0.5 * math.log(B1 / A1)
+    evals = 0
+    if math.isnan(u_guess):
+        # _start: the bracket's centre from tau = 1
+        _, _, A1, B1 = _terms(1.0, R, P, G, c, rho, BK[0], BV[0], Bpi[0], Blam[0], E)
+        evals = 1
+        if not (A1 > 0 and B1 > 0 and math.isfinite(B1 / A1)):
+            return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
+        u0 = 0.5 * math.log(B1 / A1)
+    else:
+        u0 = u_guess
     u0 = max(u0, u_min + 1.0)
     u0 = min(u0, u_max - 1.0)
     # _bracket
-    lo = u0 - 0.5
-    hi = u0 + 0.5
+    lo = u0 - half
+    hi = u0 + half
     k_lo, k_hi = 0, 1
     g_lo, ok = _derivative(lo, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
     evals += 1
@@ -466,24 +539,31 @@ def terms(tau: float, R, P, c, rho, out=None, PT=None):
     if PT is None:
         PT = transposed(P)
     K, V, pi, lam = out
-    f, M, Aterm, B = table["_terms"](float(tau), R, P, *PT, c, rho, K, V, pi, lam,
+    f, M, Aterm, B = table["_terms"](float(tau), R, P, PT, c, rho, K, V, pi, lam,
                                      np.empty_like(K))  # fmt: skip
     return f, M, Aterm, B, K, V, pi, lam
 
 
-#: ``log 4``, the bracket's first step, computed once by Python.
-_STEP0 = math.log(4.0)
-
-
-def solve(R, P, c, rho, xtol: float, rtol: float, max_iter: int, u_min: float, u_max: float):
+def solve(
+    R,
+    P,
+    c,
+    rho,
+    xtol: float,
+    rtol: float,
+    max_iter: int,
+    u_min: float,
+    u_max: float,
+    bracket: tuple[float, float, float],
+):
     """The whole search for ``tau*`` (module docstring): ``(status, tau, iterations,
     evaluations, f, M, A, B, K, V, pi, lambda)``; arrays C-contiguous floats. ``status`` is
     :data:`FALLBACK` where the SciPy search must decide (the other entries are then
-    meaningless)."""
+    meaningless). ``bracket = (u_guess, half, step)`` (:func:`_solve`)."""
     table = _table()
     L, S, A = R.shape
     K, pi, lam = np.empty((L, S, A)), np.empty((L, S, A)), np.empty((L, S, A))
     V = np.empty((L, S))
     out = table["_solve"](R, P, c, rho, float(xtol), float(rtol), int(max_iter), float(u_min),
-                          float(u_max), _STEP0, 2.0, K, V, pi, lam)  # fmt: skip
+                          float(u_max), *bracket, 2.0, K, V, pi, lam)  # fmt: skip
     return (*out, K, V, pi, lam)
