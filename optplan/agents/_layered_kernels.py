@@ -62,7 +62,7 @@ import numpy as np
 
 from .. import _jit
 from ..fast import _k_kernels as _KK
-from ..fast._k_kernels import _exceptions, _solve_rows, _sparse_layer
+from ..fast._k_kernels import _exceptions, _sparse_layer
 from ..fast._pairwise import _JIT as _PAIRWISE
 from ..fast._pairwise import _pw_block
 
@@ -323,34 +323,19 @@ def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
 
 
 @_JIT
-def _k(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
-       alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, rho, xtol, rtol,
-       max_iter, u_min, u_max, u_guess, half, step0, two, P, c, M, K, V, pi, lam, X,
-       m):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One K-learning plan at ``tau*`` (module docstring): the model (:func:`_k_model`), then
-    :func:`optplan.fast._k_kernels._solve` into ``K, V, pi, lam``, and at ``tau*`` the
-    Boltzmann policy's ``m = max_a K`` and ``X = (K - m) / tau``. Returns the search's
-    ``(status, tau, ...)``, status :data:`NO_BONUS` when every ``c`` is 0."""
-    L, S, A = counts.shape
-    nonzero = _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
-                       deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited,
-                       s_alpha, P, c, M)  # fmt: skip
-    if not nonzero:
-        return NO_BONUS, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0
-    out = _solve_rows(R, P, M[5:], c, rho, xtol, rtol, max_iter, u_min, u_max,
-                      u_guess, half, step0, two, K, V, pi, lam)  # fmt: skip
-    if out[0] == _KK.SOLVED:  # the Boltzmann policy's max-shifted exponents, (K - max K) / tau
-        tau = out[1]
-        for l in range(L):
-            for s in range(S):
-                top = K[l, s, 0]
-                for a in range(1, A):
-                    if not math.isnan(top) and (math.isnan(K[l, s, a]) or K[l, s, a] > top):
-                        top = K[l, s, a]
-                m[l, s] = top
-                for a in range(A):
-                    X[l, s, a] = (K[l, s, a] - top) / tau
-    return out
+def _k_exponents(K, tau, m, X):  # pragma: no cover - compiled by numba
+    """The Boltzmann policy's ``m = max_a K`` (the first maximum, NaN as NumPy's ``max``)
+    and max-shifted exponents ``X = (K - m) / tau``."""
+    L, S, A = K.shape
+    for l in range(L):
+        for s in range(S):
+            top = K[l, s, 0]
+            for a in range(1, A):
+                if not math.isnan(top) and (math.isnan(K[l, s, a]) or K[l, s, a] > top):
+                    top = K[l, s, a]
+            m[l, s] = top
+            for a in range(A):
+                X[l, s, a] = (K[l, s, a] - top) / tau
 
 
 @_JIT
@@ -513,10 +498,12 @@ class KWork:
             0.0 if det else float(post.transition_prior), bonus == "posterior",
             float(np.square(post.sigma)), 0.0 if span is None else float(span),
             unvisited == "paper", 0.0 if det else S * post.transition_prior,
-            np.array(initial, dtype=float), *_search_constants(),
+            *_search_constants(),
         )  # fmt: skip
         self.R, self.var, self.pi, self.lam, self.X = (np.empty((L, S, A)) for _ in range(5))
         self.P, self.V, self.m = np.empty((L, S, A, S)), np.empty((L, S)), np.empty((L, S))
+        #: Read-only views of ``R``, ``P`` and the initial distribution, for the search.
+        self.frozen = _KK._read_only(self.R, self.P, np.array(initial, dtype=float))
         SA = S * A
         #: What the plans of this posterior keep (:func:`_k_model`): the counts of the last
         #: plan, each pair's next-state total, an unvisited pair's row, and the search's row
@@ -540,14 +527,23 @@ def k_plan(work: KWork, guess: float | None = None):
     post, sc = work.post, work.scalars
     if work.mode == GIVEN:
         _given(post, work.R, work.var)
+    table = _compiled()
     K, c = np.empty(work.shape), np.empty(work.shape)
-    out = _compiled()["_k"](
-        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:],
-        *_SEARCH[-1](guess), 2.0, work.P, c, work.model, K, work.V, work.pi, work.lam, work.X,
-        work.m,
+    if not table["_k_model"](
+        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:11],
+        work.P, c, work.model,
+    ):  # fmt: skip
+        return None  # no bonus anywhere: SciPy's search answers tau* = 0
+    # the search on read-only views, as KLearningTemperature.solve("fast") hands them over:
+    # one compiled search for both (numba compiles a function once per array writability)
+    R, P, rho = work.frozen
+    out = _KK._table()["_solve_rows"](
+        R, P, work.model[5:], _KK._read_only(c)[0], rho, *sc[11:], *_SEARCH[-1](guess), 2.0, K,
+        work.V, work.pi, work.lam,
     )  # fmt: skip
     if out[0] != _KK.SOLVED:
         return None
+    table["_k_exponents"](K, out[1], work.m, work.X)
     return out[1], K, c
 
 

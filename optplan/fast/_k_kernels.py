@@ -520,6 +520,18 @@ def _table() -> dict:
     return _JIT.table or _JIT.compiled()
 
 
+def _read_only(*arrays) -> tuple:
+    """Read-only views of ``arrays``: the kernels take their inputs read-only whoever calls
+    them (numba compiles a function once per argument writability, and an agent's plan hands
+    its buffers over read-only too), so they are compiled once."""
+    out = []
+    for a in arrays:
+        view = a.view()
+        view.flags.writeable = False
+        out.append(view)
+    return tuple(out)
+
+
 def transposed(P) -> tuple:
     """``P`` (L, S, A, S) prepared for :func:`terms`: :func:`_rows` (each layer's distinct rows,
     transposed, and which row is which), computed once for a search's many passes."""
@@ -539,6 +551,7 @@ def terms(tau: float, R, P, c, rho, out=None, PT=None):
     if PT is None:
         PT = transposed(P)
     K, V, pi, lam = out
+    R, P, c, rho = _read_only(R, P, c, rho)
     f, M, Aterm, B = table["_terms"](float(tau), R, P, PT, c, rho, K, V, pi, lam,
                                      np.empty_like(K))  # fmt: skip
     return f, M, Aterm, B, K, V, pi, lam
@@ -564,6 +577,7 @@ def solve(
     L, S, A = R.shape
     K, pi, lam = np.empty((L, S, A)), np.empty((L, S, A)), np.empty((L, S, A))
     V = np.empty((L, S))
+    R, P, c, rho = _read_only(R, P, c, rho)
     out = table["_solve"](R, P, c, rho, float(xtol), float(rtol), int(max_iter), float(u_min),
                           float(u_max), *bracket, 2.0, K, V, pi, lam)  # fmt: skip
     return (*out, K, V, pi, lam)
