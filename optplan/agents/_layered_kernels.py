@@ -75,9 +75,6 @@ AVAILABLE = _jit.AVAILABLE
 #: How a kernel gets the reward posterior: NumPy's mean and variance handed in; one noise
 #: sd ``sigma > 0`` and a finite prior variance; ``sigma = 0`` and a finite prior variance.
 GIVEN, NOISY, EXACT = 0, 1, 2
-#: :func:`k_plan` outcomes beside the search's (``_k_kernels.SOLVED``, ``FALLBACK``): every
-#: bonus numerator is 0 (the search hands over to SciPy's hard-max answer).
-NO_BONUS = 2
 
 
 def _setup(numba) -> dict:
@@ -605,6 +602,15 @@ def _random_posterior(gen, case: int, deterministic: bool = False):
     return post
 
 
+def _case_options(case: int) -> tuple:
+    """``(bonus, span, unvisited)`` of K-learning check ``case``: both bonus kinds, the default
+    and a set span, both unvisited terms."""
+    bonus = ("paper", "posterior")[(case // 4) % 2]
+    span = 1.01 if case % 3 == 0 else None
+    unvisited = ("hoeffding", "paper")[(case // 8) % 2]
+    return bonus, span, unvisited
+
+
 def _visit(gen, post, n: int) -> None:
     """``n`` random visits recorded in ``post`` (a deterministic prior's next state is
     ``(s + a) % S``)."""
@@ -655,9 +661,7 @@ def k_check(cases: int = 16, seed: int = 11) -> bool:
             post = _random_posterior(gen, case, deterministic=case % 2 == 1)
             if np.ndim(post.sigma) != 0:
                 continue
-            bonus = ("paper", "posterior")[(case // 4) % 2]
-            span = 1.01 if case % 3 == 0 else None
-            unvisited = ("hoeffding", "paper")[(case // 8) % 2]
+            bonus, span, unvisited = _case_options(case)
             initial = gen.dirichlet(np.ones(post.S))
             work = KWork(post, initial, bonus, span, unvisited)
             guess = None if case % 4 < 2 else float(np.exp(gen.normal(0.0, 3.0)))
@@ -714,9 +718,7 @@ def _schedule_cases(cases: int, seed: int) -> bool:
         if np.ndim(post.sigma) != 0:
             continue
         L, S, A = post.shape
-        bonus = ("paper", "posterior")[(case // 4) % 2]
-        span = 1.01 if case % 3 == 0 else None
-        unvisited = ("hoeffding", "paper")[(case // 8) % 2]
+        bonus, span, unvisited = _case_options(case)
         work = KWork(post, np.full(S, 1.0 / S), bonus, span, unvisited)
         for plan in range(2):  # two plans of one posterior, visits between them
             if plan:
