@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AVAILABLE", "INSTALL", "Jit", "available", "compile_seconds"]
+__all__ = ["AVAILABLE", "INSTALL", "Jit", "njit", "available", "compile_seconds", "cache_dir"]
 
 #: numba is installed (the optional ``jit`` extra). Found without importing numba.
 AVAILABLE = importlib.util.find_spec("numba") is not None
@@ -78,6 +78,50 @@ _LISTENING = False
 # numba's outermost compiles in this process: how deep the current one is, when it started,
 # and the seconds of those that ended (numba compiles under one lock: one at a time).
 _COMPILING = {"depth": 0, "start": 0.0, "seconds": 0.0}
+
+
+def njit(fn: Callable | None = None, /, **options):
+    """``numba.njit`` with optplan's options: ``cache=True`` (in :func:`cache_dir`) and
+    ``error_model="numpy"`` (a division by zero gives ``inf`` or ``nan``, as in NumPy, instead
+    of a check on every division); ``options`` override them (``inline="always"``, ...)."""
+    import numba
+
+    _listen(numba)
+    cache_dir(numba)
+    options = {"cache": True, "error_model": "numpy", **options}
+    if fn is None:
+        return numba.njit(**options)
+    return numba.njit(**options)(fn)
+
+
+_CACHE: dict[str, str] = {}
+
+
+def cache_dir(numba=None) -> str:
+    """Where numba caches optplan's compiled functions: ``$NUMBA_CACHE_DIR`` when set, else
+    ``<user cache>/optplan/numba/<key>``, the key a hash of the source files that hold
+    compiled code. numba checks a cached function against its own file only, so a compiled loop
+    inlined from another module would otherwise load stale after that module changed."""
+    if "dir" in _CACHE:
+        return _CACHE["dir"]
+    if numba is None:
+        import numba
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        _CACHE["dir"] = user
+        return user
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes()
+        if b"_jit" in text or b"njit" in text:  # the modules with compiled code
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(text)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    where = os.path.join(base, "optplan", "numba", h.hexdigest()[:16])
+    numba.config.CACHE_DIR = where
+    _CACHE["dir"] = where
+    return where
 
 
 def available() -> bool:
@@ -210,6 +254,7 @@ class Jit:
             extra = self.setup(numba)
             for ns in spaces:
                 ns.update(extra)
+        cache_dir(numba)
         files = self.sources()
         stamp = _stamp(files) if len(files) > 1 else None
         table = {}
@@ -242,6 +287,8 @@ def _listen(numba) -> None:
             owner = _OWNERS.get(id(fn))
             if owner is not None and not owner.noticed:
                 owner.notice(fn.__module__)
+            elif owner is None and fn is not None:
+                _module_notice(getattr(fn, "__module__", "") or "")
 
         def on_end(self, ev) -> None:
             _COMPILING["depth"] -= 1
@@ -249,6 +296,22 @@ def _listen(numba) -> None:
                 _COMPILING["seconds"] += time.perf_counter() - _COMPILING["start"]
 
     event.register("numba:compile", _Notice())
+
+
+_NOTICED: set[str] = set()
+
+
+def _module_notice(module: str) -> None:
+    """The first-compile notice of an optplan module's :func:`njit` functions (once)."""
+    if not NOTICE or not module.startswith("optplan.") or module in _NOTICED:
+        return
+    _NOTICED.add(module)
+    print(
+        f"optplan: numba is compiling the kernels of {module} for their first use: "
+        f"{ESTIMATE}, once; numba caches the result for later runs",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _rebind(functions, table: Mapping[str, Any], spaces: list[dict]) -> None:

@@ -1,6 +1,8 @@
 """Test configuration: hypothesis runs derandomized (fixed seeds) everywhere, no deadlines."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import settings
@@ -28,3 +30,11 @@ def tiny_results(tmp_path, capsys):
     assert cli.main(["sweep", str(sweep), "--out", str(res), "--quiet"]) == 0
     capsys.readouterr()
     return res
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (a test planting a stray ``*.tmp-PID`` file must
+    not name a pid that may be alive, such as a kernel thread's)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

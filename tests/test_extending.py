@@ -176,3 +176,125 @@ def test_a_toy_agent_and_environment_added_as_the_architecture_page_says(tmp_pat
     # action 1 always is optimal (gain = pay = 1): no gap regret; random play has some
     assert [t[3] for t in tasks[:2]] == [0.0, 0.0]
     assert all(t[3] > 1.0 for t in tasks[2:])
+
+
+TOY_COMPILED_AGENT = '''\
+"""A toy agent at compiled speed: greedy on running means with optimistic starts."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._jit import njit
+from .._params import Component, Param
+from ..envs.kernels import play
+from ._env import continuing_shape
+from .base import CompiledAgent
+
+
+class MeansState(NamedTuple):
+    total: np.ndarray
+    count: np.ndarray
+    initial: np.ndarray
+
+
+@njit(inline="always")
+def act(s, x, rng):
+    mean = (s.total[x] + s.initial[0]) / (s.count[x] + 1.0)
+    return np.argmax(mean)
+
+
+@njit(inline="always")
+def observe(s, x, a, r, y, done):
+    s.total[x, a] += r
+    s.count[x, a] += 1.0
+    return False
+
+
+@njit
+def run(s, env, steps, env_rng, agent_rng):
+    return play(act, observe, s, env, steps, env_rng, agent_rng)
+
+
+class OptimisticMeans(CompiledAgent):
+    _run = staticmethod(run)
+
+    def __init__(self, n_states, n_actions, *, initial=1.0):
+        self.n_states, self.n_actions, self.initial = n_states, n_actions, initial
+
+    def reset(self, rng):
+        self.rng = rng
+        shape = (self.n_states, self.n_actions)
+        self.state = MeansState(np.zeros(shape), np.zeros(shape), np.array([self.initial]))
+
+    def select_action(self, state):
+        return int(act(self.state, state, self.rng))
+
+    def update(self, state, action, reward, next_state, done):
+        observe(self.state, state, action, reward, next_state, done)
+
+
+def _build(env, criterion, initial):
+    S, A, mask = continuing_shape(env, "optimistic-means plays continuing models only")
+    return OptimisticMeans(S, A, initial=initial)
+
+
+BUILDERS = (
+    Component("optimistic-means", _build,
+              (Param("initial", "float", 1.0, "starting value of every mean"),),
+              "greedy on running means with optimistic starts"),
+)
+'''
+
+COMPILED_SCRIPT = """
+import json, sys
+import numpy as np
+import optplan
+from optplan.agents import make_agent
+from optplan.envs import ENVS
+from optplan.experiments import run
+from optplan.sweeps import run_sweep, sweep_from_dict, load_results
+
+assert optplan.__file__.startswith(sys.argv[1]), optplan.__file__
+traces = {}
+for engine in ("python", "compiled"):
+    env = ENVS["riverswim"].build(0, n_states=6)
+    traces[engine] = run(make_agent("optimistic-means", env, initial=2.0), env, steps=3000,
+                         seed=5, engine=engine)
+sweep = sweep_from_dict({
+    "name": "toy", "seed": 1, "seeds": 2, "steps": 500,
+    "agents": [{"name": "optimistic-means", "params": {"initial": [0.5, 2.0]}}],
+    "envs": [{"name": "riverswim", "params": {"n_states": 6}}],
+})
+run_sweep(sweep, sys.argv[2], quiet=True)
+print(json.dumps({
+    "same": bool(np.array_equal(traces["python"].actions, traces["compiled"].actions)),
+    "regret": float(traces["compiled"].regret[-1]),
+    "tasks": sorted(r["status"] for r in load_results(sys.argv[2]).rows),
+}))
+"""
+
+
+def test_a_compiled_agent_added_in_two_files(tmp_path):
+    """An agent at compiled speed (docs/architecture.md, "An agent at compiled speed"): one
+    module and its lines in the registry; the compiled loop runs it with the generic loop's
+    results, and a sweep runs it."""
+    copy = tmp_path / "src" / "optplan"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "agents" / "toy_compiled.py").write_text(TOY_COMPILED_AGENT)
+    _add_lines(copy / "agents" / "registry.py", "from . import (", "    toy_compiled,\n")
+    _add_lines(copy / "agents" / "registry.py", "for _family in (", "    toy_compiled,\n")
+    assert _changed_files(PACKAGE, copy) == ["agents/registry.py", "agents/toy_compiled.py"]
+    env = {**os.environ, "PYTHONPATH": str(copy.parent), "OPENBLAS_NUM_THREADS": "1",
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COMPILED_SCRIPT), str(copy), str(tmp_path / "o")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["same"] is True
+    assert got["regret"] > 0
+    assert got["tasks"] == ["ok"] * 4

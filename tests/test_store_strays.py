@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import dead_pid
 from test_sweep_exec import small_spec
 
 from optplan.cli import main
@@ -24,12 +25,6 @@ def reference(tmp_path_factory):
     rep = run_sweep(small_sweep(), out, quiet=True)
     assert rep.failed == 0
     return out
-
-
-def dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 def strays(out, pid):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import dead_pid
 
 from optplan.cli import main
 from optplan.sweeps import StoreMismatch, load_results, load_sweep, run_sweep, sweep_from_dict
@@ -98,7 +99,8 @@ def test_resume_skips_finished_tasks(tmp_path):
     for t in first:
         store.save(t.file_stem, *execute_task(t.to_dict()))
     before = {p.name: p.read_bytes() for p in (tmp_path / "out" / "tasks").iterdir()}
-    (tmp_path / "out" / "tasks" / ".abc.json.tmp-99").write_text("{half")  # a crashed write
+    stray = tmp_path / "out" / "tasks" / f".abc.json.tmp-{dead_pid()}"
+    stray.write_text("{half")  # a crashed write
     rep = run_sweep(full, tmp_path / "out", quiet=True)
     assert (rep.skipped, rep.ran, rep.failed) == (5, 13, 0)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out" / "tasks").iterdir()}

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "docs" / "tutorials"
 BLOCK = re.compile(r"^```python\n(.*?)^```\n(?:\s*\n)?(?:^```text\n(.*?)^```)?", re.M | re.S)
 #: Pages whose blocks take more than a few seconds together.
-SLOW = {"verify.md", "agents.md"}
+SLOW = {"verify.md", "agents.md", "compiled-agent.md"}
 
 
 def python_blocks(page: Path) -> list[tuple[int, str, str | None]]:

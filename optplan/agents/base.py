@@ -34,6 +34,7 @@ __all__ = [
     "check_rng",
     "check_normal_gamma",
     "thompson_action",
+    "CompiledAgent",
 ]
 
 
@@ -91,6 +92,43 @@ class PolicyAgent(Protocol):
     def current_policy(self) -> np.ndarray:
         """``pi(a | s)``, shape ``(S, A)``, rows summing to 1."""
         ...
+
+
+class CompiledAgent:
+    """An agent whose steps are compiled functions of one state tuple (bsuite's
+    ``TrainingState``): ``self.state`` is a ``NamedTuple`` of arrays holding all it learns, and
+    ``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done) -> plan due`` are
+    ``numba.njit(cache=True)`` functions that :meth:`select_action` and :meth:`update` call.
+    ``_run`` is the agent's cached compiled loop, three lines beside them::
+
+        @njit(cache=True)
+        def run(state, env, steps, env_rng, agent_rng):
+            return optplan.envs.kernels.play(act, observe, state, env, steps, env_rng, agent_rng)
+
+    :func:`optplan.experiments.run` then plays whole runs in ``_run`` (one call per chunk of
+    steps), with the same functions, generators and so the same results as its generic loop.
+    An agent that plans in Python returns ``True`` from ``observe`` when a plan is due; the
+    loop then calls :meth:`plan` between two compiled calls.
+    """
+
+    #: The cached compiled loop ``run(state, env, steps, env_rng, agent_rng) -> status``.
+    _run: Callable
+    #: The agent's policy (:class:`PolicyAgent`) changes only in :meth:`plan`, so the compiled
+    #: loop can record it between calls (runs that track policies, for the occupancy regret).
+    POLICY_CHANGES_IN_PLAN = False
+
+    def compiled_reason(self, env) -> str | None:
+        """Why the compiled loop cannot run this agent in ``env`` (an
+        :class:`~optplan.envs.kernels.EnvArrays`), ``None`` when it can (the default)."""
+        return None
+
+    def play(self, env, steps, env_rng) -> int:
+        """Run the compiled loop from ``steps.position`` (:func:`optplan.envs.kernels.play`);
+        its status."""
+        return int(self._run(self.state, env, steps, env_rng, self.rng))
+
+    def plan(self) -> None:
+        """The plan ``observe`` asked for (agents that plan in Python override it)."""
 
 
 def one_hot_policy(policy: np.ndarray, n_actions: int) -> np.ndarray:

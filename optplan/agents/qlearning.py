@@ -37,29 +37,164 @@ declared number of episodes ``K``, else ``k H`` with ``k`` the number of the cur
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import OptplanError, check_positive, check_real
+from .._jit import njit
 from .._params import Component, Param
+from ..envs.kernels import play
 from ._env import env_model, env_shape
-from .base import LayerClock, check_agent_mask, check_count, check_rng, greedy_policy
+from .base import (
+    CompiledAgent,
+    LayerClock,
+    check_agent_mask,
+    check_count,
+    check_rng,
+    greedy_policy,
+)
 
-__all__ = ["EpsilonGreedyQ", "SoftQ", "QLearningUCB", "episodic_args", "layered_mask"]
+__all__ = ["EpsilonGreedyQ", "SoftQ", "QLearningUCB", "QState", "act", "observe", "run",
+           "episodic_args", "layered_mask"]  # fmt: skip
 
 
 def _check_unit(name: str, value, low_open: bool = False, high_open: bool = False) -> float:
     return check_real(name, value, 0.0, 1.0, low_open=low_open, high_open=high_open)
 
 
-class _TabularQ:
-    """Shared state and update of the Q-learning baselines.
+class QState(NamedTuple):
+    """The whole state of a Q-learning baseline: ``q``, ``counts``, ``best`` (each row's greedy
+    set) ``(rows, A)``, with ``rows = S`` or ``L S`` (row ``l S + s`` when layered; ``q`` is
+    ``-inf`` exactly on inadmissible pairs), ``params = [epsilon, temperature, discount, step
+    size or -1 for 1 / n]``, ``ints = [kind, layer, n_layers or 0, S, policy_version]``."""
+
+    q: np.ndarray
+    counts: np.ndarray
+    best: np.ndarray
+    params: np.ndarray
+    ints: np.ndarray
+
+
+#: ``QState.ints[0]``: the epsilon-greedy or the Boltzmann action.
+GREEDY, SOFT = 0, 1
+_LAYER, _VERSION = 1, 4
+
+
+@njit(inline="always")
+def _row(s, x):  # pragma: no cover - compiled by numba
+    """The table row of state ``x`` at the agent's layer."""
+    return x if s.ints[2] == 0 else s.ints[_LAYER] * s.ints[3] + x
+
+
+@njit(inline="always")
+def _pick(values, top, rng):  # pragma: no cover - compiled by numba
+    """A uniformly random index among the entries of ``values`` equal to ``top``, or, with
+    ``top = -inf``, among the finite ones (the admissible actions)."""
+    anyone = top == -np.inf
+    m = 0
+    for b in range(values.shape[0]):
+        m += (values[b] > top) if anyone else (values[b] == top)
+    j = 0 if m == 1 else rng.integers(0, m)
+    for b in range(values.shape[0]):
+        if (values[b] > top) if anyone else (values[b] == top):
+            if j == 0:
+                return b
+            j -= 1
+    return values.shape[0] - 1  # unreachable
+
+
+@njit(inline="always")
+def act(s, x, rng):  # pragma: no cover - compiled by numba
+    """The action in state ``x``: epsilon-greedy (one uniform; below ``epsilon`` a uniform
+    admissible action, else a greedy one, ties uniform) or Boltzmann (one uniform searched in
+    the cumulative ``exp((Q - max Q) / temperature)``)."""
+    q = s.q[_row(s, x)]
+    top = q.max()
+    if s.ints[0] == GREEDY:
+        if rng.random() < s.params[0]:
+            return _pick(q, -np.inf, rng)
+        return _pick(q, top, rng)
+    tau = s.params[1]
+    total = 0.0
+    for b in range(q.shape[0]):
+        total += np.exp((q[b] - top) / tau)
+    u = rng.random() * total
+    acc = 0.0
+    for b in range(q.shape[0] - 1):
+        acc += np.exp((q[b] - top) / tau)
+        if acc > u:
+            return b
+    return q.shape[0] - 1
+
+
+@njit(inline="always")
+def observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+    """The Q-learning update of ``(x, a)`` after reward ``r`` and next state ``y`` (module
+    docstring); the greedy set and ``policy_version``; the layer. Never asks for a plan."""
+    row = _row(s, x)
+    L = s.ints[2]
+    s.counts[row, a] += 1
+    if done or (L > 0 and s.ints[_LAYER] + 1 >= L):
+        target = r
+    else:
+        target = r + s.params[2] * s.q[row + s.ints[3] - x + y if L > 0 else y].max()
+    lr = 1.0 / s.counts[row, a] if s.params[3] < 0.0 else s.params[3]
+    s.q[row, a] += lr * (target - s.q[row, a])
+    if s.ints[0] == SOFT:
+        s.ints[_VERSION] += 1  # any change of Q changes the Boltzmann policy
+    else:
+        top = s.q[row].max()
+        changed = False
+        for b in range(s.q.shape[1]):
+            best = s.q[row, b] == top
+            changed = changed or best != s.best[row, b]
+            s.best[row, b] = best
+        s.ints[_VERSION] += changed
+    s.ints[_LAYER] = 0 if done else s.ints[_LAYER] + 1
+    return False
+
+
+@njit
+def run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(act, observe, s, env, steps, env_rng, agent_rng)
+
+
+class _StateParam:
+    """An agent attribute kept in ``state.params[index]`` too (set after a reset, it takes
+    effect at once)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, agent, owner=None):
+        return self if agent is None else getattr(agent, self.name)
+
+    def __set__(self, agent, value) -> None:
+        setattr(agent, self.name, value)
+        if "state" in vars(agent):
+            agent.state.params[self.index] = value
+
+
+class _TabularQ(CompiledAgent):
+    """Shared state and update of the Q-learning baselines (:class:`QState`, :func:`act`,
+    :func:`observe`).
 
     With ``n_layers = L`` (episodic, layered environments such as DeepSea, whose observations
     are indices within a layer) the table is indexed by ``(layer, state)``: the agent counts
     the steps since :meth:`reset` or the last ``done`` to know its layer, and the target of the
     last layer has no continuation.
     """
+
+    _KIND = GREEDY
+    _run = staticmethod(run)
+    epsilon = _StateParam(0)
+    temperature = _StateParam(1)
+    _epsilon, _temperature = 0.0, 1.0
 
     def __init__(
         self,
@@ -94,24 +229,52 @@ class _TabularQ:
             elif len(mask) != L:
                 raise OptplanError(f"action_mask has {len(mask)} layers, n_layers is {L}")
             mask = mask.reshape(L * self.n_states, self.n_actions)
-        self.action_mask = mask
-        self._clock = LayerClock(L)
+        self.action_mask = np.ascontiguousarray(mask, dtype=np.bool_)
         self.rng: np.random.Generator | None = None
         self.reset(np.random.default_rng(0))
 
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = rng
-        self._clock.reset()
-        self.q = np.where(self.action_mask, self.q_init, -np.inf)
-        self.counts = np.zeros(self.action_mask.shape, dtype=int)
-        self._best = self.q == self.q.max(axis=1, keepdims=True)  # greedy set per row
-        self.policy_version = 0
+        q = np.where(self.action_mask, self.q_init, -np.inf)
+        rate = -1.0 if self.learning_rate is None else self.learning_rate
+        params = [self._epsilon, self._temperature, self.discount, rate]
+        ints = [self._KIND, 0, self.n_layers or 0, self.n_states, 0]
+        self.state = QState(
+            q=q, counts=np.zeros(q.shape, dtype=np.int64),
+            best=q == q.max(axis=1, keepdims=True),
+            params=np.array(params, dtype=float), ints=np.array(ints, dtype=np.int64),
+        )  # fmt: skip
+
+    @property
+    def q(self) -> np.ndarray:
+        """Q-values, ``(S, A)`` or ``(L S, A)`` when layered (the state's array)."""
+        return self.state.q
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Updates of each pair, shaped as :attr:`q`."""
+        return self.state.counts
+
+    @property
+    def policy_version(self) -> int:
+        """Changes when a row's greedy set changes (epsilon-greedy) or at every update (soft
+        Q-learning)."""
+        return int(self.state.ints[_VERSION])
+
+    @property
+    def layer(self) -> int:
+        """The layer of the current step (steps since :meth:`reset` or the last ``done``)."""
+        return int(self.state.ints[_LAYER])
 
     def _row(self, state: int) -> int:
         """Row of the table: ``state``, or ``layer * S + state`` when layered."""
         if self.n_layers is None:
             return state
-        return self._clock.current() * self.n_states + state
+        if self.layer >= self.n_layers:
+            raise RuntimeError(
+                f"{self.layer} steps without done, but the model has {self.n_layers} layers"
+            )
+        return self.layer * self.n_states + state
 
     @property
     def q_table(self) -> np.ndarray:
@@ -120,34 +283,28 @@ class _TabularQ:
             return self.q
         return self.q.reshape(self.n_layers, self.n_states, self.n_actions)
 
-    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        row = self._row(state)
-        self.counts[row, action] += 1
-        if done or self._clock.last:
-            target = reward
-        else:
-            nxt = next_state if self.n_layers is None else row + self.n_states - state + next_state
-            target = reward + self.discount * self.q[nxt].max()
-        lr = 1.0 / self.counts[row, action] if self.learning_rate is None else self.learning_rate
-        self.q[row, action] += lr * (target - self.q[row, action])
-        self._note_change(row)
-        self._clock.tick(done)
+    def select_action(self, state: int) -> int:
+        self._row(state)
+        return int(act(self.state, state, self.rng))
 
-    def _note_change(self, row: int) -> None:
-        """Bump ``policy_version`` when row ``row``'s greedy set changed (O(A))."""
-        values = self.q[row]
-        best = values == values.max()
-        if (best != self._best[row]).any():  # (np.array_equal costs 10 us here)
-            self._best[row] = best
-            self.policy_version += 1
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        self._row(state)
+        observe(self.state, state, action, float(reward), next_state, bool(done))
+
+    def compiled_reason(self, env) -> str | None:
+        """Why the compiled loop cannot run this agent in ``env`` (:class:`EnvArrays`)."""
+        layered = bool(env.ints[1])
+        if (self.n_layers is not None) != layered:
+            return (f"the agent's n_layers={self.n_layers} on a "
+                    f"{'layered' if layered else 'continuing'} model")  # fmt: skip
+        if layered and self.n_layers != env.mask.shape[0]:
+            return f"the agent's n_layers={self.n_layers}, the model's horizon {env.mask.shape[0]}"
+        if env.mask.shape[1:] != (self.n_states, self.n_actions):
+            return "the agent's table does not match the model's states and actions"
+        return None
 
     def _table(self, pi: np.ndarray) -> np.ndarray:
         return pi if self.n_layers is None else pi.reshape(self.q_table.shape)
-
-    def _greedy(self, row: int) -> int:
-        values = self.q[row]
-        best = np.flatnonzero(values == values.max())
-        return int(best[0] if best.size == 1 else self.rng.choice(best))
 
 
 class EpsilonGreedyQ(_TabularQ):
@@ -177,12 +334,6 @@ class EpsilonGreedyQ(_TabularQ):
         greedy set; ``(S, A)`` or ``(L, S, A)``."""
         return self._table(greedy_policy(self.q, self.action_mask, self.epsilon))
 
-    def select_action(self, state: int) -> int:
-        row = self._row(state)
-        if self.rng.random() < self.epsilon:
-            return int(self.rng.choice(np.flatnonzero(self.action_mask[row])))
-        return self._greedy(row)
-
 
 class SoftQ(_TabularQ):
     """Q-learning acting by the Boltzmann policy ``pi(a|s) ∝ exp(Q(s, a) / temperature)``.
@@ -196,6 +347,8 @@ class SoftQ(_TabularQ):
         As :class:`EpsilonGreedyQ`.
     """
 
+    _KIND = SOFT
+
     def __init__(self, n_states, n_actions, *, temperature=0.05, **table):
         if not isinstance(temperature, (int, float)) or not (0 < temperature < np.inf):
             raise OptplanError(f"temperature must be a positive number, got {temperature!r}")
@@ -207,9 +360,6 @@ class SoftQ(_TabularQ):
         values = self.q[self._row(state)]
         z = np.exp((values - values.max()) / self.temperature)  # exp(-inf) = 0 when masked
         return z / z.sum()
-
-    def _note_change(self, row: int) -> None:
-        self.policy_version += 1  # any change of Q changes the Boltzmann policy
 
     def current_policy(self) -> np.ndarray:
         """The Boltzmann policy of every row, ``(S, A)`` or ``(L, S, A)``."""
@@ -224,10 +374,6 @@ class SoftQ(_TabularQ):
         return m + self.temperature * np.log(
             np.exp((q - m[..., None]) / self.temperature).sum(axis=-1)
         )
-
-    def select_action(self, state: int) -> int:
-        p = self.policy(state)
-        return int(min(np.searchsorted(np.cumsum(p), self.rng.random() * p.sum()), len(p) - 1))
 
 
 def layered_mask(action_mask, n_layers: int, n_states: int, n_actions: int) -> np.ndarray:

@@ -33,20 +33,68 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import OptplanError, as_array, check_choice, check_positive, check_real
+from .._jit import njit
 from .._params import Component, Param
+from ..envs.kernels import play
 from ..problems import OptimisticPlanning
 from ..result import SOLUTION_PRESENT
 from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
-from .base import ConicFallback, check_agent_mask, check_count, check_rng, one_hot_policy
+from .base import (
+    CompiledAgent,
+    ConicFallback,
+    check_agent_mask,
+    check_count,
+    check_rng,
+    one_hot_policy,
+)
 
-__all__ = ["UCRL2", "KLUCRL"]
+__all__ = ["UCRL2", "KLUCRL", "UCRLState", "act", "observe", "run"]
 
 
-class _UCRL(ConicFallback, ABC):
+class UCRLState(NamedTuple):
+    """The counts of UCRL2 and KL-UCRL: ``N (S, A)``, ``N_next (S, A, S)``, ``reward_sums``,
+    ``nu`` (counts within the episode), ``N_k = max(1, N)`` at the episode's start, the
+    episode's ``policy (S,)`` and ``clock = [t]`` (1 on the first step)."""
+
+    N: np.ndarray
+    N_next: np.ndarray
+    reward_sums: np.ndarray
+    nu: np.ndarray
+    N_k: np.ndarray
+    policy: np.ndarray
+    clock: np.ndarray
+
+
+@njit(inline="always")
+def act(s, x, rng):  # pragma: no cover - compiled by numba
+    """The episode's policy."""
+    return s.policy[x]
+
+
+@njit(inline="always")
+def observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+    """Count the transition; a new episode (a plan) is due when the pair's count within the
+    episode reaches ``N_k`` (the doubling rule)."""
+    s.N[x, a] += 1.0
+    s.N_next[x, a, y] += 1.0
+    s.reward_sums[x, a] += r
+    s.nu[x, a] += 1.0
+    s.clock[0] += 1
+    return s.nu[x, a] >= s.N_k[x, a]
+
+
+@njit
+def run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(act, observe, s, env, steps, env_rng, agent_rng)
+
+
+class _UCRL(CompiledAgent, ConicFallback, ABC):
     """Counts, episodes and the optimistic solve; subclasses give the ball and radii.
 
     Parameters
@@ -69,6 +117,8 @@ class _UCRL(ConicFallback, ABC):
 
     name = "ucrl"
     ball = "l1"
+    _run = staticmethod(run)
+    POLICY_CHANGES_IN_PLAN = True
     #: Bumped when an episode's plan changes the policy (:class:`~.base.PolicyAgent`).
     policy_version = 0
 
@@ -118,17 +168,33 @@ class _UCRL(ConicFallback, ABC):
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = check_rng(rng)
         S, A = self.n_states, self.n_actions
-        self.N = np.zeros((S, A))
-        self.N_next = np.zeros((S, A, S))
-        self.reward_sums = np.zeros((S, A))
-        self.nu = np.zeros((S, A))  # counts within the current episode
-        self.t = 1
+        self.state = UCRLState(
+            N=np.zeros((S, A)), N_next=np.zeros((S, A, S)), reward_sums=np.zeros((S, A)),
+            nu=np.zeros((S, A)), N_k=np.ones((S, A)),
+            policy=self.action_mask.argmax(axis=1).astype(np.int64),  # until a plan succeeds
+            clock=np.ones(1, dtype=np.int64),
+        )  # fmt: skip
         self.episodes = 0
         self.plan_failures = 0
-        self.policy = self.action_mask.argmax(axis=1)  # until a plan succeeds
         self.policy_version = 0
         self.reset_fallback()
         self._new_episode()
+
+    N = property(lambda self: self.state.N, doc="Visits of each pair ``(S, A)``.")
+    N_next = property(lambda self: self.state.N_next, doc="Transition counts ``(S, A, S)``.")
+    reward_sums = property(lambda self: self.state.reward_sums, doc="Reward sums ``(S, A)``.")
+    nu = property(lambda self: self.state.nu, doc="Visits within the episode ``(S, A)``.")
+    N_k = property(lambda self: self.state.N_k, doc="``max(1, N)`` at the episode's start.")
+    policy = property(lambda self: self.state.policy, doc="The episode's policy ``(S,)``.")
+
+    @property
+    def t(self) -> int:
+        """The time step (1 on the first)."""
+        return int(self.state.clock[0])
+
+    @t.setter
+    def t(self, value: int) -> None:
+        self.state.clock[0] = value
 
     @abstractmethod
     def radii(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +224,7 @@ class _UCRL(ConicFallback, ABC):
     def _new_episode(self) -> None:
         self.episodes += 1
         self.nu[:] = 0.0
-        self.N_k = np.maximum(self.N, 1.0)
+        np.maximum(self.N, 1.0, out=self.N_k)
         problem = self.problem()
         tol = 1.0 / math.sqrt(self.t)
         res = problem.solve("fast", tol=tol)
@@ -170,7 +236,7 @@ class _UCRL(ConicFallback, ABC):
             policy = np.asarray(res.policy)
             if not np.array_equal(policy, self.policy):
                 self.policy_version += 1
-            self.policy = policy
+            self.policy[:] = policy
         else:  # keep the previous policy (before any plan: the first admissible action)
             self.plan_failures += 1
         self.last_result = res
@@ -180,16 +246,19 @@ class _UCRL(ConicFallback, ABC):
         return one_hot_policy(self.policy, self.n_actions)
 
     def select_action(self, state: int) -> int:
-        return int(self.policy[state])
+        return int(act(self.state, state, None))  # act draws nothing: no generator to pass
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        self.N[state, action] += 1
-        self.N_next[state, action, next_state] += 1
-        self.reward_sums[state, action] += reward
-        self.nu[state, action] += 1
-        self.t += 1
-        if self.nu[state, action] >= self.N_k[state, action]:
+        if observe(self.state, state, action, float(reward), next_state, bool(done)):
             self._new_episode()
+
+    def plan(self) -> None:
+        self._new_episode()
+
+    def compiled_reason(self, env) -> str | None:
+        if env.ints[1]:
+            return f"{type(self).__name__} is for continuing models, the environment is layered"
+        return None
 
     def stats(self) -> dict:
         out = super().stats()

@@ -322,6 +322,11 @@ class DeepSea(TabularEnv):
         }
         return col, reward, terminated, False, info
 
+    def set_position(self, state: int, steps: int) -> None:
+        """Place the running episode at column ``state`` of row ``steps``."""
+        self._row, self._column = int(steps), int(state)
+        self._running = self._row < self.size
+
     def __repr__(self) -> str:
         extra = "" if self.deterministic else ", deterministic=False"
         if not self.randomize_actions:

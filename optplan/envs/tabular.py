@@ -217,6 +217,13 @@ class TabularEnv(gym.Env):
             info["goal_reached"] = bool(self._goals[nxt])
         return nxt, reward, terminated, truncated, info
 
+    def set_position(self, state: int, steps: int) -> None:
+        """Place the running episode at ``state`` after ``steps`` steps (where a compiled run,
+        :mod:`optplan.envs.kernels`, left it)."""
+        self._state = int(state)
+        self._t = int(steps)
+        self._done = False
+
     def _reward(
         self, pair: tuple[int, ...], next_state: int, expected: float, rng: np.random.Generator
     ) -> float:

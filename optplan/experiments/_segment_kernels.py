@@ -1,7 +1,6 @@
 r"""The compiled steps between two plans of the planning agents (optional: needs ``numba``).
 
-UCRL2 / KL-UCRL plan at the start of each episode and follow that plan's deterministic policy
-until the doubling rule ends the episode; the continuing posterior agents (PSRL, UBE, moment
+The continuing posterior agents (PSRL, UBE, moment
 matching) plan every ``update_every`` steps and in between follow a fixed policy, or Thompson
 noise around fixed action values. A *segment* is the run of steps between two plans: these
 kernels play a segment in one call (action, environment step, the agent's per-step update) and
@@ -21,7 +20,6 @@ operations on the same generators:
 - Thompson actions (:func:`optplan.agents.base.thompson_action`): ``A`` standard normals from
   the agent's generator, ``argmax(q + (zeta eps) sd)`` with NumPy's ``argmax`` rule (first
   maximum; the first NaN if any);
-- UCRL's counts: the same float additions as :meth:`optplan.agents.ucrl._UCRL.update`.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ import numpy as np
 
 from .. import _jit
 
-__all__ = ["AVAILABLE", "POLICY", "THOMPSON", "DONE", "INADMISSIBLE", "PLAN", "follow", "ucrl",
+__all__ = ["AVAILABLE", "POLICY", "THOMPSON", "DONE", "INADMISSIBLE", "PLAN", "follow",
            "oracle", "self_check"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
@@ -41,8 +39,7 @@ AVAILABLE = _jit.AVAILABLE
 #: How :func:`follow` picks actions: the policy's; Thompson noise around ``q``.
 POLICY, THOMPSON = 0, 1
 #: Segment outcomes: the steps asked for were played; the agent chose an action the
-#: environment does not admit (the environment raises); the agent plans next (UCRL's episode
-#: ended).
+#: environment does not admit (the environment raises); the agent plans next.
 DONE, INADMISSIBLE, PLAN = 0, 1, 2
 
 _JIT = _jit.Jit("the compiled planning-agent segments", cache=True, error_model="numpy")
@@ -116,33 +113,6 @@ def _follow(kind, n, state, policy, forced, q, zeta, sd, true_mask, cdf, mean, r
 
 
 @_JIT
-def _ucrl(n, state, policy, true_mask, cdf, mean, rsd, env_rng, states, actions, rewards,
-          offset, N, N_next, reward_sums, nu, N_k, t):  # fmt: skip  # pragma: no cover
-    """Up to ``n`` steps of UCRL's episode: counts updated in place; stops after the step whose
-    pair's count within the episode reaches ``N_k`` (``PLAN``). Returns ``(status, steps
-    played, state, action, t)``."""
-    for i in range(n):
-        x = state
-        a = policy[x]
-        if not true_mask[x, a]:
-            return INADMISSIBLE, i, x, a, t
-        y = _search_right(cdf[x, a], env_rng.random())
-        r = _reward(mean, rsd, x, a, y, env_rng)
-        states[offset + i] = x
-        actions[offset + i] = a
-        rewards[offset + i] = r
-        N[x, a] += 1
-        N_next[x, a, y] += 1
-        reward_sums[x, a] += r
-        nu[x, a] += 1
-        t += 1
-        state = y
-        if nu[x, a] >= N_k[x, a]:
-            return PLAN, i + 1, state, a, t
-    return DONE, n, state, -1, t
-
-
-@_JIT
 def _oracle(n, state, policy, cdf, mean, rsd, rng, rewards):  # pragma: no cover - compiled
     """:func:`optplan.experiments.run.oracle_run` on a continuing environment."""
     for i in range(n):
@@ -188,11 +158,6 @@ def self_check(n: int = 4096, seed: int = 12345) -> bool:
 def follow(*args):
     """:func:`_follow`, compiled."""
     return _compiled()["_follow"](*args)
-
-
-def ucrl(*args):
-    """:func:`_ucrl`, compiled."""
-    return _compiled()["_ucrl"](*args)
 
 
 def oracle(steps: int, state: int, policy, cdf, mean, rsd, rng) -> np.ndarray:

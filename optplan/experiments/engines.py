@@ -69,9 +69,10 @@ class RunEngine:
         see no episode end)."""
         impl = self._impl()
         if getattr(impl, "EPISODES", False):
+            tracks = {"track": track} if getattr(impl, "TRACKS", False) else {}
             return impl.compiled_loop(
                 agent, env, env_seed, agent_rng, steps, record, bar, episodes=episodes,
-                stop_when_solved=stop_when_solved, on_episode_end=on_episode_end,
+                stop_when_solved=stop_when_solved, on_episode_end=on_episode_end, **tracks,
             )  # fmt: skip
         if getattr(impl, "TRACKS", False):
             return impl.compiled_loop(agent, env, env_seed, agent_rng, steps, record, bar, track)
@@ -80,6 +81,12 @@ class RunEngine:
     def oracle_run(self, env, oracle, env_seed: int, steps: int):
         """The oracle run's rewards, or ``None`` (the caller runs the generic one)."""
         return self._impl().compiled_oracle_run(env, oracle, env_seed, steps)
+
+
+def _compiled_agents():
+    from . import compiled
+
+    return compiled
 
 
 def _index_compiled():
@@ -124,12 +131,6 @@ def _episodic_compiled():
     return episodic_compiled
 
 
-def _qlearning_compiled():
-    from . import qlearning_compiled
-
-    return qlearning_compiled
-
-
 def _ravi_compiled():
     from . import ravi_compiled
 
@@ -138,13 +139,13 @@ def _ravi_compiled():
 
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
+    RunEngine("the agent's compiled steps", _compiled_agents),
     RunEngine("index agents", _index_compiled),
     RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("UBE and moment matching", _ube_compiled),
     RunEngine("Bayesian Q-learning", _bql_compiled),
     RunEngine("planning agents", _planning_compiled),
-    RunEngine("Q-learning baselines", _qlearning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
 )

@@ -1,19 +1,17 @@
-r"""The compiled run of the planning agents: UCRL2 and KL-UCRL, and the continuing posterior
-agents ContinuingPSRL, ContinuingUBE and MomentMatching, with the generic loop's results
-**exactly**.
+r"""The compiled run of the continuing posterior agents ContinuingPSRL, ContinuingUBE and
+MomentMatching, with the generic loop's results **exactly**.
 
-These agents spend a run in two kinds of work: a plan (UCRL's optimistic MDP at the start of
-each episode; a posterior update, a draw and policy iteration every ``update_every`` steps)
-and, between two plans, steps that follow a fixed policy (or Thompson noise around fixed action
-values) and update counts. The engine plays the steps between two plans in one compiled call
-(:mod:`._segment_kernels`) and makes every plan with the agent's own Python code
-(``agent._new_episode()``; ``agent.absorb()`` and ``agent._plan_now()``), so the plans are the
-generic loop's by construction and the steps are the same operations on the same generators.
+These agents spend a run in two kinds of work: a plan (a posterior update, a draw and policy
+iteration every ``update_every`` steps) and, between two plans, steps that follow a fixed
+policy (or Thompson noise around fixed action values) and update counts. The engine plays
+the steps between two plans in one compiled call (:mod:`._segment_kernels`) and makes every
+plan with the agent's own Python code (``agent.absorb()`` and ``agent._plan_now()``), so the
+plans are the generic loop's by construction and the steps are the same operations on the
+same generators.
 It is a row of :data:`optplan.experiments.engines.RUN_ENGINES`; the generic loop stays the
 reference (``tests/test_engines_exact.py`` compares the two). What it covers:
 
-- the agent is an instance of exactly :class:`~optplan.agents.UCRL2`,
-  :class:`~optplan.agents.KLUCRL` (``method="fast"``), :class:`~optplan.agents.ContinuingPSRL`,
+- the agent is an instance of exactly :class:`~optplan.agents.ContinuingPSRL`,
   :class:`~optplan.agents.ContinuingUBE` or :class:`~optplan.agents.MomentMatching`
   (``method="fast"``, ``update_every`` at least 2: with a plan every step there is nothing
   between plans to compile), not a subclass;
@@ -41,7 +39,7 @@ import time
 import numpy as np
 
 from .._checks import OptplanError
-from ..agents import KLUCRL, UCRL2, ContinuingPSRL, ContinuingUBE, MomentMatching
+from ..agents import ContinuingPSRL, ContinuingUBE, MomentMatching
 from ..envs import TabularEnv
 from ..envs.transition_rewards import TransitionRewardEnv
 from ..mdp import TabularMDP
@@ -53,8 +51,7 @@ __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "AGENT_CLA
 TRACKS = True
 
 #: The agent classes this engine covers (exact types).
-AGENT_CLASSES = (UCRL2, KLUCRL, ContinuingPSRL, ContinuingUBE, MomentMatching)
-_UCRL = (UCRL2, KLUCRL)
+AGENT_CLASSES = (ContinuingPSRL, ContinuingUBE, MomentMatching)
 _THOMPSON = (ContinuingUBE, MomentMatching)
 _REWARDS = (TabularEnv._reward, TransitionRewardEnv._reward)
 
@@ -157,8 +154,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     actions = np.empty(steps, dtype=np.int64)
     rewards = np.empty(steps)
     tracker = _Tracker(record, track)
-    play = _play_ucrl if isinstance(agent, _UCRL) else _play_posterior
-    done, status, state, action = play(
+    done, status, state, action = _play_posterior(
         agent, env, state, steps, cdf, true_mask, mean, sd, states, actions, rewards, tracker, bar
     )
     finish_run(record, env, states, actions, rewards, done, state, action,
@@ -185,28 +181,6 @@ def finish_run(record, env, states, actions, rewards, done: int, state, action, 
     record.rewards = rewards[:done]
     record.layers = np.arange(done)
     record.wall_time = time.perf_counter() - start
-
-
-def _play_ucrl(agent, env, state, steps, cdf, true_mask, mean, sd, states, actions, rewards,
-               tracker, bar):  # fmt: skip
-    """UCRL's episodes: a compiled segment to the episode's end, then the agent's own plan."""
-    done = 0
-    while done < steps:
-        policy = np.ascontiguousarray(agent.policy, dtype=np.int64)
-        status, n, state, action, t = K.ucrl(
-            steps - done, int(state), policy, true_mask, cdf, mean, sd, env.np_random, states,
-            actions, rewards, done, agent.N, agent.N_next, agent.reward_sums, agent.nu,
-            agent.N_k, int(agent.t),
-        )  # fmt: skip
-        tracker.segment(agent, n)
-        agent.t = int(t)
-        done += n
-        if status == K.INADMISSIBLE:
-            return done, status, state, action
-        if status == K.PLAN:
-            agent._new_episode()
-        _progress(bar, done)
-    return done, K.DONE, state, -1
 
 
 def _play_posterior(agent, env, state, steps, cdf, true_mask, mean, sd, states, actions,

@@ -26,13 +26,20 @@ def blas_threads(limit: int | None = 1) -> Iterator[None]:
         yield
         return
     limit = check_int("blas threads", limit, 1)
-    # threadpoolctl limits the libraries loaded so far: load SciPy's BLAS (its own OpenBLAS
-    # in the wheels, used by optplan.dp's factorizations) before, not inside, the block
-    import scipy.linalg  # noqa: F401
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=limit, user_api="blas"):
+    with _controller().limit(limits=limit, user_api="blas"):
         yield
+
+
+@functools.cache
+def _controller():
+    """threadpoolctl's controller of the BLAS libraries loaded, made once per process (finding
+    them reads the process's memory map: about 2 ms, as long as a short agent run). It limits
+    the libraries loaded when it was made: SciPy's BLAS (its own OpenBLAS in the wheels, used
+    by optplan.dp's factorizations) is loaded first."""
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def one_blas_thread(fn: Callable) -> Callable:
