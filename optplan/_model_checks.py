@@ -259,6 +259,7 @@ def _sparse_transitions(
         )
     if P.dtype.kind not in "biuf":
         raise OptplanTypeError(f"{name} must be a real numeric sparse matrix, got dtype {P.dtype}")
+    check_sparse_structure(P, name, A, L)  # before SciPy reads the index arrays
     copied = not _frozen_csr(P)
     if copied:
         P = sp.csr_matrix(P, dtype=np.float64, copy=True)
@@ -312,6 +313,87 @@ def _sparse_transitions(
     return P
 
 
+def check_sparse_structure(P, name: str = "P", A: int | None = None, L: int | None = None):
+    """Refuse a sparse matrix whose index arrays contradict its shape before SciPy or a kernel
+    reads them (a column index out of range, an ``indptr`` that is not a monotone path from 0
+    to the number of entries, arrays of unequal lengths): SciPy trusts them, and a compiled
+    loop would read outside its arrays. The error names ``name``, the row (as ``(s, a)`` or
+    ``(l, s, a)`` when ``A`` is given) and the value. Formats other than CSR, CSC, BSR and COO
+    are built through SciPy's checked setters and converted as they are."""
+    n_rows, n_cols = P.shape
+
+    def row_of(r: int) -> str:
+        if A is None:
+            return f"row {r}"
+        s, a = divmod(int(r), A)
+        if L is None:
+            return f"row {r} = (s, a) = ({s}, {a})"
+        l, s = divmod(s, n_cols)
+        return f"row {r} = (l, s, a) = ({l}, {s}, {a})"
+
+    def ints(label: str, arr) -> np.ndarray:
+        arr = np.asarray(arr)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise OptplanError(
+                f"{name} (sparse {P.format}) has {label} of dtype {arr.dtype} and shape "
+                f"{arr.shape}, expected a 1-D integer array"
+            )
+        return arr
+
+    def in_range(label: str, idx: np.ndarray, bound: int, rows: np.ndarray) -> None:
+        bad = (idx < 0) | (idx >= bound)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise OptplanError(
+                f"{name} (sparse {P.format}) has {label} {int(idx[k])} at {row_of(int(rows[k]))},"
+                f" outside [0, {bound})"
+            )
+
+    fmt = P.format
+    data = np.asarray(P.data)
+    if fmt == "coo":
+        row, col = ints("row indices", P.row), ints("column indices", P.col)
+        if not (row.size == col.size == data.size):
+            raise OptplanError(
+                f"{name} (sparse coo) has {row.size} row indices, {col.size} column indices "
+                f"and {data.size} values: they must be as many"
+            )
+        in_range("row index", row, n_rows, np.zeros(row.size, dtype=np.int64))
+        in_range("column index", col, n_cols, row)
+        return
+    if fmt not in ("csr", "csc", "bsr"):
+        return
+    indptr, indices = ints("indptr", P.indptr), ints("indices", P.indices)
+    block = P.blocksize if fmt == "bsr" else (1, 1)
+    major, minor = (n_rows // block[0], n_cols // block[1]) if fmt != "csc" else (n_cols, n_rows)
+    if indptr.size != major + 1:
+        raise OptplanError(
+            f"{name} (sparse {fmt}) has an indptr of length {indptr.size}, expected "
+            f"{major + 1} (one more than its {'columns' if fmt == 'csc' else 'rows'})"
+        )
+    steps = np.diff(indptr)
+    if indptr[0] != 0 or (steps < 0).any():
+        k = int(np.argmax(steps < 0)) if indptr[0] == 0 else 0
+        raise OptplanError(
+            f"{name} (sparse {fmt}) has an indptr that does not rise from 0: indptr[0] = "
+            f"{int(indptr[0])}, indptr[{k}:{k + 2}] = {indptr[k:k + 2].tolist()}"
+        )
+    nnz = int(indptr[-1])
+    stored = data.shape[0] if data.ndim else 0
+    if indices.size < nnz or stored < nnz:
+        raise OptplanError(
+            f"{name} (sparse {fmt}) has indptr[-1] = {nnz} entries but {indices.size} indices "
+            f"and {stored} values"
+        )
+    owner = np.repeat(np.arange(major), steps)  # the row (column for CSC) of each entry
+    if fmt == "csc":
+        in_range("row index", indices[:nnz], minor, indices[:nnz])
+        return
+    if fmt == "bsr":  # rows of the first row of each block
+        owner = owner * block[0]
+    in_range("column index", indices[:nnz], minor, owner)
+
+
 def _frozen_csr(P) -> bool:
     """A canonical float64 ``csr_matrix`` whose arrays no one can write (a validated model's)."""
     import scipy.sparse as sp
@@ -319,8 +401,8 @@ def _frozen_csr(P) -> bool:
     return (
         isinstance(P, sp.csr_matrix)
         and P.dtype == np.float64
-        and P.has_canonical_format
         and not any(a.flags.writeable for a in (P.data, P.indices, P.indptr))
+        and P.has_canonical_format
     )
 
 

@@ -212,3 +212,36 @@ def test_multichain_cross_check_other_solvers(solver):
         chk = op.cross_check(op.AverageRewardPlanning(mdp, multichain="solve"), solver=solver)
         assert chk.conic.status in SOLUTION_PRESENT, (i, chk.conic.message)
         assert chk.agree and "x" in chk.abs_err, (i, chk.message)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-10, 1.0, 1e10, 1e300])
+def test_two_gains_are_told_apart_at_every_reward_scale(scale):
+    """Two absorbing states paying ``scale`` and 0: no scalar gain, whatever the scale."""
+    P = np.zeros((2, 1, 2))
+    P[0, 0, 0] = P[1, 0, 1] = 1.0
+    res = op.solve_average_reward(op.TabularMDP(P, np.array([[scale], [0.0]])))
+    assert res.status == "multichain", (scale, res.status, res.gain)
+    assert f"{scale:.6g}" in res.message
+
+
+def test_constant_rewards_on_multichain_models_give_the_constant_gain():
+    """Every policy earns ``c`` per step: the gain is ``c`` from every state and the bias 0,
+    for the default path and multichain="solve", at rewards of every size (random multichain
+    models with two actions; the bias level's tie test once compared round-off with
+    round-off and cycled to max_iter)."""
+    rng = np.random.default_rng(1)
+    seen = 0
+    for _ in range(400):
+        S, A = int(rng.integers(2, 5)), 2
+        P = rng.dirichlet(np.ones(S), size=(S, A)) * (rng.random((S, A, S)) < 0.3)
+        P[np.arange(S)[:, None], np.arange(A), rng.integers(S, size=(S, A))] += 0.2
+        P /= P.sum(-1, keepdims=True)
+        c = float(rng.choice([0.3, 1.1, 3.3, 7.7, 12.9, 1e3, 1e-4]))
+        mdp = op.TabularMDP(P, np.full((S, A), c))
+        for multichain in ("refuse", "solve"):
+            res = op.AverageRewardPlanning(mdp, multichain=multichain).solve()
+            assert res.status == "optimal", (res.status, res.message)
+            np.testing.assert_allclose(res.gain, c, rtol=1e-12)
+            np.testing.assert_allclose(res.bias, 0.0, atol=1e-9 * c)
+        seen += classify(P, mdp.action_mask).kind == "multichain"
+    assert seen >= 40  # many of them have policies with several recurrent classes

@@ -155,7 +155,11 @@ def multichain_policy_iteration(
                     message = f"multichain policy iteration, iteration {it}: {exc}"
                     return MultichainPolicyIteration(NUMERICAL_ERROR, message, policy, ev, it)
                 pw = masked(backup(P, zero, w), a1 & near_max(q, tol, finite_scale(q)))
-                new = greedy(pw, policy, tol=tol, scale=finite_scale(pw))
+                # ties relative to the action values too: where every gain-optimal policy has
+                # the same bias, h and so w are round-off, and a tie test relative to w alone
+                # would compare noise with noise (and cycle)
+                size = max(finite_scale(pw), finite_scale(q))
+                new = greedy(pw, policy, tol=tol, scale=size)
                 if np.array_equal(new, policy):
                     return MultichainPolicyIteration(OPTIMAL, "", policy, ev, it)
         evaluated, policy = policy, new

@@ -184,7 +184,7 @@ class AverageRewardPlanning(Problem):
 
 
 #: The per-state optimal gain counts as constant when its range is at most this times the
-#: reward scale ``1 + max |R|``.
+#: reward scale ``max |R|`` (the largest admissible reward).
 CONSTANT_GAIN_TOL = 1e-9
 
 
@@ -199,7 +199,9 @@ def settle_multichain(refused: PlanResult, solved: PlanResult, mdp) -> PlanResul
     if solved.status not in (OPTIMAL, OPTIMAL_INACCURATE):
         return refused
     g = solved.gain
-    scale = 1.0 + float(np.abs(mdp.R[mdp.action_mask]).max())
+    # relative to the rewards' size (gains are averages of rewards): an absolute floor would
+    # call the gains 1e-10 and 0 of rewards of size 1e-10 one constant gain
+    scale = float(np.abs(mdp.R[mdp.action_mask]).max())
     if g.max() - g.min() > CONSTANT_GAIN_TOL * scale:
         message = (
             f"{refused.message}; the optimal gain is not constant: it ranges over "
