@@ -56,6 +56,17 @@ def check_model_size(
         )
 
 
+def check_bytes(nbytes: int, subject: str, what: str) -> None:
+    """Refuse an allocation of ``nbytes`` above :data:`MAX_MODEL_BYTES` before it is made,
+    naming ``subject`` (the sizes that set it), ``what`` is allocated and the bytes."""
+    if nbytes > MAX_MODEL_BYTES:
+        raise OptplanError(
+            f"model too large: {subject} needs {what}, {nbytes:,} bytes "
+            f"({nbytes / 2**30:.3g} GiB), above the {MAX_MODEL_BYTES / 2**30:g} GiB budget "
+            "(optplan.mdp.MAX_MODEL_BYTES)"
+        )
+
+
 def shape_fault(P_shape: tuple[int, ...], R_shape: tuple[int, ...]) -> tuple[str, str] | None:
     """Which of ``P`` and ``R`` has the wrong shape, and why: ``(name, "has shape ...")``, or
     ``None`` when ``P`` is ``R``'s ``(S, A, S)`` (``(L, S, A, S)`` for ``R`` of ``(L, S, A)``).

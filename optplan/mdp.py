@@ -45,6 +45,7 @@ from ._model_checks import (
     _normalized,
     _sparse_transitions,
     check_action_mask,
+    check_bytes,
     check_model_size,
     check_reward_scale,
     is_sparse,
@@ -373,6 +374,11 @@ class FiniteHorizonMDP(StateActionSizes):
         L = check_int("horizon", horizon)
         R = np.broadcast_to(mdp.R, (L, *mdp.R.shape))
         if mdp.sparse:
+            # the stacked rows (values, column indices, row pointers) and the layered rewards
+            rows = mdp.n_states * mdp.n_actions
+            nbytes = L * (16 * mdp.P.nnz + 16 * rows)
+            subject = f"horizon={L} over the sparse {rows}-row P ({mdp.P.nnz:,} entries)"
+            check_bytes(nbytes, subject, "the stacked sparse P and the rewards")
             return cls(
                 _stacked_csr(mdp.P, L),
                 R,

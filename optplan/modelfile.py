@@ -117,6 +117,10 @@ def _csr(path: Path, table: Any, S: int, A: int, L: int | None = None):
         arr = _array(path, f"{key}.{k}", table[k], (1,), "number")
         if arr.size and (arr != np.round(arr)).any():
             raise _fail(path, f"{key}.{k}", "must hold integers")
+        huge = np.abs(arr) >= 2.0**62  # would wrap in int64
+        if huge.any():
+            value = float(arr[huge][0])
+            raise _fail(path, f"{key}.{k}", f"holds {value:g}, far outside any model's size")
         ints[k] = arr.astype(np.int64)
     indptr, indices = ints["indptr"], ints["indices"]
     n_rows = S * A * (1 if L is None else L)

@@ -211,7 +211,47 @@ CASES = [
         lambda: op.FiniteHorizonMDP.from_stationary(op.TabularMDP(P1, [[1e307]]), 100),
         r"^R has an entry 1e\+307 at \(0, 0, 0\) .*\(the horizon 100\)",
     ),
+    (
+        "fh-from-sparse-stationary-huge-horizon",
+        lambda: op.FiniteHorizonMDP.from_stationary(_sparse_model(), 10**9),
+        r"^model too large: horizon=1000000000 over the sparse 6-row P .* GiB",
+    ),
+    (
+        "optimistic-psrl-psi-huge",
+        lambda: _agent("optimistic-psrl", psi=10**9),
+        r"^model too large: psi=1000000000 with S=6, A=2 needs the samples .* GiB",
+    ),
+    ("prior-lam-zero", lambda: _agent("psrl-continuing", prior_lam=0), r"^prior_lam must be a finite number > 0, got 0.0"),
+    (
+        "index-initial-counts-nan",
+        lambda: op.agents.MDPUCB(np.zeros((2, 2)), initial_counts=np.full((2, 2, 2), np.nan)),
+        r"initial_counts must be finite and >= 0, got nan at \[x, a, y\] = \[0, 0, 0\]",
+    ),
+    (
+        "index-initial-counts-negative",
+        lambda: op.agents.MDPUCB(np.zeros((2, 2)), initial_counts=_negative_counts()),
+        r"initial_counts must be finite and >= 0, got -1\.0 at \[x, a, y\] = \[1, 0, 1\]",
+    ),
 ]
+
+
+def _sparse_model():
+    import scipy.sparse as sp
+
+    return op.TabularMDP(sp.csr_matrix(np.full((6, 3), 1 / 3)), np.zeros((3, 2)))
+
+
+def _agent(name, **params):
+    from optplan.agents import make_agent
+    from optplan.envs.registry import ENVS
+
+    return make_agent(name, ENVS["riverswim"].build(0, n_states=6), **params)
+
+
+def _negative_counts():
+    counts = np.ones((2, 2, 2))
+    counts[1, 0, 1] = -1.0
+    return counts
 
 
 @pytest.mark.filterwarnings("error")  # no RuntimeWarning on the way

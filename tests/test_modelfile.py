@@ -323,3 +323,14 @@ def test_model_validation_errors_are_prefixed_with_the_file(tmp_path):
 def test_save_model_rejects_other_objects(tmp_path):
     with pytest.raises(TypeError, match="model must be a TabularMDP or FiniteHorizonMDP"):
         save_model({"P": 1}, tmp_path / "x.toml")
+
+
+def test_a_huge_sparse_index_is_reported_as_written(tmp_path):
+    """An index too large for int64 is named as the file has it, not as the wrapped integer."""
+    path = tmp_path / "huge.toml"
+    path.write_text(
+        'name = "huge"\ncriterion = "average"\nR = [[0.0], [0.0]]\n'
+        "[P_csr]\nindptr = [0, 1, 2]\nindices = [0, 1e30]\ndata = [1.0, 1.0]\n"
+    )
+    with pytest.raises(ValueError, match=r"'P_csr.indices': holds 1e\+30, far outside"):
+        load_model(path)

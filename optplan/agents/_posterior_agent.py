@@ -313,7 +313,12 @@ def _keeps_plan(cls: type) -> bool:
 
 
 def ng_prior(prior_mu0, prior_lam, prior_alpha, prior_beta) -> tuple:
-    """The Normal-Gamma prior tuple from the registry's four parameters."""
+    """The Normal-Gamma prior tuple from the registry's four parameters, each checked under
+    its registry name (``prior_lam must be > 0, got 0.0``)."""
+    check_real("prior_mu0", prior_mu0)
+    for name, value in (("prior_lam", prior_lam), ("prior_alpha", prior_alpha),
+                        ("prior_beta", prior_beta)):  # fmt: skip
+        check_positive(name, value)
     return (prior_mu0, prior_lam, prior_alpha, prior_beta)
 
 

@@ -175,7 +175,10 @@ def check_normal_gamma(name: str, params) -> tuple[float, float, float, float]:
         raise OptplanError(
             f"{name} must be four numbers (mu0, lam, alpha, beta), got {params!r}"
         ) from None
-    NormalGamma(mu0, lam, alpha, beta)  # names the bad field
+    try:
+        NormalGamma(mu0, lam, alpha, beta)  # names the bad field
+    except OptplanError as exc:
+        raise OptplanError(f"{name}: {exc}") from None
     return mu0, lam, alpha, beta
 
 

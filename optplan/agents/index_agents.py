@@ -102,8 +102,13 @@ class TransitionEstimator:
                     f"initial_counts has shape {init.shape}, expected ({S}, {A}, {S}) "
                     "(state, action, next state)"
                 )
-            if not np.isfinite(init).all() or (init < 0).any():
-                raise OptplanError("initial_counts must be finite and >= 0")
+            bad = ~np.isfinite(init) | (init < 0)
+            if bad.any():
+                x, a, y = (int(i) for i in np.argwhere(bad)[0])
+                raise OptplanError(
+                    f"initial_counts must be finite and >= 0, got {float(init[x, a, y])!r} at "
+                    f"[x, a, y] = [{x}, {a}, {y}]"
+                )
             if (init.sum(axis=-1)[~self.mask] > 0).any():
                 raise OptplanError("initial_counts puts counts on inadmissible actions")
         self.initial_counts = init

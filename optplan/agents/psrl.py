@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from .._checks import OptplanError, as_array, check_int, check_positive
+from .._model_checks import check_bytes
 from .._params import Component, Param
 from ..dp import backward_induction, masked
 from ..posteriors import DRAFT_REWARD_PRIOR, Dirichlet, NormalGamma
@@ -341,6 +342,10 @@ class OptimisticPSRL:
         if psi is None:
             psi = max(2, min(60, int(S * math.log(S * A / 0.05))))
         self.psi = check_int("psi", psi, 1)
+        check_bytes(
+            2 * self.psi * S * A * S * 8, f"psi={self.psi} with S={S}, A={A}",
+            "the samples (psi, S, A, S) and their draw's gamma variates",
+        )  # fmt: skip
         self.min_visits = check_int(
             "min_visits", max(5, 10 * S) if min_visits is None else min_visits, 0
         )
