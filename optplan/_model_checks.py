@@ -56,15 +56,27 @@ def check_model_size(
         )
 
 
-def check_bytes(nbytes: int, subject: str, what: str) -> None:
-    """Refuse an allocation of ``nbytes`` above :data:`MAX_MODEL_BYTES` before it is made,
-    naming ``subject`` (the sizes that set it), ``what`` is allocated and the bytes."""
-    if nbytes > MAX_MODEL_BYTES:
+def check_bytes(nbytes: int, subject: str, what: str, budget: int | None = None) -> None:
+    """Refuse an allocation of ``nbytes`` above ``budget`` (default :data:`MAX_MODEL_BYTES`)
+    before it is made, naming ``subject`` (the sizes that set it), ``what`` is allocated and
+    the bytes."""
+    limit = MAX_MODEL_BYTES if budget is None else budget
+    if nbytes > limit:
+        source = "(optplan.mdp.MAX_MODEL_BYTES)" if budget is None else "(this machine's memory)"
         raise OptplanError(
             f"model too large: {subject} needs {what}, {nbytes:,} bytes "
-            f"({nbytes / 2**30:.3g} GiB), above the {MAX_MODEL_BYTES / 2**30:g} GiB budget "
-            "(optplan.mdp.MAX_MODEL_BYTES)"
+            f"({nbytes / 2**30:.3g} GiB), above the {limit / 2**30:.3g} GiB budget {source}"
         )
+
+
+def memory_bytes() -> int | None:
+    """The machine's physical memory in bytes, where the system says (``None`` elsewhere)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def shape_fault(P_shape: tuple[int, ...], R_shape: tuple[int, ...]) -> tuple[str, str] | None:

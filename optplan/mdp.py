@@ -46,6 +46,7 @@ from ._model_checks import (
     _sparse_transitions,
     check_action_mask,
     check_bytes,
+    memory_bytes,
     check_model_size,
     check_reward_scale,
     is_sparse,
@@ -378,7 +379,7 @@ class FiniteHorizonMDP(StateActionSizes):
             rows = mdp.n_states * mdp.n_actions
             nbytes = L * (16 * mdp.P.nnz + 16 * rows)
             subject = f"horizon={L} over the sparse {rows}-row P ({mdp.P.nnz:,} entries)"
-            check_bytes(nbytes, subject, "the stacked sparse P and the rewards")
+            check_bytes(nbytes, subject, "the stacked sparse P and the rewards", memory_bytes())
             return cls(
                 _stacked_csr(mdp.P, L),
                 R,

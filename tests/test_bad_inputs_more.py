@@ -214,7 +214,7 @@ CASES = [
     (
         "fh-from-sparse-stationary-huge-horizon",
         lambda: op.FiniteHorizonMDP.from_stationary(_sparse_model(), 10**9),
-        r"^model too large: horizon=1000000000 over the sparse 6-row P .* GiB",
+        r"^model too large: horizon=1000000000 over the sparse 6-row P .* GiB budget \(this machine",
     ),
     (
         "optimistic-psrl-psi-huge",
@@ -308,3 +308,20 @@ def test_cli_plot_unknown_suffix_before_drawing(tmp_path, capsys, monkeypatch, t
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("optplan: error: --out ") and "has the suffix .xyz" in err
     assert ".png" in err and ".svg" in err
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"sizes": (10**8,)}, r"--sizes 100000000 \(random sparse.* needs a CSR P, .* GiB budget"),
+        ({"models": ("grid",), "grid": 200_000}, r"--grid 200000 \(40,000,000,000 states"),
+    ],
+)
+def test_sparse_bench_sizes_refused_before_building(kwargs, match):
+    from optplan.bench._common import Runs
+    from optplan.bench.planning import bench_planning
+
+    sizes = kwargs.pop("sizes", (10,))
+    with pytest.raises(OptplanError, match=match):
+        bench_planning(Runs(sizes=sizes, repeats=1), criteria=("discounted",), sparse=True,
+                       **kwargs)  # fmt: skip

@@ -173,6 +173,25 @@ def named_mdp(name: str, gamma: float, grid: int = GRID_SIZE) -> TabularMDP:
     raise OptplanError(f"model must be one of {('random',) + NAMED_MODELS}, got {name!r}")
 
 
+def _check_sparse_sizes(sizes, n_actions: int, grid: int | None) -> None:
+    """Refuse, before any model is built, a random sparse size or a grid whose CSR ``P`` (a
+    value and an index per entry, a pointer per row) would not fit in the machine's memory,
+    naming the option and the bytes."""
+    from .._model_checks import check_bytes, memory_bytes
+
+    budget = memory_bytes()
+    if budget is None:
+        return
+    for S in sizes:
+        rows, nnz = S * n_actions, S * n_actions * SPARSE_SUCCESSORS
+        check_bytes(16 * nnz + 8 * rows, f"--sizes {S} (random sparse, {n_actions} actions, "
+                    f"{SPARSE_SUCCESSORS} successors)", "a CSR P", budget)  # fmt: skip
+    if grid is not None:
+        S = grid * grid
+        check_bytes(16 * 5 * 4 * S + 8 * 4 * S, f"--grid {grid} ({S:,} states, 4 moves)",
+                    "a CSR P", budget)  # fmt: skip
+
+
 def random_sparse_mdp(
     rng: np.random.Generator, n_states: int, n_actions: int, successors: int = SPARSE_SUCCESSORS
 ) -> TabularMDP:
@@ -258,6 +277,8 @@ def bench_planning(
     problems = dict(PLANNING_PROBLEMS)
     problems["discounted"] = (DiscountedPlanning, lambda mdp: mdp.with_discount(gamma))
     if sparse:
+        _check_sparse_sizes(sizes if "random" in models else (), n_actions,
+                            grid if "grid" in models else None)  # fmt: skip
         other = [c for c in criteria if c not in SPARSE_CRITERIA]
         if other:
             raise OptplanError(
