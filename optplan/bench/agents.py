@@ -170,7 +170,7 @@ def _engine(agent, env):
         if reason is None:
             return candidate, None
     # the reason of an engine made for this agent class, else: no engine for the class
-    own = [r for r in reasons if "is not one of" not in r]
+    own = [r for r in reasons if "is not one of" not in r and "has no compiled steps" not in r]
     return None, own[0] if own else f"no engine for {type(agent).__name__}"
 
 
