@@ -199,7 +199,6 @@ def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, 
     gain = math.nan
     n_eq = S + 1 if average else S
     M = M_flat[: n_eq * n_eq].reshape((n_eq, n_eq))
-    ipiv = np.empty(n_eq, dtype=_ak._F_INT)
     for it in range(1, max_iter + 1):
         if average:
             n = _n_classes(P, policy, reach, stack)
@@ -225,7 +224,7 @@ def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, 
                 for j in range(S):
                     M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
                 b[i] = R[i, a]
-        info = _ak._xgesv(100, n_eq, 1, M.ctypes, n_eq, ipiv.ctypes, b.ctypes, n_eq)
+        info = _ak._solve_t(M, b[:n_eq])
         if info != 0:
             return NUMERICAL, it, 1, gain
         for i in range(n_eq):

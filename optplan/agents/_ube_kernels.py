@@ -188,13 +188,12 @@ def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled 
     uf = u.reshape(S * A)
     wf = w.reshape(S * A)
     M = M_flat[: S * S].reshape((S, S))
-    ipiv = np.empty(S, dtype=_ak._F_INT)
     for i in range(S):  # I - g2 P_pi, transposed
         a = policy[i]
         for j in range(S):
             M[j, i] = (1.0 if i == j else 0.0) - g2 * P[i, a, j]
         b[i] = nu[i, a]
-    info = _ak._xgesv(100, S, 1, M.ctypes, S, ipiv.ctypes, b.ctypes, S)
+    info = _ak._solve_t(M, b[:S])
     if info != 0:
         return NUMERICAL
     for i in range(S):

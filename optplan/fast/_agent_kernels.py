@@ -119,19 +119,8 @@ def _py_threshold(Tx, x):
 
 
 def _setup(numba) -> dict:
-    """``objmode``, and LAPACK's ``dgesv`` as numba binds it for ``np.linalg.solve`` (SciPy's
-    LAPACK): :func:`_gesv` calls it without ``np.linalg.solve``'s checks and copies, seconds of
-    a first compile. ``ImportError`` where numba's internals differ (:func:`self_check` then
-    refuses the compiled loop)."""
-    try:
-        from numba.np import linalg
-
-        linalg.ensure_lapack()
-        xgesv = linalg._LAPACK().numba_xgesv(numba.float64)
-        f_int = linalg.F_INT_nptype
-    except AttributeError as exc:  # pragma: no cover - another numba's internals
-        raise ImportError(f"numba's LAPACK binding: {exc}") from exc
-    return {"objmode": numba.objmode, "_xgesv": xgesv, "_F_INT": f_int}
+    """``objmode``, for the rare calls back into Python."""
+    return {"objmode": numba.objmode}
 
 
 #: The loop and its helpers: compiled after the index kernels they call, ``objmode`` bound
@@ -206,14 +195,23 @@ def _argmax(u):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _gesv(M, b):  # pragma: no cover - compiled by numba
+def _solve_t(M, b):  # pragma: no cover - compiled by numba
     """Solve the system whose matrix ``M`` holds transposed (its C buffer is the matrix in
-    Fortran order) by LAPACK ``dgesv`` (numba's binding, the routine ``np.linalg.solve`` calls
-    in numba): ``M`` is destroyed, ``b`` overwritten; returns a copy of the solution."""
-    n = b.shape[0]
-    ipiv = np.empty(n, dtype=_F_INT)  # noqa: F821 (bound at compile time: _setup)
-    r = _xgesv(100, n, 1, M.ctypes, n, ipiv.ctypes, b.ctypes, n)  # noqa: F821 (100: "d")
-    if r != 0:
+    Fortran order, as LAPACK reads it) for ``b``, in place: 0, or 1 when the matrix is
+    singular to machine precision (``b`` then unchanged). ``np.linalg.solve`` of numba (LAPACK
+    ``dgesv`` of SciPy's library, as ``np.linalg.solve`` calls it)."""
+    try:
+        x = np.linalg.solve(M.T, b)
+    except Exception:  # noqa: BLE001 - numba's LinAlgError on a singular matrix
+        return 1
+    _copy(b, x)
+    return 0
+
+
+@_JIT
+def _gesv(M, b):  # pragma: no cover - compiled by numba
+    """:func:`_solve_t`, raising on a singular matrix; returns a copy of the solution."""
+    if _solve_t(M, b) != 0:
         raise np.linalg.LinAlgError("Matrix is singular to machine precision.")
     return b.copy()
 
