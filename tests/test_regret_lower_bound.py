@@ -373,3 +373,14 @@ def test_bench_planning_times_the_lower_bound_and_both_paths_agree():
     (row,) = bench_planning(runs, criteria=("lower_bound",))
     assert row["criterion"] == "lower_bound" and row["CLARABEL_fail"] == 0
     assert row["CLARABEL_err"] < 1e-6 and row["fast_s"] > 0
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-100, 1e100, 1e300])
+def test_the_bound_at_extreme_reward_scales(scale):
+    """``C(P)`` scales with the rewards (gaps over scale-free rates): solved at every scale,
+    where squares of the bias once overflowed in the rates' root finding."""
+    mdp = op.load_model("models/cowan3.toml")
+    base = op.RegretLowerBound(mdp).solve()
+    res = op.RegretLowerBound(op.TabularMDP(mdp.P, mdp.R * scale)).solve()
+    assert res.status == "optimal", res.message
+    np.testing.assert_allclose(res.value / scale, base.value, rtol=1e-12)

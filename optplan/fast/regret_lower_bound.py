@@ -49,8 +49,14 @@ def solve(problem, max_iter: int = 100) -> PlanResult:
     rates = multipliers = np.zeros(0)
     if crit.any():
         s, a = np.nonzero(crit)
-        rows = kl_inf_rate(mdp.P[s, a], planning.bias, targets[s, a], max_iter, validate=False)
-        rates, multipliers = rows.value, rows.multiplier
+        # the rate is scale-free (D(p, c v, c rho) = D(p, v, rho)): solved at a bias of size
+        # about 1 when its size is extreme (squares of 1e300 overflow), the multiplier
+        # (dD / d rho) scaled back
+        size = float(np.abs(planning.bias).max())
+        c = size if (size > 1e100 or 0.0 < size < 1e-100) else 1.0
+        rows = kl_inf_rate(mdp.P[s, a], planning.bias / c, targets[s, a] / c, max_iter,
+                           validate=False)  # fmt: skip
+        rates, multipliers = rows.value, rows.multiplier / c
         iterations += int(rows.iterations.sum())
         statuses = np.unique(rows.status).tolist()
     status = worst_status(statuses)
