@@ -315,20 +315,20 @@ def test_bench_agents_rows_and_table():
     covers the run and the engine's reason where none does; bad options refused first."""
     from optplan.bench.agents import bench_agents, format_agents_table
 
-    names = ["ucrl2", "k-learning", "q-learning-ucb"]
+    names = ["ucrl2", "k-learning", "ucbvi"]
     rows = bench_agents(agents=names, steps=40, warmup=5, param=["delta=0.1"])
     cases = [(r["agent"], r["case"]) for r in rows]
     assert cases == [
         ("ucrl2", "riverswim-6"),
         ("ucrl2", "cowan3"),
         ("k-learning", "deepsea-20"),
-        ("q-learning-ucb", "deepsea-20"),
+        ("ucbvi", "deepsea-20"),
     ]
     for r in rows[:3]:
         assert r["compiled_steps_per_s"] > 0 and r["generic_steps_per_s"] > 0
         assert r["ratio"] == r["compiled_steps_per_s"] / r["generic_steps_per_s"]
     assert rows[3]["compiled_steps_per_s"] is None and rows[3]["ratio"] is None
-    assert rows[3]["compiled_note"] == "no engine for QLearningUCB"
+    assert rows[3]["compiled_note"] == "no engine for UCBVI"
     lines = format_agents_table(rows).splitlines()
     head = ["agent", "case", "compiled/s", "compile", "s", "generic/s", "compile", "s"]
     assert lines[0].split()[:8] == head
@@ -336,7 +336,7 @@ def test_bench_agents_rows_and_table():
     for r in rows[:3]:
         assert r["compile_s"] >= 0.0 and r["generic_compile_s"] >= 0.0
     assert rows[3]["compile_s"] is None and rows[3]["generic_compile_s"] >= 0.0
-    assert lines[5].startswith("q-learning-ucb    deepsea-20") and "no engine" in lines[5]
+    assert lines[5].startswith("ucbvi             deepsea-20") and "no engine" in lines[5]
     with pytest.raises(OptplanError, match="unknown agent 'nope'"):
         bench_agents(agents=["nope"])
     with pytest.raises(OptplanError, match="param 'zeta' is a parameter of none"):

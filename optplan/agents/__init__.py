@@ -10,7 +10,8 @@ from .index_agents import IMEDRL, MDPDMED, MDPPS, MDPUCB, OLP, TransitionEstimat
 from .k_learning import KLearning, LayeredPosterior
 from .moment_matching import MomentMatching
 from .psrl import PSRL, ContinuingPSRL, OptimisticPSRL
-from .qlearning import EpsilonGreedyQ, QLearningUCB, SoftQ
+from .qlearning import EpsilonGreedyQ, SoftQ
+from .qlearning_ucb import QLearningUCB
 from .ravi import RAVIUCB, RAVIUCBLinear
 from .registry import AGENTS, agent_names, get_agent, make_agent, register_agent
 from .rlsvi import RLSVI

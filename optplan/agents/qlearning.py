@@ -1,5 +1,5 @@
-"""Tabular Q-learning: the epsilon-greedy and soft (Boltzmann) baselines, and Q-learning with
-UCB-Hoeffding bonuses (:class:`QLearningUCB`, Jin, Allen-Zhu, Bubeck, Jordan, NeurIPS 2018).
+"""Tabular Q-learning: the epsilon-greedy and soft (Boltzmann) baselines, each a state tuple and
+two compiled steps (:class:`~optplan.agents.base.CompiledAgent`).
 
 The comparators of k-learning-variational-bayesian-rl §4 (Fig. 2: epsilon-greedy with
 epsilon = 0.1, soft Q-learning with tau = 0.05). Both learn
@@ -19,44 +19,30 @@ On an environment with discounted resets (:class:`optplan.envs.DiscountedResets`
 the episode ended w.p. ``1 - gamma``), ``discount=1`` learns the discounted values ``Q = r +
 gamma P max Q`` of the setting: the reset is the discount.
 
-:class:`QLearningUCB` is episodic only (Jin et al. Algorithm 1, registered ``q-learning-ucb``):
-``Q_h(x, a) = H`` and ``N_h(x, a) = 0`` at the start; at step ``h`` in ``x`` it plays
-``argmax_a Q_h(x, a)`` (ties uniform at random), observes ``r, x'`` and sets
-
-.. math:: t = N_h(x, a) \\leftarrow N_h(x, a) + 1, \\quad \\alpha_t = \\frac{H + 1}{H + t},
-          \\quad b_t = c \\sqrt{H^3 \\iota / t},
-
-.. math:: Q_h(x, a) \\leftarrow (1 - \\alpha_t) Q_h(x, a) + \\alpha_t \\big(r + V_{h+1}(x')
-          + b_t\\big), \\qquad V_h(x) \\leftarrow \\min\\big(H, \\max_{a'} Q_h(x, a')\\big),
-
-with ``V_H = 0`` and ``iota = ln(S A T / delta)``: ``S`` the states per step, ``T = K H`` for a
-declared number of episodes ``K``, else ``k H`` with ``k`` the number of the current episode
-(from 1: an anytime form of the paper's known ``T``).
+:class:`~optplan.agents.qlearning_ucb.QLearningUCB` (episodic, UCB-Hoeffding bonuses) builds on
+the helpers at the end of this module.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import OptplanError, check_positive, check_real
+from .._checks import OptplanError, check_real
 from .._jit import njit
 from .._params import Component, Param
 from ..envs.kernels import play
 from ._env import env_model, env_shape
 from .base import (
     CompiledAgent,
-    LayerClock,
     check_agent_mask,
     check_count,
-    check_rng,
     greedy_policy,
 )
 
-__all__ = ["EpsilonGreedyQ", "SoftQ", "QLearningUCB", "QState", "act", "observe", "run",
-           "episodic_args", "layered_mask"]  # fmt: skip
+__all__ = ["EpsilonGreedyQ", "SoftQ", "QState", "act", "observe", "run", "episodic_args",
+           "layered_mask"]  # fmt: skip
 
 
 def _check_unit(name: str, value, low_open: bool = False, high_open: bool = False) -> float:
@@ -67,13 +53,15 @@ class QState(NamedTuple):
     """The whole state of a Q-learning baseline: ``q``, ``counts``, ``best`` (each row's greedy
     set) ``(rows, A)``, with ``rows = S`` or ``L S`` (row ``l S + s`` when layered; ``q`` is
     ``-inf`` exactly on inadmissible pairs), ``params = [epsilon, temperature, discount, step
-    size or -1 for 1 / n]``, ``ints = [kind, layer, n_layers or 0, S, policy_version]``."""
+    size or -1 for 1 / n]``, ``ints = [kind, layer, n_layers or 0, S, policy_version]``;
+    ``scratch (A,)``: work space of the Boltzmann draw."""
 
     q: np.ndarray
     counts: np.ndarray
     best: np.ndarray
     params: np.ndarray
     ints: np.ndarray
+    scratch: np.ndarray
 
 
 #: ``QState.ints[0]``: the epsilon-greedy or the Boltzmann action.
@@ -116,13 +104,15 @@ def act(s, x, rng):  # pragma: no cover - compiled by numba
             return _pick(q, -np.inf, rng)
         return _pick(q, top, rng)
     tau = s.params[1]
+    z = s.scratch
     total = 0.0
     for b in range(q.shape[0]):
-        total += np.exp((q[b] - top) / tau)
+        z[b] = np.exp((q[b] - top) / tau)
+        total += z[b]
     u = rng.random() * total
     acc = 0.0
     for b in range(q.shape[0] - 1):
-        acc += np.exp((q[b] - top) / tau)
+        acc += z[b]
         if acc > u:
             return b
     return q.shape[0] - 1
@@ -243,6 +233,7 @@ class _TabularQ(CompiledAgent):
             q=q, counts=np.zeros(q.shape, dtype=np.int64),
             best=q == q.max(axis=1, keepdims=True),
             params=np.array(params, dtype=float), ints=np.array(ints, dtype=np.int64),
+            scratch=np.zeros(self.n_actions),
         )  # fmt: skip
 
     @property
@@ -399,93 +390,6 @@ def greedy_action(rng: np.random.Generator, values: np.ndarray) -> int:
     return int(best[0] if best.size == 1 else rng.choice(best))
 
 
-class QLearningUCB:
-    r"""Q-learning with UCB-Hoeffding bonuses (Jin, Allen-Zhu, Bubeck, Jordan, NeurIPS 2018,
-    Algorithm 1) for episodic layered models; the update is in the module docstring.
-
-    Parameters
-    ----------
-    n_states, n_actions : int
-        States per step (layer), actions (counts: to build from an environment use
-        ``make_agent("q-learning-ucb", env)``).
-    n_layers : int
-        The horizon ``H``; the tables are ``(H, S, A)`` (one ``Q_h`` per step, as the paper).
-    c : float >= 0, default 1.0
-        The constant of the bonus ``b_t = c sqrt(H^3 iota / t)`` (the paper: "an absolute
-        constant"; 0: no bonus, optimism from ``Q = H`` only).
-    delta : float in (0, 1), default 0.1
-        The failure probability ``p`` of ``iota = ln(S A T / delta)``.
-    episodes : int, optional
-        The number of episodes ``K`` of the run (``T = K H``); unset: ``T = k H`` at the
-        ``k``-th episode.
-    action_mask : bool array (S, A) or (H, S, A), optional
-
-    Attributes
-    ----------
-    q : ndarray (H, S, A)
-        ``Q_h`` (``-inf`` on inadmissible pairs).
-    values : ndarray (H + 1, S)
-        ``V_h``, with ``V_H = 0``.
-    counts : ndarray (H, S, A) of int
-        ``N_h``.
-    """
-
-    def __init__(
-        self, n_states, n_actions, *, n_layers, c=1.0, delta=0.1, episodes=None, action_mask=None
-    ):
-        self.n_states = check_count("n_states", n_states)
-        self.n_actions = check_count("n_actions", n_actions)
-        self.n_layers = check_count("n_layers", n_layers)
-        self.c = check_positive("c", c, allow_zero=True)
-        self.delta = check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-        self.episodes = check_episodes(episodes)
-        self.action_mask = layered_mask(action_mask, self.n_layers, self.n_states, self.n_actions)
-        self.clock = LayerClock(self.n_layers)
-        self.rng: np.random.Generator | None = None
-        self.reset(np.random.default_rng(0))
-
-    def reset(self, rng: np.random.Generator) -> None:
-        self.rng = check_rng(rng)
-        H = float(self.n_layers)
-        self.clock.reset()
-        self.episode = 0
-        self.q = np.where(self.action_mask, H, -np.inf)
-        self.values = np.full((self.n_layers + 1, self.n_states), H)
-        self.values[-1] = 0.0
-        self.counts = np.zeros(self.action_mask.shape, dtype=np.int64)
-
-    def iota(self) -> float:
-        """``ln(S A T / delta)`` with ``T = K H`` (declared ``episodes``) or ``k H``."""
-        k = self.episodes if self.episodes is not None else self.episode + 1
-        return math.log(self.n_states * self.n_actions * k * self.n_layers / self.delta)
-
-    def bonus(self, t) -> np.ndarray | float:
-        """``b_t = c sqrt(H^3 iota / t)`` at the current episode."""
-        return self.c * np.sqrt(self.n_layers**3 * self.iota() / t)
-
-    def select_action(self, state: int) -> int:
-        return greedy_action(self.rng, self.q[self.clock.current(), state])
-
-    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        h = self.clock.current()
-        H = self.n_layers
-        t = self.counts[h, state, action] = self.counts[h, state, action] + 1
-        alpha = (H + 1.0) / (H + t)
-        future = 0.0 if done or h + 1 >= H else self.values[h + 1, next_state]
-        target = reward + future + self.bonus(t)
-        self.q[h, state, action] = (1.0 - alpha) * self.q[h, state, action] + alpha * target
-        self.values[h, state] = min(float(H), self.q[h, state].max())
-        self.clock.tick(done)
-        if done:
-            self.episode += 1
-
-    def __repr__(self) -> str:
-        return (
-            f"QLearningUCB(L={self.n_layers}, S={self.n_states}, A={self.n_actions}, "
-            f"c={self.c}, delta={self.delta})"
-        )
-
-
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------
 
 
@@ -534,25 +438,8 @@ def episodic_args(env, who: str) -> dict:
     return {"n_states": S, "n_actions": A, "n_layers": L, "action_mask": mask}
 
 
-def _q_learning_ucb(env, criterion, **params):
-    return QLearningUCB(**episodic_args(env, "q-learning-ucb"), **params)
-
-
 #: The registry parameters ``delta`` and ``episodes`` of the peers' episodic optimistic agents.
 EPISODIC_CONFIDENCE = (
     Param("delta", "float", 0.1, "failure probability in the log term"),
     Param("episodes", "int", None, "episodes K of the run, T = K H; unset: k H at episode k"),
-)
-
-BUILDERS = (
-    *BUILDERS,
-    Component(
-        "q-learning-ucb",
-        _q_learning_ucb,
-        (
-            Param("c", "float", 1.0, "bonus constant: b_t = c sqrt(H^3 iota / t)"),
-            *EPISODIC_CONFIDENCE,
-        ),
-        "Q-learning with UCB-Hoeffding bonuses (Jin et al. 2018), episodic",
-    ),
 )

@@ -34,6 +34,7 @@ from . import (
     moment_matching,
     psrl,
     qlearning,
+    qlearning_ucb,
     ravi,
     rlsvi,
     ube,
@@ -57,7 +58,8 @@ def register_agent(name: str, build: Callable, params=(), doc: str = "") -> Comp
 
 for _family in (
     baselines,  # random, oracle
-    qlearning,  # epsilon-greedy, soft-q, q-learning-ucb
+    qlearning,  # epsilon-greedy, soft-q
+    qlearning_ucb,  # q-learning-ucb
     k_learning,  # k-learning
     psrl,  # psrl, psrl-continuing, optimistic-psrl
     ube,  # ube, count-bonus, ube-continuing
