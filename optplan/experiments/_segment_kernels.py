@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from .. import _jit
+from ..envs.kernels import search_right as _search_right  # noqa: F401 (the engines import it)
 
 __all__ = ["AVAILABLE", "POLICY", "THOMPSON", "DONE", "INADMISSIBLE", "PLAN", "follow",
            "oracle", "self_check"]  # fmt: skip
@@ -43,19 +44,6 @@ POLICY, THOMPSON = 0, 1
 DONE, INADMISSIBLE, PLAN = 0, 1, 2
 
 _JIT = _jit.Jit("the compiled planning-agent segments", cache=True, error_model="numpy")
-
-
-@_JIT(inline="always")
-def _search_right(cdf, u):  # pragma: no cover - compiled by numba
-    """``np.searchsorted(cdf, u, side="right")``."""
-    lo, hi = 0, cdf.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if cdf[mid] <= u:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @_JIT(inline="always")
