@@ -214,3 +214,40 @@ def test_cli_sweep_file_with_imports_and_import_paths_jobs_2(user_module, tmp_pa
     bad = tmp_path / "bad.toml"
     bad.write_text(path.read_text().replace(f"{user_module}:make_agent", f"{user_module}:nope"))
     assert main(["sweep", str(bad), "--out", str(tmp_path / "bad"), "--quiet"]) != 0
+
+
+DYING_MODULE = """
+import os
+from pathlib import Path
+
+from optplan.agents import make_agent as _make
+
+MARK = Path({mark!r})
+DRIVER = {driver}  # the test's process, which builds the agent once to check the sweep
+
+
+def make_agent(env, criterion):
+    if os.getpid() != DRIVER and not MARK.exists():  # a worker's first attempt: it dies
+        MARK.write_text("died once")
+        os._exit(1)
+    return _make("random", env)
+"""
+
+
+def test_ray_retries_a_task_whose_worker_died(tmp_path, monkeypatch):
+    """A worker that dies (a system failure: a killed process, a lost node) has its task run
+    again; the sweep ends with every task ok."""
+    pytest.importorskip("ray", reason="the Ray backend needs the optional extra optplan[ray]")
+    name = f"dying_{uuid.uuid4().hex[:8]}"
+    module = DYING_MODULE.format(mark=str(tmp_path / "mark"), driver=os.getpid())
+    (tmp_path / f"{name}.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sweep = sweep_from_dict(
+        {**spec(f"{name}:make_agent", "riverswim"), "seeds": 1,
+         "envs": [{"name": "riverswim", "params": {"n_states": 3}}]},
+        source="dying.toml",
+    )  # fmt: skip
+    report = run_sweep(sweep, tmp_path / "out", backend="ray", jobs=1, quiet=True)
+    assert (tmp_path / "mark").exists()  # the first attempt did die
+    assert (report.ran, report.failed) == (1, 0)
+    assert [r["status"] for r in records(tmp_path / "out")] == ["ok"]

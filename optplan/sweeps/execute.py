@@ -60,6 +60,9 @@ BACKENDS = ("local", "ray")
 PARENT_POLL_SECONDS = 0.2
 #: Exit status of a worker that outlived its driver.
 ORPHAN_EXIT_CODE = 3
+#: Retries of a Ray task whose worker or node died (Ray's ``max_retries``: system failures
+#: only; a task's own error is recorded, not retried).
+RAY_RETRIES = 3
 
 _watching: int | None = None
 
@@ -333,7 +336,9 @@ def _ray(payloads: list[dict], jobs: int | None, address: str | None):
             ray.init(num_cpus=jobs or os.cpu_count(), **kwargs)
         started = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute_task)
+        # Ray retries a task whose worker or node died (a system failure) up to RAY_RETRIES
+        # times; a task's own error is a record that execute_task returns, never retried
+        remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES)(execute_task)
         pending = {remote.remote(p): p for p in payloads}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
