@@ -216,7 +216,7 @@ def test_subclasses_that_change_the_numpy_plan_plan_in_numpy(cls, monkeypatch):
     """A subclass that overrides one of the NumPy plan's methods plans in NumPy (the compiled
     plan would not see the override); one that keeps them all keeps the compiled plan."""
     if not UK.available(6):
-        pytest.skip("no compiled UBE/MM plan here (no numba, or BLAS unlike NumPy's): none to skip")
+        pytest.skip(reason="no compiled UBE/MM plan here (BLAS unlike NumPy's): none to skip")
     calls = count_compiled_plans(monkeypatch)
     names = ["_plan_numpy", "_optimal", "mean_model", "_noise_sd", "_solve"]
     if cls is ContinuingUBE:
