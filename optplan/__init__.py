@@ -73,6 +73,10 @@ _LAZY = {
     "kl_inf_rate": ".fast.kl_inf",
     "l1_ball_index": ".fast.l1_ball",
     "ravi_step": ".soft",
+    # errors: every refusal of bad input is an OptplanError (a ValueError)
+    "OptplanError": "._checks",
+    "OptplanTypeError": "._checks",
+    "MissingDependency": "._checks",
     # verification
     "verify": ".verification",
     "VerifyReport": ".verification",

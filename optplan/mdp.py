@@ -46,10 +46,10 @@ from ._model_checks import (
     _sparse_transitions,
     check_action_mask,
     check_bytes,
-    memory_bytes,
     check_model_size,
     check_reward_scale,
     is_sparse,
+    memory_bytes,
     shape_fault,
 )
 

@@ -214,14 +214,18 @@ CASES = [
     (
         "fh-from-sparse-stationary-huge-horizon",
         lambda: op.FiniteHorizonMDP.from_stationary(_sparse_model(), 10**9),
-        r"^model too large: horizon=1000000000 over the sparse 6-row P .* GiB budget \(this machine",
+        r"^model too large: horizon=1000000000 over the sparse 6-row P .* budget \(this machine",
     ),
     (
         "optimistic-psrl-psi-huge",
         lambda: _agent("optimistic-psrl", psi=10**9),
         r"^model too large: psi=1000000000 with S=6, A=2 needs the samples .* GiB",
     ),
-    ("prior-lam-zero", lambda: _agent("psrl-continuing", prior_lam=0), r"^prior_lam must be a finite number > 0, got 0.0"),
+    (
+        "prior-lam-zero",
+        lambda: _agent("psrl-continuing", prior_lam=0),
+        r"^prior_lam must be a finite number > 0, got 0.0",
+    ),
     (
         "index-initial-counts-nan",
         lambda: op.agents.MDPUCB(np.zeros((2, 2)), initial_counts=np.full((2, 2, 2), np.nan)),
@@ -325,3 +329,15 @@ def test_sparse_bench_sizes_refused_before_building(kwargs, match):
     with pytest.raises(OptplanError, match=match):
         bench_planning(Runs(sizes=sizes, repeats=1), criteria=("discounted",), sparse=True,
                        **kwargs)  # fmt: skip
+
+
+def test_the_error_classes_are_public():
+    """``except op.OptplanError`` catches every refusal of bad input (a ``ValueError``)."""
+    assert issubclass(op.OptplanError, ValueError)
+    assert issubclass(op.OptplanTypeError, TypeError)
+    assert issubclass(op.OptplanTypeError, op.OptplanError)
+    assert issubclass(op.MissingDependency, ImportError)
+    with pytest.raises(op.OptplanError, match="discount"):
+        op.TabularMDP(P1, [[1.0]], discount=1.5)
+    with pytest.raises(op.OptplanTypeError):
+        op.FiniteHorizonMDP.from_stationary(np.ones((1, 1, 1)), 3)
