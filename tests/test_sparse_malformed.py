@@ -122,7 +122,7 @@ def _csr(indices, indptr, n=6, S=3, data=None):
 @pytest.mark.parametrize(
     ("indices", "indptr", "match"),
     [
-        ([0, 10**6, 1, 2, 0, 1], np.arange(7), r"column index 1000000 at row 1 = \(s, a\) = \(0, 1"),
+        ([0, 10**6, 1, 2, 0, 1], np.arange(7), r"column index 1000000 at row 1 = \(s, a\)"),
         ([0, 5, 1, 2, 0, 1], np.arange(7), r"column index 5 at row 1 .*outside \[0, 3\)"),
         ([0, -1, 1, 2, 0, 1], np.arange(7), r"column index -1"),
         ([0, 1, 1, 2, 0, 1], [0, 2, 1, 3, 4, 5, 6], r"indptr that does not rise"),
