@@ -17,6 +17,9 @@ agent (:class:`PolicyState`).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from typing import NamedTuple
 
@@ -52,6 +55,22 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
     if isinstance(arrays, str):
         return arrays
     return agent.compiled_reason(arrays)
+
+
+@contextlib.contextmanager
+def _sigint_after():
+    """SIGINT held back while a compiled loop runs and delivered (as ``KeyboardInterrupt``)
+    when it returns: a Ctrl-C never lands inside numba's handling of the call's arguments.
+    A chunk lasts milliseconds. Only in the main thread of a POSIX process."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
 
 
 def _steps(n: int) -> Steps:
@@ -100,7 +119,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         before = int(pos[0])
         if track:
             version = _track(agent, record, version)
-        status = agent.play(arrays, out, env.np_random)
+        with _sigint_after():
+            status = agent.play(arrays, out, env.np_random)
         t = int(pos[0])
         if track:
             record.policy_index.extend([len(record.policies) - 1] * (t - before))
@@ -207,7 +227,8 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
     agent = PolicyState(policy, np.zeros(1, dtype=np.int64))
     rng = np.random.default_rng(0)  # the oracle draws nothing
     while out.position[0] < steps:
-        status = _policy_run(agent, arrays, out, env.np_random, rng)
+        with _sigint_after():
+            status = _policy_run(agent, arrays, out, env.np_random, rng)
         if status != EK.DONE:
             return None
     return out.rewards
