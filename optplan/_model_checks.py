@@ -399,7 +399,7 @@ def check_sparse_structure(P, name: str = "P", A: int | None = None, L: int | No
         k = int(np.argmax(steps < 0)) if indptr[0] == 0 else 0
         raise OptplanError(
             f"{name} (sparse {fmt}) has an indptr that does not rise from 0: indptr[0] = "
-            f"{int(indptr[0])}, indptr[{k}:{k + 2}] = {indptr[k:k + 2].tolist()}"
+            f"{int(indptr[0])}, indptr[{k}:{k + 2}] = {indptr[k : k + 2].tolist()}"
         )
     nnz = int(indptr[-1])
     stored = data.shape[0] if data.ndim else 0

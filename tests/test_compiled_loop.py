@@ -49,7 +49,7 @@ ENVIRONMENTS = {
 }
 
 #: Agents with compiled steps.
-COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl")
+COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql")
 
 
 def _fits(agent, make_env) -> bool:
@@ -91,6 +91,40 @@ def test_a_seed_gives_the_same_run_in_both_loops(agent_name, make_env, length):
         np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
     versions = [getattr(agent, "policy_version", None) for agent in agents]
     assert versions[0] == versions[1]
+
+
+@pytest.mark.parametrize(
+    "params", [{"moment_match": "monte-carlo", "n_samples": 50}, {"action": "quantile"}]
+)
+def test_bql_variants_give_the_same_run_in_both_loops(params):
+    """The Monte-Carlo update draws on the agent's generator after the environment's step, in
+    both loops; the quantile rule keeps each pair's quantile in the state."""
+    traces, agents = [], []
+    for engine in ("python", "compiled"):
+        env = _env("riverswim", n_states=6, reward_noise=0.5)
+        agents.append(make_agent("bql", env, **params))
+        traces.append(run(agents[-1], env, steps=1500, seed=4, engine=engine))
+    np.testing.assert_array_equal(traces[0].actions, traces[1].actions)
+    np.testing.assert_array_equal(traces[0].rewards, traces[1].rewards)
+    for x, y in zip(agents[0].state, agents[1].state, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert agents[0].steps == 1500
+
+
+def test_a_degenerate_bql_update_stops_both_loops_alike():
+    """One Monte-Carlo draw per update: ``E[mu^2 tau] - E[tau] mu0^2`` cancels to ``-1e-12``
+    and the projection divides by zero (at update 5 of this run): the run ends with the same
+    error in both loops, the posteriors alike and that pair's left as it was."""
+    params = {"moment_match": "monte-carlo", "n_samples": 1, "prior_mu0": 1e3, "prior_beta": 1e3}
+    agents = []
+    for engine in ("python", "compiled"):
+        env = _env("riverswim", n_states=6)
+        agents.append(make_agent("bql", env, **params))
+        with pytest.raises(ZeroDivisionError, match=r"divides by zero.*n_samples=1"):
+            run(agents[-1], env, steps=300, seed=2, engine=engine)
+    assert agents[0].steps == agents[1].steps == 5
+    for x, y in zip(agents[0].state, agents[1].state, strict=True):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_policies_changed_by_plans_are_tracked_in_the_compiled_loop():

@@ -11,11 +11,8 @@ import numpy as np
 import pytest
 from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
 
-from optplan.agents import _mean_model_kernels as MK
 from optplan.agents.registry import make_agent
 from optplan.experiments import engines, mean_model_compiled, run
-
-pytestmark = pytest.mark.skipif(not MK.self_check(), reason="no numba (or numpy's BLAS)")
 
 LEFT = ("policy", "q", "mean", "var", "P", "bonus")
 

@@ -27,15 +27,10 @@ from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
 
 from optplan._checks import OptplanError
 from optplan.agents import UBE
-from optplan.agents import _mean_model_kernels as MK
 from optplan.agents import _ube_kernels as UK
 from optplan.agents._mean_model import MeanModelAgent
 from optplan.agents.registry import make_agent
 from optplan.experiments import engines, run, ube_compiled
-
-pytestmark = pytest.mark.skipif(
-    not (UK.AVAILABLE and MK.self_check()), reason="no numba (or numpy's BLAS)"
-)
 
 #: The engine's row in RUN_ENGINES.
 ENGINE = "UBE and moment matching"

@@ -205,7 +205,7 @@ def act(s, x, rng):
 
 
 @njit(inline="always")
-def observe(s, x, a, r, y, done):
+def observe(s, x, a, r, y, done, rng):
     s.total[x, a] += r
     s.count[x, a] += 1.0
     return False
@@ -231,7 +231,7 @@ class OptimisticMeans(CompiledAgent):
         return int(act(self.state, state, self.rng))
 
     def update(self, state, action, reward, next_state, done):
-        observe(self.state, state, action, reward, next_state, done)
+        observe(self.state, state, action, reward, next_state, done, None)
 
 
 def _build(env, criterion, initial):

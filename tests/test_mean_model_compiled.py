@@ -1,19 +1,17 @@
-"""The count-bonus agent's compiled continuing plan (optplan.agents._mean_model_kernels) equals
-its NumPy plan bit for bit: after every update of random posteriors (flat and proper priors,
-one or per-pair noise sd, learned or known transitions, masks, discounts, bonus scales,
-``update_every``) the policy, ``q``, posterior means and variances, mean transitions, bonus
-and scale are the same."""
+"""The count-bonus agent's compiled continuing plan (optplan.agents._mean_model_kernels) against
+its NumPy plan (``optplan.dp.policy_iteration`` on the posterior-mean model): after every
+update of random posteriors (flat and proper priors, one or per-pair noise sd, learned or known
+transitions, masks, discounts, bonus scales, ``update_every``) the same policy and scale, and
+``q``, posterior means and variances, mean transitions and bonus within 1e-12 (products and
+solves by other BLAS and LAPACK builds round otherwise in the last bits)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from optplan.agents import _mean_model_kernels as MK
 from optplan.agents._mean_model import MeanModelAgent
 from optplan.agents.ube import CountBonus
-
-pytestmark = pytest.mark.skipif(not MK.self_check(), reason="no numba (or numpy's BLAS)")
 
 PLANNED = ("policy", "q", "mean", "var", "P", "bonus")
 
@@ -59,9 +57,11 @@ def test_compiled_plan_equals_numpy_plan(block):
             r, y = float(rng.normal()), int(rng.integers(S))
             fast.update(s, a, r, y, False)
             slow.update(s, a, r, y, False)
-            for name in PLANNED:
+            np.testing.assert_array_equal(fast.policy, slow.policy, err_msg=str(seed))
+            for name in PLANNED[1:]:
                 x, z = getattr(fast, name), getattr(slow, name)
-                assert x.dtype == z.dtype and np.array_equal(x, z), (seed, name)
+                assert x.dtype == z.dtype, (seed, name)
+                np.testing.assert_allclose(x, z, rtol=1e-12, atol=1e-12, err_msg=f"{seed} {name}")
             assert fast._scale == slow._scale and fast.plans == slow.plans
 
 

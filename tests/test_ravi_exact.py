@@ -15,7 +15,6 @@ import pytest
 from test_engines_exact import assert_same_trace
 
 from optplan._checks import OptplanError
-from optplan.agents import _mean_model_kernels as MK
 from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear
 from optplan.agents.registry import make_agent
 from optplan.envs import DiscountedResets, LinearMixtureMDP, TabularEnv
@@ -25,8 +24,7 @@ from optplan.experiments import engines, ravi_compiled, run
 from optplan.generators import riverswim
 
 pytestmark = pytest.mark.skipif(
-    not (SK.AVAILABLE and SK.self_check() and MK.self_check()),
-    reason="no numba (or numpy's BLAS cannot be bound)",
+    not (SK.AVAILABLE and SK.self_check()), reason="numba's draws differ from numpy's here"
 )
 
 LINEAR_LEFT = ("Lambda_inv", "Lambda", "b", "theta_hat", "phi", "values", "q", "log_policy")

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import optplan as op
 from optplan._checks import OptplanError
 
-PROPERTY = r'''
+PROPERTY = r"""
 import json, sys
 import numpy as np, scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -95,7 +95,7 @@ def check(case):
 
 check()
 print(json.dumps(counts))
-'''
+"""
 
 
 @pytest.mark.slow

@@ -1,57 +1,40 @@
 r"""The compiled plans of the episodic agents on :class:`~optplan.posteriors.LayeredPosterior`:
 :class:`~optplan.agents.PSRL` and :class:`~optplan.agents.KLearning` (``tau*`` by
-``method="fast"``, or the schedule) (optional: needs ``numba``).
+``method="fast"``, or the schedule).
 
 Both agents plan once per episode. In NumPy a plan is a few dozen array calls on the
 posterior (tens of microseconds each on DeepSea L = 20) around its core: PSRL's draw of
 ``L S A S = 16,000`` Gamma variates and its backward induction, K-learning's search for
-``tau*`` (:func:`optplan.fast._k_kernels.solve`, already compiled) or its soft backward pass.
-:func:`psrl_plan`, :func:`k_plan` and :func:`k_schedule_plan` make the whole plan in one
-compiled call each, and the agents' own ``plan()`` call them (so the generic loop and the
-compiled run of :mod:`optplan.experiments.episodic_compiled` make the same plans by
-construction). Against the NumPy plans (:meth:`PSRL._plan_numpy
-<optplan.agents.PSRL._plan_numpy>`, :meth:`KLearning._plan_numpy
-<optplan.agents.KLearning._plan_numpy>`, the paths without numba) they draw the same numbers,
-leave the generator in the same state and compute every value by the same operations in the
-same order:
+``tau*`` (:func:`optplan.fast._k_kernels.solve`) or its soft backward pass. :func:`psrl_plan`,
+:func:`k_plan` and :func:`k_schedule_plan` make the whole plan in one compiled call each,
+and the agents' own ``plan()`` call them wherever they apply (the NumPy plans remain for
+what they do not cover: PSRL's deterministic transition prior, K-learning with a per-pair
+``sigma`` or the conic method). ``tests/test_engines_exact_episodic.py`` compares them with
+the NumPy plans (:func:`optplan.dp.backward_induction`, ``KLearningTemperature.solve``,
+:func:`optplan.soft.k_values`) on random posteriors:
 
 - the reward posterior of :func:`optplan.posteriors.gaussian_mean_posterior` for one scalar
-  ``sigma`` and a proper prior (precision ``1/prior_var + n/sigma**2``, mean
-  ``sum/sigma**2/precision``; or the exact branch of ``sigma = 0``); other posteriors (a
+  ``sigma`` and a proper prior (or the exact branch of ``sigma = 0``); other posteriors (a
   per-pair ``sigma``, the flat prior) hand NumPy's mean and variance in;
 - PSRL: ``R = mean + sqrt(var) z``, the ``z`` by ``Generator.standard_normal`` in C order (all
   of them first, as ``standard_normal(shape)``); ``P ~ Dirichlet(next_counts +
-  transition_prior)``: the Gamma variates in C order by NumPy's algorithm
-  (``random_standard_gamma`` of NumPy's ``distributions.c``: below shape 1 the rejection
-  sampler with ``pow(U, 1/shape)``, written out here; from shape 1 on numba's
-  ``Generator.standard_gamma``, the same algorithm), each row divided by its total; backward
-  induction: per layer ``q = P_l V_{l+1}`` as BLAS ``dgemv`` (``np.dot``, as NumPy's ``@``),
-  plus ``R_l``, ``V_l = max_a q`` and the greedy policy, the first maximum;
+  transition_prior)``: the Gamma variates in C order by NumPy's algorithm (below shape 1 the
+  rejection sampler, written out here; from shape 1 on numba's ``Generator.standard_gamma``),
+  each row divided by its total, so the draws and the generator's state are NumPy's; then
+  backward induction, the greedy policy the first maximum;
 - K-learning: the posterior mean transitions (:meth:`LayeredPosterior.mean_transitions
   <optplan.posteriors.LayeredPosterior.mean_transitions>`, Dirichlet or deterministic), the
   bonus numerators (:func:`optplan.posteriors.k_bonus_numerators`, either kind), then the
-  compiled search itself (:func:`optplan.fast._k_kernels._solve`, what
+  compiled search (:func:`optplan.fast._k_kernels._solve`, what
   ``KLearningTemperature.solve("fast", guess=...)`` runs, started around the last plan's
   ``tau*``, given the row groups it would find: the unvisited pairs of a layer share their
   uniform posterior-mean row). The model is incremental: between the plans of one agent only
   the rows of the pairs visited since are computed again (:func:`_k_model`). Where that
   search hands over to SciPy's (no bonus anywhere, no converged root) the agent makes the
-  NumPy plan instead. The Boltzmann policy and values are NumPy's, computed after the call
-  (NumPy's SIMD ``exp`` and ``log`` may differ from libm's in the last bit);
+  NumPy plan instead;
 - K-learning at the schedule's temperature (Eq. 10, computed in Python; :func:`k_schedule_plan`,
   :func:`_k_schedule`): the same means and bonus numerators, then :func:`optplan.soft.
-  soft_backward` and the Boltzmann policy in one call. Each product ``P_l V_{l+1}`` is what
-  NumPy's ``@`` of an ``(S, A, S)`` array and a vector does: one ``cblas_dgemv`` of NumPy's
-  bundled OpenBLAS per state (column-major, transposed, ``S x A``; one call over all ``S A``
-  rows rounds otherwise), and ``exp`` and ``log`` are NumPy's own ``d->d`` loops (bound as
-  in :mod:`optplan.agents._bql_kernels`), called on the layer's contiguous array. The
-  policy's exponentials are the backward pass's (the same numbers), and its values are ``V``;
-- sums over the last axis (row totals, counts of next states) as NumPy's pairwise sum.
-
-:func:`psrl_check`, :func:`k_check` and :func:`k_schedule_check` compare the compiled plans
-with the NumPy plans on random posteriors once per process; the agents use the compiled plans
-only when they agree bit for bit (numba's BLAS is SciPy's OpenBLAS, not NumPy's). PSRL under
-the deterministic transition prior (integer draws) plans in NumPy.
+  soft_backward` and the Boltzmann policy in one call.
 """
 
 from __future__ import annotations
@@ -66,42 +49,16 @@ from ..fast._k_kernels import _exceptions, _sparse_layer
 from ..fast._pairwise import _JIT as _PAIRWISE
 from ..fast._pairwise import _pw_block
 
-__all__ = ["AVAILABLE", "GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_scalars",
-           "psrl_check", "KWork", "k_plan", "k_policy", "k_check", "k_schedule_plan",
-           "k_schedule_check"]  # fmt: skip
+__all__ = ["GIVEN", "NOISY", "EXACT", "PsrlWork", "psrl_plan", "psrl_scalars", "KWork", "k_plan",
+           "k_policy", "k_schedule_plan"]  # fmt: skip
 
-#: numba is installed (the ``jit`` extra).
-AVAILABLE = _jit.AVAILABLE
 #: How a kernel gets the reward posterior: NumPy's mean and variance handed in; one noise
 #: sd ``sigma > 0`` and a finite prior variance; ``sigma = 0`` and a finite prior variance.
 GIVEN, NOISY, EXACT = 0, 1, 2
 
 
-def _setup(numba) -> dict:
-    """NumPy's own ``cblas_dgemv`` (the bundled OpenBLAS, as ``@`` calls it) and the ``d->d``
-    loops of ``np.exp`` and ``np.log`` (:func:`optplan.agents._bql_kernels._ufunc_loop`),
-    bound by symbol, for :func:`_k_schedule`; none where a library is not as expected (that
-    kernel then fails to compile and :func:`k_schedule_check` is false)."""
-    try:
-        import llvmlite.binding as ll
-        from numba.core import types
-
-        from ._bql_kernels import _ufunc_loop
-        from ._mean_model_kernels import _setup as blas_setup
-
-        out = {"_np_gemv": blas_setup(numba)["_np_gemv"]}
-        vp, i64 = types.voidptr, types.int64
-        for key, name in (("_np_exp", "exp"), ("_np_log", "log")):
-            alias = "optplan_layered" + key
-            ll.add_symbol(alias, _ufunc_loop(name))
-            out[key] = types.ExternalFunction(alias, types.void(vp, vp, vp, i64))
-    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover
-        return {}
-    return out
-
-
 _JIT = _jit.Jit(
-    "the compiled episodic plans", uses=(_KK._JIT, _PAIRWISE), setup=_setup, cache=True, nogil=True,
+    "the compiled episodic plans", uses=(_KK._JIT, _PAIRWISE), cache=True, nogil=True,
     error_model="numpy",
 )  # fmt: skip
 
@@ -353,22 +310,6 @@ def _soft(z, pi, cdf, total):  # pragma: no cover - compiled by numba
                 cdf[l, s, a] = acc
 
 
-@_JIT(inline="always")
-def _ufunc(which, x, out, n, meta):  # pragma: no cover - compiled by numba
-    """NumPy's ``d->d`` loop of ``np.exp`` (``which = 0``) or ``np.log`` on ``x[:n]`` into
-    ``out[:n]`` (``meta``: room for the loop's argument, length and stride arrays)."""
-    meta[0] = x.ctypes.data
-    meta[1] = out.ctypes.data
-    meta[2] = n
-    meta[3] = 8
-    meta[4] = 8
-    args, dims, steps = meta[0:2].ctypes, meta[2:3].ctypes, meta[3:5].ctypes
-    if which == 0:
-        _np_exp(args, dims, steps, 0)  # noqa: F821 (bound by _setup)
-    else:
-        _np_log(args, dims, steps, 0)  # noqa: F821 (bound by _setup)
-
-
 @_JIT
 def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
                 deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha,
@@ -378,8 +319,7 @@ def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, v
     (``K_l = (R_l + c_l / tau) + P_l V_{l+1}``, ``V_l = m + tau log(sum_a exp((K_l - m) /
     tau))``, ``m = max_a K_l``), and the Boltzmann policy ``pi`` (``exp(...) / sum``, the same
     numbers as :func:`optplan.soft.boltzmann_policy_and_values`; its values are ``V``) and its
-    cumulative rows ``cdf``. ``P_l V_{l+1}`` per state by NumPy's ``cblas_dgemv`` as ``@``
-    calls it; ``exp`` and ``log`` by NumPy's loops on each layer's contiguous array."""
+    cumulative rows ``cdf``."""
     L, S, A = counts.shape
     _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
              alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
@@ -391,13 +331,15 @@ def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, v
     top = np.empty(S)
     total = np.empty(S)
     logs = np.empty(S)
-    meta = np.empty(5, dtype=np.int64)
     zero = np.zeros(S)
     for l in range(L - 1, -1, -1):
         v_next = zero if l == L - 1 else V[l + 1]
-        for s in range(S):  # P[l] @ v_next: one (A, S) @ (S,) product per state, as matmul
-            _np_gemv(102, 112, S, A, 1.0, P[l, s].ctypes, S, v_next.ctypes, 1, 0.0,  # noqa: F821
-                     q[s].ctypes, 1)  # fmt: skip
+        for s in range(S):  # P[l] @ v_next
+            for a in range(A):
+                acc = 0.0
+                for t in range(S):
+                    acc += P[l, s, a, t] * v_next[t]
+                q[s, a] = acc
         for s in range(S):
             for a in range(A):
                 K[l, s, a] = (R[l, s, a] + c[l, s, a] / tau) + q[s, a]
@@ -408,10 +350,11 @@ def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, v
             top[s] = t
             for a in range(A):
                 x[s * A + a] = (K[l, s, a] - t) / tau
-        _ufunc(0, x, z, SA, meta)
+        for i in range(SA):
+            z[i] = math.exp(x[i])
         for s in range(S):
             total[s] = _row_sum(z, s * A, A)
-        _ufunc(1, total, logs, S, meta)
+            logs[s] = math.log(total[s])
         for s in range(S):
             V[l, s] = top[s] + tau * logs[s]
             t = total[s]
@@ -582,154 +525,3 @@ def _search_constants() -> tuple:
 
         _SEARCH.extend((1e-15, kt._RTOL, 200, kt._U_MIN, kt._U_MAX, kt._bracket_start))
     return tuple(_SEARCH[:-1])
-
-
-_CHECK: dict = {}
-
-
-def _random_posterior(gen, case: int, deterministic: bool = False):
-    """A random :class:`~optplan.posteriors.LayeredPosterior` for the checks (every reward
-    mode, pseudo-counts below and above 1, DeepSea's 20 x 20 x 2 among the shapes)."""
-    from ..posteriors import LayeredPosterior
-
-    L, S, A = (20, 20, 2) if case < 3 else tuple(int(x) for x in gen.integers(2, 9, 3))
-    sigma = (0.0, 0.7, None, np.full((L, S, A), 0.3))[case % 4]
-    prior = "deterministic" if deterministic else (None, 0.5, 2.5)[case % 3]
-    post = LayeredPosterior(
-        L, S, A, 1.0 if sigma is None else sigma, None if sigma is None else 1.0 + case, prior
-    )
-    _visit(gen, post, int(gen.integers(0, 4 * L * S)))
-    return post
-
-
-def _case_options(case: int) -> tuple:
-    """``(bonus, span, unvisited)`` of K-learning check ``case``: both bonus kinds, the default
-    and a set span, both unvisited terms."""
-    bonus = ("paper", "posterior")[(case // 4) % 2]
-    span = 1.01 if case % 3 == 0 else None
-    unvisited = ("hoeffding", "paper")[(case // 8) % 2]
-    return bonus, span, unvisited
-
-
-def _visit(gen, post, n: int) -> None:
-    """``n`` random visits recorded in ``post`` (a deterministic prior's next state is
-    ``(s + a) % S``)."""
-    L, S, A = post.shape
-    for _ in range(n):
-        l, s, a = (int(gen.integers(0, m)) for m in (L, S, A))
-        y = (s + a) % S if post.deterministic else int(gen.integers(0, S))
-        post.update(l, s, a, float(gen.normal()), y)
-
-
-def psrl_check(cases: int = 12, seed: int = 7) -> bool:
-    """Whether :func:`psrl_plan` gives the NumPy plan's ``Q``, policy and generator state on
-    random posteriors, on this installation (checked once per process)."""
-    if "psrl" in _CHECK:
-        return _CHECK["psrl"]
-    ok = AVAILABLE
-    if ok:
-        from ..dp import backward_induction
-
-        gen = np.random.default_rng(seed)
-        for case in range(cases):
-            post = _random_posterior(gen, case)
-            ref, got = np.random.default_rng(case), np.random.default_rng(case)
-            R, P = post.sample(ref)
-            Q, _ = backward_induction(P, R)
-            work = PsrlWork(*post.shape)
-            Qc, policy = psrl_plan(got, post, work)
-            ok &= np.array_equal(Q, Qc) and np.array_equal(Q.argmax(axis=-1), policy)
-            ok &= np.array_equal(R, work.R) and np.array_equal(P, work.P)
-            ok &= got.bit_generator.state == ref.bit_generator.state
-    _CHECK["psrl"] = bool(ok)
-    return _CHECK["psrl"]
-
-
-def k_check(cases: int = 16, seed: int = 11) -> bool:
-    """Whether :func:`k_plan` gives the NumPy plan's ``tau*``, ``K`` and bonus numerators
-    (``KLearningTemperature.solve("fast")`` on the posterior's means) on random posteriors,
-    both priors and bonus kinds, on this installation (checked once per process)."""
-    if "k" in _CHECK:
-        return _CHECK["k"]
-    ok = AVAILABLE
-    if ok:
-        from .. import soft
-        from ..problems.k_temperature import KLearningTemperature
-
-        gen = np.random.default_rng(seed)
-        for case in range(cases):
-            post = _random_posterior(gen, case, deterministic=case % 2 == 1)
-            if np.ndim(post.sigma) != 0:
-                continue
-            bonus, span, unvisited = _case_options(case)
-            initial = gen.dirichlet(np.ones(post.S))
-            work = KWork(post, initial, bonus, span, unvisited)
-            guess = None if case % 4 < 2 else float(np.exp(gen.normal(0.0, 3.0)))
-            # two plans of one posterior, a few visits between them (the incremental model)
-            for plan in range(2):
-                if plan:
-                    _visit(gen, post, int(gen.integers(1, 2 * post.L)))
-                c = post.bonus_numerators(bonus, span, unvisited)
-                got = k_plan(work, guess)
-                if not c.any():
-                    ok &= got is None
-                    continue
-                R, P = post.reward_posterior()[0], post.mean_transitions()
-                problem = KLearningTemperature(R, P, post.counts, post.sigma, initial, c)
-                res = problem.solve("fast", guess=guess)
-                if got is None:
-                    ok &= res.info.get("search") != "compiled"
-                    continue
-                ok &= got[0] == res.x and np.array_equal(got[1], res.q)
-                ok &= np.array_equal(got[2], c)
-                pi, values = soft.boltzmann_policy_and_values(res.q, res.x)
-                mine = k_policy(work, got[0])
-                ok &= np.array_equal(mine[0], pi) and np.array_equal(mine[1], values)
-                ok &= np.array_equal(mine[2], np.cumsum(pi, axis=-1))
-                guess = got[0]
-    _CHECK["k"] = bool(ok)
-    return _CHECK["k"]
-
-
-def k_schedule_check(cases: int = 16, seed: int = 13) -> bool:
-    """Whether :func:`k_schedule_plan` gives the NumPy plan's ``K``, bonus numerators, policy,
-    values and cumulative policy (:func:`optplan.soft.k_values` at Eq. 10's temperature, then
-    :func:`optplan.soft.boltzmann_policy_and_values`) on random posteriors, both priors and
-    bonus kinds, on this installation (checked once per process)."""
-    if "schedule" in _CHECK:
-        return _CHECK["schedule"]
-    ok = AVAILABLE
-    if ok:
-        try:
-            ok = _schedule_cases(cases, seed)
-        except Exception:  # noqa: BLE001 - a library not as expected: the kernel does not compile
-            ok = False
-    _CHECK["schedule"] = bool(ok)
-    return _CHECK["schedule"]
-
-
-def _schedule_cases(cases: int, seed: int) -> bool:
-    from .. import soft
-
-    gen = np.random.default_rng(seed)
-    ok = True
-    for case in range(cases):
-        post = _random_posterior(gen, case, deterministic=case % 2 == 1)
-        if np.ndim(post.sigma) != 0:
-            continue
-        L, S, A = post.shape
-        bonus, span, unvisited = _case_options(case)
-        work = KWork(post, np.full(S, 1.0 / S), bonus, span, unvisited)
-        for plan in range(2):  # two plans of one posterior, visits between them
-            if plan:
-                _visit(gen, post, int(gen.integers(1, 2 * L)))
-            tau = soft.temperature_schedule(int(gen.integers(1, 10**5)), post.sigma, L, L * S, A)
-            R, _ = post.reward_posterior()
-            P = post.mean_transitions()
-            c = post.bonus_numerators(bonus, span, unvisited)
-            K = soft.k_values(tau, R, P, post.counts, post.sigma, c)
-            pi, values = soft.boltzmann_policy_and_values(K, tau)
-            got = k_schedule_plan(work, tau)
-            want = (K, c, pi, values, np.cumsum(pi, axis=-1))
-            ok &= all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
-    return ok

@@ -55,7 +55,10 @@ FLAT, NOISY, EXACT = 0, 1, 2
 OK, OVERFLOW = 0, 1
 
 _JIT = _jit.Jit(
-    "the compiled layered UBE plan", uses=(_LK._JIT,), cache=True, nogil=True,
+    "the compiled layered UBE plan",
+    uses=(_LK._JIT,),
+    cache=True,
+    nogil=True,
     error_model="numpy",
 )
 
@@ -227,8 +230,15 @@ def self_check(UBE, seed: int = 3) -> bool:
                 mask = np.ones((S, A), dtype=bool)
                 mask[0, 1:] = False
             agents = [
-                cls(S, A, n_layers=L, reward_bound=1.0, discount=(1.0, 0.9)[case % 2],
-                    action_mask=mask, **kw)  # fmt: skip
+                cls(
+                    S,
+                    A,
+                    n_layers=L,
+                    reward_bound=1.0,
+                    discount=(1.0, 0.9)[case % 2],
+                    action_mask=mask,
+                    **kw,
+                )  # fmt: skip
                 for cls in (_NumpyPlan, _CompiledPlan)
             ]
             for agent in agents:

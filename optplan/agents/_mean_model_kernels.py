@@ -1,24 +1,22 @@
-r"""The compiled continuing plan of :class:`~optplan.agents.CountBonus` (optional: needs
-``numba``).
+r"""The compiled continuing plan of :class:`~optplan.agents.CountBonus`.
 
 A continuing count-bonus plan (every ``update_every`` steps) is the posterior-mean model's
 refresh (mean rewards and their variances, mean transitions, the bonus) and Howard policy
 iteration on ``R = mean + beta log(t) bonus``, warm-started from the last policy: in NumPy
 some fifty array calls on arrays of a few dozen entries. :func:`plan` does it in one compiled
 call; the agent's own ``plan()`` calls it, and so does the compiled run of
-:mod:`optplan.experiments.mean_model_compiled`, so the two give the same bits by construction.
-Against the NumPy plan (:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent>`,
-the path without numba) it does the same operations entry by entry:
+:mod:`optplan.experiments.mean_model_compiled`. It computes what the NumPy plan
+(:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent>`, for the cases it
+does not cover) computes:
 
 - the reward posterior of :func:`optplan.posteriors.gaussian_mean_posterior` (flat prior:
   ``sum / max(n, 1)`` and ``sd^2 / max(n, 1)``; a proper prior: ``precision = 1 / prior_var +
   n / sd^2``, mean ``sum / sd^2 / precision``; a noise sd of 0 with a proper prior plans in
   NumPy);
-- the Dirichlet mean ``alpha / sum(alpha)`` with NumPy's pairwise row sum (known transitions:
-  the agent's, unchanged);
+- the Dirichlet mean ``alpha / sum(alpha)`` (known transitions: the agent's, unchanged);
 - the bonus ``sd / sqrt(max(n, 1))`` (0 where inadmissible) and ``R = mean + scale bonus``;
-- policy iteration: :func:`optplan.agents._psrl_kernels._policy_iteration` (the start policy
-  of :func:`optplan.dp.policy_iteration`: the last one when warm and admissible, else greedy
+- policy iteration: :func:`_policy_iteration` (the start policy of
+  :func:`optplan.dp.policy_iteration`: the last one when warm and admissible, else greedy
   in ``R``).
 
 ``tests/test_mean_model_compiled.py`` compares the compiled plan with the NumPy one.
@@ -35,57 +33,13 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _pw_sum
 from . import _psrl_kernels as K
 
-__all__ = ["AVAILABLE", "Work", "plan", "applies", "self_check"]
+__all__ = ["Work", "plan", "applies"]
 
-#: numba is installed (the ``jit`` extra).
-AVAILABLE = _jit.AVAILABLE
-
-
-def _numpy_blas():
-    """numpy's own BLAS / LAPACK library (the OpenBLAS its wheel bundles), or ``None``."""
-    import ctypes
-    import glob
-    import os
-
-    here = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    found = sorted(glob.glob(os.path.join(here, "libscipy_openblas64_*.so")))
-    return ctypes.CDLL(found[0]) if found else None
-
-
-def _setup(numba) -> dict:
-    """numpy's ``dgesv`` (``np.linalg.solve``), ``cblas_dgemv`` (a matrix times a vector) and
-    ``cblas_ddot`` (one row), bound by symbol so that the compiled solves and products are
-    numpy's bit for bit (numba's own ``np.dot`` and LAPACK binding use SciPy's library, whose
-    kernels may round otherwise). ``ImportError`` where numpy bundles no such library."""
-    import ctypes
-
-    import llvmlite.binding as ll
-    from numba.core import types
-
-    lib = _numpy_blas()
-    if lib is None:  # pragma: no cover - another numpy build
-        raise ImportError("numpy's bundled OpenBLAS (numpy.libs/libscipy_openblas64_*) not found")
-    out = {}
-    vp, i64, i32, f64 = types.voidptr, types.int64, types.int32, types.float64
-    sigs = {
-        "_np_gesv": ("scipy_dgesv_64_", types.void(vp, vp, vp, vp, vp, vp, vp, vp)),
-        "_np_gemv": (
-            "scipy_cblas_dgemv64_",
-            types.void(i32, i32, i64, i64, f64, vp, i64, vp, i64, f64, vp, i64),
-        ),
-        "_np_ddot": ("scipy_cblas_ddot64_", f64(i64, vp, i64, vp, i64)),
-    }
-    for key, (symbol, sig) in sigs.items():
-        alias = "optplan_numpy_" + symbol
-        ll.add_symbol(alias, ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
-        out[key] = types.ExternalFunction(alias, sig)
-    return out
 
 
 _JIT = _jit.Jit(
     "the compiled count-bonus plan",
     uses=(K._JIT, _ak._JIT),
-    setup=_setup,
     cache=True,
     nogil=True,
     error_model="numpy",
@@ -94,21 +48,13 @@ _JIT = _jit.Jit(
 
 @_JIT
 def _matvec(M, v, out):  # pragma: no cover - compiled by numba
-    """``out = M @ v`` by numpy's library: ``cblas_dgemv`` (``ddot`` for one row)."""
+    """``out = M @ v``."""
     m, n = M.shape
-    if m == 1:
-        out[0] = _np_ddot(n, M.ctypes, 1, v.ctypes, 1)  # noqa: F821 (bound by _setup)
-    else:
-        _np_gemv(101, 111, m, n, 1.0, M.ctypes, n, v.ctypes, 1, 0.0, out.ctypes, 1)  # noqa: F821
-
-
-@_JIT
-def _solve(M, b, ints, ipiv):  # pragma: no cover - compiled by numba
-    """numpy's ``dgesv`` on ``M`` (column-major: the transposed system in C order) and ``b``
-    in place; ``ints = (n, 1, info)``. Returns ``info``."""
-    _np_gesv(ints.ctypes, ints[1:].ctypes, M.ctypes, ints.ctypes, ipiv.ctypes, b.ctypes,  # noqa: F821
-             ints.ctypes, ints[2:].ctypes)  # fmt: skip
-    return ints[2]
+    for i in range(m):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v[j]
+        out[i] = acc
 
 
 @_JIT
@@ -116,28 +62,25 @@ def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new, i
                       max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`optplan.dp.policy_iteration` (discounted) on the dense ``(P, R)`` from ``policy``
     (updated in place; the caller chose the start policy): the evaluation ``(I - discount
-    P_pi) v = r_pi`` by numpy's ``dgesv``, the backup ``q = (P v) discount + R`` by numpy's
-    ``dgemv``, the greedy improvement of :func:`optplan.agents._psrl_kernels._improve`.
+    P_pi) v = r_pi`` by ``np.linalg.solve``, the backup ``q = (P v) discount + R``, the greedy
+    improvement of :func:`optplan.agents._psrl_kernels._improve` (``ints``, ``ipiv``: not
+    used).
     Returns ``(status, iterations, classes, gain)`` as that module's."""
     S, A = R.shape
     flat = P.reshape(S * A, S)
     qv = q.reshape(S * A)
     M = M_flat[: S * S].reshape((S, S))
     for it in range(1, max_iter + 1):
-        for i in range(S):  # I - discount P_pi, transposed
+        for i in range(S):  # I - discount P_pi
             a = policy[i]
             for j in range(S):
-                M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
+                M[i, j] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
             b[i] = R[i, a]
-        ints[0] = S
-        ints[1] = 1
-        ints[2] = 0
-        if _solve(M, b, ints, ipiv) != 0:
-            return K.NUMERICAL, it, 1, math.nan
+        x = np.linalg.solve(M, b[:S])
         for i in range(S):
-            if not math.isfinite(b[i]):
+            if not math.isfinite(x[i]):
                 return K.NUMERICAL, it, 1, math.nan
-            values[i] = b[i]
+            values[i] = x[i]
         _matvec(flat, values, qv)
         if K._improve(q, R, mask, policy, new, discount) == 0:
             return K.OK, it, 1, math.nan
@@ -212,49 +155,15 @@ class Work:
 
 
 def applies(agent) -> bool:
-    """Whether the agent's continuing plans can be compiled: numba (and its draws / BLAS /
-    LAPACK routes agree with NumPy's here), a continuing agent of fewer than
+    """Whether the agent's continuing plans can be compiled: a continuing agent of fewer than
     :data:`optplan.agents._psrl_kernels.MAX_STATES` states, Dirichlet (or known) transitions,
     no exact (sd 0) rewards under a proper prior."""
     post = agent.posterior
-    if not (AVAILABLE and agent.n_layers is None and agent.n_states < K.MAX_STATES):
+    if not (agent.n_layers is None and agent.n_states < K.MAX_STATES):
         return False
     if post.deterministic:
         return False
-    if not post.improper and not np.all(np.asarray(agent._sd) > 0):
-        return False
-    return self_check()
-
-
-_CHECK: list = []
-
-
-def self_check(cases: int = 200, seed: int = 0) -> bool:
-    """Whether the compiled solves and products equal ``np.linalg.solve``'s and ``@``'s bit
-    for bit on ``cases`` random systems (sizes 1 to 40; checked once per process); ``False``
-    without numba or numpy's bundled library."""
-    if _CHECK:
-        return _CHECK[0]
-    ok = AVAILABLE
-    if ok:
-        try:
-            table = _compiled()
-        except ImportError:
-            ok = False
-    if ok:
-        rng = np.random.default_rng(seed)
-        for _ in range(cases):
-            n, m = (int(x) for x in rng.integers(1, 41, 2))
-            A, b, B = rng.normal(size=(n, n)), rng.normal(size=n), rng.normal(size=(m, n))
-            M, x = np.ascontiguousarray(A.T), b.copy()
-            table["_solve"](M, x, np.array([n, 1, 0], np.int64), np.empty(n, np.int64))
-            y = np.empty(m)
-            table["_matvec"](B, b, y)
-            if not (np.array_equal(x, np.linalg.solve(A, b)) and np.array_equal(y, B @ b)):
-                ok = False
-                break
-    _CHECK.append(bool(ok))
-    return _CHECK[0]
+    return post.improper or bool(np.all(np.asarray(agent._sd) > 0))
 
 
 def _compiled() -> dict:

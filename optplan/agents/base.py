@@ -97,7 +97,7 @@ class PolicyAgent(Protocol):
 class CompiledAgent:
     """An agent whose steps are compiled functions of one state tuple (bsuite's
     ``TrainingState``): ``self.state`` is a ``NamedTuple`` of arrays holding all it learns, and
-    ``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done) -> plan due`` are
+    ``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done, rng) -> plan due`` are
     ``numba.njit(cache=True)`` functions that :meth:`select_action` and :meth:`update` call.
     ``_run`` is the agent's cached compiled loop, three lines beside them::
 

@@ -41,27 +41,25 @@ sampling, ``q_b = mu0 + t_b sqrt(beta / (lam alpha))`` with ``t_b`` one Student-
 ``2 alpha`` degrees of freedom per admissible action, then ``argmax``) or ``"quantile"`` (the
 upper ``quantile`` of the same marginal, a deterministic optimistic rule).
 
-With numba (the ``jit`` extra) the action choice and the update (either moment match) are one
-compiled call each (:mod:`optplan.agents._bql_kernels`), the same numbers as the NumPy code
-below (the path without numba): NumPy's own loops, dot product and pairwise means, SciPy's
-special functions, the same draws in the same order. The compiled run of
-:mod:`optplan.experiments.bql_compiled` calls them too.
+The agent's state is a tuple of arrays (:class:`~optplan.agents._bql_kernels.BQLState`) and
+its action choice and update are compiled functions of it (:mod:`optplan.agents._bql_kernels`);
+``select_action``, ``update``, the functions of this module and the compiled loop of
+:func:`~optplan.experiments.run` all call them.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special
 
 from .._checks import OptplanError, check_choice, check_int, check_real
 from .._params import Component, Param
 from ..posteriors import DRAFT_REWARD_PRIOR, NormalGamma
 from . import _bql_kernels as BK
+from ._bql_kernels import BQLState, bql_act, bql_observe, bql_run
 from ._posterior_agent import DRAFT_GAMMA, NG_PRIOR_PARAMS, continuing_args, ng_prior
-from .base import check_count, check_normal_gamma, check_rng, continuing_mask
+from .base import CompiledAgent, check_count, check_normal_gamma, check_rng, continuing_mask
 
 __all__ = [
     "BayesianQLearning",
@@ -85,16 +83,6 @@ ALPHA_FLOOR = BK.ALPHA_FLOOR
 LAM_JITTER = BK.LAM_JITTER
 F_INV_DOMAIN = (BK.F_INV_LO, BK.F_INV_HI)
 
-# Quadrature: largest step in u, steps per unit of the peak's half-width, tail cut-off
-# (density below e^-TAIL), and a cap on the number of nodes (reached only for a peak much
-# narrower than the Student-t's spread, which the agent does not meet: there w >= 1).
-_H_MAX = BK.H_MAX
-_STEPS_PER_WIDTH = BK.STEPS_PER_WIDTH
-_TAIL = BK.TAIL
-_MAX_NODES = BK.MAX_NODES
-# log f(x) = log x - digamma(x) by its asymptotic series from this x on.
-_SERIES_FROM = BK.SERIES_FROM
-
 
 class MixtureMoments(NamedTuple):
     """``E_q[tau]``, ``E_q[mu tau]``, ``E_q[mu^2 tau]``, ``E_q[log tau]`` of the BQL mixture."""
@@ -105,29 +93,20 @@ class MixtureMoments(NamedTuple):
     e_log_tau: float
 
 
+def _floats(x) -> tuple[np.ndarray, bool]:
+    x = np.asarray(x, dtype=float)
+    return np.ascontiguousarray(x.ravel()), x.ndim == 0
+
+
 def log_minus_digamma(x):
     """``f(x) = log x - digamma(x)``, positive and decreasing on ``x > 0``; the asymptotic
     series ``1/(2x) + 1/(12 x^2) - 1/(120 x^4) + 1/(252 x^6) - 1/(240 x^8)`` for
-    ``x >= 100`` (the difference of two logarithms would lose its digits there)."""
-    x = np.asarray(x, dtype=float)
-    big = x >= _SERIES_FROM
-    xs = np.where(big, x, _SERIES_FROM)
-    i2 = 1.0 / (xs * xs)
-    series = 0.5 / xs + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
-    xd = np.where(big, 1.0, x)
-    out = np.where(big, series, np.log(xd) - special.digamma(xd))
-    return out if out.ndim else float(out)
-
-
-def _f_prime(x: np.ndarray) -> np.ndarray:
-    """``f'(x) = 1/x - trigamma(x) < 0`` (series for ``x >= 100``); trigamma is the Hurwitz
-    zeta ``zeta(2, x)`` (a plain ufunc, unlike ``polygamma``)."""
-    big = x >= _SERIES_FROM
-    xs = np.where(big, x, _SERIES_FROM)
-    i2 = 1.0 / (xs * xs)
-    series = -i2 * (0.5 + (1 / 6 - i2 * (1 / 30 - i2 / 42)) / xs)
-    xd = np.where(big, 1.0, x)
-    return np.where(big, series, 1.0 / xd - special.zeta(2.0, xd))
+    ``x >= 100`` (the difference of two logarithms would lose its digits there). Vectorized;
+    a float in, a float out."""
+    flat, scalar = _floats(x)
+    out = np.empty_like(flat)
+    BK.log_minus_digamma_many(flat, out)
+    return float(out[0]) if scalar else out.reshape(np.shape(x))
 
 
 def inverse_log_minus_digamma(y):
@@ -135,68 +114,26 @@ def inverse_log_minus_digamma(y):
     starting point ``(3 - y + sqrt((y - 3)^2 + 24 y)) / (12 y)``; clipped to the public code's
     domain ``[1e-12, 1e12]`` (``y <= 0``, the limit of a degenerate mixture, gives ``1e12``).
     Vectorized; a float in, a float out."""
-    y = np.asarray(y, dtype=float)
-    lo, hi = F_INV_DOMAIN
-    pos = y > 0
-    yy = np.where(pos, y, 1.0)
-    x = (3.0 - yy + np.sqrt((yy - 3.0) ** 2 + 24.0 * yy)) / (12.0 * yy)
-    for _ in range(60):
-        step = (log_minus_digamma(x) - yy) / _f_prime(x)
-        new = np.where(x - step > 0, x - step, 0.5 * x)  # stay in the domain
-        done = np.abs(new - x) <= 1e-14 * x
-        x = new
-        if done.all():
-            break
-    out = np.clip(np.where(pos, x, hi), lo, hi)
-    return out if out.ndim else float(out)
-
-
-def _f_inv(y: float) -> float:
-    """:func:`inverse_log_minus_digamma` for one float (the per-step path: plain floats).
-
-    Newton's iterate is a function of the last one only, so once an iterate repeats (the
-    iteration circles through a few floats next to the root without meeting its stopping rule,
-    a quarter of the agent's calls) every later one is known: the loop returns the iterate the
-    full 60 steps would end on, the same float, without computing them."""
-    lo, hi = F_INV_DOMAIN
-    if not y > 0:
-        return hi
-    x = (3.0 - y + math.sqrt((y - 3.0) ** 2 + 24.0 * y)) / (12.0 * y)
-    seen: dict[float, int] = {}  # iterate -> the step it started
-    path: list[float] = []
-    steps = BK.NEWTON_STEPS
-    for k in range(steps):
-        first = seen.get(x)
-        if first is not None:  # a cycle of length k - first: step 60 starts on this iterate
-            x = path[first + (steps - first) % (k - first)]
-            break
-        seen[x] = k
-        path.append(x)
-        if x >= _SERIES_FROM:
-            i2 = 1.0 / (x * x)
-            f = 0.5 / x + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
-            fp = -i2 * (0.5 + (1 / 6 - i2 * (1 / 30 - i2 / 42)) / x)
-        else:
-            f = math.log(x) - float(special.digamma(x))
-            fp = 1.0 / x - float(special.zeta(2.0, x))
-        new = x - (f - y) / fp
-        if not new > 0:
-            new = 0.5 * x
-        if abs(new - x) <= 1e-14 * x:
-            x = new
-            break
-        x = new
-    return min(max(x, lo), hi)
+    flat, scalar = _floats(y)
+    out = np.empty_like(flat)
+    BK.f_inv_many(flat, out)
+    return float(out[0]) if scalar else out.reshape(np.shape(y))
 
 
 def kl_projection(moments: MixtureMoments) -> tuple[float, float, float, float]:
     """The Normal-Gamma ``(mu0, lam, alpha, beta)`` closest in ``KL(q || p)`` to a distribution
-    ``q`` with the given moments (the draft's Eq. bqlupdate, with its guards)."""
-    e_tau, e_mu_tau, e_mu2_tau, e_log_tau = moments
-    mu0 = e_mu_tau / e_tau
-    lam = 1.0 / (LAM_JITTER + e_mu2_tau - e_tau * mu0 * mu0)
-    alpha = max(1.0 + ALPHA_FLOOR, _f_inv(math.log(e_tau) - e_log_tau))
-    return mu0, lam, alpha, alpha / e_tau
+    ``q`` with the given moments (the draft's Eq. bqlupdate, with its guards).
+
+    Raises
+    ------
+    ZeroDivisionError
+        The moments are those of a degenerate mixture (``E[tau] = 0`` or
+        ``E[mu^2 tau] - E[tau] mu0^2 = -1e-12``).
+    """
+    status, *out = BK.project(*(float(v) for v in moments), np.empty(BK.NEWTON_STEPS))
+    if status != BK.OK:
+        raise ZeroDivisionError(f"BQL's projection divides by zero at moments {tuple(moments)}")
+    return tuple(out)
 
 
 def mixture_moments(
@@ -221,82 +158,22 @@ def mixture_moments(
     check_choice("method", method, MOMENT_MATCH)
     reward = check_real("reward", reward)
     discount = check_real("discount", discount, 0.0, 1.0)
+    n_samples = check_int("n_samples", n_samples, 1)
     if method == "monte-carlo":
         if rng is None:
             raise OptplanError("method='monte-carlo' needs rng (a numpy Generator)")
         check_rng(rng)
-    return _moments(
-        current, reward, discount, following, method, rng, check_int("n_samples", n_samples, 1)
-    )
-
-
-def _moments(current, reward, discount, following, method, rng, n_samples) -> MixtureMoments:
-    """:func:`mixture_moments` without the input checks (the agent's per-step path)."""
-    mu0, lam, alpha, beta = current
-    a = alpha + 0.5
-    lam1 = lam + 1.0
-    k = lam / (2.0 * lam1)
-    if following is None:  # a single exact update
-        b = beta + k * (reward - mu0) ** 2
-        m = (lam * mu0 + reward) / lam1
-        return MixtureMoments(
-            a / b, a * m / b, a * m * m / b + 1.0 / lam1, special.digamma(a) - math.log(b)
-        )
-    m2, l2, a2, b2 = following
-    nu = 2.0 * a2
-    scale = math.sqrt(b2 * (l2 + 1.0) / (a2 * l2))
-    shift = reward + discount * m2 - mu0  # y = z - mu0 = shift + spread * T
-    spread = discount * scale
+    if following is None:
+        return MixtureMoments(*BK.exact_moments(*current, reward))
     if method == "monte-carlo":
-        n = n_samples
-        y = shift + spread * rng.standard_t(nu, n)
-        b = beta + k * y * y
-        tau = rng.gamma(a, 1.0 / b)
-        mu = mu0 + y / lam1 + rng.standard_normal(n) / np.sqrt(lam1 * tau)
+        work = np.empty((3, n_samples))
         return MixtureMoments(
-            float(tau.mean()),
-            float((mu * tau).mean()),
-            float((mu * mu * tau).mean()),
-            float(np.log(tau).mean()),
+            *BK.monte_carlo_moments(rng, *current, reward, discount, *following, work)
         )
-    if spread == 0.0:  # z is known: one exact update
-        return _moments(current, reward + discount * m2, 1.0, None, method, rng, n_samples)
-    wt, y = _student_t_nodes(nu, shift, spread, math.sqrt(beta / k))
-    b = beta + k * y * y
-    m = mu0 + y / lam1
-    ib = 1.0 / b
-    return MixtureMoments(
-        a * float(wt @ ib),
-        a * float(wt @ (m * ib)),
-        a * float(wt @ (m * m * ib)) + 1.0 / lam1,
-        float(special.digamma(a)) - float(wt @ np.log(b)),
-    )
+    return MixtureMoments(*BK.quadrature_moments(*current, reward, discount, *following))
 
 
-def _student_t_nodes(nu: float, shift: float, spread: float, half_width: float):
-    """Weights and points ``y = shift + spread T`` of the trapezoid rule for ``E g(y)``,
-    ``T ~ Student-t(nu)``, in ``u = sqrt(nu) asinh(T / sqrt(nu))`` (module docstring).
-    ``half_width``: where ``g`` has its peak, ``|y| <~ half_width``."""
-    sn = math.sqrt(nu)
-    w = half_width / spread  # the peak's half-width in T, seen at T* through the map:
-    t_star = -shift / spread
-    h = min(_H_MAX, w / math.sqrt(1.0 + t_star * t_star / nu) / _STEPS_PER_WIDTH)
-    r = _TAIL / nu  # nu log cosh(u_max / sqrt(nu)) = TAIL
-    u_max = sn * (math.acosh(math.exp(r)) if r < 700 else r + math.log(2.0))
-    n = int(math.ceil(u_max / h))
-    if 2 * n + 1 > _MAX_NODES:
-        n = (_MAX_NODES - 1) // 2
-        h = u_max / n
-    x = (h / sn) * np.arange(-n, n + 1)
-    log_cosh = np.log1p(2.0 * np.sinh(0.5 * x) ** 2)  # no cancellation at small x, large nu
-    # log of the Student-t constant 1 / (sqrt(nu) B(nu/2, 1/2)); a difference of gammaln
-    # would lose ~1e-6 at nu = 1e9 (alpha reaches 1e12 when a mixture is nearly degenerate)
-    log_c = -0.5 * math.log(nu) - float(special.betaln(0.5 * nu, 0.5))
-    wt = h * np.exp(log_c - nu * log_cosh)
-    return wt, shift + spread * sn * np.sinh(x)
-
-
-class BayesianQLearning:
+class BayesianQLearning(CompiledAgent):
     r"""Bayesian Q-learning as bayesian-methods-tabular-rl runs it (module docstring): a
     Normal-Gamma posterior over the return of every admissible pair, updated after every
     transition by the moment-matched mixture, actions by Thompson sampling of the Student-t
@@ -325,7 +202,11 @@ class BayesianQLearning:
     ----------
     mu0, lam, alpha, beta : ndarray (S, A)
         The posterior of every pair (the prior on inadmissible ones, never used).
+    steps : int
+        Updates made since :meth:`reset`.
     """
+
+    _run = staticmethod(bql_run)
 
     def __init__(
         self,
@@ -357,97 +238,59 @@ class BayesianQLearning:
         """Back to the prior; take the run's generator."""
         self.rng = check_rng(rng)
         shape = (self.n_states, self.n_actions)
-        self.mu0, self.lam, self.alpha, self.beta = (np.full(shape, v) for v in self.prior)
-        self.steps = 0
-        # room for the compiled step (:mod:`._bql_kernels`): the draws, Newton's iterates,
-        # the arguments of NumPy's loops
-        self._t = np.empty(self.n_actions)
-        self._path = np.empty(BK.NEWTON_STEPS)
-        self._meta = np.empty(5, dtype=np.int64)
-        self._mc = np.empty((4, 0))
+        mu0, lam, alpha, beta = (np.full(shape, v) for v in self.prior)
+        quantiles = np.zeros(shape)
+        if self.action == "quantile":
+            BK.quantile_table(alpha, self.quantile, quantiles)
+        monte_carlo = self.moment_match == "monte-carlo"
+        self.state = BQLState(
+            mu0=mu0, lam=lam, alpha=alpha, beta=beta,
+            mask=np.ascontiguousarray(self.action_mask, dtype=np.bool_),
+            forced=np.ascontiguousarray(self._forced, dtype=np.int64), quantiles=quantiles,
+            params=np.array([self.discount, self.quantile]),
+            flags=np.array([self.action == "sample", monte_carlo, 0, BK.OK, 0], dtype=np.int64),
+            work=np.zeros((3, self.n_samples if monte_carlo else 0)),
+            path=np.zeros(BK.NEWTON_STEPS),
+        )  # fmt: skip
 
-    def _mc_work(self) -> np.ndarray:
-        """Room for the compiled Monte-Carlo update's ``n_samples`` draws and products
-        (``(4, n_samples)``; none for the quadrature)."""
-        n = self.n_samples if self.moment_match == "monte-carlo" else 0
-        if self._mc.shape != (4, n):
-            self._mc = np.empty((4, n))
-        return self._mc
+    mu0 = property(lambda self: self.state.mu0, doc="Posterior means ``mu0``, ``(S, A)``.")
+    lam = property(lambda self: self.state.lam, doc="Posterior ``lam``, ``(S, A)``.")
+    alpha = property(lambda self: self.state.alpha, doc="Posterior ``alpha``, ``(S, A)``.")
+    beta = property(lambda self: self.state.beta, doc="Posterior ``beta``, ``(S, A)``.")
+
+    @property
+    def steps(self) -> int:
+        """Updates made since :meth:`reset`."""
+        return int(self.state.flags[BK.STEPS])
 
     def marginal_scale(self) -> np.ndarray:
         """``sqrt(beta / (lam alpha))``, the scale of each pair's Student-t marginal of ``mu``."""
         return np.sqrt(self.beta / (self.lam * self.alpha))
 
     def select_action(self, state: int) -> int:
-        forced = self._forced[state]
-        if forced >= 0:
-            return int(forced)
-        kernels = BK.table()
-        if kernels is not None:  # the same numbers, in one compiled call
-            return int(
-                kernels["_select"](
-                    self.rng, self.mu0, self.lam, self.alpha, self.beta, self.action_mask,
-                    self._forced, int(state), self.action == "sample", self.quantile, self._t,
-                )
-            )  # fmt: skip
-        df = 2.0 * self.alpha[state]
-        if self.action == "sample":
-            t = self.rng.standard_t(df)
-        else:
-            t = special.stdtrit(df, self.quantile)
-        q = self.mu0[state] + t * np.sqrt(self.beta[state] / (self.lam[state] * self.alpha[state]))
-        return int(np.argmax(np.where(self.action_mask[state], q, -np.inf)))
+        return int(bql_act(self.state, int(state), self.rng))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        mc = self.moment_match == "monte-carlo"
-        kernels = BK.mc_table() if mc else BK.table()
-        if kernels is not None:  # the same numbers, in one compiled call
-            args = (
-                self.mu0, self.lam, self.alpha, self.beta, self.action_mask, int(state),
-                int(action), float(reward), int(next_state), bool(done), self.discount,
-                self._path, self._meta,
-            )  # fmt: skip
-            if mc:
-                status = kernels["_update_mc"](self.rng, *args, self._mc_work())
-            else:
-                status = kernels["_update"](*args)
-            if status == BK.ZERO_DIVISION:  # as kl_projection below raises it
-                raise ZeroDivisionError("float division by zero")
-            self.steps += 1
-            return
-        cur = (
-            self.mu0[state, action],
-            self.lam[state, action],
-            self.alpha[state, action],
-            self.beta[state, action],
-        )
-        following = None
-        if not done:
-            nxt = int(
-                np.argmax(np.where(self.action_mask[next_state], self.mu0[next_state], -np.inf))
+        if bql_observe(self.state, int(state), int(action), float(reward), int(next_state),
+                       bool(done), self.rng):  # fmt: skip
+            self.plan()
+
+    def plan(self) -> None:
+        """Raise the error of an update that divided by zero (:func:`kl_projection`)."""
+        if self.state.flags[BK.STATUS] != BK.OK:
+            x, a = divmod(int(self.state.flags[BK.PAIR]), self.n_actions)
+            raise ZeroDivisionError(
+                f"BQL's update of pair (state {x}, action {a}) divides by zero: the mixture is "
+                f"degenerate (moment_match={self.moment_match!r}, n_samples={self.n_samples}); "
+                "the posterior is left as it was"
             )
-            following = (
-                self.mu0[next_state, nxt],
-                self.lam[next_state, nxt],
-                self.alpha[next_state, nxt],
-                self.beta[next_state, nxt],
-            )
-        moments = _moments(
-            cur,
-            float(reward),
-            self.discount,
-            following,
-            self.moment_match,
-            self.rng,
-            self.n_samples,
-        )
-        (
-            self.mu0[state, action],
-            self.lam[state, action],
-            self.alpha[state, action],
-            self.beta[state, action],
-        ) = kl_projection(moments)
-        self.steps += 1
+
+    def compiled_reason(self, env) -> str | None:
+        if env.ints[1]:
+            return "BayesianQLearning is continuing: it does not play layered models"
+        if env.mask.shape[1:] != (self.n_states, self.n_actions):
+            return "the agent's tables do not match the model's states and actions"
+        return None
 
     def posterior(self) -> NormalGamma:
         """The current posterior of every pair as one :class:`NormalGamma` (S, A)."""

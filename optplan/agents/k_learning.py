@@ -184,12 +184,12 @@ class KLearning(ConicFallback, EpisodicAgent):
         """Whether :meth:`plan` is one compiled call: ``tau*`` by the fast method
         (:func:`optplan.agents._layered_kernels.k_plan`) or the schedule
         (:func:`~optplan.agents._layered_kernels.k_schedule_plan`, at least 2 states), one
-        scalar ``sigma``, numba installed and its plan equal to NumPy's on this installation."""
-        if np.ndim(self.posterior.sigma) != 0 or not LK.AVAILABLE:
+        scalar ``sigma``; else :meth:`_plan_numpy` (a per-pair ``sigma``, the conic method)."""
+        if np.ndim(self.posterior.sigma) != 0:
             return False
         if self.temperature == "schedule":
-            return self.n_states >= 2 and LK.k_schedule_check()
-        return self.method == "fast" and LK.k_check()
+            return self.n_states >= 2
+        return self.method == "fast"
 
     def plan(self) -> None:
         """The temperature, K-values, Boltzmann policy and values of the episode that starts
@@ -199,7 +199,8 @@ class KLearning(ConicFallback, EpisodicAgent):
         (:func:`~optplan.agents._layered_kernels.k_policy`, NumPy's ``exp`` and ``log``); for
         the schedule one compiled call
         (:func:`~optplan.agents._layered_kernels.k_schedule_plan`: the means, the bonus,
-        the K-values and the policy); else :meth:`_plan_numpy`; the same numbers either way."""
+        the K-values and the policy); else :meth:`_plan_numpy`
+        (``tests/test_engines_exact_episodic.py`` compares the two)."""
         work = getattr(self, "_work", None)
         if work is not None and self.temperature == "schedule":
             self.tau = self._schedule_tau()

@@ -84,16 +84,16 @@ class PSRL(EpisodicAgent):
 
     def _compiled_work(self):
         """The compiled plan's scratch (:mod:`optplan.agents._layered_kernels`), or
-        ``None`` where the plan runs in NumPy (no numba, the deterministic transition prior,
-        or numba's draws or BLAS route differ from NumPy's on this installation)."""
-        if self.posterior.deterministic or not (LK.AVAILABLE and LK.psrl_check()):
+        ``None`` where the plan runs in NumPy (the deterministic transition prior)."""
+        if self.posterior.deterministic:
             return None
         return LK.PsrlWork(self.n_layers, self.n_states, self.n_actions)
 
     def plan(self) -> None:
         """Draw a model from the posterior, solve it by backward induction and keep its greedy
         policy: one compiled call (:func:`optplan.agents._layered_kernels.psrl_plan`) where it
-        applies, else :meth:`_plan_numpy`; the same numbers either way."""
+        applies, else :meth:`_plan_numpy` (``tests/test_engines_exact_episodic.py`` compares
+        the two)."""
         work = getattr(self, "_work", None)
         if work is None:
             self._plan_numpy()

@@ -119,7 +119,7 @@ def act(s, x, rng):  # pragma: no cover - compiled by numba
 
 
 @njit(inline="always")
-def observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     """The Q-learning update of ``(x, a)`` after reward ``r`` and next state ``y`` (module
     docstring); the greedy set and ``policy_version``; the layer. Never asks for a plan."""
     row = _row(s, x)
@@ -280,7 +280,7 @@ class _TabularQ(CompiledAgent):
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         self._row(state)
-        observe(self.state, state, action, float(reward), next_state, bool(done))
+        observe(self.state, state, action, float(reward), next_state, bool(done), None)
 
     def compiled_reason(self, env) -> str | None:
         """Why the compiled loop cannot run this agent in ``env`` (:class:`EnvArrays`)."""

@@ -52,7 +52,7 @@ def ucb_act(s, x, rng):  # pragma: no cover - compiled by numba
 
 
 @njit(inline="always")
-def ucb_observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+def ucb_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     """Jin et al.'s update of ``Q_h(x, a)`` and ``V_h(x)`` (module docstring); the step."""
     h = s.clock[0]
     H, S, A = s.q.shape
@@ -170,7 +170,7 @@ class QLearningUCB(CompiledAgent):
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         self._check_layer()
-        ucb_observe(self.state, state, action, float(reward), next_state, bool(done))
+        ucb_observe(self.state, state, action, float(reward), next_state, bool(done), None)
 
     def compiled_reason(self, env) -> str | None:
         if not env.ints[1] or env.mask.shape[0] != self.n_layers:

@@ -37,6 +37,7 @@ from .._checks import (
     check_positive,
     check_real,
 )
+from .._jit import njit
 from .._params import Component, Param
 from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
 from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
@@ -49,6 +50,8 @@ __all__ = [
     "tabular_beta",
     "linear_beta",
     "sherman_morrison",
+    "sherman_morrison_into",
+    "linear_observe",
 ]
 
 
@@ -71,12 +74,43 @@ def linear_beta(d: int, H: float, T: int, B: float, lam: float, delta: float) ->
     return H * math.sqrt(2.0 * inner) + math.sqrt(lam) * B
 
 
-def sherman_morrison(inverse: np.ndarray, x: np.ndarray) -> None:
+@njit
+def sherman_morrison_into(inverse, x, u, w):  # pragma: no cover - compiled by numba
     """``inverse <- (Lambda + x x^T)^{-1}`` in place from ``inverse = Lambda^{-1}``, in
-    ``O(d^2)``: ``Lambda^{-1} - (Lambda^{-1} x)(Lambda^{-1} x)^T / (1 + x^T Lambda^{-1} x)``
-    (``Lambda`` symmetric positive definite)."""
-    u = inverse @ x
-    inverse -= u[:, None] * (u / (1.0 + x @ u))  # the outer product, without np.outer's overhead
+    ``O(d^2)``: ``Lambda^{-1} - u (u / (1 + x^T u))^T`` with ``u = Lambda^{-1} x``
+    (``Lambda`` symmetric positive definite; ``u``, ``w``: room for ``d`` numbers)."""
+    d = inverse.shape[0]
+    c = 1.0
+    for i in range(d):
+        acc = 0.0
+        for j in range(d):
+            acc += inverse[i, j] * x[j]
+        u[i] = acc
+        c += x[i] * acc
+    for j in range(d):
+        w[j] = u[j] / c
+    for i in range(d):
+        for j in range(d):
+            inverse[i, j] -= u[i] * w[j]
+
+
+@njit
+def linear_observe(inverse, gram, b, x, value, u, w):  # pragma: no cover - compiled by numba
+    """One transition of :class:`RAVIUCBLinear`: ``Lambda^{-1}`` by :func:`sherman_morrison_into`,
+    ``Lambda += x x^T``, ``b += x V(y)``."""
+    sherman_morrison_into(inverse, x, u, w)
+    d = x.shape[0]
+    for i in range(d):
+        for j in range(d):
+            gram[i, j] += x[i] * x[j]
+        b[i] += x[i] * value
+
+
+def sherman_morrison(inverse: np.ndarray, x: np.ndarray) -> None:
+    """``inverse <- (Lambda + x x^T)^{-1}`` in place from ``inverse = Lambda^{-1}``
+    (:func:`sherman_morrison_into`, compiled)."""
+    d = inverse.shape[0]
+    sherman_morrison_into(inverse, np.ascontiguousarray(x, dtype=float), np.empty(d), np.empty(d))
 
 
 class _RAVI:
@@ -342,10 +376,9 @@ class RAVIUCBLinear(_RAVI):
         self.q = clipped_backup(self.rewards, bonus, self.phi @ self.theta_hat, self.discount)
 
     def _observe(self, state, action, reward, next_state) -> None:
-        x = self.phi[state, action]
-        sherman_morrison(self.Lambda_inv, x)
-        self.Lambda += x[:, None] * x
-        self.b += x * self.values[next_state]
+        d = self.dim
+        linear_observe(self.Lambda_inv, self.Lambda, self.b, self.phi[state, action],
+                       float(self.values[next_state]), np.empty(d), np.empty(d))  # fmt: skip
 
     def __repr__(self) -> str:
         return (

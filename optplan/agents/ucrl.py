@@ -77,7 +77,7 @@ def act(s, x, rng):  # pragma: no cover - compiled by numba
 
 
 @njit(inline="always")
-def observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     """Count the transition; a new episode (a plan) is due when the pair's count within the
     episode reaches ``N_k`` (the doubling rule)."""
     s.N[x, a] += 1.0
@@ -249,7 +249,7 @@ class _UCRL(CompiledAgent, ConicFallback, ABC):
         return int(act(self.state, state, None))  # act draws nothing: no generator to pass
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        if observe(self.state, state, action, float(reward), next_state, bool(done)):
+        if observe(self.state, state, action, float(reward), next_state, bool(done), None):
             self._new_episode()
 
     def plan(self) -> None:

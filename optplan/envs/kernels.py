@@ -165,8 +165,8 @@ def start(env, rng):  # pragma: no cover - compiled by numba
 
 @njit(inline="always")
 def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled
-    """Play the agent (``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done) ->
-    plan due``) in ``env`` from ``steps.position`` until ``position[6]`` steps, or
+    """Play the agent (``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done, rng)
+    -> plan due``) in ``env`` from ``steps.position`` until ``position[6]`` steps, or
     ``position[7]`` episode ends, or a Python plan is due, or an inadmissible action; returns
     the reason (:data:`DONE`, :data:`ENDS`, :data:`PLAN`, :data:`INADMISSIBLE`).
 
@@ -219,7 +219,7 @@ def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cov
         t += 1
         k += 1
         done = (layered and k >= L) or (max_steps > 0 and k >= max_steps)
-        plan = observe(state, x, a, r, y, done)
+        plan = observe(state, x, a, r, y, done, agent_rng)
         x = y
         if done:
             steps.ends[n_ends] = t

@@ -200,7 +200,7 @@ def _policy_act(s, x, rng):  # pragma: no cover - compiled by numba
 
 
 @njit(inline="always")
-def _policy_observe(s, x, a, r, y, done):  # pragma: no cover - compiled by numba
+def _policy_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     if s.policy.shape[0] > 1:
         s.layer[0] = 0 if done else s.layer[0] + 1
     return False

@@ -10,19 +10,14 @@ Two tables, each of engines that say for themselves what they cover:
   as the generic loop would; ``track``: the agent's policies too, for an engine whose module
   sets ``TRACKS = True``, else its ``reason`` refuses tracked runs) and ``oracle_run(env,
   oracle, env_seed, steps)`` (the oracle run's rewards, or ``None`` for the generic one).
-  The index agents' compiled run is one (:mod:`.index_compiled`); the planning agents'
-  (UCRL2, KL-UCRL, the continuing posterior agents: compiled steps between plans, the
-  agent's own plans) another (:mod:`.planning_compiled`); continuing PSRL's whole run (steps,
-  batch updates and the compiled plan its ``plan()`` calls) a third, tried before it
-  (:mod:`.psrl_compiled`), and the continuing count-bonus agent's likewise
-  (:mod:`.mean_model_compiled`), and the UBE without unrolling's, moment matching's and the
-  continuing UBE of Eq. 3's (:mod:`.ube_compiled`), and Bayesian Q-learning's (its whole run,
-  with the compiled step its ``select_action`` and ``update`` also call: :mod:`.bql_compiled`);
-  K-learning's and the episodic PSRL's (compiled episodes, the agent's own plan between them)
-  a fourth (:mod:`.episodic_compiled`); RAVI-UCB's (its epochs under discounted resets
-  compiled, the agent's own plan between epochs) a fifth (:mod:`.ravi_compiled`); the
-  epsilon-greedy and soft Q-learning baselines' (whole continuing runs, or one compiled call
-  an episode) a sixth (:mod:`.qlearning_compiled`).
+  The first is the agents' own compiled loop (:mod:`.compiled`: every
+  :class:`~optplan.agents.base.CompiledAgent`, its steps played by
+  :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
+  way: the index agents' (:mod:`.index_compiled`); continuing PSRL's (:mod:`.psrl_compiled`);
+  the continuing count-bonus agent's (:mod:`.mean_model_compiled`); the UBE without
+  unrolling's, moment matching's and the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
+  the continuing posterior agents' (:mod:`.planning_compiled`); K-learning's and the
+  episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -113,12 +108,6 @@ def _ube_compiled():
     return ube_compiled
 
 
-def _bql_compiled():
-    from . import bql_compiled
-
-    return bql_compiled
-
-
 def _planning_compiled():
     from . import planning_compiled
 
@@ -144,7 +133,6 @@ RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("UBE and moment matching", _ube_compiled),
-    RunEngine("Bayesian Q-learning", _bql_compiled),
     RunEngine("planning agents", _planning_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),

@@ -97,12 +97,10 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         return "the run counts episodes (give steps=)"
     if track:
         return "the run tracks the agent's policies"
-    if not MK.AVAILABLE:
-        return 'numba is not installed (pip install "optplan[jit]")'
     if not MK.applies(agent):
         return (
             "the agent plans in NumPy (deterministic transition prior, exact rewards under a "
-            f"proper prior, {MK.K.MAX_STATES} states or more, or numpy's BLAS not bound)"
+            f"proper prior, or {MK.K.MAX_STATES} states or more)"
         )
     if not SK.self_check():
         return "numba's random draws differ from numpy's here"

@@ -44,8 +44,7 @@ import numpy as np
 
 from .. import _jit
 from .._checks import OptplanError
-from ..agents import _mean_model_kernels as MK
-from ..agents.ravi import RAVIUCB, RAVIUCBLinear
+from ..agents.ravi import RAVIUCB, RAVIUCBLinear, linear_observe
 from ..envs import DiscountedResets
 from . import _segment_kernels as SK
 from ._segment_kernels import _reward, _search_right
@@ -68,7 +67,6 @@ DONE, INADMISSIBLE, EPOCH = 0, 1, 2
 _JIT = _jit.Jit(
     "the compiled RAVI-UCB run",
     uses=(SK._JIT,),
-    setup=MK._setup,  # numpy's cblas_dgemv and cblas_ddot, bound by symbol
     cache=True,
     error_model="numpy",
 )
@@ -76,14 +74,13 @@ _JIT = _jit.Jit(
 
 @_JIT
 def _epoch(n, state, fresh, linear, pcdf, policy, agent_rng, true_mask, cdf, initial, rmean,
-           rsd, env_rng, coin_rng, discount, phi, inc, values, inv, lam, b, u, w, N, N_next,
+           rsd, env_rng, coin_rng, discount, phi, values, inv, lam, b, u, w, N, N_next,
            reward_sums, states, actions, rewards, layers, policy_index, index, offset,
            layer):  # fmt: skip  # pragma: no cover - compiled by numba
     """Up to ``n`` steps of the current epoch from ``state`` (``fresh``: from the wrapped
     environment's reset draw instead), recorded at ``offset + i``; stops after the step whose
     reset coin ends the episode. Returns ``(status, steps played, state, action, layer)``."""
     A = pcdf.shape[1]
-    d = inv.shape[0]
     if fresh:
         state = _search_right(initial, env_rng.random())
         layer = 0
@@ -107,25 +104,7 @@ def _epoch(n, state, fresh, linear, pcdf, policy, agent_rng, true_mask, cdf, ini
         layers[at] = layer
         policy_index[at] = index
         if linear:
-            v = phi[x, a]
-            # u = Lambda^-1 x and x^T u: numpy's calls for ``@`` (x strided as phi is)
-            if d == 1:
-                u[0] = 0.0 + _np_ddot(1, inv.ctypes, 1, v.ctypes, inc)  # noqa: F821
-            else:
-                _np_gemv(102, 112, d, d, 1.0, inv.ctypes, d, v.ctypes, inc, 0.0,  # noqa: F821
-                         u.ctypes, 1)  # fmt: skip
-            c = 1.0 + (0.0 + _np_ddot(d, v.ctypes, inc, u.ctypes, 1))  # noqa: F821
-            for j in range(d):
-                w[j] = u[j] / c
-            for i2 in range(d):
-                for j in range(d):
-                    inv[i2, j] -= u[i2] * w[j]
-            for i2 in range(d):
-                for j in range(d):
-                    lam[i2, j] += v[i2] * v[j]
-            vy = values[y]
-            for j in range(d):
-                b[j] += v[j] * vy
+            linear_observe(inv, lam, b, phi[x, a], values[y], u, w)
         else:
             N[x, a] += 1.0
             N_next[x, a, y] += 1.0
@@ -179,18 +158,7 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
         return 'numba is not installed (pip install "optplan[jit]")'
     if not SK.self_check():
         return "numba's random draws differ from numpy's on this installation"
-    if cls is RAVIUCBLinear and not MK.self_check():
-        return "numpy's BLAS cannot be bound here (the linear agent's products)"
     return None
-
-
-def _unit_stride(phi) -> int:
-    """The stride of ``phi``'s last axis in entries (numpy's BLAS increment of a row
-    ``phi[x, a]``); ``RuntimeError`` for a layout ``@`` would not hand to BLAS."""
-    step = phi.strides[2]
-    if phi.dtype != np.float64 or step <= 0 or step % 8:  # pragma: no cover - einsum's output
-        raise RuntimeError(f"phi has dtype {phi.dtype} and strides {phi.strides}")
-    return step // 8
 
 
 def _grown(arrays: list, size: int) -> list:
@@ -250,10 +218,9 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int | None, recor
             record.policies.append(np.array(agent.current_policy(), dtype=float))
         phi = agent.phi if linear else blank_phi
         values = agent.values if linear else blank_values
-        inc = _unit_stride(phi)
         status, played, state, action, layer = fn(
             bufs[0].size - done, int(state), fresh, linear, agent._cdf, agent.policy, agent.rng,
-            true_mask, cdf, initial, rmean, rsd, env_rng, coin_rng, discount, phi, inc,
+            true_mask, cdf, initial, rmean, rsd, env_rng, coin_rng, discount, phi,
             np.ascontiguousarray(values), inv, lam, b, u, w, N, N_next, sums, *bufs,
             len(record.policies) - 1, done, layer,
         )  # fmt: skip
