@@ -259,3 +259,32 @@ def test_huge_kl_radii_instance():
     assert res.status in SOLVED, res.message
     if res.status == OPTIMAL:
         assert span_residual(prob, res.bias) <= 1e-6 * scale(prob)
+
+
+def leaking_kl_instance():
+    """25 states, one action, each pair's ``p_hat`` half on two random states, KL radii up
+    to 57.6 on about half the pairs (``radius = 0`` elsewhere). States 2 and 22 form a
+    closed class of radius-0 pairs (rewards 0.25 and 0.77); every other state reaches it, but
+    a ball can keep a state in place with a leak of order ``e^(-2 radius)``: the optimal gain
+    is the class's, ``(r_2 + r_22) / 2``, everywhere, and the bias reaches ``1e22``."""
+    rng = np.random.default_rng(3)
+    for _ in range(96):
+        P = np.zeros((25, 1, 25))
+        for s in range(25):
+            P[s, 0, rng.choice(25, 2, replace=False)] = 0.5
+        r = rng.normal(size=(25, 1))
+        radius = rng.uniform(0, 57.6, (25, 1)) * (rng.random((25, 1)) < 0.5)
+    return op.OptimisticPlanning(P, r, radius, ball="kl", criterion="average")
+
+
+def test_a_bias_beyond_double_precision_gets_the_right_gain_and_says_why():
+    prob = leaking_kl_instance()
+    P, r = prob.p_hat, prob.r_hat
+    assert prob.radius[2, 0] == prob.radius[22, 0] == 0
+    assert set(np.flatnonzero(P[2, 0])) == set(np.flatnonzero(P[22, 0])) == {2, 22}
+    res = prob.solve(method="fast")
+    assert res.status == "optimal_inaccurate", res.message
+    assert abs(res.gain - (r[2, 0] + r[22, 0]) / 2) <= 1e-9
+    assert np.abs(res.bias).max() > 1e20
+    assert "known only to its rounding" in res.message
+    assert "reached the fixed point" not in res.message  # the finish's claim is not made
