@@ -49,7 +49,8 @@ ENVIRONMENTS = {
 }
 
 #: Agents with compiled steps.
-COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql")
+COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql",
+                   "psrl-continuing")  # fmt: skip
 
 
 def _fits(agent, make_env) -> bool:

@@ -95,12 +95,11 @@ def test_posterior_agents_equal_python_loop(agent_name, env_name, seed, update_e
 
 def test_engine_is_taken_and_tracks_policies():
     """DeepSea-chain is discounted: UCRL2 and PSRL (policy agents) have their policies tracked
-    by both loops, and engine="auto" picks UCRL2's compiled steps and continuing PSRL's
-    whole-run engine (PSRL)."""
+    by both loops, and engine="auto" picks their compiled steps."""
     env = make_env("deepsea-chain-6")
     for name, params, engine in (
         ("ucrl2", {}, "the agent's compiled steps"),
-        ("psrl-continuing", {"update_every": 7}, "continuing PSRL"),
+        ("psrl-continuing", {"update_every": 7}, "the agent's compiled steps"),
     ):
         agent = make_agent(name, env, **params)
         chosen = engines.select("auto", agent, env, None, True)
@@ -123,7 +122,7 @@ def test_self_check_passes_and_fails_closed(monkeypatch):
     assert K.self_check() is True
     env = make_env("riverswim-6")
     monkeypatch.setattr(K, "_CHECK", [False])
-    agent = ContinuingPSRL(6, 2, update_every=2)
+    agent = ContinuingUBE(6, 2, update_every=2)
     assert "random draws differ" in planning_compiled.compiled_reason(agent, env)
     assert engines.select("auto", MomentMatching(6, 2, update_every=2), env, None, False) is None
 
@@ -173,20 +172,21 @@ def test_uncovered_runs_take_the_generic_loop():
     assert "max_steps" in planning_compiled.compiled_reason(agent, truncated)
     with pytest.raises(OptplanError, match="does not cover"):
         run(agent, truncated, steps=20, engine="compiled")
-    for cls in (ContinuingPSRL, ContinuingUBE, MomentMatching):
+    for cls in (ContinuingUBE, MomentMatching):
         assert planning_compiled.compiled_reason(cls(6, 2, update_every=2), env) is None
         assert "update_every=1" in planning_compiled.compiled_reason(cls(6, 2), env)
 
 
 @pytest.mark.parametrize("mode", ["correct", "public-code"])
 def test_unchecked_absorb_equals_the_checked_updates(mode):
-    """The posterior agents' batch update skips the public updates' input checks: the same
-    posterior, bit for bit, on random batches (repeated pairs, noisy rewards, empty rows)."""
+    """The posterior agents' batch update (ContinuingUBE's; MomentMatching's is the same
+    code) skips the public updates' input checks: the same posterior, bit for bit, on random
+    batches (repeated pairs, noisy rewards, empty rows)."""
     rng = np.random.default_rng(4)
     for trial in range(30):
         S, A = int(rng.integers(1, 7)), int(rng.integers(1, 4))
         n = int(rng.integers(1, 25))
-        agents = [ContinuingPSRL(S, A, update_every=n, sum_of_squares=mode) for _ in range(2)]
+        agents = [ContinuingUBE(S, A, update_every=n, sum_of_squares=mode) for _ in range(2)]
         for agent in agents:
             agent.reset(np.random.default_rng(trial))
         for _ in range(3):  # three batches: later ones update a non-prior posterior

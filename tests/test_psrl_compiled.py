@@ -1,15 +1,16 @@
-"""Continuing PSRL's compiled plan (optplan.agents._psrl_kernels) and whole-run engine
-(optplan.experiments.psrl_compiled).
+"""Continuing PSRL's compiled steps and plan (optplan.agents.psrl, optplan.agents._psrl_kernels).
 
 - numba's Generator draws are NumPy's: the compiled draw of a plan gives the bits of
   ``Dirichlet.sample`` then ``NormalGamma.sample`` and leaves the generator in the same state,
   on many seeds and shapes;
-- the compiled plan equals the NumPy plan (``_plan_numpy``, the path without numba) on random
-  posteriors: the same model bit for bit, the same policy and policy version, ``q`` within
-  1e-12 (the sampled reward is summed in order, ``np.einsum`` may group it otherwise);
-- the compiled run equals the generic loop exactly (which itself plans through the compiled
-  plan) on the continuing environments, for ``update_every`` 1 and more, discounted and
-  average reward, both Normal-Gamma updates, tracked policies included."""
+- the compiled plan agrees with the NumPy plan (``_plan_numpy``: :meth:`sample_model`,
+  :func:`optplan.dp.policy_iteration`) on random posteriors: the same model bit for bit, the
+  same policy and policy version, ``q`` within 1e-12 (the sampled reward is summed in order,
+  ``np.einsum`` may group it otherwise);
+- the compiled batch update equals the posteriors' checked updates;
+- the compiled loop equals the generic loop exactly on the continuing environments, for
+  ``update_every`` 1 and more, discounted and average reward, both Normal-Gamma updates,
+  tracked policies and models of ``MAX_STATES`` states (planned in NumPy) included."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ import numpy as np
 import pytest
 from test_engines_exact import ENVIRONMENTS, assert_same_left, assert_same_trace, make_env
 
+import optplan as op
 from optplan.agents import ContinuingPSRL
 from optplan.agents import _psrl_kernels as K
+from optplan.agents import psrl as PS
 from optplan.agents.registry import make_agent
-from optplan.experiments import engines, psrl_compiled, run
+from optplan.envs import TabularEnv
+from optplan.experiments import compiled, engines, run
 from optplan.experiments.run import _loop
 from optplan.experiments.trace import Record
-from optplan.posteriors import Dirichlet, NormalGamma
-
-pytestmark = pytest.mark.skipif(not K.AVAILABLE, reason="numba not installed")
+from optplan.posteriors import Dirichlet, NormalGamma, transition_statistics
 
 
 def random_posterior(rng, S, A):
@@ -58,8 +60,15 @@ def test_self_check_passes():
     assert K.self_check()
 
 
+def set_posterior(agent, dirichlet, ng):
+    st = agent.state
+    st.alpha[...] = dirichlet.alpha
+    for x, y in zip(st[1:5], ng.params, strict=True):
+        x[...] = y
+
+
 def agent_pair(rng, S, A, discount):
-    """Two agents in one random posterior state, one planning compiled, one in NumPy."""
+    """Two agents in one random posterior state (one to plan compiled, one in NumPy)."""
     mask = rng.random((S, A)) < 0.8
     mask[np.arange(S), rng.integers(0, A, S)] = True
     dirichlet, ng = random_posterior(rng, S, A)
@@ -72,32 +81,29 @@ def agent_pair(rng, S, A, discount):
     planned = bool(rng.random() < 0.8)
     seed = int(rng.integers(2**32))
     out = []
-    for compiled in (True, False):
+    for _ in range(2):
         agent = ContinuingPSRL(S, A, discount=discount, action_mask=mask)
         agent.reset(np.random.default_rng(0))
-        if not compiled:
-            agent._work = None
-        agent.transitions, agent.rewards = dirichlet, ng
-        agent.policy, agent._planned, agent.policy_version = policy.copy(), planned, 5
+        set_posterior(agent, dirichlet, ng)
+        agent.state.policy[...] = policy
+        agent.state.flags[PS.PLANNED], agent.state.flags[PS.VERSION] = planned, 5
         agent.rng = np.random.default_rng(seed)
         out.append(agent)
     return out
 
 
 @pytest.mark.parametrize("discount", [0.9, 0.0, 0.99, None])
-def test_compiled_plan_equals_numpy_plan(discount):
+def test_compiled_plan_agrees_with_numpy_plan(discount):
     rng = np.random.default_rng(17 if discount is None else int(discount * 100))
     for _ in range(200):
         S, A = int(rng.integers(1, 11)), int(rng.integers(1, 5))
         fast, ref = agent_pair(rng, S, A, discount)
-        assert fast._work is not None
-        fast.plan()
-        ref.plan()
+        assert not PS.psrl_plan_now(fast.state, fast.rng)  # planned, no Python needed
+        ref._plan_numpy()
         for x, y in zip(fast.model, ref.model, strict=True):
             np.testing.assert_array_equal(x, y)
         assert fast.rng.bit_generator.state == ref.rng.bit_generator.state
         np.testing.assert_array_equal(fast.policy, ref.policy)
-        assert fast.policy.dtype == ref.policy.dtype
         assert fast.policy_version == ref.policy_version
         np.testing.assert_array_equal(np.isinf(fast.q), np.isinf(ref.q))
         finite = np.isfinite(ref.q)
@@ -109,16 +115,46 @@ def test_multichain_sample_fails_alike():
     """A sampled model whose policy has two recurrent classes (tiny pseudo-counts: the gammas
     off the observed self-loops underflow to 0) stops both plans with the same error."""
     messages = []
-    for compiled in (True, False):
+    for compiled_plan in (True, False):
         agent = ContinuingPSRL(2, 1, discount=None, transition_prior=1e-300)
         agent.reset(np.random.default_rng(3))
-        if not compiled:
-            agent._work = None
-        agent.transitions = Dirichlet(np.array([[[5.0, 1e-300]], [[1e-300, 5.0]]]))
+        agent.state.alpha[...] = np.array([[[5.0, 1e-300]], [[1e-300, 5.0]]])
         with pytest.raises(RuntimeError, match="2 recurrent classes") as info:
-            agent.plan()
+            if compiled_plan:
+                assert PS.psrl_plan_now(agent.state, agent.rng)
+                agent.plan()
+            else:
+                agent._plan_numpy()
         messages.append(str(info.value))
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("mode", ["correct", "public-code"])
+def test_compiled_batch_update_equals_the_checked_updates(mode):
+    """The compiled batch update against ``transition_statistics`` and the Dirichlet and
+    Normal-Gamma posteriors' own (checked) updates, on random batches (repeated pairs, noisy
+    rewards, empty rows), three batches in a row."""
+    rng = np.random.default_rng(4)
+    for trial in range(30):
+        S, A = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        n = int(rng.integers(1, 25))
+        agent = ContinuingPSRL(S, A, update_every=n, sum_of_squares=mode)
+        agent.reset(np.random.default_rng(trial))
+        dirichlet, ng = agent.transitions, agent.rewards
+        for _ in range(3):
+            k = int(rng.integers(1, n + 1))
+            batch = (rng.integers(0, S, k), rng.integers(0, A, k), rng.normal(0, 3, k),
+                     rng.integers(0, S, k))  # fmt: skip
+            st = agent.state
+            st.buf_s[:k], st.buf_a[:k], st.buf_r[:k], st.buf_s2[:k] = batch
+            st.flags[PS.PENDING] = k
+            PS.absorb(st)
+            counts, sums, squares = transition_statistics(*batch, S, A)
+            dirichlet, ng = dirichlet.update(counts), ng.update(counts, sums, squares)
+            np.testing.assert_array_equal(agent.transitions.alpha, dirichlet.alpha)
+            for x, y in zip(agent.rewards.params, ng.params, strict=True):
+                np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-13)
+            assert agent._pending == 0
 
 
 def both(env_name, steps, seed, track=False, **params):
@@ -131,7 +167,7 @@ def both(env_name, steps, seed, track=False, **params):
                 rec = _loop(agent, env, 11, np.random.default_rng(seed), steps, None, False,
                             None, track=True)  # fmt: skip
             else:
-                rec = psrl_compiled.compiled_loop(
+                rec = compiled.compiled_loop(
                     agent, env, 11, np.random.default_rng(seed), steps, Record(), track=True
                 )
             out[engine] = (rec, agent, env)
@@ -149,7 +185,8 @@ def both(env_name, steps, seed, track=False, **params):
 def test_compiled_run_equals_python_loop(env_name, seed, update_every, planning):
     env = make_env(env_name)
     agent = make_agent("psrl-continuing", env, update_every=update_every, planning=planning)
-    assert engines.select("compiled", agent, env, None, False).name == "continuing PSRL"
+    chosen = engines.select("compiled", agent, env, None, False)
+    assert chosen.name == "the agent's compiled steps"
     ref, got = both(env_name, 300, seed, update_every=update_every, planning=planning)
     assert_same_trace(ref[0], got[0])
     assert_same_left(ref, got)
@@ -168,7 +205,7 @@ def test_compiled_run_equals_python_loop_noisy_rewards(mode):
 @pytest.mark.parametrize("update_every", [1, 4])
 def test_tracked_policies_across_chunks(monkeypatch, update_every):
     """Chunks of 64 steps: the policies and their indices recorded as the generic loop does."""
-    monkeypatch.setattr(psrl_compiled, "CHUNK", 64)
+    monkeypatch.setattr(compiled, "CHUNK", 64)
     ref, got = both("deepsea-chain-6", 500, 2, track=True, update_every=update_every)
     assert len(ref[0].policies) > 1
     assert got[0].policy_index == ref[0].policy_index
@@ -179,14 +216,30 @@ def test_tracked_policies_across_chunks(monkeypatch, update_every):
     assert_same_left(ref, got)
 
 
-def test_uncovered_runs():
+def test_a_large_model_plans_in_numpy_within_the_compiled_loop():
+    """From ``MAX_STATES`` states the plan is the NumPy one (iterative evaluation), called
+    from the compiled loop: the same run as the generic loop's."""
+    rng = np.random.default_rng(6)
+    S = K.MAX_STATES
+    P = np.zeros((S, 2, S))
+    for s in range(S):
+        P[s, :, rng.choice(S, 3, replace=False)] = 1.0 / 3.0
+    mdp = op.TabularMDP(P, rng.random((S, 2)), discount=0.9)
+    traces, agents = [], []
+    for engine in ("python", "compiled"):
+        agents.append(ContinuingPSRL(S, 2, update_every=40))
+        traces.append(run(agents[-1], TabularEnv(mdp), steps=120, seed=1, engine=engine))
+    assert agents[0].state.flags[PS.PYTHON_PLAN] and agents[1].plans == 4
+    np.testing.assert_array_equal(traces[0].actions, traces[1].actions)
+    np.testing.assert_array_equal(agents[0].policy, agents[1].policy)
+
+
+def test_a_subclass_that_overrides_a_step_takes_the_generic_loop():
     env = make_env("riverswim-6")
-    big = ContinuingPSRL(K.MAX_STATES, 2)
-    assert "NumPy" in psrl_compiled.compiled_reason(big, env)
 
     class Sub(ContinuingPSRL):
-        pass
+        def update(self, state, action, reward, next_state, done):
+            super().update(state, action, reward, next_state, done)
 
-    assert "subclasses" in psrl_compiled.compiled_reason(Sub(6, 2), env)
-    assert "episodes" in psrl_compiled.compiled_reason(ContinuingPSRL(6, 2), env, episodes=3)
-    assert psrl_compiled.compiled_reason(ContinuingPSRL(6, 2), env) is None
+    assert "overrides update" in compiled.compiled_reason(Sub(6, 2), env)
+    assert compiled.compiled_reason(ContinuingPSRL(6, 2), env) is None

@@ -36,7 +36,6 @@ from . import _psrl_kernels as K
 __all__ = ["Work", "plan", "applies"]
 
 
-
 _JIT = _jit.Jit(
     "the compiled count-bonus plan",
     uses=(K._JIT, _ak._JIT),

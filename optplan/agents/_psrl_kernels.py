@@ -1,13 +1,12 @@
-r"""The compiled plan of :class:`~optplan.agents.ContinuingPSRL` (optional: needs ``numba``).
+r"""The compiled plan of :class:`~optplan.agents.ContinuingPSRL` and its batch update.
 
 A plan of continuing PSRL is a draw of the model from the posterior and Howard policy
 iteration on it: with ``update_every = 1`` that is every step, and in NumPy it is some sixty
 array calls on arrays of a few dozen entries (about 100 us on RiverSwim-6, most of it call
-overhead). :func:`plan` does it in one compiled call. The agent's own ``plan()`` calls it,
-and so does the compiled run of :mod:`optplan.experiments.psrl_compiled` (steps, batch updates
-and plans in one loop): the two give the same bits by construction. Against the NumPy plan
-(:meth:`ContinuingPSRL._plan_numpy <optplan.agents.ContinuingPSRL._plan_numpy>`, the path
-without numba) it draws the same numbers and leaves the generator in the same state, and its
+overhead). :func:`_plan` does it in one compiled call, which the agent's compiled ``observe``
+makes (:mod:`optplan.agents.psrl`). Against the NumPy plan (:meth:`ContinuingPSRL._plan_numpy
+<optplan.agents.ContinuingPSRL._plan_numpy>`, the plan of models of :data:`MAX_STATES` states
+or more) it draws the same numbers and leaves the generator in the same state, and its
 policy iteration is the same operations:
 
 - draws: ``Generator.standard_gamma`` (the Dirichlet), ``Generator.gamma`` and
@@ -44,7 +43,7 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _copy, _matvec, _pw_sum
 
 __all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan", "self_check",
-           "Work", "MAX_STATES"]  # fmt: skip
+           "Work", "MAX_STATES", "absorb_batch"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -261,16 +260,54 @@ def _plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, average, policy,
                              reach, stack, max_iter)  # fmt: skip
 
 
+@_JIT
+def absorb_batch(k, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta,
+            public):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Fold the ``k`` buffered transitions into the posterior arrays in place (``cnt``,
+    ``sums``, ``sq``: zeros on entry and on exit): the Dirichlet's counts and
+    :func:`~optplan.posteriors.normal_gamma_update` on the entries the batch touched
+    (``public``: the public code's sum of squares)."""
+    for i in range(k):
+        x, a, y, r = buf_s[i], buf_a[i], buf_s2[i], buf_r[i]
+        cnt[x, a, y] += 1.0
+        sums[x, a, y] += r
+        sq[x, a, y] += r * r
+    for i in range(k):
+        x, a, y = buf_s[i], buf_a[i], buf_s2[i]
+        n = cnt[x, a, y]
+        if n == 0.0:  # done at an earlier repeat of this entry
+            continue
+        total = sums[x, a, y]
+        rbar = total / n
+        if public:
+            spread = (n - 1.0) * total * rbar
+        else:
+            spread = sq[x, a, y] - total * rbar
+            if not spread >= 0.0:  # np.maximum(., 0): NaN stays NaN
+                spread = spread if math.isnan(spread) else 0.0
+        l0, m0 = lam[x, a, y], mu0[x, a, y]
+        lam_n = l0 + n
+        d = rbar - m0
+        nbeta[x, a, y] = nbeta[x, a, y] + 0.5 * spread + l0 * n * (d * d) / (2.0 * lam_n)
+        mu0[x, a, y] = (l0 * m0 + total) / lam_n
+        lam[x, a, y] = lam_n
+        nalpha[x, a, y] = nalpha[x, a, y] + 0.5 * n
+        dalpha[x, a, y] = dalpha[x, a, y] + n
+        cnt[x, a, y] = 0.0
+        sums[x, a, y] = 0.0
+        sq[x, a, y] = 0.0
+
+
 class Work:
     """The arrays one agent's plans write (its sampled model, ``R``, ``q``, values) and the
     scratch of the solves, allocated once per agent: ``S`` states, ``A`` actions."""
 
     def __init__(self, S: int, A: int):
-        self.P, self.mu = np.empty((S, A, S)), np.empty((S, A, S))
-        self.R, self.q, self.values = np.empty((S, A)), np.empty((S, A)), np.empty(S)
-        self.M, self.b, self.row = np.empty((S + 1) ** 2), np.empty(S + 1), np.empty(S)
-        self.new = np.empty(S, np.int64)
-        self.reach, self.stack = np.empty((S, S), np.bool_), np.empty(S, np.int64)
+        self.P, self.mu = np.zeros((S, A, S)), np.zeros((S, A, S))
+        self.R, self.q, self.values = np.zeros((S, A)), np.zeros((S, A)), np.zeros(S)
+        self.M, self.b, self.row = np.zeros((S + 1) ** 2), np.zeros(S + 1), np.zeros(S)
+        self.new = np.zeros(S, np.int64)
+        self.reach, self.stack = np.zeros((S, S), np.bool_), np.zeros(S, np.int64)
 
     def args(self) -> tuple:
         """The arrays in :func:`_plan`'s order after ``warm``."""

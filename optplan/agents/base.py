@@ -113,8 +113,9 @@ class CompiledAgent:
 
     #: The cached compiled loop ``run(state, env, steps, env_rng, agent_rng) -> status``.
     _run: Callable
-    #: The agent's policy (:class:`PolicyAgent`) changes only in :meth:`plan`, so the compiled
-    #: loop can record it between calls (runs that track policies, for the occupancy regret).
+    #: The agent's policy (:class:`PolicyAgent`) changes only in :meth:`plan`, or in
+    #: ``observe`` returning ``True`` while :meth:`track` is on, so the compiled loop can
+    #: record it between calls (runs that track policies, for the occupancy regret).
     POLICY_CHANGES_IN_PLAN = False
 
     def compiled_reason(self, env) -> str | None:
@@ -129,6 +130,12 @@ class CompiledAgent:
 
     def plan(self) -> None:
         """The plan ``observe`` asked for (agents that plan in Python override it)."""
+
+    def track(self, on: bool) -> None:
+        """Whether the run records the agent's policies (until the next ``reset``): an agent
+        whose policy changes in ``observe`` then returns ``True`` from it when it does (the
+        compiled loop records the new policy in Python), and sets
+        ``POLICY_CHANGES_IN_PLAN``."""
 
 
 def one_hot_policy(policy: np.ndarray, n_actions: int) -> np.ndarray:

@@ -11,9 +11,9 @@ r"""Posterior sampling (PSRL): the episodic agent of the k-learning study on lay
   batch, ``R[s, a] = sum_s' P mu``, its optimal policy by Howard policy iteration
   (:func:`optplan.dp.policy_iteration`, warm-started from the last policy), discounted at
   ``gamma = 0.9`` (the draft) or for average reward (``discount=None``); greedy until the next
-  update. With numba a plan is one compiled call (:mod:`optplan.agents._psrl_kernels`: the
-  same draws, the same policy iteration), which the compiled run
-  (:mod:`optplan.experiments.psrl_compiled`) calls too. Registered ``psrl-continuing``.
+  update. Its state is a tuple of arrays (:class:`PSRLState`) and its steps, batch update and
+  plan compiled functions of it (:func:`psrl_observe`, :mod:`optplan.agents._psrl_kernels`),
+  which both loops of :func:`~optplan.experiments.run` call. Registered ``psrl-continuing``.
 - :class:`OptimisticPSRL` (Agrawal & Jia, NeurIPS 2017): average reward, doubling epochs,
   ``psi`` Dirichlet samples per pair and extended value iteration that takes, per pair, the
   most optimistic sample. Registered ``optimistic-psrl``.
@@ -26,13 +26,16 @@ known mean-reward matrix (``OptimisticPSRL(rewards=R)``, registry ``known_reward
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import OptplanError, as_array, check_int, check_positive
+from .._jit import njit
 from .._model_checks import check_bytes
 from .._params import Component, Param
 from ..dp import backward_induction, masked
+from ..envs.kernels import play
 from ..posteriors import DRAFT_REWARD_PRIOR, Dirichlet, NormalGamma
 from . import _layered_kernels as LK
 from . import _psrl_kernels as K
@@ -45,7 +48,7 @@ from ._posterior_agent import (
     model_args,
     ng_prior,
 )
-from .base import check_normal_gamma, check_rng, continuing_mask, one_hot_policy
+from .base import CompiledAgent, check_normal_gamma, check_rng, continuing_mask, one_hot_policy
 from .k_learning import POSTERIOR_PARAMS, EpisodicAgent, posterior_args
 
 __all__ = ["PSRL", "ContinuingPSRL", "OptimisticPSRL"]
@@ -115,7 +118,124 @@ class PSRL(EpisodicAgent):
         return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"
 
 
-class ContinuingPSRL(PosteriorAgent):
+#: ``PSRLState.flags``: the batch's transitions so far, ``update_every``, average reward, the
+#: public code's Normal-Gamma update, plans in Python (``MAX_STATES`` states or more),
+#: policy iteration's cap, steps, plans, the policy's version, a plan made (the next one is
+#: warm), the last plan's status, iterations and recurrent classes, tracked policies (return
+#: to Python when the policy changes), a Python plan due.
+(PENDING, UPDATE_EVERY, AVERAGE, PUBLIC, PYTHON_PLAN, MAX_ITER, STEPS, PLANS, VERSION, PLANNED,
+ STATUS, ITERATIONS, CLASSES, TRACK, DUE) = range(15)  # fmt: skip
+FLAGS = 15
+
+
+class PSRLState(NamedTuple):
+    """The whole state of :class:`ContinuingPSRL`: the Dirichlet's ``alpha`` and the
+    Normal-Gamma's ``mu0, lam, nalpha, nbeta`` (each ``(S, A, S)``); zeroed batch statistics
+    ``cnt, sums, sq``; the batch buffer; the action mask; the policy (and room for the last
+    one, ``old``); the last sampled model
+    ``P, mu``, its ``R``, ``q``, values and the plan's scratch
+    (:class:`optplan.agents._psrl_kernels.Work`); ``params = [discount]`` (1 for average
+    reward); ``flags`` (:data:`PENDING` ...)."""
+
+    alpha: np.ndarray
+    mu0: np.ndarray
+    lam: np.ndarray
+    nalpha: np.ndarray
+    nbeta: np.ndarray
+    cnt: np.ndarray
+    sums: np.ndarray
+    sq: np.ndarray
+    buf_s: np.ndarray
+    buf_a: np.ndarray
+    buf_r: np.ndarray
+    buf_s2: np.ndarray
+    mask: np.ndarray
+    policy: np.ndarray
+    old: np.ndarray
+    P: np.ndarray
+    mu: np.ndarray
+    R: np.ndarray
+    q: np.ndarray
+    values: np.ndarray
+    M: np.ndarray
+    b: np.ndarray
+    row: np.ndarray
+    new: np.ndarray
+    reach: np.ndarray
+    stack: np.ndarray
+    params: np.ndarray
+    flags: np.ndarray
+
+
+@njit
+def absorb(s):  # pragma: no cover - compiled by numba
+    """Fold the buffered transitions into the posterior
+    (:func:`optplan.agents._psrl_kernels.absorb_batch`)."""
+    K.absorb_batch(s.flags[PENDING], s.buf_s, s.buf_a, s.buf_r, s.buf_s2, s.cnt, s.sums, s.sq,
+                   s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.flags[PUBLIC] == 1)  # fmt: skip
+    s.flags[PENDING] = 0
+
+
+@njit
+def psrl_plan_now(s, rng):  # pragma: no cover - compiled by numba
+    """A plan: draw ``(P, mu)``, ``R = sum_s' P mu``, policy iteration warm-started from the
+    last policy (:func:`optplan.agents._psrl_kernels._plan`). ``True`` when Python must act: a
+    large model's plan is due, the plan failed, or (tracked runs) the policy changed."""
+    f = s.flags
+    f[PLANS] += 1
+    if f[PYTHON_PLAN]:
+        f[DUE] = 1
+        return True
+    S = s.policy.shape[0]
+    changed = f[PLANNED] == 0
+    old = s.old
+    for x in range(S):
+        old[x] = s.policy[x]
+    status, its, classes, _ = K._plan(
+        rng, s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.mask, s.params[0], f[AVERAGE] == 1,
+        s.policy, f[PLANNED] == 1, s.P, s.mu, s.R, s.q, s.values, s.M, s.b, s.row, s.new,
+        s.reach, s.stack, f[MAX_ITER],
+    )  # fmt: skip
+    f[STATUS], f[ITERATIONS], f[CLASSES] = status, its, classes
+    if status != K.OK:
+        return True
+    for x in range(S):
+        if s.policy[x] != old[x]:
+            changed = True
+    f[PLANNED] = 1
+    if changed:
+        f[VERSION] += 1
+    return changed and f[TRACK] == 1
+
+
+@njit(inline="always")
+def psrl_act(s, x, rng):  # pragma: no cover - compiled by numba
+    """The sampled model's greedy action."""
+    return s.policy[x]
+
+
+@njit(inline="always")
+def psrl_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
+    """Buffer the transition; every ``update_every`` steps, :func:`absorb` and
+    :func:`psrl_plan_now`."""
+    f = s.flags
+    k = f[PENDING]
+    s.buf_s[k], s.buf_a[k], s.buf_r[k], s.buf_s2[k] = x, a, r, y
+    f[PENDING] = k + 1
+    f[STEPS] += 1
+    if k + 1 < f[UPDATE_EVERY]:
+        return False
+    absorb(s)
+    return psrl_plan_now(s, rng)
+
+
+@njit
+def psrl_run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(psrl_act, psrl_observe, s, env, steps, env_rng, agent_rng)
+
+
+class ContinuingPSRL(CompiledAgent, PosteriorAgent):
     r"""Posterior sampling for continuing tabular MDPs (bayesian-methods-tabular-rl App. PSRL,
     Algorithm psrl; the public code's ``PSRLAgent``): every ``update_every`` steps, fold the
     batch into the posterior, draw ``P ~ Dirichlet`` and ``mu ~ NG`` per ``(s, a, s')``, plan
@@ -151,10 +271,103 @@ class ContinuingPSRL(PosteriorAgent):
     policy_version : int
         Bumped when a plan changes ``policy``; ``current_policy()`` is its one-hot ``(S, A)``
         matrix (:class:`~optplan.agents.base.PolicyAgent`).
+    state : PSRLState
+        All of the above as arrays, and the batch buffer; ``observe`` updates it.
     """
 
     _average_ok = True
-    policy_version = 0
+    _run = staticmethod(psrl_run)
+    POLICY_CHANGES_IN_PLAN = True
+
+    def __init__(self, n_states, n_actions, **posterior):
+        PosteriorAgent.__init__(self, n_states, n_actions, **posterior)
+        self.reset(np.random.default_rng(0))
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Back to the prior, take the run's generator, make the first plan."""
+        self.rng = check_rng(rng)
+        S, A, n = self.n_states, self.n_actions, self.update_every
+        t, r = self.prior_transitions, self.prior_posterior
+        flags = np.zeros(FLAGS, dtype=np.int64)
+        flags[UPDATE_EVERY] = n
+        flags[AVERAGE] = self.discount is None
+        flags[PUBLIC] = r.sum_of_squares == "public-code"
+        flags[PYTHON_PLAN] = S >= K.MAX_STATES
+        flags[MAX_ITER] = 1_000
+        work = K.Work(S, A)
+        self.state = PSRLState(
+            *(np.array(x, dtype=float) for x in (t.alpha, *r.params)),
+            *(np.zeros((S, A, S)) for _ in range(3)),
+            np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
+            np.zeros(n, dtype=np.int64), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
+            np.asarray(self.action_mask.argmax(axis=1), dtype=np.int64),
+            np.zeros(S, dtype=np.int64), *work.args(),
+            np.array([1.0 if self.discount is None else float(self.discount)]), flags,
+        )  # fmt: skip
+        K._compiled()  # the plan's compiled functions, bound before a step compiles
+        if psrl_plan_now(self.state, self.rng):
+            self.plan()
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        """Store the transition; every ``update_every`` steps fold the batch into the
+        posterior and re-plan (continuing: ``done`` is not used)."""
+        if psrl_observe(self.state, int(state), int(action), float(reward), int(next_state),
+                        bool(done), self.rng):  # fmt: skip
+            self.plan()
+
+    def plan(self) -> None:
+        """What ``observe`` handed to Python: a plan of a model with :data:`MAX_STATES
+        <optplan.agents._psrl_kernels.MAX_STATES>` states or more (:meth:`_plan_numpy`), or
+        the error of a compiled plan that failed (a tracked run also comes here when the
+        policy changed)."""
+        flags = self.state.flags
+        if flags[DUE]:
+            flags[DUE] = 0
+            self._plan_numpy()
+        if flags[STATUS] != K.OK:
+            raise RuntimeError(plan_failure(*(int(flags[i]) for i in (STATUS, ITERATIONS,
+                                                                     CLASSES))))  # fmt: skip
+
+    def track(self, on: bool) -> None:
+        self.state.flags[TRACK] = on
+
+    def _plan_numpy(self) -> None:
+        """The plan of a large model: :meth:`sample_model`, ``np.einsum`` and
+        :func:`optplan.dp.policy_iteration` (iterative evaluation from
+        :data:`optplan.dp.ITERATIVE_MIN_STATES` states)."""
+        st = self.state
+        P, mu = self.sample_model()
+        st.P[...], st.mu[...] = P, mu
+        out = self._optimal(P, np.einsum("ijk,ijk->ij", P, mu), "sampled model")
+        if not (st.flags[PLANNED] and np.array_equal(out.policy, st.policy)):
+            st.flags[VERSION] += 1
+        st.policy[...] = out.policy
+        st.q[...] = out.q
+        st.flags[PLANNED] = 1
+
+    @property
+    def _planned(self) -> bool:
+        return bool(self.state.flags[PLANNED])
+
+    transitions = property(lambda self: Dirichlet._trusted(self.state.alpha.copy()),
+                           doc="The Dirichlet posterior of the transitions (a copy).")  # fmt: skip
+    rewards = property(
+        lambda self: NormalGamma._trusted(
+            *(x.copy() for x in self.state[1:5]), self.prior_posterior.sum_of_squares
+        ),
+        doc="The Normal-Gamma posterior of the mean rewards (a copy).",
+    )
+    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
+    q = property(
+        lambda self: masked(self.state.q, self.action_mask),
+        doc="The sampled model's optimal ``q`` (``-inf`` where inadmissible).",
+    )
+    model = property(lambda self: (self.state.P.copy(), self.state.mu.copy()),
+                     doc="The last sampled model ``(P, mu)``.")  # fmt: skip
+    policy_version = property(lambda self: int(self.state.flags[VERSION]))
+    steps = property(lambda self: int(self.state.flags[STEPS]))
+    plans = property(lambda self: int(self.state.flags[PLANS]))
+    _pending = property(lambda self: int(self.state.flags[PENDING]))
 
     def current_policy(self) -> np.ndarray:
         """The greedy policy of the last sampled model, one-hot ``(S, A)``."""
@@ -166,55 +379,15 @@ class ContinuingPSRL(PosteriorAgent):
         mu, _ = self.rewards.sample(self.rng)
         return P, mu
 
-    def reset(self, rng: np.random.Generator) -> None:
-        self.policy_version = 0
-        self._work = self._compiled_work()
-        super().reset(rng)
-
-    def _compiled_work(self):
-        """The compiled plan's arrays (:mod:`optplan.agents._psrl_kernels`), or ``None`` where
-        the plan runs in NumPy (no numba, ``MAX_STATES`` states or more, or numba's draws or
-        BLAS / LAPACK routes differ from NumPy's on this installation)."""
-        if not (K.AVAILABLE and self.n_states < K.MAX_STATES and K.self_check()):
-            return None
-        return K.Work(self.n_states, self.n_actions)
-
-    def plan(self) -> None:
-        """Draw ``(P, mu)``, plan ``R = sum_s' P mu`` by policy iteration warm-started from
-        the last policy: one compiled call (:func:`optplan.agents._psrl_kernels.plan`, the
-        compiled run's own) where it applies, else :meth:`_plan_numpy`."""
-        work = getattr(self, "_work", None)
-        if work is None:
-            self._plan_numpy()
-            return
-        policy = np.array(self.policy, dtype=np.int64)
-        t, r = self.transitions, self.rewards
-        arrays = (t.alpha, r.mu0, r.lam, r.alpha, r.beta)
-        status, iterations, classes, _ = K.plan(
-            self.rng, *(np.array(x) for x in arrays), self.action_mask, self.discount,
-            policy, self._planned, work,
-        )  # fmt: skip
-        if status != K.OK:
-            raise RuntimeError(plan_failure(status, iterations, classes))
-        self.model = (work.P.copy(), work.mu.copy())
-        if not (self._planned and np.array_equal(policy, self.policy)):
-            self.policy_version += 1
-        self.policy = policy
-        self.q = masked(work.q, self.action_mask)
-
-    def _plan_numpy(self) -> None:
-        """:meth:`plan` in NumPy: :meth:`sample_model`, ``np.einsum`` and
-        :func:`optplan.dp.policy_iteration` (the path without numba)."""
-        P, mu = self.sample_model()
-        self.model = (P, mu)
-        out = self._optimal(P, np.einsum("ijk,ijk->ij", P, mu), "sampled model")
-        if not (self._planned and np.array_equal(out.policy, self.policy)):
-            self.policy_version += 1
-        self.policy = out.policy
-        self.q = masked(out.q, self.action_mask)
+    def compiled_reason(self, env) -> str | None:
+        if env.ints[1]:
+            return "ContinuingPSRL is continuing: it does not play layered models"
+        if env.mask.shape[1:] != (self.n_states, self.n_actions):
+            return "the agent's tables do not match the model's states and actions"
+        return None
 
     def select_action(self, state: int) -> int:
-        return int(self.policy[state])
+        return int(self.state.policy[state])
 
     def __repr__(self) -> str:
         crit = "average" if self.discount is None else f"discount={self.discount}"

@@ -43,12 +43,22 @@ CHUNK = 1 << 16
 #: The most steps of a run counted in episodes (as the generic loop).
 MAX_STEPS = 10**7
 _NO_LIMIT = np.iinfo(np.int64).max
+#: The methods a subclass must keep for its class's compiled loop to stand for it.
+_STEPS = ("select_action", "update", "plan", "reset")
 
 
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
     """Why the agent's compiled loop does not cover this run, or ``None`` when it does."""
     if not isinstance(agent, CompiledAgent):
         return f"{type(agent).__name__} has no compiled steps (not a CompiledAgent)"
+    cls = type(agent)
+    home = next(c for c in cls.__mro__ if "_run" in vars(c))
+    changed = [n for n in _STEPS if getattr(cls, n) is not getattr(home, n)]
+    if changed:
+        return (
+            f"{cls.__name__} overrides {', '.join(changed)} of {home.__name__}, whose compiled "
+            "loop would not call it"
+        )
     if track and not agent.POLICY_CHANGES_IN_PLAN:
         return "the run tracks the agent's policies, which change within its compiled steps"
     arrays = env_arrays(env)
@@ -112,6 +122,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     pos[7] = 1 if each_end else (episodes or _NO_LIMIT)
     ends_seen = 0
     version = object()  # equal to no version
+    agent.track(track)  # until the next reset
     while True:
         pos[6] = min(int(pos[0]) + CHUNK, max_steps)
         out = _grown(out, int(pos[6]))
@@ -144,7 +155,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
             pos[7] = ends_seen + 1
         elif status == EK.ENDS:
             stop = True
-        if stop or (status == EK.DONE and t >= max_steps):
+        if stop or t >= max_steps:
             break
     if episodes is not None and not record.stopped_early and pos[4] < episodes:
         raise RuntimeError(

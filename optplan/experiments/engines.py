@@ -13,11 +13,11 @@ Two tables, each of engines that say for themselves what they cover:
   The first is the agents' own compiled loop (:mod:`.compiled`: every
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
   :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
-  way: the index agents' (:mod:`.index_compiled`); continuing PSRL's (:mod:`.psrl_compiled`);
-  the continuing count-bonus agent's (:mod:`.mean_model_compiled`); the UBE without
-  unrolling's, moment matching's and the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
-  the continuing posterior agents' (:mod:`.planning_compiled`); K-learning's and the
-  episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's (:mod:`.ravi_compiled`).
+  way: the index agents' (:mod:`.index_compiled`); the continuing count-bonus agent's
+  (:mod:`.mean_model_compiled`); the UBE without unrolling's, moment matching's and the
+  continuing UBE of Eq. 3's (:mod:`.ube_compiled`); the continuing UBE's and moment
+  matching's steps between plans (:mod:`.planning_compiled`); K-learning's and the episodic
+  PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -90,12 +90,6 @@ def _index_compiled():
     return index_compiled
 
 
-def _psrl_compiled():
-    from . import psrl_compiled
-
-    return psrl_compiled
-
-
 def _mean_model_compiled():
     from . import mean_model_compiled
 
@@ -130,7 +124,6 @@ def _ravi_compiled():
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
     RunEngine("index agents", _index_compiled),
-    RunEngine("continuing PSRL", _psrl_compiled),
     RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("UBE and moment matching", _ube_compiled),
     RunEngine("planning agents", _planning_compiled),

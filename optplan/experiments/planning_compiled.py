@@ -1,5 +1,5 @@
-r"""The compiled run of the continuing posterior agents ContinuingPSRL, ContinuingUBE and
-MomentMatching, with the generic loop's results **exactly**.
+r"""The compiled run of the continuing posterior agents ContinuingUBE and MomentMatching, with
+the generic loop's results **exactly**.
 
 These agents spend a run in two kinds of work: a plan (a posterior update, a draw and policy
 iteration every ``update_every`` steps) and, between two plans, steps that follow a fixed
@@ -11,8 +11,8 @@ same generators.
 It is a row of :data:`optplan.experiments.engines.RUN_ENGINES`; the generic loop stays the
 reference (``tests/test_engines_exact.py`` compares the two). What it covers:
 
-- the agent is an instance of exactly :class:`~optplan.agents.ContinuingPSRL`,
-  :class:`~optplan.agents.ContinuingUBE` or :class:`~optplan.agents.MomentMatching`
+- the agent is an instance of exactly :class:`~optplan.agents.ContinuingUBE` or
+  :class:`~optplan.agents.MomentMatching`
   (``method="fast"``, ``update_every`` at least 2: with a plan every step there is nothing
   between plans to compile), not a subclass;
 - the environment is a :class:`~optplan.envs.TabularEnv` over a continuing model (no wrapper)
@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from .._checks import OptplanError
-from ..agents import ContinuingPSRL, ContinuingUBE, MomentMatching
+from ..agents import ContinuingUBE, MomentMatching
 from ..envs import TabularEnv
 from ..envs.transition_rewards import TransitionRewardEnv
 from ..mdp import TabularMDP
@@ -51,7 +51,7 @@ __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "AGENT_CLA
 TRACKS = True
 
 #: The agent classes this engine covers (exact types).
-AGENT_CLASSES = (ContinuingPSRL, ContinuingUBE, MomentMatching)
+AGENT_CLASSES = (ContinuingUBE, MomentMatching)
 _THOMPSON = (ContinuingUBE, MomentMatching)
 _REWARDS = (TabularEnv._reward, TransitionRewardEnv._reward)
 

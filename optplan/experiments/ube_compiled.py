@@ -9,7 +9,7 @@ Each step's action is :func:`._segment_kernels._thompson` (:func:`optplan.agents
 thompson_action`'s draws on the agent's generator), its transition and reward
 :mod:`._segment_kernels`' (as :meth:`optplan.envs.TabularEnv.step` draws them); every
 ``update_every`` steps the batch is folded into the posterior arrays by
-:func:`.psrl_compiled._absorb` (:meth:`PosteriorAgent.absorb
+:func:`optplan.agents._psrl_kernels.absorb_batch` (:meth:`PosteriorAgent.absorb
 <optplan.agents._posterior_agent.PosteriorAgent.absorb>`'s operations) and the plan is
 :func:`optplan.agents._ube_kernels._plan`, the compiled function the agent's own ``plan()``
 calls. A plan that fails in the compiled code stops the chunk; the agent's NumPy plan redoes
@@ -36,11 +36,11 @@ import numpy as np
 
 from .. import _jit
 from ..agents import UBE, ContinuingUBE, MomentMatching
+from ..agents import _psrl_kernels as PK
 from ..agents import _ube_kernels as UK
 from ..agents._mean_model import MeanModelAgent
 from ..posteriors import Dirichlet, NormalGamma
 from . import _segment_kernels as SK
-from . import psrl_compiled as PC
 from ._segment_kernels import _reward, _search_right, _thompson
 from .planning_compiled import (
     _arrays,
@@ -60,8 +60,25 @@ CHUNK = 8192
 DONE, INADMISSIBLE, FAILED = 0, 1, 2
 
 _JIT = _jit.Jit(
-    "the compiled UBE run", uses=(UK._JIT, SK._JIT, PC._JIT), cache=True, error_model="numpy"
+    "the compiled UBE run", uses=(UK._JIT, SK._JIT, PK._JIT), cache=True, error_model="numpy"
 )
+
+
+@_JIT(inline="always")
+def _step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, at, buf_s, buf_a, buf_r,
+          buf_s2, pending):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One environment step from ``x`` by ``a``: recorded at ``at`` and buffered at
+    ``pending`` for the next batch update; returns the next state."""
+    y = _search_right(cdf[x, a], env_rng.random())
+    r = _reward(rmean, rsd, x, a, y, env_rng)
+    states[at] = x
+    actions[at] = a
+    rewards[at] = r
+    buf_s[pending] = x
+    buf_a[pending] = a
+    buf_r[pending] = r
+    buf_s2[pending] = y
+    return y
 
 
 @_JIT
@@ -80,12 +97,12 @@ def _run(n, state, true_mask, cdf, rmean, rsd, env_rng, agent_rng, update_every,
         a = _thompson(x, forced, policy, qm, zeta, sd, agent_rng)
         if not true_mask[x, a]:
             return INADMISSIBLE, i, x, a, pending, plans
-        y = PC._step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, offset + i,
+        y = _step(x, a, cdf, rmean, rsd, env_rng, states, actions, rewards, offset + i,
                      buf_s, buf_a, buf_r, buf_s2, pending)  # fmt: skip
         pending += 1
         state = y
         if pending == update_every:
-            PC._absorb(pending, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam,
+            PK.absorb_batch(pending, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam,
                        nalpha, nbeta, public)  # fmt: skip
             pending = 0
             plans += 1
@@ -188,6 +205,21 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
     return None
 
 
+def posterior_arrays(agent) -> tuple:
+    """A continuing posterior agent's state as writable arrays for a compiled run: the
+    Dirichlet's ``alpha``, the Normal-Gamma's ``(mu0, lam, alpha, beta)``, whether its batch
+    update is the public code's, zeroed batch statistics ``(counts, sums, squares)`` (each
+    ``(S, A, S)``) and the action mask."""
+    S, A = agent.n_states, agent.n_actions
+    t, r = agent.transitions, agent.rewards
+    dalpha = np.array(t.alpha)
+    mu0, lam, nalpha, nbeta = (np.array(x) for x in r.params)
+    public = r.sum_of_squares == "public-code"
+    cnt, sums, sq = np.zeros((S, A, S)), np.zeros((S, A, S)), np.zeros((S, A, S))
+    mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
+    return dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask
+
+
 def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=None):
     """Fill ``record`` with ``steps`` steps; the caller has checked :func:`compiled_reason`."""
     if type(agent) is UBE:
@@ -197,7 +229,7 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps: int, record, bar=
     agent.reset(agent_rng)
     work = agent._work
     cdf, true_mask, rmean, rsd = _arrays(env)
-    dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask = PC.posterior_arrays(agent)
+    dalpha, mu0, lam, nalpha, nbeta, public, cnt, sums, sq, mask = posterior_arrays(agent)
     forced = np.ascontiguousarray(agent._forced, dtype=np.int64)
     rule, coef, div = agent._kernel_rule()
     discount = float(agent.discount)
