@@ -120,7 +120,10 @@ def _add_group(sub, group: str) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``optplan`` parser: every command in full (``command=None``), or ``command``'s
     group in full and the others as their one-line help only (``""``: all of them so)."""
+    from .. import __version__
+
     parser = _Parser(prog="optplan", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"optplan {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     built = set()
     for name, (group, help_line) in COMMANDS.items():

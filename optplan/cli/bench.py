@@ -64,10 +64,16 @@ class _Progress:
 
 def add_parser(sub) -> None:
     """Add ``bench`` and one subcommand per suite to the ``optplan`` subparsers."""
-    p = sub.add_parser("bench", help="fast-vs-conic benchmarks")
+    p = sub.add_parser(
+        "bench",
+        help="fast-vs-conic benchmarks",
+        description="Benchmarks: each suite times optplan's fast paths against the conic "
+        "path or the peers on the same instances and prints medians and ratios measured in "
+        "one run (optplan bench SUITE --help for its options).",
+    )
     suites = p.add_subparsers(dest="suite", required=True)
     for name, suite in SUITES.items():
-        b = suites.add_parser(name, help=suite.help)
+        b = suites.add_parser(name, help=suite.help, description=suite.help)
         suite.add_arguments(b)
         b.add_argument("--seed", type=nonneg_int, default=0, help="root seed of the instances")
         b.add_argument("--json", action="store_true", help="machine-readable output")

@@ -117,7 +117,7 @@ def format_aggregate(groups: list[dict]) -> str:
     occupancy = any(g.get("occupancy_regret") is not None for g in groups)
     head = (
         f"{'agent':<28} {'env':<30} {'n':>3} {'fail':>4} {'final regret (95% CI)':>24} "
-        f"{'normalized':>20} {'draft normalized':>20} {'solved':>7} {'t_solve':>8} "
+        f"{'normalized (95% CI)':>20} {'draft normalized':>20} {'solved':>7} {'t_solve':>8} "
         f"{'wall s':>7}"
     )
     if occupancy:  # RAVI-UCB's R_T, where some agent exposes its policy (discounted runs)
@@ -136,12 +136,25 @@ def format_aggregate(groups: list[dict]) -> str:
         if occupancy:
             occ = _fmt_ci(g.get("occupancy_regret"), g.get("occupancy_regret_ci95"))
             lines[-1] += f" {occ:>26}"
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *LEGEND])
+
+
+#: What the columns of :func:`format_aggregate` are.
+LEGEND = (
+    "final regret: the run's regret after its last step (the optimal policy's expected reward "
+    "minus the agent's, summed); mean over seeds ± the 95% t interval's half-width",
+    "normalized: that regret / the oracle's cumulative expected reward; mean ± 95% half-width",
+    "draft normalized: the Bayesian-methods draft's (realized rewards, oracle run on the same "
+    "seed); mean ± population sd over seeds, as the draft reports it",
+    "t_solve: the first episode by which the goal was reached in 10% of the episodes "
+    "(k-learning §4), median over the seeds that got there (solved); wall s: mean seconds "
+    "per seed",
+)
 
 
 def _command(sub, name: str, func, text: str):
     """The subparser of command ``name`` (``help=text``), dispatching to ``func``."""
-    p = sub.add_parser(name, help=text)
+    p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
     p.set_defaults(func=func)
     return p
 
@@ -160,7 +173,8 @@ def cmd_run(args) -> int:
         return 0
     if not args.agent or not args.env:
         raise OptplanError("give --agent and --env (optplan run --list shows them)")
-    a_params, e_params = split_params(args.param or [], args.agent, args.env)
+    args.env, given = _gymnasium_id(args.env, args.param or [])
+    a_params, e_params = split_params(given, args.agent, args.env)
     options = ("seeds", "steps", "episodes", "criterion", "seed", "stop_when_solved")
     sweep = single_sweep(
         args.agent, args.env, a_params, e_params, **{k: getattr(args, k) for k in options}
@@ -201,10 +215,33 @@ def cmd_run(args) -> int:
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 
+def _gymnasium_id(env: str, params: list[str]) -> tuple[str, list[str]]:
+    """``--env FrozenLake-v1`` (not a registered name, but a Gymnasium id) as the registered
+    ``gymnasium`` environment with ``env.id=FrozenLake-v1``; any other ``env`` as it is."""
+    from ..envs import ENVS
+
+    if env in ENVS or "-v" not in env:
+        return env, params
+    import gymnasium as gym
+
+    try:
+        gym.spec(env)
+    except gym.error.Error:
+        return env, params  # the registry's error names the registered environments
+    return "gymnasium", [*params, f"env.id={env}"]
+
+
 def _run_parser(sub) -> None:
     p = _command(sub, "run", cmd_run, "run one agent on one environment over seeds")
+    p.description = (
+        "Run one registered agent on one environment for several seeds and print each seed's "
+        "regret and their mean with a 95% interval, e.g. optplan run --agent ucrl2 --env "
+        "riverswim --steps 3000. --env takes a registered environment or a Gymnasium toy-text "
+        "id (FrozenLake-v1, CliffWalking-v1: its transition table, terminal transitions "
+        "restarting the episode; --param env.terminal=absorbing for the other view)."
+    )
     p.add_argument("--agent", help="registered agent (see --list)")
-    p.add_argument("--env", help="registered environment (see --list)")
+    p.add_argument("--env", help="registered environment (see --list) or a Gymnasium id")
     p.add_argument(
         "--param",
         action="append",

@@ -43,6 +43,8 @@ def load_object(spec: str, what: str = "function"):
         sys.path.insert(0, str(path.resolve().parent))  # its own sibling imports
         try:
             loader.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's module: said in one line
+            raise CLIError(_import_failure(module_part, exc)) from None
         finally:
             sys.path.pop(0)
     else:
@@ -52,9 +54,23 @@ def load_object(spec: str, what: str = "function"):
             module = importlib.import_module(module_part)
         except ModuleNotFoundError as exc:
             raise CLIError(f"cannot import module {module_part!r}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the user's module: said in one line
+            raise CLIError(_import_failure(module_part, exc)) from None
     if not hasattr(module, name):
         raise CLIError(f"module {module_part!r} has no {what} {name!r}")
     return getattr(module, name)
+
+
+def _import_failure(module: str, exc: Exception) -> str:
+    """One line for a user's module that raised while it was imported: the error and where
+    (the file and line of the innermost frame, or of a syntax error)."""
+    import traceback
+
+    if isinstance(exc, SyntaxError):
+        return f"{module} does not import: SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else module
+    return f"{module} does not import: {type(exc).__name__}: {exc} ({where})"
 
 
 def _options(pairs) -> dict | None:

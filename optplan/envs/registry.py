@@ -65,6 +65,7 @@ __all__ = [
     "linear_mixture_resets",
     "prior_mdp",
     "model_file",
+    "gymnasium_env",
 ]
 
 NAMESPACE = "optplan"
@@ -233,6 +234,25 @@ def model_file(path: str = "", horizon: int = 0, reward_noise: float = 0.0):
     return TabularEnv(mdp, reward_noise=reward_noise)
 
 
+def gymnasium_env(id: str = "", terminal: str = "restart", horizon: int = 0,
+                  reward_noise: float = 0.0):  # fmt: skip
+    """A Gymnasium toy-text environment (``FrozenLake-v1``, ``CliffWalking-v1``, ``Taxi-v4``)
+    as a :class:`~optplan.envs.TabularEnv` over its transition table
+    (:func:`optplan.from_gymnasium`): ``terminal="restart"`` (the continuing view: a
+    terminating transition leads to the start distribution) or ``"absorbing"``; over
+    ``horizon`` layers if positive."""
+    from ..bridges import from_gymnasium
+    from ..mdp import FiniteHorizonMDP
+    from .tabular import TabularEnv
+
+    if not id:
+        raise OptplanError("id must name a Gymnasium environment, e.g. id=FrozenLake-v1")
+    mdp = from_gymnasium(id, terminal=terminal)
+    if horizon:
+        mdp = FiniteHorizonMDP.from_stationary(mdp, horizon)
+    return TabularEnv(mdp, reward_noise=reward_noise)
+
+
 def _no_render(render_mode) -> None:
     if render_mode is not None:
         raise OptplanError(f"optplan environments do not render, got render_mode={render_mode!r}")
@@ -369,6 +389,12 @@ _MODEL = (
     Param("horizon", "int", 0, "0: continuing; L > 0: episodes of L layers"),
     _NOISE,
 )
+_GYMNASIUM = (
+    Param("id", "str", "", "Gymnasium id of a toy-text environment (FrozenLake-v1)"),
+    Param("terminal", "str", "restart", "'restart' (continuing) or 'absorbing'"),
+    Param("horizon", "int", 0, "0: continuing; L > 0: episodes of L layers"),
+    _NOISE,
+)
 _DEEPSEA_CHAIN = (Param("n", "int", 4, "number of states N (2 < N < 40)"), _GAMMA)
 _EPISODIC_RIVERSWIM = (*_RIVERSWIM, Param("horizon", "int", 20, "episode length L"), _NOISE)
 
@@ -395,6 +421,8 @@ ENV_TABLE: tuple[EnvSpec, ...] = (
             "random MDP with Dirichlet rows and U(0,1) rewards (one model per seed index)",
             "model_seed"),
     EnvSpec("model", model_file, _MODEL, None, None, "a model file"),
+    EnvSpec("gymnasium", gymnasium_env, _GYMNASIUM, None, None,
+            "a Gymnasium toy-text environment by its id (its transition table)"),
     EnvSpec("riverswim-resets", riverswim_resets, (*_RIVERSWIM, _RESETS, _NOISE), False,
             "RiverSwimResets",
             "RiverSwim with discounted resets to its start state (RAVI-UCB's Algorithm 1 setting)"),
