@@ -50,7 +50,7 @@ ENVIRONMENTS = {
 
 #: Agents with compiled steps.
 COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql",
-                   "psrl-continuing")  # fmt: skip
+                   "psrl-continuing", "ube-continuing", "moment-matching")  # fmt: skip
 
 
 def _fits(agent, make_env) -> bool:

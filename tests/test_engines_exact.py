@@ -1,8 +1,8 @@
-"""The continuing posterior agents' compiled engine (optplan.experiments.planning_compiled)
-equals the generic Python loop exactly on every agent x environment it covers: the whole
-Trace (actions, rewards, regret curves, the oracle run, tracked policies), the agent's counts
-and posterior, the generators and the environment left behind; and runs it does not cover
-take the generic loop (engine="auto") or are refused (engine="compiled")."""
+"""The continuing posterior agents (continuing PSRL, the UBE without unrolling, moment
+matching) in their compiled loop equal the generic Python loop exactly on every environment:
+the whole Trace (actions, rewards, regret curves, the oracle run, tracked policies), the
+agent's counts and posterior, the generators and the environment left behind; plans in Python
+(the conic method, a subclass's own NumPy plan) run within the compiled loop."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 import optplan as op
-from optplan.agents import ContinuingPSRL, ContinuingUBE, MomentMatching
+from optplan.agents import ContinuingPSRL, MomentMatching
 from optplan.agents.registry import make_agent
 from optplan.envs import TabularEnv
 from optplan.envs.registry import ENVS
 from optplan.experiments import _segment_kernels as K
-from optplan.experiments import engines, planning_compiled, run
-from optplan.result import OptplanError
+from optplan.experiments import compiled, engines, run
 
 pytestmark = pytest.mark.skipif(not K.AVAILABLE, reason="numba not installed")
 
@@ -117,14 +116,10 @@ def test_long_run_with_zeta_zero_equals_python_loop():
     assert_same_left(ref, got)
 
 
-def test_self_check_passes_and_fails_closed(monkeypatch):
-    """numba's draws equal numpy's here; where the check fails the engine steps aside."""
+def test_numbas_draws_are_numpys_here():
+    """numba's Generator draws equal NumPy's on this installation (the compiled oracle run
+    and the engines still written apart from their agents rely on it)."""
     assert K.self_check() is True
-    env = make_env("riverswim-6")
-    monkeypatch.setattr(K, "_CHECK", [False])
-    agent = ContinuingUBE(6, 2, update_every=2)
-    assert "random draws differ" in planning_compiled.compiled_reason(agent, env)
-    assert engines.select("auto", MomentMatching(6, 2, update_every=2), env, None, False) is None
 
 
 def test_thompson_argmax_takes_numpy_rule():
@@ -156,110 +151,36 @@ def test_thompson_argmax_takes_numpy_rule():
         assert r1.bit_generator.state == r2.bit_generator.state
 
 
-def test_uncovered_runs_take_the_generic_loop():
-    env = make_env("riverswim-6")
-    agent = MomentMatching(6, 2, update_every=2, method="conic")
-    assert "method" in planning_compiled.compiled_reason(agent, env)
+def test_python_plans_run_within_the_compiled_loop():
+    """The conic method, and a subclass with its own NumPy plan method, plan in Python from
+    within the compiled loop: the same runs as the generic loop's. A subclass that keeps
+    every step is the compiled loop's too; one that overrides a step is not."""
 
-    class Sub(MomentMatching):
+    class Keeps(MomentMatching):
         pass
 
-    two = {"update_every": 2}
-    assert "subclasses" in planning_compiled.compiled_reason(Sub(6, 2, **two), env)
-    agent = MomentMatching(6, 2, **two)
-    assert "episodes" in planning_compiled.compiled_reason(agent, env, episodes=3)
-    truncated = TabularEnv(env.mdp, max_steps=10)
-    assert "max_steps" in planning_compiled.compiled_reason(agent, truncated)
-    with pytest.raises(OptplanError, match="does not cover"):
-        run(agent, truncated, steps=20, engine="compiled")
-    for cls in (ContinuingUBE, MomentMatching):
-        assert planning_compiled.compiled_reason(cls(6, 2, update_every=2), env) is None
-        assert "update_every=1" in planning_compiled.compiled_reason(cls(6, 2), env)
+    class OwnNoise(MomentMatching):
+        def _noise_sd(self, P):
+            return 0.5 * super()._noise_sd(P)
 
+    class OwnAction(MomentMatching):
+        def select_action(self, state):
+            return super().select_action(state)
 
-@pytest.mark.parametrize("mode", ["correct", "public-code"])
-def test_unchecked_absorb_equals_the_checked_updates(mode):
-    """The posterior agents' batch update (ContinuingUBE's; MomentMatching's is the same
-    code) skips the public updates' input checks: the same posterior, bit for bit, on random
-    batches (repeated pairs, noisy rewards, empty rows)."""
-    rng = np.random.default_rng(4)
-    for trial in range(30):
-        S, A = int(rng.integers(1, 7)), int(rng.integers(1, 4))
-        n = int(rng.integers(1, 25))
-        agents = [ContinuingUBE(S, A, update_every=n, sum_of_squares=mode) for _ in range(2)]
-        for agent in agents:
-            agent.reset(np.random.default_rng(trial))
-        for _ in range(3):  # three batches: later ones update a non-prior posterior
-            k = int(rng.integers(1, n + 1))
-            batch = (rng.integers(0, S, k), rng.integers(0, A, k), rng.normal(0, 3, k),
-                     rng.integers(0, S, k))  # fmt: skip
-            for agent in agents:
-                agent._buf_s[:k], agent._buf_a[:k], agent._buf_r[:k], agent._buf_s2[:k] = batch
-                agent._pending = k
-            agents[0].absorb()
-            agents[1].absorb_checked()
-            np.testing.assert_array_equal(agents[0].transitions.alpha, agents[1].transitions.alpha)
-            for x, y in zip(agents[0].rewards.params, agents[1].rewards.params, strict=True):
-                np.testing.assert_array_equal(x, y)
-            assert agents[0]._pending == agents[1]._pending == 0
-
-
-def test_independent_oracle_noise_and_progress_bar():
-    """The oracle run on its own seed (noisy rewards: PriorMDP) and a run under a progress bar
-    give the generic loop's trace too."""
-    ref, got = both("ube-continuing", "prior-mdp", 300, 4, {"oracle_noise": "independent"},
-                    update_every=3)  # fmt: skip
-    assert_same_trace(ref[0], got[0])
-    assert_same_left(ref, got)
-    ref, got = both("moment-matching", "riverswim-6-noisy", 600, 6, {"progress": True},
-                    update_every=3)  # fmt: skip
-    assert_same_trace(ref[0], got[0])
-    assert_same_left(ref, got)
-
-
-def _f_inv_reference(y: float) -> float:
-    """BQL's Newton inverse of ``log x - digamma(x)`` as a plain 60-step loop on SciPy's
-    ``digamma`` and ``zeta(2, x)``."""
-    import math
-
-    from scipy import special
-
-    from optplan.agents import bql
-
-    lo, hi = bql.F_INV_DOMAIN
-    if not y > 0:
-        return hi
-    x = (3.0 - y + math.sqrt((y - 3.0) ** 2 + 24.0 * y)) / (12.0 * y)
-    for _ in range(60):
-        if x >= 100.0:
-            i2 = 1.0 / (x * x)
-            f = 0.5 / x + i2 * (1 / 12 - i2 * (1 / 120 - i2 * (1 / 252 - i2 / 240)))
-            fp = -i2 * (0.5 + (1 / 6 - i2 * (1 / 30 - i2 / 42)) / x)
-        else:
-            f = math.log(x) - float(special.digamma(x))
-            fp = 1.0 / x - float(special.zeta(2.0, x))
-        new = x - (f - y) / fp
-        if not new > 0:
-            new = 0.5 * x
-        if abs(new - x) <= 1e-14 * x:
-            x = new
-            break
-        x = new
-    return min(max(x, lo), hi)
-
-
-def test_bql_inverse_agrees_with_a_plain_newton_loop_on_scipy():
-    """BQL's compiled ``f^-1`` (its own digamma and trigamma; a cycling Newton iteration left
-    early) against the full 60-step loop on SciPy's functions: within 1e-11 relative on a wide
-    random range and at the domain's edges (near ``x = 100``, where ``log x - digamma(x)`` is a
-    difference of two numbers 900 times larger, the roots' digits are that much fewer)."""
-    from optplan.agents import bql
-
-    rng = np.random.default_rng(8)
-    ys = np.concatenate([np.exp(rng.uniform(np.log(1e-13), np.log(1e3), 3000)),
-                         [0.0, -1.0, 1e-12, 5.0e-3, 1e3]])  # fmt: skip
-    got = bql.inverse_log_minus_digamma(ys)
-    want = np.array([_f_inv_reference(float(y)) for y in ys])
-    np.testing.assert_allclose(got, want, rtol=1e-11)
-    # where the plain loop divides by zero (f' underflows), the domain's edge
-    assert bql.inverse_log_minus_digamma(1e-300) == bql.F_INV_DOMAIN[1]
+    env = make_env("riverswim-6")
+    assert "overrides select_action" in compiled.compiled_reason(OwnAction(6, 2), env)
+    makers = (
+        lambda: MomentMatching(6, 2, update_every=20, method="conic"),
+        lambda: Keeps(6, 2, update_every=3),
+        lambda: OwnNoise(6, 2, update_every=3),
+    )
+    for make in makers:
+        agents, traces = [], []
+        for engine in ("python", "compiled"):
+            agents.append(make())
+            assert compiled.compiled_reason(agents[-1], env) is None
+            traces.append(run(agents[-1], make_env("riverswim-6"), steps=200, seed=3,
+                              engine=engine))  # fmt: skip
+        assert_same_trace(traces[0], traces[1])
+        np.testing.assert_array_equal(agents[0].noise_sd, agents[1].noise_sd)
+    assert agents[0].state.flags[3]  # OwnNoise plans in Python (PYTHON_PLAN)

@@ -1,16 +1,15 @@
-"""The compiled plan of the posterior-mean Thompson agents, the UBE without unrolling and
-moment matching (optplan.agents._ube_kernels), and their whole-run engine
-(optplan.experiments.ube_compiled).
+"""The posterior-mean Thompson agents, the UBE without unrolling and moment matching: their
+compiled plan (optplan.agents._ube_kernels) and their compiled steps
+(optplan.agents._posterior_agent).
 
-- the compiled plan equals the NumPy plan (``_plan_numpy``, the path without numba) on random
-  posteriors, every local rule and noise sd, several discounts, warm and cold starts: the
-  same policy, ``Pbar`` bit for bit, ``q``, values, the local term, ``u`` / ``sigma~^2`` and
-  the noise sd within 1e-12 (the mean reward is summed in order, ``np.einsum`` may group it
-  otherwise);
+- the compiled plan agrees with the NumPy plan (``_plan_numpy``) on random posteriors, every
+  local rule and noise sd, several discounts, warm and cold starts: the same policy, ``Pbar``
+  bit for bit, ``q``, values, the local term, ``u`` / ``sigma~^2`` and the noise sd within
+  1e-12 (the mean reward is summed in order, ``np.einsum`` may group it otherwise);
 - whole runs with the compiled plan equal runs planning in NumPy on the continuing
   environments, ``update_every`` 1 and more: the same actions, rewards and generator states;
-- the compiled run equals the generic loop exactly (which itself plans through the compiled
-  plan), plans that fail in the compiled code included."""
+- the compiled loop equals the generic loop exactly, plans that fail in the compiled code
+  (redone by the NumPy plan) included."""
 
 from __future__ import annotations
 
@@ -20,11 +19,10 @@ from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
 from test_psrl_compiled import random_posterior
 
 from optplan.agents import ContinuingUBE, MomentMatching
+from optplan.agents import _posterior_agent as PA
 from optplan.agents import _ube_kernels as UK
 from optplan.agents.registry import make_agent
-from optplan.experiments import engines, run, ube_compiled
-
-pytestmark = pytest.mark.skipif(not UK.AVAILABLE, reason="numba not installed")
+from optplan.experiments import compiled, engines, run
 
 #: (registry name, class, its variants' parameters)
 AGENTS = {
@@ -48,15 +46,25 @@ def agent_pair(rng, cls, S, A, discount, params):
             policy[s] = a
     planned = bool(rng.random() < 0.8)
     out = []
-    for compiled in (True, False):
+    for _ in range(2):
         agent = cls(S, A, discount=discount, action_mask=mask, **params)
         agent.reset(np.random.default_rng(0))
-        if not compiled:
-            agent._work = None
-        agent.transitions, agent.rewards = dirichlet, ng
-        agent.policy, agent._planned = policy.copy(), planned
+        st = agent.state
+        st.alpha[...] = dirichlet.alpha
+        for x, y in zip(st[1:5], ng.params, strict=True):
+            x[...] = y
+        st.policy[...] = policy
+        st.flags[PA.PLANNED] = planned
         out.append(agent)
     return out
+
+
+def plan_both(fast, ref):
+    """The compiled plan on ``fast``, the NumPy plan on ``ref``."""
+    assert not fast.state.flags[PA.PYTHON_PLAN]
+    assert not PA.thompson_plan_now(fast.state)
+    ref.state.flags[PA.PLANS] += 1
+    ref._plan_numpy()
 
 
 def assert_close(x, y, name):
@@ -77,11 +85,8 @@ def test_compiled_plan_equals_numpy_plan(name, variant, discount):
     for _ in range(200):
         S, A = int(rng.integers(1, 11)), int(rng.integers(1, 5))
         fast, ref = agent_pair(rng, cls, S, A, discount, params)
-        assert fast._work is not None
-        fast.plan()
-        ref.plan()
+        plan_both(fast, ref)
         np.testing.assert_array_equal(fast.policy, ref.policy)
-        assert fast.policy.dtype == ref.policy.dtype
         for attr in ("q", "values", *NOISE[cls]):
             assert_close(getattr(fast, attr), getattr(ref, attr), attr)
         fp, rp = fast.problem, ref.problem
@@ -97,8 +102,7 @@ def test_ube_discount_zero_plan():
     rng = np.random.default_rng(5)
     for _ in range(50):
         fast, ref = agent_pair(rng, ContinuingUBE, 4, 3, 0.0, {})
-        fast.plan()
-        ref.plan()
+        plan_both(fast, ref)
         np.testing.assert_array_equal(fast.policy, ref.policy)
         for attr in ("q", "values", "local", "u", "noise_sd"):
             assert_close(getattr(fast, attr), getattr(ref, attr), attr)
@@ -106,14 +110,14 @@ def test_ube_discount_zero_plan():
 
 def runs(agent_name, env_name, steps, seed, monkeypatch, **params):
     out = []
-    for compiled in (True, False):
+    for compiled_plan in (True, False):
         with monkeypatch.context() as m:
-            if not compiled:
-                m.setattr(UK, "available", lambda n_states: False)
+            if not compiled_plan:
+                m.setattr(UK, "MAX_STATES", 0)  # every plan in NumPy
             env = make_env(env_name)
             agent = make_agent(agent_name, env, **params)
             trace = run(agent, env, steps=steps, seed=seed, engine="python")
-            assert (agent._work is not None) == compiled
+            assert bool(agent.state.flags[PA.PYTHON_PLAN]) != compiled_plan
             out.append((trace, agent, env))
     return out
 
@@ -155,9 +159,10 @@ def assert_same_agent(ref, got):
     assert ac.rng.bit_generator.state == ar.rng.bit_generator.state
     assert ec.np_random.bit_generator.state == er.np_random.bit_generator.state
     assert (ec._state, ec._t) == (er._state, er._t)
-    names = ("policy", "q", "values", *NOISE[type(ar)], "_buf_s", "_buf_a", "_buf_r", "_buf_s2")
-    for name in names:
+    for name in ("policy", "q", "values", *NOISE[type(ar)]):
         np.testing.assert_array_equal(getattr(ac, name), getattr(ar, name), err_msg=name)
+    for name in ("buf_s", "buf_a", "buf_r", "buf_s2"):
+        np.testing.assert_array_equal(getattr(ac.state, name), getattr(ar.state, name))
     np.testing.assert_array_equal(ac.transitions.alpha, ar.transitions.alpha)
     for x, y in zip(ac.rewards.params, ar.rewards.params, strict=True):
         np.testing.assert_array_equal(x, y)
@@ -182,7 +187,7 @@ def test_compiled_run_equals_python_loop(agent_name, env_name, seed, update_ever
     params = AGENTS[agent_name][1][variant]
     env = make_env(env_name)
     agent = make_agent(agent_name, env, update_every=update_every, **params)
-    assert engines.select("compiled", agent, env, None, False).name == "UBE and moment matching"
+    assert engines.select("compiled", agent, env, None, False).name == "the agent's compiled steps"
     ref, got = both(agent_name, env_name, 300, seed, update_every=update_every, **params)
     assert_same_trace(ref[0], got[0])
     assert_same_agent(ref, got)
@@ -192,7 +197,7 @@ def test_compiled_run_equals_python_loop(agent_name, env_name, seed, update_ever
 @pytest.mark.parametrize("agent_name", list(AGENTS))
 @pytest.mark.parametrize("mode", ["correct", "public-code"])
 def test_compiled_run_equals_python_loop_across_chunks(monkeypatch, agent_name, mode):
-    monkeypatch.setattr(ube_compiled, "CHUNK", 64)
+    monkeypatch.setattr(compiled, "CHUNK", 64)
     ref, got = both(
         agent_name, "riverswim-6-noisy", 400, 4, update_every=2, sum_of_squares=mode, zeta=1.0
     )
@@ -223,23 +228,7 @@ def test_failed_compiled_plans_are_redone_in_numpy(monkeypatch, agent_name):
         assert_same_agent(r, g)
 
 
-def test_uncovered_runs():
-    env = make_env("riverswim-6")
-    reason = ube_compiled.compiled_reason
-    assert "NumPy" in reason(ContinuingUBE(UK.MAX_STATES, 2), env)
-
-    class Sub(MomentMatching):
-        pass
-
-    assert "subclasses" in reason(Sub(6, 2), env)
-    assert "episodes" in reason(ContinuingUBE(6, 2), env, episodes=3)
-    assert "conic" in reason(MomentMatching(6, 2, method="conic"), env)
-    assert "tracked" in reason(ContinuingUBE(6, 2), env, track=True)
-    assert reason(ContinuingUBE(6, 2), env) is None
-    assert reason(MomentMatching(6, 2), env) is None
-
-
 def test_conic_and_large_plan_in_numpy():
     for agent in (ContinuingUBE(4, 2, method="conic"), MomentMatching(UK.MAX_STATES, 2)):
-        agent.reset(np.random.default_rng(0))
-        assert agent._work is None
+        assert agent.state.flags[PA.PYTHON_PLAN]
+    assert not ContinuingUBE(4, 2).state.flags[PA.PYTHON_PLAN]

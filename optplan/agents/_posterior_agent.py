@@ -10,55 +10,114 @@ over *all* next states (``kappa = 1``) and the mean reward of every transition
 :data:`~optplan.posteriors.DRAFT_REWARD_PRIOR` = ``(0, 4, 3, 3)``
 (:class:`~optplan.posteriors.Dirichlet`, :class:`~optplan.posteriors.NormalGamma`). The agent
 stores the transitions of the current batch and, every ``update_every`` steps, folds them into
-the posterior in one batch update (:func:`~optplan.posteriors.transition_statistics`; with
+the posterior in one batch update (:func:`absorb`, the operations of
+:func:`~optplan.posteriors.transition_statistics` and the posteriors' updates; with
 ``sum_of_squares="public-code"`` the Normal-Gamma update repeats the public code's
 ``(sum r)^2 / n`` slip, which depends on the batches) and re-plans.
 
-:class:`ThompsonMeanModel` is what ContinuingUBE and MomentMatching share: the greedy policy
-of the posterior-mean model (``Pbar`` the Dirichlet mean, ``R[s, a] = sum_s' Pbar mu0``) by
-Howard policy iteration, plus a Thompson noise of per-pair scale. The linear algebra lives in
-the problem objects (``problem.solve("fast")``, or ``"conic"`` with a counted fallback,
-:class:`~optplan.agents.base.ConicFallback`); the agents only assemble their inputs. With
-numba and ``method="fast"`` a plan is one compiled call instead
-(:mod:`optplan.agents._ube_kernels`: the same operations, the floats within 1e-12, which the
-whole-run engine :mod:`optplan.experiments.ube_compiled` calls too), unless a subclass
-overrides a method of the NumPy plan (``_NUMPY_PLAN``): that one plans in NumPy. Every
-per-step operation is a few array operations on one row; the batch update and planning are
-vectorized over all pairs.
+These agents are :class:`~optplan.agents.base.CompiledAgent`: a state tuple of arrays
+(:class:`ThompsonState`, :class:`optplan.agents.psrl.PSRLState`) whose compiled ``observe``
+buffers a transition, absorbs a full batch (:func:`buffered`, :func:`absorb`) and plans
+(flags :data:`FLAGS`). :class:`ThompsonMeanModel` is what ContinuingUBE and MomentMatching
+share: the greedy policy of the posterior-mean model (``Pbar`` the Dirichlet mean,
+``R[s, a] = sum_s' Pbar mu0``) by Howard policy iteration, plus a Thompson noise of per-pair
+scale, one compiled call (:mod:`optplan.agents._ube_kernels`). The conic method (the problem
+objects' ``solve("conic")`` with a counted fallback,
+:class:`~optplan.agents.base.ConicFallback`), models of ``MAX_STATES`` states or more and a
+subclass that overrides a method of the NumPy plan (``_NUMPY_PLAN``) plan in NumPy, called
+from the compiled loop.
 
 The end of the module holds the registry parameters these agents (and BQL) share.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import OptplanError, check_choice, check_int, check_positive, check_real
+from .._jit import njit
 from .._params import Param
 from ..dp import masked, policy_iteration
+from ..envs.kernels import play
 from ..posteriors import (
     DRAFT_REWARD_PRIOR,
     SUM_OF_SQUARES,
     Dirichlet,
     NormalGamma,
-    normal_gamma_update,
-    transition_statistics,
 )
 from ..result import OPTIMAL
+from . import _psrl_kernels as PK
 from . import _ube_kernels as UK
 from ._env import continuing_shape
 from .base import (
+    CompiledAgent,
     ConicFallback,
     check_count,
     check_normal_gamma,
     check_rng,
     continuing_mask,
-    thompson_action,
 )
 
-__all__ = ["PosteriorAgent", "ThompsonMeanModel"]
+__all__ = ["PosteriorAgent", "ThompsonMeanModel", "ThompsonState", "absorb", "FLAGS"]
+
+#: The flags of the compiled posterior agents' states (``state.flags``): the batch's
+#: transitions so far, ``update_every``, the public code's Normal-Gamma update, plans in
+#: Python (a large model, another method, a subclass's own plan), policy iteration's cap,
+#: steps, plans, the policy's version, a plan made (the next one is warm), the last plan's
+#: status, iterations and recurrent classes, tracked policies (return to Python when the
+#: policy changes), a Python plan due, average reward, the Thompson plan's local rule.
+(PENDING, UPDATE_EVERY, PUBLIC, PYTHON_PLAN, MAX_ITER, STEPS, PLANS, VERSION, PLANNED, STATUS,
+ ITERATIONS, CLASSES, TRACK, DUE, AVERAGE, RULE) = range(16)  # fmt: skip
+FLAGS = 16
+
+
+def new_flags(agent, python_plan: bool, max_iter: int = 1_000) -> np.ndarray:
+    """The flags of a compiled posterior agent after its ``reset`` (``max_iter``: policy
+    iteration's cap)."""
+    flags = np.zeros(FLAGS, dtype=np.int64)
+    flags[UPDATE_EVERY] = agent.update_every
+    flags[PUBLIC] = agent.sum_of_squares == "public-code"
+    flags[PYTHON_PLAN] = python_plan
+    flags[MAX_ITER] = max_iter
+    flags[AVERAGE] = agent.discount is None
+    return flags
+
+
+def posterior_arrays(agent) -> tuple:
+    """The prior's arrays (Dirichlet ``alpha``; Normal-Gamma ``mu0, lam, alpha, beta``),
+    zeroed batch statistics ``cnt, sums, sq`` and the batch buffer, for a state tuple."""
+    S, A, n = agent.n_states, agent.n_actions, agent.update_every
+    t, r = agent.prior_transitions, agent.prior_posterior
+    return (
+        *(np.array(x, dtype=float) for x in (t.alpha, *r.params)),
+        *(np.zeros((S, A, S)) for _ in range(3)),
+        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
+        np.zeros(n, dtype=np.int64),
+    )  # fmt: skip
+
+
+@njit
+def absorb(s):  # pragma: no cover - compiled by numba
+    """Fold a compiled posterior agent's buffered transitions into its posterior
+    (:func:`optplan.agents._psrl_kernels.absorb_batch`)."""
+    PK.absorb_batch(s.flags[PENDING], s.buf_s, s.buf_a, s.buf_r, s.buf_s2, s.cnt, s.sums, s.sq,
+                    s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.flags[PUBLIC] == 1)  # fmt: skip
+    s.flags[PENDING] = 0
+
+
+@njit(inline="always")
+def buffered(s, x, a, r, y):  # pragma: no cover - compiled by numba
+    """Store one transition; whether the batch is full (then :func:`absorb` it and plan)."""
+    f = s.flags
+    k = f[PENDING]
+    s.buf_s[k], s.buf_a[k], s.buf_r[k], s.buf_s2[k] = x, a, r, y
+    f[PENDING] = k + 1
+    f[STEPS] += 1
+    return k + 1 >= f[UPDATE_EVERY]
 
 
 class PosteriorAgent(ABC):
@@ -102,93 +161,11 @@ class PosteriorAgent(ABC):
         self.transition_prior = check_positive("transition_prior", transition_prior)
         self.prior_transitions = Dirichlet(np.full((S, A, S), self.transition_prior))
         self.action_mask, self._forced = continuing_mask(action_mask, S, A)
-        n = self.update_every
-        self._buf_s = np.zeros(n, dtype=np.intp)
-        self._buf_a = np.zeros(n, dtype=np.intp)
-        self._buf_s2 = np.zeros(n, dtype=np.intp)
-        self._buf_r = np.zeros(n)
         self.rng: np.random.Generator | None = None
 
-    # --- the run protocol ------------------------------------------------------------------
-
+    @abstractmethod
     def reset(self, rng: np.random.Generator) -> None:
         """Back to the prior, take the run's generator, make the first plan."""
-        self.rng = check_rng(rng)
-        self.rewards = self.prior_posterior
-        self.transitions = self.prior_transitions
-        self._pending = 0
-        self.steps = 0
-        self.plans = 0
-        self.policy = np.asarray(self.action_mask.argmax(axis=1), dtype=np.intp)
-        self._planned = False
-        self._plan_now()
-
-    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        """Store the transition; every ``update_every`` steps fold the batch into the
-        posterior and re-plan (continuing: ``done`` is not used)."""
-        k = self._pending
-        self._buf_s[k], self._buf_a[k], self._buf_r[k], self._buf_s2[k] = (
-            state,
-            action,
-            reward,
-            next_state,
-        )
-        self._pending = k + 1
-        self.steps += 1
-        if self._pending == self.update_every:
-            self.absorb()
-            self._plan_now()
-
-    def absorb(self) -> None:
-        """Fold the stored transitions into the posterior (one batch update).
-
-        The statistics and both updates are :func:`~optplan.posteriors.transition_statistics`,
-        :meth:`Dirichlet.update <optplan.posteriors.Dirichlet.update>` and
-        :meth:`NormalGamma.update <optplan.posteriors.NormalGamma.update>` without their input
-        checks (the buffers hold the agent's own valid transitions): the same operations, the
-        same bits (``tests/test_engines_exact.py`` compares them), a fraction of the cost."""
-        k = self._pending
-        if k == 0:
-            return
-        S, A = self.n_states, self.n_actions
-        # np.add.at's sums into zeros, in the same order: one flat index and three bincounts
-        flat = (self._buf_s[:k] * A + self._buf_a[:k]) * S + self._buf_s2[:k]
-        r = self._buf_r[:k]
-        n = S * A * S
-        counts = np.bincount(flat, minlength=n).astype(float).reshape(S, A, S)
-        sums = np.bincount(flat, weights=r, minlength=n).reshape(S, A, S)
-        sums_sq = np.bincount(flat, weights=r * r, minlength=n).reshape(S, A, S)
-        self.transitions = Dirichlet._trusted(self.transitions.alpha + counts)
-        mode = self.rewards.sum_of_squares
-        new = normal_gamma_update(*self.rewards.params, counts, sums, sums_sq, mode)
-        self.rewards = NormalGamma._trusted(*new, mode)
-        self._pending = 0
-
-    def absorb_checked(self) -> None:
-        """:meth:`absorb` through the checked public updates (the reference it equals)."""
-        k = self._pending
-        if k == 0:
-            return
-        counts, sums, sums_sq = transition_statistics(
-            self._buf_s[:k],
-            self._buf_a[:k],
-            self._buf_r[:k],
-            self._buf_s2[:k],
-            self.n_states,
-            self.n_actions,
-        )
-        self.transitions = self.transitions.update(counts)
-        self.rewards = self.rewards.update(counts, sums, sums_sq)
-        self._pending = 0
-
-    def _plan_now(self) -> None:
-        self.plans += 1
-        self.plan()
-        self._planned = True
-
-    @abstractmethod
-    def plan(self) -> None:
-        """Plan on the current posterior."""
 
     @abstractmethod
     def select_action(self, state: int) -> int: ...
@@ -215,67 +192,213 @@ class PosteriorAgent(ABC):
         return {"plans": self.plans}
 
 
-class ThompsonMeanModel(ConicFallback, PosteriorAgent):
-    """Greedy planning on the posterior-mean model plus a Thompson noise scale per pair."""
+class ThompsonState(NamedTuple):
+    """The whole state of a :class:`ThompsonMeanModel`: the posterior's and the batch's arrays
+    (:func:`posterior_arrays`), the action mask, each state's only admissible action or -1
+    (``forced``), the policy and room for the last one (``old``), the compiled plan's arrays
+    (:class:`optplan.agents._ube_kernels.Work`: the mean model ``P``, ``q``, values, ``nu``,
+    ``u``, the noise sd ``sd``, scratch), ``qm`` (``q``, ``-inf`` where inadmissible),
+    ``params = [discount, coef, div, zeta]`` and ``flags`` (:data:`FLAGS`)."""
+
+    alpha: np.ndarray
+    mu0: np.ndarray
+    lam: np.ndarray
+    nalpha: np.ndarray
+    nbeta: np.ndarray
+    cnt: np.ndarray
+    sums: np.ndarray
+    sq: np.ndarray
+    buf_s: np.ndarray
+    buf_a: np.ndarray
+    buf_r: np.ndarray
+    buf_s2: np.ndarray
+    mask: np.ndarray
+    forced: np.ndarray
+    policy: np.ndarray
+    old: np.ndarray
+    P: np.ndarray
+    var: np.ndarray
+    R: np.ndarray
+    a0: np.ndarray
+    q: np.ndarray
+    values: np.ndarray
+    nu: np.ndarray
+    u: np.ndarray
+    sd: np.ndarray
+    M: np.ndarray
+    b: np.ndarray
+    row: np.ndarray
+    new: np.ndarray
+    reach: np.ndarray
+    stack: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    qm: np.ndarray
+    params: np.ndarray
+    flags: np.ndarray
+
+
+@njit
+def thompson_plan_now(s):  # pragma: no cover - compiled by numba
+    """A plan (:func:`optplan.agents._ube_kernels._plan`: the posterior-mean model, policy
+    iteration warm-started from the last policy, the local term, the uncertainty and the
+    noise sd). ``True`` when Python must plan: a Python plan, or a compiled one that failed
+    (the NumPy plan then redoes it and raises its error; it draws nothing)."""
+    f = s.flags
+    f[PLANS] += 1
+    if f[PYTHON_PLAN]:
+        f[DUE] = 1
+        return True
+    p = s.params
+    status = UK._plan(
+        s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.mask, p[0], f[RULE],
+        p[1], p[2], p[0] * p[0], s.policy, f[PLANNED] == 1, s.P, s.var, s.R, s.a0, s.q,
+        s.values, s.nu, s.u, s.sd, s.M, s.b, s.row, s.new, s.reach, s.stack, s.v, s.w,
+        f[MAX_ITER],
+    )  # fmt: skip
+    f[STATUS] = status
+    if status != UK.OK:
+        f[DUE] = 1
+        return True
+    S, A = s.q.shape
+    for x in range(S):
+        for a in range(A):
+            s.qm[x, a] = s.q[x, a] if s.mask[x, a] else -math.inf
+    f[PLANNED] = 1
+    return False
+
+
+@njit(inline="always")
+def thompson_act(s, x, rng):  # pragma: no cover - compiled by numba
+    """``argmax_b q_xb + zeta eps_b sd_xb``, ``eps ~ N(0, I)`` (one draw per action, none in a
+    state with one admissible action or with ``zeta = 0``: the greedy action)."""
+    if s.forced[x] >= 0:
+        return s.forced[x]
+    zeta = s.params[3]
+    if zeta == 0.0:
+        return s.policy[x]
+    best, top = -1, 0.0
+    for b in range(s.qm.shape[1]):
+        val = s.qm[x, b] + zeta * rng.standard_normal() * s.sd[x, b]
+        if best >= 0 and math.isnan(top):
+            continue  # numpy's argmax: the first NaN wins (the draws still happen)
+        if best < 0 or math.isnan(val) or val > top:
+            best, top = b, val
+    return best
+
+
+@njit(inline="always")
+def thompson_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
+    """Buffer the transition; every ``update_every`` steps, :func:`absorb` and
+    :func:`thompson_plan_now`."""
+    if not buffered(s, x, a, r, y):
+        return False
+    absorb(s)
+    return thompson_plan_now(s)
+
+
+@njit
+def thompson_run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(thompson_act, thompson_observe, s, env, steps, env_rng, agent_rng)
+
+
+class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
+    """Greedy planning on the posterior-mean model plus a Thompson noise scale per pair. Its
+    state is a :class:`ThompsonState`; steps, batch updates and plans are compiled
+    (:func:`thompson_observe`), except plans by the conic method, of :data:`MAX_STATES
+    <optplan.agents._ube_kernels.MAX_STATES>` states or more, or of a subclass with its own
+    NumPy plan (:data:`_NUMPY_PLAN`): :meth:`_plan_numpy`, called from the compiled loop."""
 
     _needs_variance = True
+    _run = staticmethod(thompson_run)
 
     def __init__(self, n_states, n_actions, *, zeta, method="fast", solver=None, **posterior):
         self.zeta = check_positive("zeta", zeta, allow_zero=True)
         self.init_fallback(method, solver)
         PosteriorAgent.__init__(self, n_states, n_actions, **posterior)
+        self.reset(np.random.default_rng(0))
 
     def reset(self, rng: np.random.Generator) -> None:
+        """Back to the prior, take the run's generator, make the first plan."""
         self.reset_fallback()
-        self._work = (
-            UK.Work(self.n_states, self.n_actions)
-            if self.method == "fast" and UK.available(self.n_states) and _keeps_plan(type(self))
-            else None
-        )
-        PosteriorAgent.reset(self, rng)
+        self.rng = check_rng(rng)
+        S, A = self.n_states, self.n_actions
+        python = not (self.method == "fast" and S < UK.MAX_STATES and _keeps_plan(type(self)))
+        rule, coef, div = self._kernel_rule()
+        flags = new_flags(self, python, UK.MAX_ITER)
+        flags[RULE] = rule
+        work = UK.Work(S, A)
+        for x in work.args():
+            x[...] = 0
+        self.state = ThompsonState(
+            *posterior_arrays(self), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
+            np.ascontiguousarray(self._forced, dtype=np.int64),
+            np.asarray(self.action_mask.argmax(axis=1), dtype=np.int64),
+            np.zeros(S, dtype=np.int64), *work.args(), np.zeros((S, A)),
+            np.array([float(self.discount), float(coef), float(div), float(self.zeta)]), flags,
+        )  # fmt: skip
+        self._problem, self._problem_plan = None, -1
+        UK._compiled()  # the plan's compiled functions, bound before a step compiles
+        if thompson_plan_now(self.state):
+            self.plan()
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        """Store the transition; every ``update_every`` steps fold the batch into the
+        posterior and re-plan (continuing: ``done`` is not used)."""
+        if thompson_observe(self.state, int(state), int(action), float(reward),
+                            int(next_state), bool(done), self.rng):  # fmt: skip
+            self.plan()
 
     def plan(self) -> None:
-        """``Qbar`` and ``pi`` of the posterior-mean model and the noise sd: one compiled
-        call (:func:`optplan.agents._ube_kernels.plan`) where it applies (numba, ``method=
-        "fast"``, fewer than ``MAX_STATES`` states, a class that keeps the NumPy plan's
-        methods, ``_NUMPY_PLAN``, of the class that defines ``_kernel_rule``), else (or when
-        that plan fails: it draws nothing, so the NumPy plan redoes it and raises its error)
-        :meth:`_plan_numpy`."""
-        work = getattr(self, "_work", None)
-        if work is None:
+        """The plan ``observe`` handed to Python (:meth:`_plan_numpy`)."""
+        flags = self.state.flags
+        if flags[DUE]:
+            flags[DUE] = 0
             self._plan_numpy()
-            return
-        t, r = self.transitions, self.rewards
-        policy = np.array(self.policy, dtype=np.int64)
-        status = UK.plan(
-            t.alpha, r.mu0, r.lam, r.alpha, r.beta, self.action_mask, self.discount,
-            self._kernel_rule(), policy, self._planned, work,
-        )  # fmt: skip
-        if status != UK.OK:
-            self._plan_numpy()
-            return
-        self._from_work(policy)
+
+    def _plan_numpy(self) -> None:
+        """The plan in NumPy: :meth:`mean_model`, policy iteration, the noise sd
+        (:meth:`_noise_sd`), written into the state."""
+        st = self.state
+        P, R = self.mean_model()
+        out = self._optimal(P, R, "posterior-mean model")
+        st.policy[...] = out.policy
+        st.values[...] = out.values
+        st.q[...] = out.q
+        st.qm[...] = masked(out.q, self.action_mask)
+        st.P[...] = P
+        st.sd[...] = np.where(self.action_mask, self._noise_sd(P), 0.0)
+        st.flags[PLANNED] = 1
 
     @abstractmethod
     def _kernel_rule(self) -> tuple:
         """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
 
     @abstractmethod
-    def _from_work(self, policy: np.ndarray) -> None:
-        """The plan's results from the compiled plan's arrays (``policy``: its new policy)."""
-
-    def _plan_numpy(self) -> None:
-        """:meth:`plan` in NumPy (the path without numba)."""
-        P, R = self.mean_model()
-        out = self._optimal(P, R, "posterior-mean model")
-        self.policy = out.policy
-        self.values = out.values
-        self.q = masked(out.q, self.action_mask)
-        self.noise_sd = np.where(self.action_mask, self._noise_sd(P), 0.0)
-
-    @abstractmethod
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
-        """The Thompson noise's standard deviation per pair, before ``zeta``."""
+        """The Thompson noise's standard deviation per pair, before ``zeta`` (the NumPy
+        plan)."""
+
+    @property
+    def _planned(self) -> bool:
+        return bool(self.state.flags[PLANNED])
+
+    transitions = property(lambda self: Dirichlet._trusted(self.state.alpha.copy()),
+                           doc="The Dirichlet posterior of the transitions (a copy).")  # fmt: skip
+    rewards = property(
+        lambda self: NormalGamma._trusted(
+            *(x.copy() for x in self.state[1:5]), self.prior_posterior.sum_of_squares
+        ),
+        doc="The Normal-Gamma posterior of the mean rewards (a copy).",
+    )
+    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
+    q = property(lambda self: self.state.qm, doc="``Qbar`` (``-inf`` where inadmissible).")
+    values = property(lambda self: self.state.values, doc="``V`` of the greedy policy.")
+    noise_sd = property(lambda self: self.state.sd, doc="The Thompson noise's sd per pair.")
+    steps = property(lambda self: int(self.state.flags[STEPS]))
+    plans = property(lambda self: int(self.state.flags[PLANS]))
+    _pending = property(lambda self: int(self.state.flags[PENDING]))
 
     def _solve(self, problem):
         """The agent's problem solved: the fast path without the dual (never read here)."""
@@ -283,14 +406,14 @@ class ThompsonMeanModel(ConicFallback, PosteriorAgent):
         return self.solve_checked(problem, what, multiplier=False)
 
     def select_action(self, state: int) -> int:
-        return thompson_action(
-            self.rng,
-            self._forced[state],
-            self.policy[state],
-            self.q[state],
-            self.zeta,
-            self.noise_sd[state],
-        )
+        return int(thompson_act(self.state, int(state), self.rng))
+
+    def compiled_reason(self, env) -> str | None:
+        if env.ints[1]:
+            return f"{type(self).__name__} is continuing: it does not play layered models"
+        if env.mask.shape[1:] != (self.n_states, self.n_actions):
+            return "the agent's tables do not match the model's states and actions"
+        return None
 
     def stats(self) -> dict:
         out = PosteriorAgent.stats(self)

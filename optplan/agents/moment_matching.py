@@ -15,7 +15,6 @@ import numpy as np
 
 from .._checks import OptplanError, check_choice
 from .._params import Component, Param
-from ..dp import masked
 from ..problems.moment_matching import MomentMatchingVariance
 from . import _ube_kernels as UK
 from ._posterior_agent import (
@@ -74,30 +73,30 @@ class MomentMatching(ThompsonMeanModel):
         """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
         return UK.MOMENT, 0.0, self.discount if self.std == "public-code" else 1.0
 
-    def _from_work(self, policy: np.ndarray) -> None:
-        """The plan's results from the compiled plan's arrays."""
-        work = self._work
-        self.policy = policy
-        self.values = work.values.copy()
-        self.q = masked(work.q, self.action_mask)
-        self.variance = np.where(self.action_mask, work.u, 0.0)
-        self.noise_sd = work.sd.copy()
-        self._problem = None
-        self._problem_posterior = (self.transitions, self.rewards)
+    @property
+    def variance(self) -> np.ndarray:
+        """``sigma~^2`` (0 on inadmissible pairs)."""
+        return np.where(self.action_mask, self.state.u, 0.0)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        self.state.u[...] = value
 
     @property
     def problem(self) -> MomentMatchingVariance:
         """The last problem solved (built on first read after a compiled plan)."""
-        if self._problem is None:
-            t, r = self._problem_posterior
+        if self._problem_plan != self.plans:
+            t, r = self.transitions, self.rewards
             self._problem = MomentMatchingVariance._trusted(
-                t.alpha, r.mu0, r.variance, self.policy, self.discount, self.values
-            )
+                t.alpha, r.mu0, r.variance, self.policy.copy(), self.discount,
+                self.values.copy(),
+            )  # fmt: skip
+            self._problem_plan = self.plans
         return self._problem
 
     @problem.setter
     def problem(self, value: MomentMatchingVariance) -> None:
-        self._problem = value
+        self._problem, self._problem_plan = value, self.plans
 
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
         # the agent's own posterior and plan: valid by construction, so built unchecked
@@ -105,9 +104,9 @@ class MomentMatching(ThompsonMeanModel):
             self.transitions.alpha,
             self.rewards.mu0,
             self.rewards.variance,
-            self.policy,
+            self.policy.copy(),
             self.discount,
-            self.values,
+            self.values.copy(),
         )
         self.variance = np.where(self.action_mask, np.asarray(self._solve(self.problem).x), 0.0)
         sd = np.sqrt(self.variance)

@@ -41,12 +41,29 @@ from . import _layered_kernels as LK
 from . import _psrl_kernels as K
 from ._env import continuing_shape, env_model
 from ._posterior_agent import (
+    AVERAGE,
+    CLASSES,
     DRAFT_GAMMA,
+    DUE,
+    ITERATIONS,
+    MAX_ITER,
     MODEL_POSTERIOR_PARAMS,
     NG_PRIOR_PARAMS,
+    PENDING,
+    PLANNED,
+    PLANS,
+    PYTHON_PLAN,
+    STATUS,
+    STEPS,
+    TRACK,
+    VERSION,
     PosteriorAgent,
+    absorb,
+    buffered,
     model_args,
+    new_flags,
     ng_prior,
+    posterior_arrays,
 )
 from .base import CompiledAgent, check_normal_gamma, check_rng, continuing_mask, one_hot_policy
 from .k_learning import POSTERIOR_PARAMS, EpisodicAgent, posterior_args
@@ -118,16 +135,6 @@ class PSRL(EpisodicAgent):
         return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"
 
 
-#: ``PSRLState.flags``: the batch's transitions so far, ``update_every``, average reward, the
-#: public code's Normal-Gamma update, plans in Python (``MAX_STATES`` states or more),
-#: policy iteration's cap, steps, plans, the policy's version, a plan made (the next one is
-#: warm), the last plan's status, iterations and recurrent classes, tracked policies (return
-#: to Python when the policy changes), a Python plan due.
-(PENDING, UPDATE_EVERY, AVERAGE, PUBLIC, PYTHON_PLAN, MAX_ITER, STEPS, PLANS, VERSION, PLANNED,
- STATUS, ITERATIONS, CLASSES, TRACK, DUE) = range(15)  # fmt: skip
-FLAGS = 15
-
-
 class PSRLState(NamedTuple):
     """The whole state of :class:`ContinuingPSRL`: the Dirichlet's ``alpha`` and the
     Normal-Gamma's ``mu0, lam, nalpha, nbeta`` (each ``(S, A, S)``); zeroed batch statistics
@@ -135,7 +142,7 @@ class PSRLState(NamedTuple):
     one, ``old``); the last sampled model
     ``P, mu``, its ``R``, ``q``, values and the plan's scratch
     (:class:`optplan.agents._psrl_kernels.Work`); ``params = [discount]`` (1 for average
-    reward); ``flags`` (:data:`PENDING` ...)."""
+    reward); ``flags`` (:data:`optplan.agents._posterior_agent.FLAGS`)."""
 
     alpha: np.ndarray
     mu0: np.ndarray
@@ -165,15 +172,6 @@ class PSRLState(NamedTuple):
     stack: np.ndarray
     params: np.ndarray
     flags: np.ndarray
-
-
-@njit
-def absorb(s):  # pragma: no cover - compiled by numba
-    """Fold the buffered transitions into the posterior
-    (:func:`optplan.agents._psrl_kernels.absorb_batch`)."""
-    K.absorb_batch(s.flags[PENDING], s.buf_s, s.buf_a, s.buf_r, s.buf_s2, s.cnt, s.sums, s.sq,
-                   s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.flags[PUBLIC] == 1)  # fmt: skip
-    s.flags[PENDING] = 0
 
 
 @njit
@@ -218,12 +216,7 @@ def psrl_act(s, x, rng):  # pragma: no cover - compiled by numba
 def psrl_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     """Buffer the transition; every ``update_every`` steps, :func:`absorb` and
     :func:`psrl_plan_now`."""
-    f = s.flags
-    k = f[PENDING]
-    s.buf_s[k], s.buf_a[k], s.buf_r[k], s.buf_s2[k] = x, a, r, y
-    f[PENDING] = k + 1
-    f[STEPS] += 1
-    if k + 1 < f[UPDATE_EVERY]:
+    if not buffered(s, x, a, r, y):
         return False
     absorb(s)
     return psrl_plan_now(s, rng)
@@ -286,23 +279,14 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
     def reset(self, rng: np.random.Generator) -> None:
         """Back to the prior, take the run's generator, make the first plan."""
         self.rng = check_rng(rng)
-        S, A, n = self.n_states, self.n_actions, self.update_every
-        t, r = self.prior_transitions, self.prior_posterior
-        flags = np.zeros(FLAGS, dtype=np.int64)
-        flags[UPDATE_EVERY] = n
-        flags[AVERAGE] = self.discount is None
-        flags[PUBLIC] = r.sum_of_squares == "public-code"
-        flags[PYTHON_PLAN] = S >= K.MAX_STATES
-        flags[MAX_ITER] = 1_000
+        S, A = self.n_states, self.n_actions
         work = K.Work(S, A)
         self.state = PSRLState(
-            *(np.array(x, dtype=float) for x in (t.alpha, *r.params)),
-            *(np.zeros((S, A, S)) for _ in range(3)),
-            np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
-            np.zeros(n, dtype=np.int64), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
+            *posterior_arrays(self), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
             np.asarray(self.action_mask.argmax(axis=1), dtype=np.int64),
             np.zeros(S, dtype=np.int64), *work.args(),
-            np.array([1.0 if self.discount is None else float(self.discount)]), flags,
+            np.array([1.0 if self.discount is None else float(self.discount)]),
+            new_flags(self, S >= K.MAX_STATES),
         )  # fmt: skip
         K._compiled()  # the plan's compiled functions, bound before a step compiles
         if psrl_plan_now(self.state, self.rng):

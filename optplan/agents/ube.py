@@ -467,7 +467,11 @@ class ContinuingUBE(ThompsonMeanModel):
         self.local_rule = check_choice("local", local, CONTINUING_LOCAL_RULES)
         self.reward_bound = check_positive("reward_bound", reward_bound)
         super().__init__(n_states, n_actions, zeta=zeta, **model)
-        self.q_max = q_max(self.reward_bound, discount=self.discount)
+
+    @property
+    def q_max(self) -> float:
+        """``Q_max = reward_bound / (1 - gamma)``."""
+        return q_max(self.reward_bound, discount=self.discount)
 
     def _kernel_rule(self) -> tuple:
         """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
@@ -475,30 +479,31 @@ class ContinuingUBE(ThompsonMeanModel):
             return UK.DRAFT, self.q_max**2, 1.0
         return UK.LEMMA1, self.discount**2 * self.q_max**2, 1.0
 
-    def _from_work(self, policy: np.ndarray) -> None:
-        """The plan's results from the compiled plan's arrays."""
-        work = self._work
-        self.policy = policy
-        self.values = work.values.copy()
-        self.q = masked(work.q, self.action_mask)
-        self.local = work.nu.copy()
-        self.u = work.u.copy()
-        self.noise_sd = work.sd.copy()
-        self._problem = None
-        self._problem_P = work.P.copy()
+    local = property(lambda self: self.state.nu, doc="``nu`` of every pair (0 where inadmissible).")
+    u = property(lambda self: self.state.u, doc="The UBE's solution (0 where inadmissible).")
+
+    @local.setter
+    def local(self, value) -> None:
+        self.state.nu[...] = value
+
+    @u.setter
+    def u(self, value) -> None:
+        self.state.u[...] = value
 
     @property
     def problem(self) -> UncertaintyBellman:
         """The last UBE solved (built on first read after a compiled plan)."""
-        if self._problem is None:
+        if self._problem_plan != self.plans:
+            st = self.state
             self._problem = UncertaintyBellman._trusted(
-                self._problem_P, self.policy, self.local, self.discount
+                st.P.copy(), st.policy.copy(), st.nu.copy(), self.discount
             )
+            self._problem_plan = self.plans
         return self._problem
 
     @problem.setter
     def problem(self, value: UncertaintyBellman) -> None:
-        self._problem = value
+        self._problem, self._problem_plan = value, self.plans
 
     def local_uncertainty(self) -> np.ndarray:
         """``nu`` of every pair from the current posterior (0 where inadmissible)."""
@@ -517,7 +522,9 @@ class ContinuingUBE(ThompsonMeanModel):
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
         self.local = self.local_uncertainty()
         # the agent's own posterior and plan: valid by construction, so built unchecked
-        self.problem = UncertaintyBellman._trusted(P, self.policy, self.local, self.discount)
+        self.problem = UncertaintyBellman._trusted(
+            P, self.policy.copy(), self.local.copy(), self.discount
+        )
         self.u = np.asarray(self._solve(self.problem).x)
         return np.sqrt(self.u)
 

@@ -14,10 +14,9 @@ Two tables, each of engines that say for themselves what they cover:
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
   :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
   way: the index agents' (:mod:`.index_compiled`); the continuing count-bonus agent's
-  (:mod:`.mean_model_compiled`); the UBE without unrolling's, moment matching's and the
-  continuing UBE of Eq. 3's (:mod:`.ube_compiled`); the continuing UBE's and moment
-  matching's steps between plans (:mod:`.planning_compiled`); K-learning's and the episodic
-  PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's (:mod:`.ravi_compiled`).
+  (:mod:`.mean_model_compiled`); the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
+  K-learning's and the episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's
+  (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -102,12 +101,6 @@ def _ube_compiled():
     return ube_compiled
 
 
-def _planning_compiled():
-    from . import planning_compiled
-
-    return planning_compiled
-
-
 def _episodic_compiled():
     from . import episodic_compiled
 
@@ -125,8 +118,7 @@ RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
     RunEngine("index agents", _index_compiled),
     RunEngine("continuing count-bonus", _mean_model_compiled),
-    RunEngine("UBE and moment matching", _ube_compiled),
-    RunEngine("planning agents", _planning_compiled),
+    RunEngine("continuing UBE", _ube_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
 )

@@ -27,13 +27,13 @@ from ..agents import _mean_model_kernels as MK
 from ..agents.ube import CountBonus
 from ..dp import masked
 from . import _segment_kernels as SK
-from ._segment_kernels import _reward, _search_right
-from .planning_compiled import (
+from ._engine_env import (
     _arrays,
     _env_reason,
     compiled_oracle_run,  # noqa: F401  (the engine's oracle run, same environments)
     finish_run,
 )
+from ._segment_kernels import _reward, _search_right
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "CHUNK"]
 

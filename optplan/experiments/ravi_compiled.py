@@ -47,8 +47,8 @@ from .._checks import OptplanError
 from ..agents.ravi import RAVIUCB, RAVIUCBLinear, linear_observe
 from ..envs import DiscountedResets
 from . import _segment_kernels as SK
+from ._engine_env import _arrays, _env_reason
 from ._segment_kernels import _reward, _search_right
-from .planning_compiled import _arrays, _env_reason
 
 __all__ = ["compiled_reason", "compiled_loop", "compiled_oracle_run", "EPISODES", "AGENT_CLASSES"]
 
