@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -355,11 +356,41 @@ def load_model(path: str | os.PathLike) -> Model:
     return _from_arrays(path, data, name)
 
 
+#: An innermost array as ``tomli_w`` writes it: one item per line.
+_INNERMOST = re.compile(r"\[\n((?:[ ]*[^\[\]\n]+,\n)+)([ ]*)\]")
+#: The width :func:`_compact` fills lines to.
+_WIDTH = 96
+
+
+def _compact(text: str) -> str:
+    """``tomli_w``'s output with each innermost array (of numbers or booleans) on as few lines
+    as fit in :data:`_WIDTH` columns: a row of ``P`` reads as one line."""
+
+    def join(match: re.Match) -> str:
+        items = [line.strip() for line in match[1].splitlines()]
+        indent = match[2]
+        one = "[" + ", ".join(item.rstrip(",") for item in items) + "]"
+        if len(indent) + len(one) <= _WIDTH:
+            return one
+        lines, line = [], ""
+        for item in items:
+            if line and len(indent) + 4 + len(line) + 1 + len(item) > _WIDTH:
+                lines.append(line)
+                line = ""
+            line = f"{line} {item}" if line else item
+        lines.append(line)
+        body = "".join(f"{indent}    {line}\n" for line in lines)
+        return f"[\n{body}{indent}]"
+
+    return _INNERMOST.sub(join, text)
+
+
 def save_model(model: Model, path: str | os.PathLike, *, description: str | None = None) -> Path:
     """Write ``model`` as an explicit-array model file; ``load_model`` reads it back exactly.
 
     Floats are written by :mod:`tomli_w` with ``repr``, the shortest string that parses back
-    to the same double, so ``load_model(save_model(m, f)) == m`` holds bit for bit.
+    to the same double, so ``load_model(save_model(m, f)) == m`` holds bit for bit; each row
+    of an array on one line (wrapped at 96 columns).
     ``initial`` is written only when it is not uniform, ``action_mask`` only when some action
     is masked out (the defaults reproduce both exactly). A sparse model is written compactly,
     as ``P_csr`` (its CSR arrays), and read back sparse.
@@ -416,7 +447,7 @@ def save_model(model: Model, path: str | os.PathLike, *, description: str | None
         doc["P"] = model.P.tolist()
         doc["R"] = model.R.tolist()
     try:
-        path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+        path.write_text(_compact(tomli_w.dumps(doc)), encoding="utf-8")
     except OSError as exc:
         raise write_error("path", path, exc) from exc
     return path

@@ -334,3 +334,19 @@ def test_a_huge_sparse_index_is_reported_as_written(tmp_path):
     )
     with pytest.raises(ValueError, match=r"'P_csr.indices': holds 1e\+30, far outside"):
         load_model(path)
+
+
+def test_saved_rows_read_as_rows(tmp_path):
+    """A row of ``P`` is one line (up to 96 columns; longer rows wrap, still round-trip)."""
+    import optplan as op
+
+    model = op.load_model("models/riverswim6.toml")
+    text = op.save_model(model, tmp_path / "m.toml").read_text()
+    assert "        [0.4, 0.6, 0.0, 0.0, 0.0, 0.0],\n" in text
+    assert len(text.splitlines()) < 40
+    rng = np.random.default_rng(1)
+    wide = op.TabularMDP(rng.dirichlet(np.ones(60), size=(60, 2)), rng.random((60, 2)),
+                         discount=0.9)  # fmt: skip
+    back = op.load_model(op.save_model(wide, tmp_path / "w.toml"))
+    np.testing.assert_array_equal(back.P, wide.P)
+    assert max(map(len, (tmp_path / "w.toml").read_text().splitlines())) <= 96
