@@ -24,8 +24,8 @@ class ClippedOptimisticPlanning(EstimatedKernel, Problem):
     .. math:: Q(s, a) = \Pi_H\big[r(s, a) + CB(s, a) + \gamma \textstyle\sum_{s'}
               \hat P(s'|s, a) \max_{a'} Q(s', a')\big], \qquad H = \frac{1}{1 - \gamma},
 
-    ``Pi_H`` the truncation to ``[0, H]``. With ``r`` in ``[0, 1]``, ``CB >= 0`` and ``P_hat
-    >= 0`` the lower truncation never acts, so in values ``V = max_a Q`` this is ``V =
+    ``Pi_H`` the truncation to ``[0, H]``. With ``r`` in ``[0, 1]``, ``CB >= 0`` and
+    ``P_hat >= 0`` the lower truncation never acts, so in values ``V = max_a Q`` this is ``V =
     min(H, T V)`` with ``T`` the Bellman optimality operator of the substochastic model
     ``(P_hat, r + CB)``: a ``gamma``-contraction with one fixed point.
 
