@@ -17,6 +17,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..dp import ITERATIVE_MIN_STATES
+from ..dp.discounted import DENSE_ITERATIVE_MIN_STATES
 from ..mdp import FiniteHorizonMDP, TabularMDP, check_model_size
 from ..problems import (
     AverageRewardPlanning,
@@ -309,7 +310,7 @@ def bench_planning(
     for criterion in criteria:
         cls, model = problems[criterion]
         names = PEERS.get(criterion, ()) if peers else ()
-        _warm_up(cls, model, names, max(sizes), n_actions, seed)
+        _warm_up(cls, model, names, sizes, n_actions, seed, solvers)
         for S in sizes:
             rng = np.random.default_rng([seed, S])
             row = {"criterion": criterion, "S": S, "A": n_actions, "instances": repeats}
@@ -454,14 +455,22 @@ def _bench_sparse(
     return rows
 
 
-def _warm_up(cls, model, names, largest: int, n_actions: int, seed: int) -> None:
-    """Untimed: the first calls import (SciPy's LAPACK, pymdptoolbox's modules, numba's cached
-    kernel of the iterative evaluation from ITERATIVE_MIN_STATES states on)."""
-    for n in (8, ITERATIVE_MIN_STATES) if largest >= ITERATIVE_MIN_STATES else (8,):
+def _warm_up(cls, model, names, sizes, n_actions: int, seed: int, solvers=()) -> None:
+    """Untimed, before the first row: the first calls import and compile (SciPy's LAPACK,
+    pymdptoolbox's modules, numba's kernels of the paths the sizes take: the dense iterative
+    evaluation from ``DENSE_ITERATIVE_MIN_STATES`` states, the average one from
+    ``ITERATIVE_MIN_STATES``; CVXPY and each conic solver), which would otherwise be timed
+    in the first row they reach (a ratio of thousands with ``--repeats 1``)."""
+    paths = {8} | {n for n in (DENSE_ITERATIVE_MIN_STATES, ITERATIVE_MIN_STATES)
+                   if n <= max(sizes)}  # fmt: skip
+    for n in sorted(paths):
         warm = cls(model(random_mdp(np.random.default_rng(seed), n, n_actions)))
         fast = warm.solve(method="fast")
         for name in names:
             run_peer(name, warm.mdp, fast)
+    small = cls(model(random_mdp(np.random.default_rng(seed), 4, n_actions)))
+    for solver in solvers:
+        small.solve(method="conic", solver=solver)
 
 
 def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Sequence[str]) -> None:
