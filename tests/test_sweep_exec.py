@@ -172,7 +172,7 @@ def test_ray_backend_matches_local(tmp_path):
 def test_a_different_sweep_is_refused_before_running(tmp_path, capsys):
     run_sweep(sweep_from_dict(small_spec(), source="small.toml"), tmp_path, quiet=True)
     other = sweep_from_dict(small_spec(steps=500), source="other.toml")
-    with pytest.raises(StoreMismatch, match=r"different sweep.*steps: 400 here vs 500"):
+    with pytest.raises(StoreMismatch, match=r"(?s)different sweep.*steps: 400 there, 500 here"):
         run_sweep(other, tmp_path, quiet=True)
     stray = tmp_path / "stray"
     stray.mkdir()
@@ -184,7 +184,9 @@ def test_a_different_sweep_is_refused_before_running(tmp_path, capsys):
     bad = tmp_path / "other.toml"
     bad.write_text(SMOKE.read_text())
     assert main(["sweep", str(bad), "--out", str(tmp_path), "--quiet"]) == 2
-    assert "different sweep" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "different sweep" in err
+    assert max(map(len, err.splitlines()[1:])) <= 110, err  # one short line per difference
 
 
 def test_a_failing_task_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):

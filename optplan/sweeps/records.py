@@ -208,14 +208,28 @@ def _json_bytes(obj) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n").encode()
 
 
+def _brief(value, width: int = 40) -> str:
+    """``value`` as JSON, cut to ``width`` characters."""
+    text = json.dumps(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _diff(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """The differences of two sweeps' dicts, one short line each (nested dicts, and lists of
+    equal length, compared entry by entry)."""
     out = []
     for key in sorted(set(a) | set(b)):
         va, vb = a.get(key, "<missing>"), b.get(key, "<missing>")
         if isinstance(va, dict) and isinstance(vb, dict):
             out += _diff(va, vb, f"{prefix}{key}.")
+        elif isinstance(va, list) and isinstance(vb, list) and len(va) == len(vb):
+            for i, (x, y) in enumerate(zip(va, vb, strict=True)):
+                if isinstance(x, dict) and isinstance(y, dict):
+                    out += _diff(x, y, f"{prefix}{key}[{i}].")
+                elif x != y:
+                    out.append(f"{prefix}{key}[{i}]: {_brief(x)} there, {_brief(y)} here")
         elif va != vb:
-            out.append(f"{prefix}{key}: {json.dumps(va)} here vs {json.dumps(vb)} in the file")
+            out.append(f"{prefix}{key}: {_brief(va)} there, {_brief(vb)} here")
     return out
 
 

@@ -120,13 +120,14 @@ class ResultStore:
                 raise StoreMismatch(f"{meta} is unreadable ({exc}); use another --out") from None
             if old.get("fingerprint") != spec["fingerprint"]:
                 diffs = _diff(old.get("sweep", {}), spec["sweep"])
-                shown = "; ".join(diffs[:5]) + (" ..." if len(diffs) > 5 else "")
+                more = [f"  ... and {len(diffs) - 8} more"] if len(diffs) > 8 else []
+                shown = "\n".join([*(f"  {d}" for d in diffs[:8]), *more])
                 raise StoreMismatch(
                     f"{root} holds results of a different sweep "
-                    f"({old.get('sweep', {}).get('name')!r}, fingerprint "
-                    f"{str(old.get('fingerprint'))[:12]}) than {sweep.source} "
-                    f"(fingerprint {spec['fingerprint'][:12]}): {shown}. Refusing to mix them; "
-                    f"use another --out or delete the directory."
+                    f"({old.get('sweep', {}).get('name')!r}) than {sweep.source}.\n"
+                    "Refusing to mix them: use another --out or delete the directory.\n"
+                    "What differs (there: the directory's sweep.json; here: the sweep file):\n"
+                    f"{shown}"
                 )
         elif root.is_dir() and any(p.name != LOCK_NAME for p in root.iterdir()):
             raise StoreMismatch(
