@@ -20,6 +20,7 @@ from test_engines_exact import ENVIRONMENTS, assert_same_left, assert_same_trace
 
 import optplan as op
 from optplan.agents import ContinuingPSRL
+from optplan.agents import _posterior_agent as PA
 from optplan.agents import _psrl_kernels as K
 from optplan.agents import psrl as PS
 from optplan.agents.registry import make_agent
@@ -86,7 +87,7 @@ def agent_pair(rng, S, A, discount):
         agent.reset(np.random.default_rng(0))
         set_posterior(agent, dirichlet, ng)
         agent.state.policy[...] = policy
-        agent.state.flags[PS.PLANNED], agent.state.flags[PS.VERSION] = planned, 5
+        agent.state.flags[PA.PLANNED], agent.state.flags[PA.VERSION] = planned, 5
         agent.rng = np.random.default_rng(seed)
         out.append(agent)
     return out
@@ -147,7 +148,7 @@ def test_compiled_batch_update_equals_the_checked_updates(mode):
                      rng.integers(0, S, k))  # fmt: skip
             st = agent.state
             st.buf_s[:k], st.buf_a[:k], st.buf_r[:k], st.buf_s2[:k] = batch
-            st.flags[PS.PENDING] = k
+            st.flags[PA.PENDING] = k
             PS.absorb(st)
             counts, sums, squares = transition_statistics(*batch, S, A)
             dirichlet, ng = dirichlet.update(counts), ng.update(counts, sums, squares)
@@ -229,7 +230,7 @@ def test_a_large_model_plans_in_numpy_within_the_compiled_loop():
     for engine in ("python", "compiled"):
         agents.append(ContinuingPSRL(S, 2, update_every=40))
         traces.append(run(agents[-1], TabularEnv(mdp), steps=120, seed=1, engine=engine))
-    assert agents[0].state.flags[PS.PYTHON_PLAN] and agents[1].plans == 4
+    assert agents[0].state.flags[PA.PYTHON_PLAN] and agents[1].plans == 4
     np.testing.assert_array_equal(traces[0].actions, traces[1].actions)
     np.testing.assert_array_equal(agents[0].policy, agents[1].policy)
 

@@ -165,7 +165,34 @@ class PosteriorAgent(ABC):
 
     @abstractmethod
     def reset(self, rng: np.random.Generator) -> None:
-        """Back to the prior, take the run's generator, make the first plan."""
+        """Back to the prior, take the run's generator, make the first plan (a compiled
+        agent's ``state``: :data:`FLAGS`, :func:`posterior_arrays` first)."""
+
+    # --- what the compiled agents read from their state ----------------------------------
+
+    @property
+    def _planned(self) -> bool:
+        return bool(self.state.flags[PLANNED])
+
+    transitions = property(lambda self: Dirichlet._trusted(self.state.alpha.copy()),
+                           doc="The Dirichlet posterior of the transitions (a copy).")  # fmt: skip
+    rewards = property(
+        lambda self: NormalGamma._trusted(
+            *(x.copy() for x in self.state[1:5]), self.prior_posterior.sum_of_squares
+        ),
+        doc="The Normal-Gamma posterior of the mean rewards (a copy).",
+    )
+    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
+    steps = property(lambda self: int(self.state.flags[STEPS]), doc="Steps since ``reset``.")
+    plans = property(lambda self: int(self.state.flags[PLANS]), doc="Plans since ``reset``.")
+    _pending = property(lambda self: int(self.state.flags[PENDING]))
+
+    def compiled_reason(self, env) -> str | None:
+        if env.ints[1]:
+            return f"{type(self).__name__} is continuing: it does not play layered models"
+        if env.mask.shape[1:] != (self.n_states, self.n_actions):
+            return "the agent's tables do not match the model's states and actions"
+        return None
 
     @abstractmethod
     def select_action(self, state: int) -> int: ...
@@ -312,6 +339,7 @@ class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
 
     _needs_variance = True
     _run = staticmethod(thompson_run)
+    compiled_reason = PosteriorAgent.compiled_reason
 
     def __init__(self, n_states, n_actions, *, zeta, method="fast", solver=None, **posterior):
         self.zeta = check_positive("zeta", zeta, allow_zero=True)
@@ -380,25 +408,9 @@ class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
         """The Thompson noise's standard deviation per pair, before ``zeta`` (the NumPy
         plan)."""
 
-    @property
-    def _planned(self) -> bool:
-        return bool(self.state.flags[PLANNED])
-
-    transitions = property(lambda self: Dirichlet._trusted(self.state.alpha.copy()),
-                           doc="The Dirichlet posterior of the transitions (a copy).")  # fmt: skip
-    rewards = property(
-        lambda self: NormalGamma._trusted(
-            *(x.copy() for x in self.state[1:5]), self.prior_posterior.sum_of_squares
-        ),
-        doc="The Normal-Gamma posterior of the mean rewards (a copy).",
-    )
-    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
     q = property(lambda self: self.state.qm, doc="``Qbar`` (``-inf`` where inadmissible).")
     values = property(lambda self: self.state.values, doc="``V`` of the greedy policy.")
     noise_sd = property(lambda self: self.state.sd, doc="The Thompson noise's sd per pair.")
-    steps = property(lambda self: int(self.state.flags[STEPS]))
-    plans = property(lambda self: int(self.state.flags[PLANS]))
-    _pending = property(lambda self: int(self.state.flags[PENDING]))
 
     def _solve(self, problem):
         """The agent's problem solved: the fast path without the dual (never read here)."""
@@ -407,13 +419,6 @@ class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
 
     def select_action(self, state: int) -> int:
         return int(thompson_act(self.state, int(state), self.rng))
-
-    def compiled_reason(self, env) -> str | None:
-        if env.ints[1]:
-            return f"{type(self).__name__} is continuing: it does not play layered models"
-        if env.mask.shape[1:] != (self.n_states, self.n_actions):
-            return "the agent's tables do not match the model's states and actions"
-        return None
 
     def stats(self) -> dict:
         out = PosteriorAgent.stats(self)

@@ -49,12 +49,10 @@ from ._posterior_agent import (
     MAX_ITER,
     MODEL_POSTERIOR_PARAMS,
     NG_PRIOR_PARAMS,
-    PENDING,
     PLANNED,
     PLANS,
     PYTHON_PLAN,
     STATUS,
-    STEPS,
     TRACK,
     VERSION,
     PosteriorAgent,
@@ -271,6 +269,7 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
     _average_ok = True
     _run = staticmethod(psrl_run)
     POLICY_CHANGES_IN_PLAN = True
+    compiled_reason = PosteriorAgent.compiled_reason
 
     def __init__(self, n_states, n_actions, **posterior):
         PosteriorAgent.__init__(self, n_states, n_actions, **posterior)
@@ -329,19 +328,6 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
         st.q[...] = out.q
         st.flags[PLANNED] = 1
 
-    @property
-    def _planned(self) -> bool:
-        return bool(self.state.flags[PLANNED])
-
-    transitions = property(lambda self: Dirichlet._trusted(self.state.alpha.copy()),
-                           doc="The Dirichlet posterior of the transitions (a copy).")  # fmt: skip
-    rewards = property(
-        lambda self: NormalGamma._trusted(
-            *(x.copy() for x in self.state[1:5]), self.prior_posterior.sum_of_squares
-        ),
-        doc="The Normal-Gamma posterior of the mean rewards (a copy).",
-    )
-    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
     q = property(
         lambda self: masked(self.state.q, self.action_mask),
         doc="The sampled model's optimal ``q`` (``-inf`` where inadmissible).",
@@ -349,9 +335,6 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
     model = property(lambda self: (self.state.P.copy(), self.state.mu.copy()),
                      doc="The last sampled model ``(P, mu)``.")  # fmt: skip
     policy_version = property(lambda self: int(self.state.flags[VERSION]))
-    steps = property(lambda self: int(self.state.flags[STEPS]))
-    plans = property(lambda self: int(self.state.flags[PLANS]))
-    _pending = property(lambda self: int(self.state.flags[PENDING]))
 
     def current_policy(self) -> np.ndarray:
         """The greedy policy of the last sampled model, one-hot ``(S, A)``."""
@@ -362,13 +345,6 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
         P = self.transitions.sample(self.rng)
         mu, _ = self.rewards.sample(self.rng)
         return P, mu
-
-    def compiled_reason(self, env) -> str | None:
-        if env.ints[1]:
-            return "ContinuingPSRL is continuing: it does not play layered models"
-        if env.mask.shape[1:] != (self.n_states, self.n_actions):
-            return "the agent's tables do not match the model's states and actions"
-        return None
 
     def select_action(self, state: int) -> int:
         return int(self.state.policy[state])
