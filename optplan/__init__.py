@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-__version__ = "0.2.0.dev0"
+from ._version import __version__ as __version__
 
 #: Public name -> the module (relative to this package) that defines it.
 _LAZY = {

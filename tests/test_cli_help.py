@@ -29,7 +29,9 @@ def _options(parser: argparse.ArgumentParser):
     return [
         action
         for action in parser._actions
-        if not isinstance(action, (argparse._SubParsersAction, argparse._HelpAction))
+        if not isinstance(
+            action, (argparse._SubParsersAction, argparse._HelpAction, argparse._VersionAction)
+        )
     ]
 
 

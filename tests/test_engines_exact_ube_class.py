@@ -33,7 +33,7 @@ from optplan.agents.registry import make_agent
 from optplan.experiments import engines, run, ube_compiled
 
 #: The engine's row in RUN_ENGINES.
-ENGINE = "UBE and moment matching"
+ENGINE = "continuing UBE"
 #: What a plan leaves on the agent.
 PLANNED = ("q", "mean", "var", "P", "local", "u", "_sqrt_u")
 

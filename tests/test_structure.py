@@ -26,7 +26,7 @@ PACKAGE = Path(optplan.__file__).resolve().parent
 
 #: Top-level names of the package (module stems and subpackages), layer by layer.
 LAYERS = (
-    ("_checks", "_params", "_jit", "_progress", "_model_checks", "mdp", "result"),
+    ("_checks", "_params", "_jit", "_progress", "_model_checks", "_version", "mdp", "result"),
     ("dp", "posteriors", "soft", "uncertainty", "generators", "modelfile", "bridges"),
     ("problems",),
     ("conic", "fast", "crosscheck"),

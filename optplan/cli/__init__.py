@@ -120,7 +120,7 @@ def _add_group(sub, group: str) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``optplan`` parser: every command in full (``command=None``), or ``command``'s
     group in full and the others as their one-line help only (``""``: all of them so)."""
-    from .. import __version__
+    from .._version import __version__
 
     parser = _Parser(prog="optplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"optplan {__version__}")

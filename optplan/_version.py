@@ -1,0 +1,3 @@
+"""The package's version (``pyproject.toml``'s, checked by ``tests/test_cli_reader.py``)."""
+
+__version__ = "0.2.0.dev0"
