@@ -4,6 +4,8 @@ hold it compactly, and bad sparse input is refused where it enters with ``(l, s,
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -356,7 +358,7 @@ def test_model_file_checks_a_layered_p_csr(tmp_path):
     sparse = random_layered(14, masks=False).to_sparse()
     L, S, A = sparse.shape
     path = op.save_model(sparse, tmp_path / "m.toml")
-    text = path.read_text().replace("indptr = [\n    0,\n", "indptr = [\n", 1)
+    text = re.sub(r"(indptr = \[\s*)0, ", r"\1", path.read_text(), count=1)  # drop indptr[0]
     assert text != path.read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
