@@ -149,7 +149,7 @@ def test_compiled_batch_update_equals_the_checked_updates(mode):
             st = agent.state
             st.buf_s[:k], st.buf_a[:k], st.buf_r[:k], st.buf_s2[:k] = batch
             st.flags[PA.PENDING] = k
-            PS.absorb(st)
+            PA.absorb(st)
             counts, sums, squares = transition_statistics(*batch, S, A)
             dirichlet, ng = dirichlet.update(counts), ng.update(counts, sums, squares)
             np.testing.assert_array_equal(agent.transitions.alpha, dirichlet.alpha)

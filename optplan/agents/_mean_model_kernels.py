@@ -57,13 +57,12 @@ def _matvec(M, v, out):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new, ints, ipiv,
+def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new,
                       max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`optplan.dp.policy_iteration` (discounted) on the dense ``(P, R)`` from ``policy``
     (updated in place; the caller chose the start policy): the evaluation ``(I - discount
     P_pi) v = r_pi`` by ``np.linalg.solve``, the backup ``q = (P v) discount + R``, the greedy
-    improvement of :func:`optplan.agents._psrl_kernels._improve` (``ints``, ``ipiv``: not
-    used).
+    improvement of :func:`optplan.agents._psrl_kernels._improve`.
     Returns ``(status, iterations, classes, gain)`` as that module's."""
     S, A = R.shape
     flat = P.reshape(S * A, S)
@@ -94,7 +93,8 @@ def _plan(counts, sums, next_counts, tprior, sd, prior_var, improper, known, mas
           ipiv, max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """Refresh ``mean``, ``var``, ``P`` (unless ``known``) and ``bonus`` from the posterior
     arrays, ``R = mean + scale bonus``, then policy iteration from ``policy`` (updated in
-    place). Returns ``(status, iterations, classes, gain)``."""
+    place). Returns ``(status, iterations, classes, gain)``. ``ints``, ``ipiv``: not used.
+    """
     S, A = counts.shape
     for s in range(S):
         for a in range(A):
@@ -126,9 +126,7 @@ def _plan(counts, sums, next_counts, tprior, sd, prior_var, improper, known, mas
                 bonus[s, a] = 0.0
             R[s, a] = mean[s, a] + scale * bonus[s, a]
     K._start_policy(R, mask, policy, warm)
-    return _policy_iteration(
-        P, R, mask, discount, policy, q, values, M, b, new, ints, ipiv, max_iter
-    )
+    return _policy_iteration(P, R, mask, discount, policy, q, values, M, b, new, max_iter)
 
 
 class Work:

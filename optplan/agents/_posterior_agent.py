@@ -16,7 +16,7 @@ the posterior in one batch update (:func:`absorb`, the operations of
 ``(sum r)^2 / n`` slip, which depends on the batches) and re-plans.
 
 These agents are :class:`~optplan.agents.base.CompiledAgent`: a state tuple of arrays
-(:class:`ThompsonState`, :class:`optplan.agents.psrl.PSRLState`) whose compiled ``observe``
+(:class:`ThompsonState`, :class:`optplan.agents._psrl_steps.PSRLState`) whose compiled ``observe``
 buffers a transition, absorbs a full batch (:func:`buffered`, :func:`absorb`) and plans
 (flags :data:`FLAGS`). :class:`ThompsonMeanModel` is what ContinuingUBE and MomentMatching
 share: the greedy policy of the posterior-mean model (``Pbar`` the Dirichlet mean,
