@@ -84,3 +84,14 @@ def test_results_table_has_a_legend(capsys):
     out = capsys.readouterr().out
     assert "normalized (95% CI)" in out
     assert "draft normalized: " in out and "population sd" in out
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [({}, "id must name a Gymnasium environment"),
+     ({"id": "FrozenLake-v1", "terminal": "loop"}, "terminal")],
+)  # fmt: skip
+def test_the_gymnasium_environment_names_bad_input(params, match):
+    spec = ENVS["gymnasium"]
+    with pytest.raises(op.OptplanError, match=match):
+        spec.build(0, **spec.resolve(params, "gymnasium"))
