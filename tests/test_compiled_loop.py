@@ -50,7 +50,8 @@ ENVIRONMENTS = {
 
 #: Agents with compiled steps.
 COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql",
-                   "psrl-continuing", "ube-continuing", "moment-matching")  # fmt: skip
+                   "psrl-continuing", "ube-continuing", "moment-matching", "mdp-ucb", "olp",
+                   "mdp-dmed", "mdp-ps", "imed-rl")  # fmt: skip
 
 
 def _fits(agent, make_env) -> bool:

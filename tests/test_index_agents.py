@@ -98,9 +98,9 @@ def _record_states(cls, mdp, steps, seed):
 def _load(agent, snap):
     state, T, p_hat, v, t = snap
     e = agent.estimator
-    e.T, e.p_hat, e.v, e.t = T.copy(), p_hat.copy(), v.copy(), t
-    e.Txa = T.sum(-1)
-    e.Tx = e.Txa.sum(-1)
+    e.T[:], e.p_hat[:], e.v[:], e.t = T, p_hat, v, t
+    e.Txa[:] = T.sum(-1)
+    e.Tx[:] = e.Txa.sum(-1)
     return state
 
 
@@ -167,7 +167,6 @@ def test_dmed_theorem_3_conventions():
     agent.reset(np.random.default_rng(0))
     e = agent.estimator
     # make action 1 at state 0 unbeatable-looking: a huge reward gap cannot be closed
-    e.R = e.R.copy()
     e.R[0] = [5.0, 0.0]
     e.solve()
     D = agent.indices(0)
@@ -197,7 +196,6 @@ def test_imed_rl_index_conventions():
     assert I[best] == np.log(e.Txa[0, best])
     assert I[other] == e.Txa[0, other] * K + np.log(e.Txa[0, other])
     assert agent.select_action(0) == int(np.argmin(I))
-    e.R = e.R.copy()
     e.R[0] = [5.0, 0.0]  # a reward gap no transition law can close: K = inf
     e.solve()
     I = agent.indices(0)
@@ -304,15 +302,14 @@ def test_bench_index_agents_json(capsys):
         assert r["compile_s"] >= 0.0  # numba's compile seconds in the first call (0: cached)
 
 
-def test_bench_index_agents_marks_sizes_the_compiled_loop_does_not_cover():
-    from optplan.bench.index_agents import bench_index_agents, format_index_agents_table
+def test_bench_index_agents_times_large_models_in_the_compiled_loop_too():
+    """From 200 states the estimator's solve runs in Python between compiled calls: the
+    compiled column is still measured."""
+    from optplan.bench.index_agents import bench_index_agents
 
     rows = bench_index_agents(
         sizes=(200,), n_actions=2, fast_steps=2, conic_steps=1, compiled_steps=5, models=()
     )
     assert [r["case"] for r in rows] == ["dirichlet-200"] * 4
     for r in rows:
-        assert r["compiled_steps_per_s"] is None and "200 states" in r["compiled_note"]
-        assert r["compile_s"] is None
-    line = "dirichlet-200  200 mdp-ucb             -        -         -"
-    assert line in format_index_agents_table(rows)
+        assert r["compiled_note"] is None and r["compiled_steps_per_s"] > 0

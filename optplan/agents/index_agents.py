@@ -41,39 +41,41 @@ recomputed by the fast path, counted in :attr:`~IndexAgent.fallbacks` and its st
 (the paper's "rigged" start, §5.1); they count as past steps for ``t``, ``T[x]`` and
 ``T[x, a]``.
 
-This module is the reference implementation, one Python step at a time.
-:func:`optplan.experiments.run` runs an agent of exactly these five classes with
-``method="fast"`` on a plain :class:`~optplan.envs.TabularEnv` (fewer than 200 states, no
-reward noise) in one compiled loop instead (:mod:`optplan.experiments.index_compiled`, numba),
-with the same results bit for bit; ``run(..., engine="python")`` keeps this loop.
+The steps are compiled functions of one state (:mod:`optplan.agents._index_steps`), which
+the generic loop of :func:`optplan.experiments.run` calls one step at a time and the compiled
+loop plays whole runs of (``method="fast"``); from
+:data:`optplan.dp.ITERATIVE_MIN_STATES` states on, the estimator's policy iteration is
+:func:`optplan.dp.policy_iteration` (evaluations by iteration), called between steps.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Callable
 
 import numpy as np
 
 from .._checks import OptplanError, as_numeric
 from .._params import Component, Param
-from ..dp import greedy, masked, policy_iteration
-from ..fast.kl_ball import kl_ball_index
-from ..fast.kl_inf import kl_inf_rate
-from ..fast.l1_ball import l1_ball_index
+from ..dp import ITERATIVE_MIN_STATES, greedy, masked, policy_iteration
 from ..modelfile import load_counts
-from ..posteriors import sample_dirichlet
 from ..problems import KLBallIndex, KLInfRate, L1BallIndex
 from ..result import INFEASIBLE, OPTIMAL
+from . import _index_steps as IX
+from . import _psrl_kernels as PK
 from ._env import continuing_shape, env_model
-from .base import ConicFallback, check_agent_mask, check_rng
+from .base import CompiledAgent, ConicFallback, check_agent_mask, check_rng
+
+#: The compiled policy iteration's statuses, as words.
+PK_STATUS = {PK.MULTICHAIN: "'multichain'", PK.MAX_ITER: f"'max_iter' ({IX.PI_MAX_ITER} iterations)",
+             PK.NUMERICAL: "'numerical_error'"}  # fmt: skip
 
 __all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS", "IMEDRL"]
 
 
 class TransitionEstimator:
-    """Counts, ``p_hat``, good actions and the warm-started gain/bias of §3.1.
+    """Counts, ``p_hat``, good actions and the warm-started gain/bias of §3.1, held in an
+    :class:`~optplan.agents._index_steps.IndexState` (:attr:`state`) that the agents' compiled
+    steps update.
 
     Parameters
     ----------
@@ -88,7 +90,7 @@ class TransitionEstimator:
         if R.ndim != 2 or not np.isfinite(R).all():
             raise OptplanError(f"rewards must be a finite (S, A) array, got shape {R.shape}")
         S, A = R.shape
-        self.R = R
+        self._rewards = R
         self.S, self.A = S, A
         self.mask = check_agent_mask(action_mask, S, A)
         if self.mask.ndim != 2:
@@ -115,39 +117,59 @@ class TransitionEstimator:
         self.reset()
 
     def reset(self) -> None:
-        self.T = self.initial_counts.copy()
-        self.Txa = self.T.sum(axis=-1)
-        self.Tx = self.Txa.sum(axis=-1)
-        self.t = 1 + int(round(self.Tx.sum()))
-        self.policy = greedy(masked(self.R, self.mask))
-        self.p_hat = (self.T + 1.0) / (self.Txa[..., None] + self.S)
+        PK._compiled()  # the compiled functions the steps call, bound before they compile
+        policy = greedy(masked(self._rewards, self.mask))
+        self.state = IX.new_state(
+            self._rewards, self.mask, self.initial_counts, policy, self.S >= ITERATIVE_MIN_STATES
+        )
+        IX.good_rows(self.state)
         self.solve()
 
+    R = property(lambda self: self.state.R, doc="The known mean rewards ``(S, A)``.")
+    T = property(lambda self: self.state.T, doc="Counts ``T[x, a, y]``.")
+    Txa = property(lambda self: self.state.Txa, doc="Counts ``T[x, a]``.")
+    Tx = property(lambda self: self.state.Tx, doc="Counts ``T[x]``.")
+    p_hat = property(lambda self: self.state.p_hat, doc="``(T + 1) / (T[x, a] + S)``.")
+    policy = property(lambda self: self.state.policy, doc="The estimated optimal policy.")
+    v = property(lambda self: self.state.v, doc="Bias ``v_hat`` (0 in state 0).")
+    gain = property(lambda self: float(self.state.gain[0]), doc="Gain ``phi_hat``.")
+
+    @property
+    def t(self) -> int:
+        """The time step (1 on the first, pseudo-counts included)."""
+        return int(self.state.clock[IX.TIME])
+
+    @t.setter
+    def t(self, value: int) -> None:
+        self.state.clock[IX.TIME] = value
+
     def update(self, x: int, a: int, y: int) -> None:
-        self.T[x, a, y] += 1
-        self.Txa[x, a] += 1
-        self.Tx[x] += 1
-        self.t += 1
-        self.p_hat[x, a] = (self.T[x, a] + 1.0) / (self.Txa[x, a] + self.S)
-        self.solve()
+        if IX.observe(self.state, x, a, 0.0, y, False, None):
+            self.plan()
 
     def good_actions(self) -> np.ndarray:
         """Bool (S, A): ``T[x, a] >= (ln T[x])^2``, all admissible actions where none is."""
-        with np.errstate(divide="ignore"):
-            thresh = np.log(self.Tx) ** 2
-        good = self.mask & (self.Txa >= np.where(self.Tx > 0, thresh, 0.0)[:, None])
-        empty = ~good.any(axis=1)
-        good[empty] = self.mask[empty]
-        return good
+        return self.state.good.copy()
 
-    def solve(self, max_iter: int = 100) -> None:
+    def solve(self) -> None:
         """Gain ``phi_hat`` and bias ``v_hat`` of ``p_hat`` on the good actions (Howard policy
         iteration from the previous policy)."""
-        # The incumbent is kept unless it lost a good action (then: greedy restart).
-        out = policy_iteration(self.p_hat, self.R, self.good_actions(), None, self.policy, max_iter)
-        if out.status != OPTIMAL:  # pragma: no cover - p_hat > 0: unichain, stops in few steps
-            raise RuntimeError(f"policy iteration on the estimated model: {out.message}")
-        self.policy, self.gain, self.v = out.policy, float(out.gain), out.values
+        if IX.solve(self.state):
+            self.plan()
+
+    def plan(self) -> None:
+        """The solve the compiled steps leave to Python: a large model's (evaluations by
+        iteration, :func:`optplan.dp.policy_iteration`), or the error of one that failed."""
+        s = self.state
+        if s.clock[IX.PYTHON_PI]:
+            out = policy_iteration(s.p_hat, s.R, s.good, None, s.policy, IX.PI_MAX_ITER)
+            if out.status == OPTIMAL:
+                s.policy[:], s.v[:], s.gain[0] = out.policy, out.values, out.gain
+                return
+            message = out.message
+        else:
+            message = f"policy iteration ended {PK_STATUS.get(int(s.clock[IX.PI_STATUS]))}"
+        raise RuntimeError(f"policy iteration on the estimated model: {message}")
 
 
 _INDEX_PARAMETERS = """
@@ -203,10 +225,13 @@ def _check_rewards(cls_name: str, agent_name: str, rewards) -> None:
     )
 
 
-class IndexAgent(ConicFallback, ABC):
-    """Common machinery: estimator, method (fast/conic), fallbacks, action selection."""
+class IndexAgent(CompiledAgent, ConicFallback):
+    """Common machinery: the estimator, the method (fast/conic), fallbacks and the compiled
+    steps of the agent (:data:`optplan.agents._index_steps.STEPS`, by :attr:`name`)."""
 
     name = "index"
+    #: The conic problem of one action (its ``(p_hat, v_hat, radius or target)``).
+    _problem: type | None = None
 
     def __init__(
         self, rewards, *, action_mask=None, initial_counts=None, method="fast", solver=None
@@ -218,7 +243,16 @@ class IndexAgent(ConicFallback, ABC):
         )
         self.n_states, self.n_actions = self.estimator.S, self.estimator.A
         self.rng: np.random.Generator | None = None
-        self.last_indices: np.ndarray | None = None
+        self._steps = IX.STEPS[self.name]
+
+    @property
+    def state(self) -> IX.IndexState:
+        """The estimator's state (:class:`~optplan.agents._index_steps.IndexState`)."""
+        return self.estimator.state
+
+    @property
+    def _run(self):
+        return self._steps.run
 
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = check_rng(rng)
@@ -228,6 +262,16 @@ class IndexAgent(ConicFallback, ABC):
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         self.estimator.update(state, action, next_state)
 
+    def plan(self) -> None:
+        self.estimator.plan()
+
+    def compiled_reason(self, env) -> str | None:
+        if self.method != "fast":
+            return f"method={self.method!r} solves the indices with CVXPY, in Python"
+        if env.ints[1]:
+            return f"{type(self).__name__} is for continuing models, the environment is layered"
+        return None
+
     def _conic(self, problem, fast_value: float) -> float:
         # Both paths agree when the solver finds no feasible q and the fast rate is +inf
         # (Theorem 3): not a fallback.
@@ -236,14 +280,34 @@ class IndexAgent(ConicFallback, ABC):
         )
         return fast_value if res is None or res.status != OPTIMAL else float(res.value)
 
-    @abstractmethod
     def indices(self, state: int) -> np.ndarray:
-        """The agent's score per action in ``state`` (-inf for inadmissible actions)."""
+        """The agent's score of each action in ``state`` (see each agent); with
+        ``method="conic"`` each action's problem solved by CVXPY."""
+        s = self.state
+        self._steps.rates(s, state, self.rng)
+        if self.method == "conic":
+            for a in np.flatnonzero(~np.isnan(s.rates)):
+                p, rho = s.p_hat[state, a], float(s.radius[a])
+                s.rates[a] = self._conic(self._problem(p, s.v, rho), float(s.rates[a]))
+        self._steps.scores(s, state)
+        return s.u.copy()
 
     def select_action(self, state: int) -> int:
-        u = self.indices(state)
-        self.last_indices = u
-        return int(np.argmax(u))
+        if self.method == "conic":
+            self.indices(state)
+            return int(self._steps.choose(self.state))
+        return int(self._steps.act(self.state, state, self.rng))
+
+    @property
+    def last_indices(self) -> np.ndarray:
+        """The scores of the last :meth:`select_action` (or :meth:`indices`)."""
+        return self.state.u
+
+    @property
+    def last_rates(self) -> np.ndarray:
+        """The value of each action's problem at the last step (its index, or its
+        KL-minimization rate ``K(a)``); NaN for an action that had none."""
+        return self.state.rates
 
     def __repr__(self) -> str:
         return (
@@ -251,123 +315,44 @@ class IndexAgent(ConicFallback, ABC):
         )
 
 
-class _BallIndexAgent(IndexAgent):
-    """``u_a = r + index(p_hat, v_hat, radius(ln t, T))``; untried actions: ``r + max v``.
-
-    A subclass names its ball: ``_index``, the batched fast index ``(p, v, radius,
-    validate=False) -> BatchResult``, and ``_problem``, the problem class whose conic path
-    computes one index.
-    """
-
-    _index: Callable
-    _problem: type
-
-    @abstractmethod
-    def _radius(self, log_t: float, T: np.ndarray) -> np.ndarray:
-        """Ball radius per tried action from ``ln t`` and the counts ``T[x, a]``."""
-
-    def indices(self, state: int) -> np.ndarray:
-        e = self.estimator
-        acts = np.flatnonzero(e.mask[state])
-        T = e.Txa[state, acts]
-        p = e.p_hat[state, acts]
-        u = np.full(self.n_actions, -np.inf)
-        tried = T > 0
-        u[acts[~tried]] = e.R[state, acts[~tried]] + e.v.max()
-        if tried.any():
-            radius = self._radius(math.log(e.t), T[tried])
-            fast = self._index(p[tried], e.v, radius, validate=False).value
-            if self.method == "conic":
-                fast = np.array(
-                    [
-                        self._conic(self._problem(pi, e.v, float(d)), float(f))
-                        for pi, d, f in zip(p[tried], radius, fast, strict=True)
-                    ]
-                )
-            u[acts[tried]] = e.R[state, acts[tried]] + fast
-        return u
-
-
 @_with_parameters
-class MDPUCB(_BallIndexAgent):
+class MDPUCB(IndexAgent):
     """MDP-UCB (Burnetas & Katehakis; accelerating-ucb-indices-mdp §3.1, Eq. 2): KL-ball
-    index of radius ``ln t / T[x, a]``. See :mod:`optplan.agents.index_agents`."""
+    index of radius ``ln t / T[x, a]``; ``r + max v_hat`` for an untried action. See
+    :mod:`optplan.agents.index_agents`."""
 
     name = "mdp-ucb"
-    _index = staticmethod(kl_ball_index)
     _problem = KLBallIndex
-
-    def _radius(self, log_t, T):
-        return log_t / T
 
 
 @_with_parameters
-class OLP(_BallIndexAgent):
+class OLP(IndexAgent):
     """Optimistic linear programming (Tewari & Bartlett; §3.3): L1-ball index of radius
-    ``sqrt(2 ln t / T[x, a])``."""
+    ``sqrt(2 ln t / T[x, a])``; ``r + max v_hat`` for an untried action."""
 
     name = "olp"
-    _index = staticmethod(l1_ball_index)
     _problem = L1BallIndex
-
-    def _radius(self, log_t, T):
-        return np.sqrt(2.0 * log_t / T)
 
 
 @_with_parameters
 class MDPDMED(IndexAgent):
     """MDP-DMED (§3.2): play the estimated best action unless some other action's
-    discrepancy ``ln t / K(a) - T[x, a]`` is positive (Theorem 3 conventions)."""
+    discrepancy ``ln t / K(a) - T[x, a]`` is positive (Theorem 3 conventions); the scores are
+    the discrepancies ``D(a)``, 0 for the estimated best action."""
 
     name = "mdp-dmed"
+    _problem = KLInfRate
 
-    def indices(self, state: int) -> np.ndarray:
-        """Discrepancies ``D(a)``; the estimated best action gets 0 (played when no ``D > 0``)."""
-        e = self.estimator
-        L_val = masked(e.R[state] + e.p_hat[state] @ e.v, e.mask[state])
-        best = int(np.argmax(L_val))
-        others = np.flatnonzero(e.mask[state] & (np.arange(self.n_actions) != best))
-        D = np.full(self.n_actions, -np.inf)
-        D[best] = 0.0
-        self.last_rates = np.full(self.n_actions, np.nan)  # K(a) per other action, for checks
-        if others.size:
-            target = L_val[best] - e.R[state, others]
-            res = kl_inf_rate(e.p_hat[state, others], e.v, target, validate=False)
-            K = np.asarray(res.value, dtype=float)
-            if self.method == "conic":
-                K = np.array(
-                    [
-                        self._conic(KLInfRate(e.p_hat[state, a], e.v, float(tg)), float(k))
-                        for a, tg, k in zip(others, target, K, strict=True)
-                    ]
-                )
-            self.last_rates[others] = K
-            T = e.Txa[state, others]
-            log_t = math.log(e.t)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                d = np.where(K <= 0, np.inf, np.where(np.isinf(K), -T, log_t / K - T))
-            D[others] = d
-        self.best_action = best
-        return D
-
-    def select_action(self, state: int) -> int:
-        D = self.indices(state)
-        self.last_indices = D
-        others = D.copy()
-        others[self.best_action] = -np.inf
-        j = int(np.argmax(others))
-        return j if others[j] > 0 else self.best_action
+    @property
+    def best_action(self) -> int:
+        """The estimated best action ``a*`` of the last step."""
+        return int(self.state.clock[IX.BEST])
 
 
 class MDPPS(IndexAgent):
     """MDP-PS (§3.4): ``W_a = r + Q_a . v_hat`` with ``Q_a ~ Dirichlet(T[x, a] + 1)``."""
 
     name = "mdp-ps"
-
-    def indices(self, state: int) -> np.ndarray:
-        e = self.estimator
-        Q = sample_dirichlet(e.T[state] + 1.0, self.rng)
-        return masked(e.R[state] + Q @ e.v, e.mask[state])
 
 
 _with_parameters(MDPPS, " MDP-PS solves no optimization problem: accepted for a uniform interface.")
@@ -384,48 +369,11 @@ class IMEDRL(IndexAgent):
     Conventions: an untried admissible action has ``I = -inf`` (tried first, lowest index
     first); ``K = +inf`` (the target is above ``max v_hat``, or at it with ``v_hat`` not
     constant: no model in the simplex makes the action optimal) gives ``I = +inf``; an
-    inadmissible action has ``I = +inf``. Ties go to the lowest action. ``ln T`` is numpy's
-    ``log`` of the counts (with ``initial_counts``, of the pseudo-counts included)."""
+    inadmissible action has ``I = +inf``. Ties go to the lowest action. ``ln T`` is the
+    natural log of the counts (with ``initial_counts``, of the pseudo-counts included)."""
 
     name = "imed-rl"
-
-    def indices(self, state: int) -> np.ndarray:
-        """The IMED indices ``I(a)`` (``+inf`` for inadmissible actions); :attr:`last_rates`
-        holds ``K(a)`` of the empirically sub-optimal tried actions (NaN elsewhere)."""
-        e = self.estimator
-        mask = e.mask[state]
-        L_val = masked(e.R[state] + e.p_hat[state] @ e.v, mask)
-        top = L_val.max()
-        T = e.Txa[state]
-        tried = mask & (T > 0)
-        optimal = tried & (L_val == top)
-        others = np.flatnonzero(tried & ~optimal)
-        self.last_rates = np.full(self.n_actions, np.nan)
-        with np.errstate(divide="ignore"):
-            log_T = np.log(T)
-        index = np.where(tried, log_T, np.inf)
-        index[mask & (T == 0)] = -np.inf
-        if others.size:
-            target = top - e.R[state, others]
-            K = np.asarray(
-                kl_inf_rate(e.p_hat[state, others], e.v, target, validate=False).value,
-                dtype=float,
-            )
-            if self.method == "conic":
-                K = np.array(
-                    [
-                        self._conic(KLInfRate(e.p_hat[state, a], e.v, float(tg)), float(k))
-                        for a, tg, k in zip(others, target, K, strict=True)
-                    ]
-                )
-            self.last_rates[others] = K
-            index[others] = T[others] * K + log_T[others]
-        return index
-
-    def select_action(self, state: int) -> int:
-        index = self.indices(state)
-        self.last_indices = index
-        return int(np.argmin(index))
+    _problem = KLInfRate
 
 
 # --- the registry's entries (:mod:`optplan.agents.registry`) -------------------------------

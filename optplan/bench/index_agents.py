@@ -7,10 +7,11 @@ pseudo-counts (20 transitions sampled from every pair), so every action has been
 every step computes a real index per action. Each of MDP-UCB, OLP, MDP-DMED and MDP-PS plays
 each case three ways, for a fixed number of steps each:
 
-- ``compiled``: ``method="fast"``, the whole run in one numba call
-  (:mod:`optplan.experiments.index_compiled`, ``run(..., engine="compiled")``; its results
-  equal the Python loop's exactly). ``-`` where it does not apply (from 200 states on);
-- ``python``: ``method="fast"`` in the generic Python loop (``engine="python"``);
+- ``compiled``: ``method="fast"``, the run in the agent's compiled loop
+  (``run(..., engine="compiled")``; from 200 states on the estimator's policy iteration
+  runs in Python between compiled calls);
+- ``python``: ``method="fast"`` in the generic loop (``engine="python"``: the same compiled
+  steps, one Python call each, so the same results);
 - ``conic``: ``method="conic"`` (fewer steps: every step solves ``|A|`` CVXPY programs).
   MDP-PS solves no optimization problem, so its python and conic rates differ only by noise.
 
@@ -38,7 +39,7 @@ from .._checks import OptplanError, check_int
 from ..agents.index_agents import MDPDMED, MDPPS, MDPUCB, OLP
 from ..envs import TabularEnv
 from ..experiments import run
-from ..experiments.index_compiled import compiled_reason
+from ..experiments.compiled import compiled_reason
 from ..generators import random_dirichlet
 from ..mdp import check_model_size
 from ..modelfile import load_model
