@@ -51,15 +51,18 @@ ENVIRONMENTS = {
 #: Agents with compiled steps.
 COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql",
                    "psrl-continuing", "ube-continuing", "moment-matching", "mdp-ucb", "olp",
-                   "mdp-dmed", "mdp-ps", "imed-rl")  # fmt: skip
+                   "mdp-dmed", "mdp-ps", "imed-rl", "count-bonus")  # fmt: skip
 
 
 def _fits(agent, make_env) -> bool:
+    env = make_env()
     try:
-        make_agent(agent, make_env())
+        built = make_agent(agent, env)
     except ValueError:  # e.g. UCRL on a layered model: refused, naming why
         return False
-    return True
+    # the count-bonus agent is built episodic for an episodic environment: its compiled
+    # steps are the continuing agent's
+    return agent != "count-bonus" or built.n_layers is None
 
 
 def _pairs():

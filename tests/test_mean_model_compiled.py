@@ -1,4 +1,4 @@
-"""The count-bonus agent's compiled continuing plan (optplan.agents._mean_model_kernels) against
+"""The count-bonus agent's compiled continuing steps (optplan.agents._count_bonus_steps) against
 its NumPy plan (``optplan.dp.policy_iteration`` on the posterior-mean model): after every
 update of random posteriors (flat and proper priors, one or per-pair noise sd, learned or known
 transitions, masks, discounts, bonus scales, ``update_every``) the same policy and scale, and
@@ -47,9 +47,9 @@ def test_compiled_plan_equals_numpy_plan(block):
         S, A, kw = _random_agent_args(rng)
         fast, slow = CountBonus(S, A, **kw), CountBonus(S, A, **kw)
         fast.reset(np.random.default_rng(1))
-        slow._work = None  # the NumPy plan: the base class's reset keeps it
+        slow._compiled = False  # the NumPy plan: the base class's reset keeps it
         MeanModelAgent.reset(slow, np.random.default_rng(1))
-        assert fast._work is not None and slow._work is None
+        assert fast._compiled and fast.state is not None and slow.state is None
         for _ in range(int(rng.integers(1, 60))):
             mask = kw["action_mask"]
             s = int(rng.integers(S))
@@ -68,10 +68,10 @@ def test_compiled_plan_equals_numpy_plan(block):
 def test_compiled_plan_not_used_where_it_does_not_apply():
     episodic = CountBonus(3, 2, n_layers=4)
     episodic.reset(np.random.default_rng(0))
-    assert episodic._work is None
+    assert not episodic._compiled and "episodic" in episodic.compiled_reason(None)
     deterministic = CountBonus(3, 2, transition_prior="deterministic")
     deterministic.reset(np.random.default_rng(0))
-    assert deterministic._work is None
+    assert not deterministic._compiled
     exact = CountBonus(3, 2, sigma=0.0, prior_var=1.0)
     exact.reset(np.random.default_rng(0))
-    assert exact._work is None
+    assert not exact._compiled

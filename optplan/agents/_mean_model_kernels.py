@@ -4,8 +4,7 @@ A continuing count-bonus plan (every ``update_every`` steps) is the posterior-me
 refresh (mean rewards and their variances, mean transitions, the bonus) and Howard policy
 iteration on ``R = mean + beta log(t) bonus``, warm-started from the last policy: in NumPy
 some fifty array calls on arrays of a few dozen entries. :func:`plan` does it in one compiled
-call; the agent's own ``plan()`` calls it, and so does the compiled run of
-:mod:`optplan.experiments.mean_model_compiled`. It computes what the NumPy plan
+call, which the agent's compiled steps make (:mod:`optplan.agents._count_bonus_steps`). It computes what the NumPy plan
 (:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent>`, for the cases it
 does not cover) computes:
 
@@ -33,7 +32,7 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _pw_sum
 from . import _psrl_kernels as K
 
-__all__ = ["Work", "plan", "applies"]
+__all__ = ["Work", "applies"]
 
 
 _JIT = _jit.Jit(
@@ -165,18 +164,3 @@ def applies(agent) -> bool:
 
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
-
-
-def plan(agent, work: Work, scale: float, max_iter: int = 1_000):
-    """:func:`_plan` on the agent's posterior and arrays (``mean``, ``var``, ``P``, ``bonus``
-    written in place); returns ``(status, iterations, classes, gain, policy)``."""
-    post = agent.posterior
-    policy = np.array(agent.policy, dtype=np.int64)
-    out = _compiled()["_plan"](
-        post.counts, post.reward_sums, post.next_counts, float(post.transition_prior),
-        work.sd, work.prior_var, post.improper, agent.known, work.mask, float(scale),
-        float(agent.discount), policy, bool(agent._planned), agent.mean, agent.var,
-        agent.P if work.P is None else work.P,
-        agent.bonus, *work.tail(), int(max_iter),
-    )  # fmt: skip
-    return (*out, policy)

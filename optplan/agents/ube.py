@@ -46,6 +46,7 @@ from ..uncertainty import (
     _tabular_unchecked,
     q_max,
 )
+from . import _count_bonus_steps as CB
 from . import _layered_ube_kernels as LUK
 from . import _mean_model_kernels as MK
 from . import _ube_kernels as UK
@@ -57,7 +58,7 @@ from ._posterior_agent import (
     ThompsonMeanModel,
     model_builder,
 )
-from .base import ConicFallback, thompson_action
+from .base import CompiledAgent, ConicFallback, thompson_action
 
 __all__ = ["UBE", "CountBonus", "ContinuingUBE", "LOCAL_RULES", "CONTINUING_LOCAL_RULES"]
 
@@ -327,7 +328,7 @@ _NUMPY_PLAN = ("local_uncertainty", "_after_plan", "_solve")
 _MEAN_PLAN = ("_refresh", "_backward")
 
 
-class CountBonus(MeanModelAgent):
+class CountBonus(CompiledAgent, MeanModelAgent):
     r"""The count-bonus comparator of uncertainty-bellman-equation §3.2: the optimal policy of
     the posterior-mean model with reward bonus ``beta log(t) sd_sa / sqrt(max(n_sa, 1))``.
 
@@ -352,35 +353,73 @@ class CountBonus(MeanModelAgent):
     """
 
     _has_bonus = True
+    _run = staticmethod(CB.run)
+    #: The compiled steps' state (:class:`~optplan.agents._count_bonus_steps.CountBonusState`);
+    #: ``None`` where the agent plans in NumPy (episodic, or a plan the steps do not cover).
+    state = None
+    _compiled = False
 
     def __init__(self, n_states, n_actions, *, beta=0.1, **model):
         self.beta = _check_scale("beta", beta)
         super().__init__(n_states, n_actions, **model)
+        self._compiled = MK.applies(self)
 
     def reset(self, rng: np.random.Generator) -> None:
-        self._work = MK.Work(self) if MK.applies(self) else None
+        self.state = None
+        self._synced = -1
         super().reset(rng)
 
     def plan(self, top: int | None = None) -> None:
         """Plan on the current posterior (see :meth:`MeanModelAgent.plan`); a continuing plan
-        is one compiled call where it applies (:func:`optplan.agents._mean_model_kernels.plan`,
-        the compiled run's own), with the NumPy plan's numbers."""
-        work = getattr(self, "_work", None)
-        if work is None:
-            super().plan(top)
+        is the compiled one where it applies (:func:`optplan.agents._count_bonus_steps.plan_now`,
+        the steps' own), else the NumPy plan."""
+        if not getattr(self, "_compiled", False):
+            MeanModelAgent.plan(self, top)
             return
-        self.plans += 1
-        scale = self._bonus_scale()
-        status, iterations, classes, _, policy = MK.plan(self, work, scale)
-        if status != MK.K.OK:  # pragma: no cover - discounted PI always stops
+        if self.state is None:  # reset: the posterior's arrays are the state's
+            self.state = CB.new_state(self)
+        failed = CB.plan_now(self.state)
+        self._sync(failed)
+
+    def _sync(self, failed: bool = False) -> None:
+        """The agent's attributes from its compiled state (after steps or a plan)."""
+        s = self.state
+        f = s.flags
+        if failed:  # pragma: no cover - discounted policy iteration always stops
             raise RuntimeError(
-                f"policy iteration on the posterior-mean model: status {status} after "
-                f"{iterations} iterations"
+                f"policy iteration on the posterior-mean model: status {int(f[CB.STATUS])} "
+                f"after {int(f[CB.ITERATIONS])} iterations"
             )
-        self.policy = policy
-        self.q = masked(work.q, self.action_mask)
-        self._scale = scale
-        self._planned = True
+        self.steps, self.plans = int(f[CB.STEPS]), int(f[CB.PLANS])
+        if self.plans != self._synced:
+            self._synced = self.plans
+            self.policy = s.policy
+            self.q = masked(s.q, self.action_mask)
+            self._scale = float(s.params[CB.SCALE])
+            self._planned = True
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        if not self._compiled:
+            super().update(state, action, reward, next_state, done)
+            return
+        self._sync(CB.observe(self.state, state, action, float(reward), next_state, done, None))
+
+    def play(self, env, steps, env_rng) -> int:
+        status = super().play(env, steps, env_rng)
+        self._sync()
+        return status
+
+    def compiled_reason(self, env) -> str | None:
+        if self.n_layers is not None:
+            return "the count-bonus agent is episodic (its compiled steps are continuing)"
+        if not self._compiled:
+            return (
+                "the agent plans in NumPy (deterministic transition prior, exact rewards under "
+                f"a proper prior, or {MK.K.MAX_STATES} states or more)"
+            )
+        if env.ints[1]:
+            return "the count-bonus agent is continuing, the environment is layered"
+        return None
 
     def select_action(self, state: int) -> int:
         return int(self.policy[self._row(state)])

@@ -13,8 +13,7 @@ Two tables, each of engines that say for themselves what they cover:
   The first is the agents' own compiled loop (:mod:`.compiled`: every
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
   :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
-  way: the continuing count-bonus agent's
-  (:mod:`.mean_model_compiled`); the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
+  way: the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
   K-learning's and the episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's
   (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
@@ -83,12 +82,6 @@ def _compiled_agents():
     return compiled
 
 
-def _mean_model_compiled():
-    from . import mean_model_compiled
-
-    return mean_model_compiled
-
-
 def _ube_compiled():
     from . import ube_compiled
 
@@ -110,7 +103,6 @@ def _ravi_compiled():
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
-    RunEngine("continuing count-bonus", _mean_model_compiled),
     RunEngine("continuing UBE", _ube_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
