@@ -1,6 +1,6 @@
 """The continuing UBE of Eq. 3 (optplan.agents.UBE with n_layers=None, registered ``ube``):
-its compiled plan (optplan.agents._ube_kernels.mean_plan) and its compiled run
-(optplan.experiments.ube_compiled).
+its compiled plan (optplan.agents._ube_steps.plan_now) and its compiled steps in the compiled
+loop.
 
 - the compiled plan equals the NumPy plan (the path without numba) on random posteriors:
   every local rule (tabular, lemma1, draft) and known transitions, the flat and a proper
@@ -8,13 +8,13 @@ its compiled plan (optplan.agents._ube_kernels.mean_plan) and its compiled run
   starts, random action masks: the same policy, the posterior-mean model, ``q``, the local
   term, ``u`` and ``sqrt(u)`` within 1e-12 of their scale;
 - runs planning compiled equal runs planning in NumPy (both by the generic loop);
-- the compiled run equals the generic loop exactly (which plans through the same compiled
-  plan) on several seeds x {RiverSwim-6, cowan3, a random prior MDP} and the other continuing
+- the compiled loop gives the generic loop's run (both play the same compiled steps) on
+  several seeds x {RiverSwim-6, cowan3, a random prior MDP} and the other continuing
   environments: the whole Trace, the agent's posterior and plan, the generators and the
   environment left behind; across chunk boundaries; with compiled plans that fail and are
   redone in NumPy;
-- runs it does not cover are refused with their reason, and ``optplan bench agents`` lists
-  the engine for ``ube`` on its continuing cases.
+- runs the compiled steps do not cover are refused with their reason, and ``optplan bench
+  agents`` lists the compiled loop for ``ube`` on its continuing cases.
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
 from optplan._checks import OptplanError
 from optplan.agents import UBE
 from optplan.agents import _ube_kernels as UK
+from optplan.agents import _ube_steps as US
 from optplan.agents._mean_model import MeanModelAgent
 from optplan.agents.registry import make_agent
-from optplan.experiments import engines, run, ube_compiled
+from optplan.experiments import compiled as compiled_loop
+from optplan.experiments import engines, run
 
-#: The engine's row in RUN_ENGINES.
-ENGINE = "continuing UBE"
+#: The compiled loop's row in RUN_ENGINES.
+ENGINE = "the agent's compiled steps"
 #: What a plan leaves on the agent.
 PLANNED = ("q", "mean", "var", "P", "local", "u", "_sqrt_u")
 
@@ -81,6 +83,7 @@ def random_agents(rng, rule, discount, prior):
         post = agent.posterior
         post.counts[...], post.reward_sums[...], post.next_counts[...] = counts, sums, nxt
         agent.policy, agent._planned = policy.copy(), planned
+        agent.state.policy[:], agent.state.flags[US.PLANNED] = policy, planned
         out.append(agent)
     return out
 
@@ -235,7 +238,7 @@ def test_compiled_run_equals_python_loop_other_environments(env_name):
 
 def test_compiled_run_equals_python_loop_across_chunks(monkeypatch):
     """Chunks of 64 steps (a plan every 5 steps straddles them): the same run."""
-    monkeypatch.setattr(ube_compiled, "CHUNK", 64)
+    monkeypatch.setattr(compiled_loop, "CHUNK", 64)
     ref, got = both("riverswim-6-noisy", 500, 4, update_every=5)
     assert_same_trace(ref[0], got[0])
     assert_same_left(ref, got)
@@ -264,12 +267,12 @@ def test_failed_compiled_plans_are_redone_in_numpy(monkeypatch):
 
 def test_uncovered_runs():
     env = make_env("riverswim-6")
-    reason = ube_compiled.compiled_reason
+    reason = compiled_loop.compiled_reason
     assert reason(make_agent("ube", env), env) is None
+    assert reason(make_agent("ube", env), env, episodes=3) is None
     assert "NumPy" in reason(UBE(UK.MAX_STATES, 2, reward_bound=1.0), env)
     assert "conic" in reason(make_agent("ube", env, method="conic"), env)
-    assert "tracked" in reason(make_agent("ube", env), env, track=True)
-    assert "episodes" in reason(make_agent("ube", env), env, episodes=3)
+    assert "tracks" in reason(make_agent("ube", env), env, track=True)
     exact = make_agent("ube", env, sigma=0.0, prior_var=1.0)
     assert "NumPy" in reason(exact, env)
     with pytest.raises(OptplanError, match="transition_prior='deterministic'"):
@@ -278,7 +281,7 @@ def test_uncovered_runs():
     class Sub(UBE):
         pass
 
-    assert "subclasses" in reason(Sub(6, 2, reward_bound=1.0), env)
+    assert reason(Sub(6, 2, reward_bound=1.0), env) is None  # it keeps UBE's steps
     deepsea = make_agent_on("deepsea", {"size": 5})
     assert "episodic" in reason(deepsea[0], deepsea[1])
     assert engines.select("auto", deepsea[0], deepsea[1], None, False).name == "episodic agents"

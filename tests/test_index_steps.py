@@ -2,7 +2,8 @@
 recorded states against the batched fast paths (``kl_ball_index``, ``l1_ball_index``,
 ``kl_inf_rate``) and the paper's conventions written out in NumPy; the Python policy
 iteration of large models in both loops; the runs the compiled loop leaves to the generic one.
-(The same run in both loops, for each agent and kind of environment: tests/test_compiled_loop.py.)"""
+(The same run in both loops, for each agent and kind of environment:
+tests/test_compiled_loop.py.)"""
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def reference(agent, x: int, rng=None) -> np.ndarray:
         if others.any():
             K = kl_inf_rate(p[others], v, L[best] - R[others]).value
             with np.errstate(divide="ignore"):
-                D[others] = np.where(K <= 0, np.inf, np.where(np.isinf(K), -T[others], log_t / K - T[others]))
+                D[others] = np.where(
+                    K <= 0, np.inf, np.where(np.isinf(K), -T[others], log_t / K - T[others])
+                )
         D[best] = 0.0
         return D
     if isinstance(agent, IMEDRL):
@@ -71,9 +74,13 @@ def reference(agent, x: int, rng=None) -> np.ndarray:
 
 def close(got, want):
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
-    np.testing.assert_array_equal(np.sign(got[~np.isfinite(got)]), np.sign(want[~np.isfinite(want)]))
+    np.testing.assert_array_equal(
+        np.sign(got[~np.isfinite(got)]), np.sign(want[~np.isfinite(want)])
+    )
     f = np.isfinite(want)
-    np.testing.assert_allclose(got[f], want[f], rtol=1e-9, atol=1e-9 * max(1.0, np.abs(want[f]).max(initial=0)))
+    np.testing.assert_allclose(
+        got[f], want[f], rtol=1e-9, atol=1e-9 * max(1.0, np.abs(want[f]).max(initial=0))
+    )
 
 
 @pytest.mark.parametrize("cls", [MDPUCB, OLP, MDPDMED, IMEDRL, MDPPS], ids=lambda c: c.name)
@@ -143,7 +150,9 @@ def test_runs_the_compiled_loop_leaves_to_the_generic_one():
     assert "conic" in compiled.compiled_reason(conic, TabularEnv(COWAN3))
     with pytest.raises(OptplanError, match='engine="compiled" does not cover.*conic'):
         run(conic, TabularEnv(COWAN3), steps=5, seed=0, engine="compiled")
-    assert "episodes" not in (compiled.compiled_reason(MDPUCB(COWAN3.R), TabularEnv(COWAN3), 3) or "")
+    assert "episodes" not in (
+        compiled.compiled_reason(MDPUCB(COWAN3.R), TabularEnv(COWAN3), 3) or ""
+    )
 
 
 def test_inadmissible_action_raises_alike_in_both_loops():

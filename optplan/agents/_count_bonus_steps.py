@@ -14,7 +14,7 @@ from .._jit import njit
 from ..envs.kernels import play
 from . import _mean_model_kernels as MK
 
-__all__ = ["CountBonusState", "new_state", "act", "observe", "plan_now", "run"]
+__all__ = ["CountBonusState", "new_state", "act", "counted", "observe", "plan_now", "run"]
 
 #: ``flags`` entries: steps taken, ``update_every``, flat reward prior, known transitions,
 #: planned once, plans made, the last plan's status and iterations.
@@ -105,18 +105,22 @@ def act(s, x, rng):  # pragma: no cover - compiled by numba
 
 
 @njit(inline="always")
-def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
-    """Count the transition (:meth:`LayeredPosterior.update
-    <optplan.posteriors.LayeredPosterior.update>`); every ``update_every`` steps,
-    :func:`plan_now`."""
+def counted(s, x, a, r, y):  # pragma: no cover - compiled by numba
+    """Count the transition into the posterior's arrays (:meth:`LayeredPosterior.update
+    <optplan.posteriors.LayeredPosterior.update>`) and the step into ``flags``; whether a plan
+    is due (every ``update_every`` steps). The UBE's steps count alike."""
     f = s.flags
     s.counts[x, a] += 1.0
     s.sums[x, a] += r
     s.next_counts[x, a, y] += 1.0
     f[STEPS] += 1
-    if f[STEPS] % f[EVERY] != 0:
-        return False
-    return plan_now(s)
+    return f[STEPS] % f[EVERY] == 0
+
+
+@njit(inline="always")
+def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
+    """:func:`counted`; when a plan is due, :func:`plan_now`."""
+    return counted(s, x, a, r, y) and plan_now(s)
 
 
 @njit

@@ -57,7 +57,7 @@ from ..result import OPTIMAL
 from ._env import env_model, env_shape, env_transitions
 from .base import LayerClock, check_agent_mask, check_count, check_rng
 
-__all__ = ["MeanModelAgent"]
+__all__ = ["MeanModelAgent", "check_scale"]
 
 
 class MeanModelAgent(ABC):
@@ -344,3 +344,8 @@ def mean_model_args(env, who: str, params: dict) -> dict:
         "action_mask": mask,
         **params,
     }
+
+
+def check_scale(name: str, value) -> float:
+    """``zeta`` / ``beta``: a finite number >= 0."""
+    return check_positive(name, value, allow_zero=True)

@@ -3,8 +3,9 @@ r"""The compiled continuing plan of :class:`~optplan.agents.CountBonus`.
 A continuing count-bonus plan (every ``update_every`` steps) is the posterior-mean model's
 refresh (mean rewards and their variances, mean transitions, the bonus) and Howard policy
 iteration on ``R = mean + beta log(t) bonus``, warm-started from the last policy: in NumPy
-some fifty array calls on arrays of a few dozen entries. :func:`plan` does it in one compiled
-call, which the agent's compiled steps make (:mod:`optplan.agents._count_bonus_steps`). It computes what the NumPy plan
+some fifty array calls on arrays of a few dozen entries. :func:`_plan` does it in one
+compiled call, which the agent's compiled steps make
+(:mod:`optplan.agents._count_bonus_steps`). It computes what the NumPy plan
 (:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent>`, for the cases it
 does not cover) computes:
 
@@ -137,10 +138,10 @@ class Work:
         self.sd = np.ascontiguousarray(agent._sd, dtype=np.float64)
         self.mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
         self.prior_var = np.inf if agent.prior_var is None else float(agent.prior_var)
-        self.R, self.q, self.values = np.empty((S, A)), np.empty((S, A)), np.empty(S)
-        self.M, self.b, self.row = np.empty((S + 1) ** 2), np.empty(S + 1), np.empty(S + 1)
-        self.new = np.empty(S, np.int64)
-        self.ints, self.ipiv = np.zeros(3, np.int64), np.empty(S, np.int64)
+        self.R, self.q, self.values = np.zeros((S, A)), np.zeros((S, A)), np.zeros(S)
+        self.M, self.b, self.row = np.zeros((S + 1) ** 2), np.zeros(S + 1), np.zeros(S + 1)
+        self.new = np.zeros(S, np.int64)
+        self.ints, self.ipiv = np.zeros(3, np.int64), np.zeros(S, np.int64)
         # known transitions are read-only on the agent: the plan reads this copy
         self.P = np.array(agent._P, dtype=np.float64) if agent.known else None
 

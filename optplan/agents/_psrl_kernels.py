@@ -24,8 +24,8 @@ policy iteration is the same operations:
   within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv`` (numba's binding, to
   SciPy's OpenBLAS, not the build NumPy bundles: from about 7 states the values can differ
   from the NumPy plan's in the last bits too; the policies agree on the tested posteriors), as
-  :func:`optplan.fast._agent_kernels._solve_t` calls it: ``I - gamma P_pi``, or the bordered unichain
-  system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
+  :func:`optplan.fast._agent_kernels._solve_t` calls it: ``I - gamma P_pi``, or the bordered
+  unichain system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
   of each average-reward policy counted as :func:`optplan.dp.n_recurrent_classes` does.
 
 It covers fewer than :data:`optplan.dp.ITERATIVE_MIN_STATES` states (where the NumPy average

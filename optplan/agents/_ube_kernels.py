@@ -29,8 +29,9 @@ draws nothing, so redoing it changes nothing else. ``tests/test_ube_compiled.py`
 the two plans.
 
 The continuing plan of :class:`~optplan.agents.UBE` (Eq. 3; Gaussian mean rewards per pair
-with a known noise sd, :class:`~optplan.posteriors.LayeredPosterior`) is :func:`mean_plan`,
-one compiled call its own ``plan()`` makes, the same operations as its NumPy plan
+with a known noise sd, :class:`~optplan.posteriors.LayeredPosterior`) is
+:func:`_mean_plan`, one compiled call its steps make (:mod:`optplan.agents._ube_steps`), the
+same operations as its NumPy plan
 (:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent.plan>` then
 ``UBE._after_plan``):
 
@@ -62,7 +63,7 @@ from . import _mean_model_kernels as MK
 from . import _psrl_kernels as PK
 
 __all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MOMENT", "TABULAR",
-           "KNOWN", "MAX_STATES", "plan", "Work", "available", "mean_plan", "MeanWork",
+           "KNOWN", "MAX_STATES", "plan", "Work", "available", "MeanWork",
            "mean_applies"]  # fmt: skip
 
 AVAILABLE = _jit.AVAILABLE
@@ -274,7 +275,7 @@ def _compiled() -> dict:
 
 # --- the continuing plan of UBE (Eq. 3) ---------------------------------------------------
 
-#: The kernels of :func:`mean_plan`: they call :mod:`optplan.agents._mean_model_kernels`,
+#: The kernels of :func:`_mean_plan`: they call :mod:`optplan.agents._mean_model_kernels`,
 #: which binds numpy's own BLAS / LAPACK library.
 _MEAN_JIT = _jit.Jit(
     "the compiled UBE plan (Gaussian rewards)",
@@ -368,9 +369,9 @@ class MeanWork(MK.Work):
     def __init__(self, agent):
         super().__init__(agent)
         S, A = agent.n_states, agent.n_actions
-        self.bonus = np.empty((S, A))
-        self.nu, self.u, self.sqrt_u = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
-        self.v, self.w = np.empty(S), np.empty((S, A))
+        self.bonus = np.zeros((S, A))
+        self.nu, self.u, self.sqrt_u = np.zeros((S, A)), np.zeros((S, A)), np.zeros((S, A))
+        self.v, self.w = np.zeros(S), np.zeros((S, A))
         g = float(agent.discount)
         if agent.known:
             self.rule, self.coef = KNOWN, 0.0
@@ -402,23 +403,6 @@ def mean_applies(agent) -> bool:
 
 def _mean_compiled() -> dict | None:
     return _MEAN_JIT.table or _MEAN_JIT.compiled_or_none()
-
-
-def mean_plan(agent, work: MeanWork, max_iter: int | None = None) -> tuple[int, np.ndarray]:
-    """:func:`_mean_plan` on the agent's posterior and arrays (``mean``, ``var``, ``P``
-    written in place, the rest in ``work``); returns ``(status, policy)``, the new policy
-    (int64) when the status is :data:`OK`."""
-    if max_iter is None:
-        max_iter = MAX_ITER
-    post = agent.posterior
-    policy = np.array(agent.policy, dtype=np.int64)
-    g = float(agent.discount)
-    status = _mean_compiled()["_mean_plan"](
-        post.counts, post.reward_sums, post.next_counts, float(post.transition_prior),
-        work.sd, work.prior_var, post.improper, agent.known, work.mask, g, int(work.rule),
-        float(work.coef), g**2, policy, bool(agent._planned), *work.args(agent), int(max_iter),
-    )  # fmt: skip
-    return status, policy
 
 
 def available(n_states: int) -> bool:

@@ -66,8 +66,11 @@ from ._env import continuing_shape, env_model
 from .base import CompiledAgent, ConicFallback, check_agent_mask, check_rng
 
 #: The compiled policy iteration's statuses, as words.
-PK_STATUS = {PK.MULTICHAIN: "'multichain'", PK.MAX_ITER: f"'max_iter' ({IX.PI_MAX_ITER} iterations)",
-             PK.NUMERICAL: "'numerical_error'"}  # fmt: skip
+PK_STATUS = {
+    PK.MULTICHAIN: "'multichain'",
+    PK.MAX_ITER: f"'max_iter' ({IX.PI_MAX_ITER} iterations)",
+    PK.NUMERICAL: "'numerical_error'",
+}
 
 __all__ = ["TransitionEstimator", "IndexAgent", "MDPUCB", "OLP", "MDPDMED", "MDPPS", "IMEDRL"]
 

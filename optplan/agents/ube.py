@@ -30,13 +30,11 @@ continuing, and plan on its mean model incrementally (:mod:`optplan.agents._mean
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._checks import OptplanError, check_choice, check_positive
 from .._params import Component, Param
-from ..dp import backup, evaluate_discounted, masked, policy_model
+from ..dp import masked
 from ..posteriors import dirichlet_covariance
 from ..problems.ube import UncertaintyBellman
 from ..uncertainty import (
@@ -46,19 +44,26 @@ from ..uncertainty import (
     _tabular_unchecked,
     q_max,
 )
-from . import _count_bonus_steps as CB
 from . import _layered_ube_kernels as LUK
-from . import _mean_model_kernels as MK
 from . import _ube_kernels as UK
-from ._mean_model import MEAN_MODEL_PARAMS, UPDATE_EVERY, MeanModelAgent, mean_model_args
+from . import _ube_steps as US
+from ._mean_model import (
+    MEAN_MODEL_PARAMS,
+    UPDATE_EVERY,
+    MeanModelAgent,
+    check_scale,
+    mean_model_args,
+)
 from ._posterior_agent import (
     CONIC_PARAMS,
     DRAFT_GAMMA,
     MODEL_POSTERIOR_PARAMS,
     ThompsonMeanModel,
     model_builder,
+    thompson_act,
 )
 from .base import CompiledAgent, ConicFallback, thompson_action
+from .count_bonus import COUNT_BONUS, CountBonus
 
 __all__ = ["UBE", "CountBonus", "ContinuingUBE", "LOCAL_RULES", "CONTINUING_LOCAL_RULES"]
 
@@ -68,7 +73,7 @@ LOCAL_RULES = tuple(LOCAL_UNCERTAINTY)
 CONTINUING_LOCAL_RULES = ("draft", "lemma1")
 
 
-class UBE(ConicFallback, MeanModelAgent):
+class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
     r"""Thompson sampling with the uncertainty Bellman equation (uncertainty-bellman-equation
     Eq. 3): ``a = argmax_b Qbar_sb + zeta eps_b sqrt(u_sb)``, ``eps_b ~ N(0, 1)``.
 
@@ -117,6 +122,11 @@ class UBE(ConicFallback, MeanModelAgent):
         The UBE's solution and its local term (0 on inadmissible pairs).
     """
 
+    _run = staticmethod(US.run)
+    #: The continuing compiled steps' state (:class:`~optplan.agents._ube_steps.UBEState`);
+    #: ``None`` where the agent plans in NumPy.
+    state = None
+
     def __init__(
         self,
         n_states,
@@ -129,7 +139,7 @@ class UBE(ConicFallback, MeanModelAgent):
         solver=None,
         **model,
     ):
-        self.zeta = _check_scale("zeta", zeta)
+        self.zeta = check_scale("zeta", zeta)
         self.init_fallback(method, solver)
         MeanModelAgent.__init__(self, n_states, n_actions, **model)
         if reward_bound is not None:
@@ -165,45 +175,96 @@ class UBE(ConicFallback, MeanModelAgent):
         self.u = np.zeros(self.action_mask.shape)
         self.local = np.zeros(self.action_mask.shape)
         self._sqrt_u = np.zeros(self.action_mask.shape)
-        own = all(getattr(type(self), n) is getattr(UBE, n) for n in _NUMPY_PLAN)
+        own = self._own_plan()
         self._work = UK.MeanWork(self) if own and UK.mean_applies(self) else None
         own &= all(getattr(type(self), n) is getattr(MeanModelAgent, n) for n in _MEAN_PLAN)
         self._layered = self._layered_plan() if own else None
+        self.state = None
+        self._synced = -1
         MeanModelAgent.reset(self, rng)
 
     def plan(self, top: int | None = None) -> None:
         """Plan on the current posterior (see :meth:`MeanModelAgent.plan`). A continuing plan
-        is one compiled call where it applies (:func:`optplan.agents._ube_kernels.mean_plan`,
-        the compiled run's own; numba, ``method="fast"``, a class that keeps the plan's
-        :meth:`local_uncertainty`, ``_after_plan`` and ``_solve``), with the NumPy plan's
-        policy and its numbers to rounding; a compiled plan that fails (it draws nothing) is
-        redone by the NumPy plan, which raises its own error. An episodic plan with the
-        tabular rule is one compiled call too (:meth:`_plan_layered`), with the same
-        numbers."""
+        is the compiled steps' own where it applies (:func:`optplan.agents._ube_steps.plan_now`;
+        ``method="fast"``, a class that keeps the plan's :meth:`local_uncertainty`,
+        ``_after_plan`` and ``_solve``), with the NumPy plan's policy and its numbers to
+        rounding; a compiled plan that fails is redone by the NumPy plan, which raises its own
+        error. An episodic plan with the tabular rule is one compiled call too
+        (:meth:`_plan_layered`), with the same numbers."""
         work = getattr(self, "_work", None)
         if work is not None:
-            status, policy = UK.mean_plan(self, work)
-            if status == UK.OK:
-                self.plans += 1
-                self._from_work(policy)
+            if self.state is None:  # reset: the posterior's arrays are the state's
+                self.state = US.new_state(self, work)
+            s = self.state
+            if s.flags[US.STATUS] == UK.OK and not US.plan_now(s):
+                self._sync()
                 return
+            self._numpy_plan()
+            return
         mode = getattr(self, "_layered", None)
         if mode is not None:
             self._plan_layered(top, mode)
             return
         MeanModelAgent.plan(self, top)
 
-    def _from_work(self, policy: np.ndarray) -> None:
-        """A compiled continuing plan's results (``mean``, ``var`` and ``P`` are written in
-        place): ``policy`` its new policy."""
-        work = self._work
-        self.policy = policy
-        self.q = masked(work.q, self.action_mask)
-        self.local = work.nu.copy()
-        self.u = work.u.copy()
-        self._sqrt_u = work.sqrt_u.copy()
-        self._scale = 0.0
-        self._planned = True
+    def _own_plan(self) -> bool:
+        """Whether the class keeps UBE's NumPy plan (the compiled plan computes it)."""
+        return all(getattr(type(self), n) is getattr(UBE, n) for n in _NUMPY_PLAN)
+
+    def _numpy_plan(self) -> None:
+        """The NumPy plan of a compiled plan that failed (raising its own error), loaded into
+        the state."""
+        s = self.state
+        f = s.flags
+        f[US.PLANS] -= 1  # counted by the NumPy plan
+        self.steps, self.plans = int(f[US.STEPS]), int(f[US.PLANS])
+        MeanModelAgent.plan(self)
+        s.policy[:] = self.policy
+        s.qm[:] = self.q
+        s.sd[:] = self._sqrt_u
+        f[US.STATUS], f[US.PLANNED], f[US.PLANS] = UK.OK, 1, self.plans
+        self._synced = self.plans
+
+    def _sync(self) -> None:
+        """The agent's attributes from its compiled state (after steps or a plan)."""
+        s = self.state
+        f = s.flags
+        self.steps, self.plans = int(f[US.STEPS]), int(f[US.PLANS])
+        if self.plans != self._synced:
+            self._synced = self.plans
+            self.policy = s.policy.copy()
+            self.q = masked(s.q, self.action_mask)
+            self.local = s.nu.copy()
+            self.u = s.u.copy()
+            self._sqrt_u = s.sd.copy()
+            self._scale = 0.0
+            self._planned = True
+
+    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
+        if self.state is None:
+            MeanModelAgent.update(self, state, action, reward, next_state, done)
+        elif US.observe(self.state, state, action, float(reward), next_state, done, None):
+            self._numpy_plan()
+        else:
+            self._sync()
+
+    def play(self, env, steps, env_rng) -> int:
+        status = CompiledAgent.play(self, env, steps, env_rng)
+        self._sync()
+        return status
+
+    def compiled_reason(self, env) -> str | None:
+        if self.n_layers is not None:
+            return "the UBE agent is episodic (its compiled steps are continuing)"
+        if not (self._own_plan() and UK.mean_applies(self)):
+            return (
+                "the UBE agent plans in NumPy (method='conic', a subclass with its own plan, "
+                f"{UK.MAX_STATES} states or more, a deterministic transition prior, or exact "
+                "rewards under a proper prior)"
+            )
+        if env.ints[1]:
+            return "the UBE agent is continuing, the environment is layered"
+        return None
 
     def _layered_mode(self):
         """The reward mode of the compiled layered plan
@@ -245,6 +306,8 @@ class UBE(ConicFallback, MeanModelAgent):
             )
 
     def select_action(self, state: int) -> int:
+        if self.state is not None:
+            return int(thompson_act(self.state, int(state), self.rng))
         row = self._row(state)
         return thompson_action(
             self.rng, self._forced[row], self.policy[row], self.q[row], self.zeta, self._sqrt_u[row]
@@ -326,130 +389,6 @@ class UBE(ConicFallback, MeanModelAgent):
 _NUMPY_PLAN = ("local_uncertainty", "_after_plan", "_solve")
 #: The mean-model plan's steps a subclass may override (then its episodic plan is NumPy's).
 _MEAN_PLAN = ("_refresh", "_backward")
-
-
-class CountBonus(CompiledAgent, MeanModelAgent):
-    r"""The count-bonus comparator of uncertainty-bellman-equation §3.2: the optimal policy of
-    the posterior-mean model with reward bonus ``beta log(t) sd_sa / sqrt(max(n_sa, 1))``.
-
-    At §3.2's root this is ``Qhat_i + beta log(t) bonus_i`` with ``bonus_i`` the reward sd over
-    ``sqrt(n)`` compounded (discounted) along the chain. ``t``: the number of the episode being
-    planned (episodic mode) or the steps taken plus one (continuing mode).
-
-    Parameters
-    ----------
-    n_states, n_actions, n_layers, discount, sigma, prior_var, known_transitions,
-    transition_prior, update_every, action_mask :
-        As :class:`UBE` (learned transitions get their Dirichlet mean, no transition bonus).
-    beta : float >= 0, default 0.1
-        Bonus scale (0: greedy on the mean model).
-
-    Attributes
-    ----------
-    q : ndarray
-        The optimistic ``Qhat + beta log(t) bonus`` of the last plan (``-inf`` inadmissible).
-    policy : ndarray of int
-        Its greedy policy, which the agent plays.
-    """
-
-    _has_bonus = True
-    _run = staticmethod(CB.run)
-    #: The compiled steps' state (:class:`~optplan.agents._count_bonus_steps.CountBonusState`);
-    #: ``None`` where the agent plans in NumPy (episodic, or a plan the steps do not cover).
-    state = None
-    _compiled = False
-
-    def __init__(self, n_states, n_actions, *, beta=0.1, **model):
-        self.beta = _check_scale("beta", beta)
-        super().__init__(n_states, n_actions, **model)
-        self._compiled = MK.applies(self)
-
-    def reset(self, rng: np.random.Generator) -> None:
-        self.state = None
-        self._synced = -1
-        super().reset(rng)
-
-    def plan(self, top: int | None = None) -> None:
-        """Plan on the current posterior (see :meth:`MeanModelAgent.plan`); a continuing plan
-        is the compiled one where it applies (:func:`optplan.agents._count_bonus_steps.plan_now`,
-        the steps' own), else the NumPy plan."""
-        if not getattr(self, "_compiled", False):
-            MeanModelAgent.plan(self, top)
-            return
-        if self.state is None:  # reset: the posterior's arrays are the state's
-            self.state = CB.new_state(self)
-        failed = CB.plan_now(self.state)
-        self._sync(failed)
-
-    def _sync(self, failed: bool = False) -> None:
-        """The agent's attributes from its compiled state (after steps or a plan)."""
-        s = self.state
-        f = s.flags
-        if failed:  # pragma: no cover - discounted policy iteration always stops
-            raise RuntimeError(
-                f"policy iteration on the posterior-mean model: status {int(f[CB.STATUS])} "
-                f"after {int(f[CB.ITERATIONS])} iterations"
-            )
-        self.steps, self.plans = int(f[CB.STEPS]), int(f[CB.PLANS])
-        if self.plans != self._synced:
-            self._synced = self.plans
-            self.policy = s.policy
-            self.q = masked(s.q, self.action_mask)
-            self._scale = float(s.params[CB.SCALE])
-            self._planned = True
-
-    def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        if not self._compiled:
-            super().update(state, action, reward, next_state, done)
-            return
-        self._sync(CB.observe(self.state, state, action, float(reward), next_state, done, None))
-
-    def play(self, env, steps, env_rng) -> int:
-        status = super().play(env, steps, env_rng)
-        self._sync()
-        return status
-
-    def compiled_reason(self, env) -> str | None:
-        if self.n_layers is not None:
-            return "the count-bonus agent is episodic (its compiled steps are continuing)"
-        if not self._compiled:
-            return (
-                "the agent plans in NumPy (deterministic transition prior, exact rewards under "
-                f"a proper prior, or {MK.K.MAX_STATES} states or more)"
-            )
-        if env.ints[1]:
-            return "the count-bonus agent is continuing, the environment is layered"
-        return None
-
-    def select_action(self, state: int) -> int:
-        return int(self.policy[self._row(state)])
-
-    def _bonus(self, head=()) -> np.ndarray:
-        counts = np.maximum(self.posterior.counts[head], 1.0)
-        return np.where(self.action_mask[head], self._sd[head] / np.sqrt(counts), 0.0)
-
-    def _bonus_scale(self) -> float:
-        t = self.episode + 1 if self.n_layers is not None else self.steps + 1
-        return self.beta * math.log(t)
-
-    def _after_plan(self, top, head) -> None:
-        pass
-
-    def compounded_bonus(self) -> np.ndarray:
-        """The bonus per unit scale compounded along the current policy, ``QB`` with
-        ``q = Qhat + beta log(t) QB`` (§3.2's ``bonus_i`` at the root)."""
-        if self.n_layers is not None:
-            return self._QB.copy()
-        P, bonus = self.P, self.bonus
-        v = evaluate_discounted(*policy_model(P, bonus, self.policy), self.discount)
-        return backup(P, bonus, v, self.discount)
-
-    def __repr__(self) -> str:
-        mode = f"L={self.n_layers}" if self.n_layers is not None else "continuing"
-        return (
-            f"CountBonus(S={self.n_states}, A={self.n_actions}, {mode}, beta={self.beta}, "
-            f"discount={self.discount})"
-        )
 
 
 class ContinuingUBE(ThompsonMeanModel):
@@ -575,11 +514,6 @@ class ContinuingUBE(ThompsonMeanModel):
         )
 
 
-def _check_scale(name: str, value) -> float:
-    """``zeta`` / ``beta``: a finite number >= 0."""
-    return check_positive(name, value, allow_zero=True)
-
-
 def _q_max(reward_bound, discount: float, n_layers: int | None) -> float:
     if n_layers is None:
         return q_max(reward_bound, discount=discount)
@@ -595,10 +529,6 @@ def _ube(env, criterion, reward_bound, **params):
     if args["known_transitions"] is not None:
         reward_bound = None  # the local term is Var mu: no Q_max
     return UBE(reward_bound=reward_bound, **args)
-
-
-def _count_bonus(env, criterion, **params):
-    return CountBonus(**mean_model_args(env, "count-bonus", params))
 
 
 BUILDERS = (
@@ -621,17 +551,7 @@ BUILDERS = (
         ),
         "UBE Thompson sampling (uncertainty-bellman-equation Eq. 3)",
     ),
-    Component(
-        "count-bonus",
-        _count_bonus,
-        (
-            MEAN_MODEL_PARAMS[0],
-            Param("beta", "float", 0.1, "bonus scale: reward bonus beta log(t) sd / sqrt(n)"),
-            *MEAN_MODEL_PARAMS[1:],
-            UPDATE_EVERY,
-        ),
-        "count-bonus comparator of uncertainty-bellman-equation §3.2",
-    ),
+    COUNT_BONUS,
     Component(
         "ube-continuing",
         model_builder(ContinuingUBE, "ube-continuing"),

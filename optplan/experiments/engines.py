@@ -13,8 +13,7 @@ Two tables, each of engines that say for themselves what they cover:
   The first is the agents' own compiled loop (:mod:`.compiled`: every
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
   :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
-  way: the continuing UBE of Eq. 3's (:mod:`.ube_compiled`);
-  K-learning's and the episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's
+  way: K-learning's and the episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's
   (:mod:`.ravi_compiled`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
@@ -82,12 +81,6 @@ def _compiled_agents():
     return compiled
 
 
-def _ube_compiled():
-    from . import ube_compiled
-
-    return ube_compiled
-
-
 def _episodic_compiled():
     from . import episodic_compiled
 
@@ -103,7 +96,6 @@ def _ravi_compiled():
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
-    RunEngine("continuing UBE", _ube_compiled),
     RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
 )
