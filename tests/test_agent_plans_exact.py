@@ -17,6 +17,7 @@ from optplan._checks import OptplanError
 from optplan.agents import UBE, ContinuingUBE, MomentMatching
 from optplan.agents import _posterior_agent as PA
 from optplan.agents import _ube_kernels as UK
+from optplan.agents import _ube_steps as US
 from optplan.agents.registry import make_agent
 from optplan.envs import TabularEnv
 from optplan.envs.registry import ENVS
@@ -138,18 +139,19 @@ def python_plans(agent) -> bool:
 
 
 def count_compiled_plans(monkeypatch) -> dict:
-    """Counts of the UBE agent's compiled plans (:func:`optplan.agents._ube_kernels.
-    mean_plan`): a reference agent, which overrides the NumPy plan's methods, makes none (the
-    Thompson agents' plans are compiled into their steps: :func:`python_plans` says)."""
+    """Counts of the UBE agent's calls into its compiled steps (:func:`optplan.agents.
+    _ube_steps.plan_now` and ``observe``, which plans): a reference agent, which overrides the
+    NumPy plan's methods, makes none (the Thompson agents' plans are compiled into their
+    steps: :func:`python_plans` says)."""
     calls = {"n": 0}
-    for name in ("mean_plan",):
-        compiled = getattr(UK, name)
+    for name in ("plan_now", "observe"):
+        compiled = getattr(US, name)
 
         def counted(*args, _compiled=compiled, **kwargs):
             calls["n"] += 1
             return _compiled(*args, **kwargs)
 
-        monkeypatch.setattr(UK, name, counted)
+        monkeypatch.setattr(US, name, counted)
     return calls
 
 
