@@ -140,6 +140,10 @@ def test_large_models_solve_in_python_between_compiled_steps():
         agents.append(MDPUCB(mdp.R))
         traces.append(run(agents[-1], TabularEnv(mdp), steps=40, seed=0, engine=engine))
     np.testing.assert_array_equal(traces[0].actions, traces[1].actions)
+    # MDP-PS's draws over rows longer than a pairwise-summation block
+    big = random_dirichlet(300, 2, seed=4)
+    ps = run(MDPPS(big.R), TabularEnv(big), steps=5, seed=0, engine="compiled")
+    assert ps.steps == 5
     e = agents[1].estimator
     ref = op.solve_average_reward(op.TabularMDP(e.p_hat, mdp.R, action_mask=e.good_actions()))
     assert abs(ref.gain - e.gain) <= 1e-8 * max(1.0, abs(ref.gain))

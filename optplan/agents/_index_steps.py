@@ -322,7 +322,7 @@ def _ps_scores(s, x, rng):  # pragma: no cover - compiled by numba
         for j in range(S):
             G[a, j] = rng.standard_gamma(T[x, a, j] + 1.0)
     for a in range(A):
-        total = AK._row_sum(G[a])
+        total = G[a].sum()
         for j in range(S):
             G[a, j] = G[a, j] / total if total > 0 else 1.0 / S
     AK._matvec(G, s.v, W)
