@@ -51,7 +51,8 @@ ENVIRONMENTS = {
 #: Agents with compiled steps.
 COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-ucrl", "bql",
                    "psrl-continuing", "ube-continuing", "moment-matching", "mdp-ucb", "olp",
-                   "mdp-dmed", "mdp-ps", "imed-rl", "count-bonus", "ube")  # fmt: skip
+                   "mdp-dmed", "mdp-ps", "imed-rl", "count-bonus", "ube", "k-learning",
+                   "psrl")  # fmt: skip
 
 
 def _fits(agent, make_env) -> bool:
@@ -60,9 +61,7 @@ def _fits(agent, make_env) -> bool:
         built = make_agent(agent, env)
     except ValueError:  # e.g. UCRL on a layered model: refused, naming why
         return False
-    # the count-bonus and UBE agents are built episodic for an episodic environment: their
-    # compiled steps are the continuing agents'
-    return getattr(built, "n_layers", None) is None or agent not in ("count-bonus", "ube")
+    return True
 
 
 def _pairs():

@@ -283,8 +283,7 @@ def test_uncovered_runs():
 
     assert reason(Sub(6, 2, reward_bound=1.0), env) is None  # it keeps UBE's steps
     deepsea = make_agent_on("deepsea", {"size": 5})
-    assert "episodic" in reason(deepsea[0], deepsea[1])
-    assert engines.select("auto", deepsea[0], deepsea[1], None, False).name == "episodic agents"
+    assert reason(deepsea[0], deepsea[1]) is None  # the episodic steps
     for agent in (exact, make_agent("ube", env, method="conic")):
         agent.reset(np.random.default_rng(0))
         assert agent._work is None
@@ -313,8 +312,8 @@ def make_agent_on(name, params):
 
 
 def test_bench_lists_the_engine():
-    """``optplan bench agents --agents ube``: the engine on the continuing cases, the episodic
-    engine on DeepSea (found without timing anything)."""
+    """``optplan bench agents --agents ube``: the agent's compiled steps on every case (found
+    without timing anything)."""
     from optplan.bench import agents as bench
 
     cases = bench._cases_of("ube", {"steps": 10})
@@ -324,4 +323,4 @@ def test_bench_lists_the_engine():
     for label in ("riverswim-6", "cowan3"):
         chosen, why = found[label]
         assert chosen.name == ENGINE and why is None
-    assert found["deepsea-20"][0].name == "episodic agents"
+    assert found["deepsea-20"][0].name == ENGINE

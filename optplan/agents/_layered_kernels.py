@@ -9,7 +9,7 @@ posterior (tens of microseconds each on DeepSea L = 20) around its core: PSRL's 
 :func:`k_plan` and :func:`k_schedule_plan` make the whole plan in one compiled call each,
 and the agents' own ``plan()`` call them wherever they apply (the NumPy plans remain for
 what they do not cover: PSRL's deterministic transition prior, K-learning with a per-pair
-``sigma`` or the conic method). ``tests/test_engines_exact_episodic.py`` compares them with
+``sigma`` or the conic method). ``tests/test_episodic_steps.py`` compares them with
 the NumPy plans (:func:`optplan.dp.backward_induction`, ``KLearningTemperature.solve``,
 :func:`optplan.soft.k_values`) on random posteriors:
 

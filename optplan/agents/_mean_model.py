@@ -54,6 +54,7 @@ from ..dp import backup, masked, policy_iteration
 from ..mdp import is_sparse
 from ..posteriors import LayeredPosterior
 from ..result import OPTIMAL
+from . import _episodic_steps as ES
 from ._env import env_model, env_shape, env_transitions
 from .base import LayerClock, check_agent_mask, check_count, check_rng
 
@@ -117,6 +118,7 @@ class MeanModelAgent(ABC):
         self._choice_layers = np.flatnonzero((counts > 1).reshape(L, -1).any(axis=1)) if L else None
         self.clock = LayerClock(L)
         self.rng: np.random.Generator | None = None
+        self.state = None
 
     @property
     def episodic(self) -> bool:
@@ -147,6 +149,8 @@ class MeanModelAgent(ABC):
             self._VB = np.zeros((L + 1, S))
         self._scale = 0.0
         self._planned = False
+        if self.episodic:
+            self.state = ES.new_state(self, self._ACTS, self._forced, getattr(self, "zeta", 0.0))
         self.plan()
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
@@ -156,16 +160,52 @@ class MeanModelAgent(ABC):
             if self.steps % self.update_every == 0:
                 self.plan()
             return
-        layer = self.clock.layer
-        self.posterior.update(layer, state, action, reward, next_state)
-        if layer > self._top:
-            self._top = layer
-        self.clock.tick(done)
-        self.steps += 1
-        if done:
-            self.episode += 1
-            self.plan(self._top)
-            self._top = -1
+        if ES.observe(self.state, int(state), int(action), float(reward), int(next_state),
+                      bool(done), self.rng):  # fmt: skip
+            self.plan_due()
+        else:
+            self._counted()
+
+    # --- episodic mode: the compiled steps (:mod:`optplan.agents._episodic_steps`) ----------
+
+    #: How the episodic steps act (:data:`optplan.agents._episodic_steps.POLICY`, ...).
+    _ACTS = ES.POLICY
+
+    def plan_due(self) -> None:
+        """The plan at an episode's end: layers ``0 .. top`` re-planned (continuing: a whole
+        plan)."""
+        if self.n_layers is None:
+            self.plan()
+            return
+        ES.contradiction(self)
+        self._counted()
+        self.plan(self._top)
+        self._top = -1
+        self.state.flags[ES.TOP] = -1
+
+    def _counted(self) -> None:
+        """The counters of the episodic steps (steps, episodes, deepest layer updated)."""
+        f = self.state.flags
+        self.steps, self.episode, self._top = int(f[ES.STEPS]), int(f[ES.EPISODES]), int(f[ES.TOP])
+
+    def _play_episodic(self, env, steps, env_rng) -> int:
+        """The episodic steps' compiled loop (:func:`optplan.agents._episodic_steps.run`)."""
+        status = int(ES.run(self.state, env, steps, env_rng, self.rng))
+        self._counted()
+        return status
+
+    def _act_episodic(self, state: int) -> int:
+        self.clock.current()  # an error once an episode outlasts n_layers steps
+        return int(ES.act(self.state, int(state), self.rng))
+
+    def _load(self) -> None:
+        """The plan the episodic steps act from, copied into their state."""
+        s = self.state
+        s.policy[:] = self.policy.reshape(-1)
+        if self._ACTS == ES.THOMPSON:
+            s.params[ES.ZETA] = self.zeta
+            s.qm[...] = self.q.reshape(s.qm.shape)
+            s.sd[...] = self._sqrt_u.reshape(s.sd.shape)
 
     def _row(self, state: int):
         return (self.clock.current(), state) if self.n_layers is not None else state
@@ -198,6 +238,8 @@ class MeanModelAgent(ABC):
         self._scale = scale
         self._planned = True
         self._after_plan(top, head)
+        if self.n_layers is not None:
+            self._load()
 
     def _refresh(self, head) -> None:
         """Posterior means (and the bonus) of the pairs in ``head`` (a slice of layers)."""

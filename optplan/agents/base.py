@@ -108,7 +108,7 @@ class CompiledAgent:
     :func:`optplan.experiments.run` then plays whole runs in ``_run`` (one call per chunk of
     steps), with the same functions, generators and so the same results as its generic loop.
     An agent that plans in Python returns ``True`` from ``observe`` when a plan is due; the
-    loop then calls :meth:`plan` between two compiled calls.
+    loop then calls :meth:`plan_due` (:meth:`plan`) between two compiled calls.
     """
 
     #: The cached compiled loop ``run(state, env, steps, env_rng, agent_rng) -> status``.
@@ -130,6 +130,10 @@ class CompiledAgent:
 
     def plan(self) -> None:
         """The plan ``observe`` asked for (agents that plan in Python override it)."""
+
+    def plan_due(self) -> None:
+        """What the compiled loop calls when ``observe`` returned ``True``: :meth:`plan`."""
+        self.plan()
 
     def track(self, on: bool) -> None:
         """Whether the run records the agent's policies (until the next ``reset``): an agent
@@ -206,7 +210,16 @@ class LayerClock:
 
     def __init__(self, n_layers: int | None = None) -> None:
         self.n_layers = n_layers
-        self.layer = 0
+        #: ``[layer]``: the layer as an array, shared with compiled steps' state tuples.
+        self.array = np.zeros(1, dtype=np.int64)
+
+    @property
+    def layer(self) -> int:
+        return int(self.array[0])
+
+    @layer.setter
+    def layer(self, value: int) -> None:
+        self.array[0] = value
 
     def reset(self) -> None:
         self.layer = 0

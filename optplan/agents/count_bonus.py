@@ -12,6 +12,7 @@ import numpy as np
 from .._params import Component, Param
 from ..dp import backup, evaluate_discounted, masked, policy_model
 from . import _count_bonus_steps as CB
+from . import _episodic_steps as ES
 from . import _mean_model_kernels as MK
 from ._mean_model import (
     MEAN_MODEL_PARAMS,
@@ -101,14 +102,18 @@ class CountBonus(CompiledAgent, MeanModelAgent):
             return
         self._sync(CB.observe(self.state, state, action, float(reward), next_state, done, None))
 
+    plan_due = MeanModelAgent.plan_due
+
     def play(self, env, steps, env_rng) -> int:
+        if self.episodic:
+            return self._play_episodic(env, steps, env_rng)
         status = super().play(env, steps, env_rng)
         self._sync()
         return status
 
     def compiled_reason(self, env) -> str | None:
         if self.n_layers is not None:
-            return "the count-bonus agent is episodic (its compiled steps are continuing)"
+            return ES.compiled_reason(self, env)
         if not self._compiled:
             return (
                 "the agent plans in NumPy (deterministic transition prior, exact rewards under "
@@ -119,7 +124,9 @@ class CountBonus(CompiledAgent, MeanModelAgent):
         return None
 
     def select_action(self, state: int) -> int:
-        return int(self.policy[self._row(state)])
+        if self.episodic:
+            return self._act_episodic(state)
+        return int(self.policy[state])
 
     def _bonus(self, head=()) -> np.ndarray:
         counts = np.maximum(self.posterior.counts[head], 1.0)

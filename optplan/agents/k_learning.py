@@ -42,18 +42,27 @@ from .._checks import OptplanError, as_numeric, check_choice, check_positive
 from .._params import Component, Param
 from ..posteriors import K_BONUSES, UNVISITED_TERMS, LayeredPosterior
 from ..problems.k_temperature import KLearningTemperature
+from . import _episodic_steps as ES
 from . import _layered_kernels as LK
 from ._env import env_model, env_reward_sd, env_shape
-from .base import ConicFallback, LayerClock, check_count, check_rng
+from .base import CompiledAgent, ConicFallback, LayerClock, check_count, check_rng
 
 __all__ = ["LayeredPosterior", "KLearning", "TEMPERATURES"]  # LayeredPosterior: re-export
 
 TEMPERATURES = ("optimal", "schedule")
 
 
-class EpisodicAgent(ABC):
-    """Posterior and layer bookkeeping shared by the episodic agents (K-learning, PSRL);
-    ``plan()`` runs at each episode start."""
+class EpisodicAgent(CompiledAgent, ABC):
+    """Posterior and layer bookkeeping shared by the episodic agents (K-learning, PSRL); a plan
+    at each episode start. The steps are compiled functions of one state tuple
+    (:mod:`optplan.agents._episodic_steps`), which both loops of
+    :func:`~optplan.experiments.run` call; subclasses make the plan (:meth:`_plan`) and say
+    how they act (``_KIND``) and what of the plan the steps read (:meth:`_load`)."""
+
+    _run = staticmethod(ES.run)
+    #: How the compiled steps act (:data:`optplan.agents._episodic_steps.BOLTZMANN`, ...).
+    _KIND = ES.POLICY
+    state = None
 
     def __init__(
         self,
@@ -89,20 +98,56 @@ class EpisodicAgent(ABC):
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = check_rng(rng)
         self.posterior.reset()
-        self.episode = 0
         self.clock.reset()
+        self.state = ES.new_state(self, self._KIND, work=self._fused_work())
+        self._synced = 0
         self.plan()
 
+    @property
+    def episode(self) -> int:
+        """Episodes ended since :meth:`reset`."""
+        return 0 if self.state is None else int(self.state.flags[ES.EPISODES])
+
+    def select_action(self, state: int) -> int:
+        self.clock.current()  # an error once an episode outlasts n_layers steps
+        return int(ES.act(self.state, int(state), self.rng))
+
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        self.posterior.update(self.clock.layer, state, action, reward, next_state)
-        self.clock.tick(done)
-        if done:
-            self.episode += 1
+        if ES.observe(self.state, int(state), int(action), float(reward), int(next_state),
+                      bool(done), self.rng):  # fmt: skip
             self.plan()
+        else:
+            self._sync()
+
+    def play(self, env, steps, env_rng) -> int:
+        status = CompiledAgent.play(self, env, steps, env_rng)
+        self._sync()
+        return status
+
+    def compiled_reason(self, env) -> str | None:
+        return ES.compiled_reason(self, env)
+
+    def plan(self) -> None:
+        """Compute the policy of the episode that starts now (from :attr:`posterior`) and hand
+        it to the compiled steps."""
+        ES.contradiction(self)
+        self._plan()
+        self._load(self.state)
 
     @abstractmethod
-    def plan(self) -> None:
-        """Compute the policy of the episode that starts now (from :attr:`posterior`)."""
+    def _plan(self) -> None:
+        """The plan of the episode that starts now, into the agent's attributes."""
+
+    @abstractmethod
+    def _load(self, s) -> None:
+        """What the compiled steps act from, copied into their state ``s``."""
+
+    def _fused_work(self):
+        """The scratch of a plan the compiled steps make themselves (PSRL's), or ``None``."""
+        return None
+
+    def _sync(self) -> None:
+        """The agent's attributes after plans its compiled steps made (none by default)."""
 
 
 class KLearning(ConicFallback, EpisodicAgent):
@@ -191,7 +236,13 @@ class KLearning(ConicFallback, EpisodicAgent):
             return self.n_states >= 2
         return self.method == "fast"
 
-    def plan(self) -> None:
+    _run = staticmethod(ES.run)
+    _KIND = ES.BOLTZMANN
+
+    def _load(self, s) -> None:
+        s.cdf[...] = self._cdf.reshape(s.cdf.shape)
+
+    def _plan(self) -> None:
         """The temperature, K-values, Boltzmann policy and values of the episode that starts
         now: for ``tau*`` by the fast method one compiled call
         (:func:`optplan.agents._layered_kernels.k_plan`: the posterior's means, the bonus and
@@ -200,7 +251,7 @@ class KLearning(ConicFallback, EpisodicAgent):
         the schedule one compiled call
         (:func:`~optplan.agents._layered_kernels.k_schedule_plan`: the means, the bonus,
         the K-values and the policy); else :meth:`_plan_numpy`
-        (``tests/test_engines_exact_episodic.py`` compares the two)."""
+        (``tests/test_episodic_steps.py`` compares the two)."""
         work = getattr(self, "_work", None)
         if work is not None and self.temperature == "schedule":
             self.tau = self._schedule_tau()
@@ -266,12 +317,6 @@ class KLearning(ConicFallback, EpisodicAgent):
             self.pi = best / best.sum(axis=-1, keepdims=True)
             self.values = self.K.max(axis=-1)
         self._cdf = np.cumsum(self.pi, axis=-1)
-
-    def select_action(self, state: int) -> int:
-        cdf = self._cdf[self.clock.current(), state]
-        return int(
-            min(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"), self.n_actions - 1)
-        )
 
     def __repr__(self) -> str:
         return (

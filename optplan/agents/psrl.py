@@ -34,6 +34,7 @@ from .._model_checks import check_bytes
 from .._params import Component, Param
 from ..dp import backward_induction, masked
 from ..posteriors import DRAFT_REWARD_PRIOR, Dirichlet, NormalGamma
+from . import _episodic_steps as ES
 from . import _layered_kernels as LK
 from . import _psrl_kernels as K
 from ._env import continuing_shape, env_model
@@ -88,6 +89,8 @@ class PSRL(EpisodicAgent):
         Start distribution (uniform by default).
     """
 
+    _run = staticmethod(ES.run)
+
     def reset(self, rng: np.random.Generator) -> None:
         self._work = self._compiled_work()
         super().reset(rng)
@@ -99,11 +102,14 @@ class PSRL(EpisodicAgent):
             return None
         return LK.PsrlWork(self.n_layers, self.n_states, self.n_actions)
 
-    def plan(self) -> None:
+    def _fused_work(self):
+        return self._work
+
+    def _plan(self) -> None:
         """Draw a model from the posterior, solve it by backward induction and keep its greedy
-        policy: one compiled call (:func:`optplan.agents._layered_kernels.psrl_plan`) where it
-        applies, else :meth:`_plan_numpy` (``tests/test_engines_exact_episodic.py`` compares
-        the two)."""
+        policy: one compiled call (:func:`optplan.agents._layered_kernels.psrl_plan`, which the
+        compiled steps also make at an episode's end when the reward posterior needs no NumPy)
+        where it applies, else :meth:`_plan_numpy`."""
         work = getattr(self, "_work", None)
         if work is None:
             self._plan_numpy()
@@ -118,8 +124,16 @@ class PSRL(EpisodicAgent):
         self.Q, _ = backward_induction(P, R)
         self.policy = self.Q.argmax(axis=-1)
 
-    def select_action(self, state: int) -> int:
-        return int(self.policy[self.clock.current(), state])
+    def _load(self, s) -> None:
+        s.policy[:] = self.policy.reshape(-1)
+        self._synced = int(s.flags[ES.PLANS])
+
+    def _sync(self) -> None:
+        s = self.state
+        if s.flags[ES.PLANS] != self._synced:
+            self._synced = int(s.flags[ES.PLANS])
+            self.Q = s.Q.copy()
+            self.policy = s.policy.reshape(self.n_layers, self.n_states).copy()
 
     def __repr__(self) -> str:
         return f"PSRL(L={self.n_layers}, S={self.n_states}, A={self.n_actions})"

@@ -44,6 +44,7 @@ from ..uncertainty import (
     _tabular_unchecked,
     q_max,
 )
+from . import _episodic_steps as ES
 from . import _layered_ube_kernels as LUK
 from . import _ube_kernels as UK
 from . import _ube_steps as US
@@ -241,21 +242,26 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
             self._planned = True
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        if self.state is None:
+        if self.state is None or self.episodic:
             MeanModelAgent.update(self, state, action, reward, next_state, done)
         elif US.observe(self.state, state, action, float(reward), next_state, done, None):
             self._numpy_plan()
         else:
             self._sync()
 
+    plan_due = MeanModelAgent.plan_due
+    _ACTS = ES.THOMPSON
+
     def play(self, env, steps, env_rng) -> int:
+        if self.episodic:
+            return self._play_episodic(env, steps, env_rng)
         status = CompiledAgent.play(self, env, steps, env_rng)
         self._sync()
         return status
 
     def compiled_reason(self, env) -> str | None:
         if self.n_layers is not None:
-            return "the UBE agent is episodic (its compiled steps are continuing)"
+            return ES.compiled_reason(self, env)
         if not (self._own_plan() and UK.mean_applies(self)):
             return (
                 "the UBE agent plans in NumPy (method='conic', a subclass with its own plan, "
@@ -304,8 +310,11 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
             raise RuntimeError(
                 f"{what} ended 'numerical_error': the UBE solution overflowed the double range"
             )
+        self._load()
 
     def select_action(self, state: int) -> int:
+        if self.episodic:
+            return self._act_episodic(state)
         if self.state is not None:
             return int(thompson_act(self.state, int(state), self.rng))
         row = self._row(state)

@@ -322,8 +322,8 @@ class DeepSea(TabularEnv):
         }
         return col, reward, terminated, False, info
 
-    def set_position(self, state: int, steps: int) -> None:
-        """Place the running episode at column ``state`` of row ``steps``."""
+    def set_position(self, state: int, steps: int, done: bool = False) -> None:
+        """Place the episode at column ``state`` of row ``steps`` (ended at the last row)."""
         self._row, self._column = int(steps), int(state)
         self._running = self._row < self.size
 

@@ -168,7 +168,8 @@ def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cov
     """Play the agent (``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done, rng)
     -> plan due``) in ``env`` from ``steps.position`` until ``position[6]`` steps, or
     ``position[7]`` episode ends, or a Python plan is due, or an inadmissible action; returns
-    the reason (:data:`DONE`, :data:`ENDS`, :data:`PLAN`, :data:`INADMISSIBLE`).
+    the reason (:data:`DONE`, :data:`ENDS`, :data:`PLAN`, :data:`INADMISSIBLE`; :data:`PLAN`
+    when a plan is due at the episode end that reached ``position[7]``).
 
     An episode ends after ``L`` steps of a layered model or ``max_steps`` steps (``done`` is
     then passed to ``observe``), and the environment is reset then, or at the start of the next
@@ -229,7 +230,7 @@ def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cov
             k = 0
             if n_ends >= pos[7]:
                 pos[9] = 1
-                status = ENDS
+                status = PLAN if plan else ENDS
                 break
             x = search_right(initial_cdf, env_rng.random())  # the environment's reset
         if plan:

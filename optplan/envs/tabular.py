@@ -217,12 +217,12 @@ class TabularEnv(gym.Env):
             info["goal_reached"] = bool(self._goals[nxt])
         return nxt, reward, terminated, truncated, info
 
-    def set_position(self, state: int, steps: int) -> None:
-        """Place the running episode at ``state`` after ``steps`` steps (where a compiled run,
-        :mod:`optplan.envs.kernels`, left it)."""
+    def set_position(self, state: int, steps: int, done: bool = False) -> None:
+        """Place the episode at ``state`` after ``steps`` steps, running or ended (where a
+        compiled run, :mod:`optplan.envs.kernels`, left it)."""
         self._state = int(state)
         self._t = int(steps)
-        self._done = False
+        self._done = bool(done)
 
     def _reward(
         self, pair: tuple[int, ...], next_state: int, expected: float, rng: np.random.Generator

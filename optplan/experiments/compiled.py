@@ -5,7 +5,7 @@ An agent that keeps its state in a tuple and its steps in compiled functions
 (:class:`~optplan.agents.base.CompiledAgent`) is run by calling its cached loop on the
 environment's arrays (:func:`~optplan.envs.kernels.env_arrays`) in chunks of :data:`CHUNK`
 steps: between two calls the progress bar moves, a plan that ``observe`` asked for is made by
-the agent's Python :meth:`~optplan.agents.base.CompiledAgent.plan`, and, when the run needs
+the agent's Python :meth:`~optplan.agents.base.CompiledAgent.plan_due`, and, when the run needs
 them (``on_episode_end``, ``stop_when_solved``), each episode end is handed to
 :func:`.trace.episode_ended`. The generic loop of :func:`~optplan.experiments.run` calls the
 same compiled ``act`` and ``observe`` through ``select_action`` and ``update``, and the
@@ -44,7 +44,7 @@ CHUNK = 1 << 16
 MAX_STEPS = 10**7
 _NO_LIMIT = np.iinfo(np.int64).max
 #: The methods a subclass must keep for its class's compiled loop to stand for it.
-_STEPS = ("select_action", "update", "plan", "reset")
+_STEPS = ("select_action", "update", "plan", "plan_due", "reset")
 
 
 def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | None:
@@ -144,16 +144,17 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
                 f"action {int(pos[8])} is not admissible in state {int(pos[1])}{where}"
             )
         if status == EK.PLAN:
-            agent.plan()
+            agent.plan_due()
         stop = False
         if each_end:
+            record.goal_seen = record.goal_seen or (pos[4] > 0 and _reports_goals(arrays))
             while ends_seen < pos[4] and not stop:
                 stop = episode_ended(record, int(out.ends[ends_seen]),
                                      bool(out.reached[ends_seen]), agent, episodes,
                                      stop_when_solved, on_episode_end, bar)  # fmt: skip
                 ends_seen += 1
             pos[7] = ends_seen + 1
-        elif status == EK.ENDS:
+        elif pos[4] >= pos[7]:  # the episodes asked for ended
             stop = True
         if stop or t >= max_steps:
             break
@@ -187,14 +188,24 @@ def _finish(record, env, arrays: EnvArrays, out: Steps, ends_seen, start, bar, s
         record.solved = int(reached.sum())
         if bar is not None and steps is None:
             bar.update(n_ends)
-    record.goal_seen = t > 0 and (arrays.ints[0] == EK.DEEPSEA or bool(arrays.goals.any()))
-    _leave(env, pos)
+    record.goal_seen = t > 0 and _reports_goals(arrays)
+    _leave(env, pos, arrays)
     record.wall_time = time.perf_counter() - start
     return record
 
 
-def _leave(env, pos) -> None:
-    """The Python environment placed where the compiled run left it."""
+def _reports_goals(arrays: EnvArrays) -> bool:
+    """The environment says when a step reaches its goal (DeepSea, goal states)."""
+    return arrays.ints[0] == EK.DEEPSEA or bool(arrays.goals.any())
+
+
+def _leave(env, pos, arrays: EnvArrays | None = None) -> None:
+    """The Python environment placed where the compiled run left it (at the end of an episode
+    when the run stopped there: ``arrays`` give its length)."""
+    if arrays is not None and pos[9]:
+        length = arrays.mask.shape[0] if arrays.ints[1] else int(arrays.ints[2])
+        env.set_position(int(pos[1]), length, done=True)
+        return
     env.set_position(int(pos[1]), int(pos[3]))
 
 

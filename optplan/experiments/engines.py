@@ -12,9 +12,8 @@ Two tables, each of engines that say for themselves what they cover:
   oracle, env_seed, steps)`` (the oracle run's rewards, or ``None`` for the generic one).
   The first is the agents' own compiled loop (:mod:`.compiled`: every
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
-  :func:`optplan.envs.kernels.play`). The others are engines of agents not yet written that
-  way: K-learning's and the episodic PSRL's (:mod:`.episodic_compiled`); RAVI-UCB's
-  (:mod:`.ravi_compiled`).
+  :func:`optplan.envs.kernels.play`). The other is RAVI-UCB's (:mod:`.ravi_compiled`), whose
+  epochs run under discounted resets.
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -81,12 +80,6 @@ def _compiled_agents():
     return compiled
 
 
-def _episodic_compiled():
-    from . import episodic_compiled
-
-    return episodic_compiled
-
-
 def _ravi_compiled():
     from . import ravi_compiled
 
@@ -96,7 +89,6 @@ def _ravi_compiled():
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
-    RunEngine("episodic agents", _episodic_compiled),
     RunEngine("RAVI-UCB", _ravi_compiled),
 )
 

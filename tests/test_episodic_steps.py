@@ -1,9 +1,9 @@
-"""The episodic agents' compiled engine (optplan.experiments.episodic_compiled) equals the
-generic Python loop exactly for every K-learning variant and the episodic PSRL on every
-environment they run on (DeepSea: bsuite's and the k-learning variant, deterministic and
-windy; RiverSwim-episodic; a finite-horizon model file): the whole Trace, the agent's
-posterior and plan, the generators and the environment left behind, runs counted in steps or
-in episodes (``stop_when_solved``, ``on_episode_end``); the same errors; and runs it does not
+"""The episodic agents' compiled steps (optplan.agents._episodic_steps): K-learning, the
+episodic PSRL, UBE and count-bonus agents.
+
+The steps are checked against the posterior's own update and NumPy's ``searchsorted``; the
+compiled loop against the generic loop, which calls the same steps (runs counted in steps or
+in episodes, ``stop_when_solved``, ``on_episode_end``, the same errors); runs it does not
 cover take the generic loop (engine="auto") or are refused (engine="compiled").
 
 The agents' compiled plans (optplan.agents._layered_kernels, _layered_ube_kernels) are
@@ -20,15 +20,14 @@ import pytest
 from test_engines_exact import assert_same_trace
 
 from optplan.agents import PSRL, UBE, CountBonus, KLearning
+from optplan.agents import _episodic_steps as ES
 from optplan.agents import _layered_kernels as LK
 from optplan.agents.registry import make_agent
 from optplan.envs import DeepSea, TabularEnv
 from optplan.envs.registry import ENVS
-from optplan.experiments import _segment_kernels, engines, episodic_compiled, run
+from optplan.experiments import compiled, engines, run
 from optplan.posteriors import LayeredPosterior
 from optplan.result import OptplanError
-
-pytestmark = pytest.mark.skipif(not _segment_kernels.AVAILABLE, reason="numba not installed")
 
 #: name -> (registry environment, its parameters)
 ENVIRONMENTS = {
@@ -163,7 +162,7 @@ def check(agent_name, env_name, seed, run_kw, **params):
 
 @pytest.mark.parametrize("env_name", list(ENVIRONMENTS))
 @pytest.mark.parametrize("params", K_VARIANTS, ids=lambda p: ",".join(map(str, p.values())))
-@pytest.mark.parametrize("seed", [0, 4])
+@pytest.mark.parametrize("seed", [4])
 def test_k_learning_equals_python_loop(params, env_name, seed):
     # a step count that ends within an episode: the run stops mid-episode in both loops
     trace = check("k-learning", env_name, seed, {"steps": 1203}, **params)
@@ -361,7 +360,7 @@ def test_k_schedule_engine_equals_python_loop(env_name, params):
 @pytest.mark.parametrize(
     "params", DETERMINISTIC_VARIANTS, ids=lambda p: ",".join(map(str, p.values()))
 )
-@pytest.mark.parametrize("seed", [1, 6])
+@pytest.mark.parametrize("seed", [6])
 def test_k_learning_deterministic_prior_equals_python_loop(params, env_name, seed):
     check("k-learning", env_name, seed, {"steps": 1500}, **params)
 
@@ -429,13 +428,13 @@ def test_engine_is_taken_for_the_episodic_agents():
     for name in ("k-learning", "psrl", "ube", "count-bonus"):
         agent = make_agent(name, env)
         chosen = engines.select("auto", agent, env, None, False)
-        assert chosen is not None and chosen.name == "episodic agents"
-    assert episodic_compiled.AGENT_CLASSES == (KLearning, PSRL, UBE, CountBonus)
+        assert chosen is not None and chosen.name == "the agent's compiled steps", name
 
 
 def test_uncovered_runs_take_the_generic_loop():
     class MyKLearning(KLearning):
-        pass
+        def select_action(self, state):
+            return super().select_action(state)
 
     class MyEnv(TabularEnv):
         def step(self, action):
@@ -443,18 +442,55 @@ def test_uncovered_runs_take_the_generic_loop():
 
     env = make_env("deepsea-6")
     sub = MyKLearning(6, 2, n_layers=6, initial=env.mdp.initial)
-    reason = episodic_compiled.compiled_reason(sub, env)
-    assert "MyKLearning is not one of KLearning, PSRL" in reason
+    assert "MyKLearning overrides select_action" in compiled.compiled_reason(sub, env)
     assert engines.select("auto", sub, env, None, False) is None
     with pytest.raises(OptplanError, match="does not cover this run"):
         run(sub, env, steps=20, engine="compiled")
     own = MyEnv(env.mdp)
     agent = make_agent("k-learning", own)
-    assert "has its own step or reset" in episodic_compiled.compiled_reason(agent, own)
-    chain = ENVS["ube-chain"].build(0, **ENVS["ube-chain"].resolve({"length": 4}, "ube-chain"))
-    assert "own step or reset" in episodic_compiled.compiled_reason(agent, chain)
-    many = episodic_compiled.compiled_reason(agent, env, episodes=10**7)
-    assert "exceed" in many
+    assert "has its own step or reset" in compiled.compiled_reason(agent, own)
+    other = make_env("riverswim-episodic")
+    assert "has 8 layers, the agent 6" in compiled.compiled_reason(agent, other)
+
+
+def test_steps_update_the_posterior_as_its_python_update():
+    """:func:`ES.observe` on a random stream of transitions (last layers, repeated pairs)
+    leaves the counts, reward sums and next-state counts of
+    :meth:`LayeredPosterior.update` and counts layers, steps and episodes."""
+    gen = np.random.default_rng(5)
+    L, S, A = 3, 4, 2
+    agent = PSRL(S, A, n_layers=L, transition_prior="deterministic")
+    agent.reset(np.random.default_rng(0))
+    ref = LayeredPosterior(L, S, A, 1.0, 1.0, 0.5)
+    s = agent.state
+    s.flags[ES.DETERMINISTIC] = 0  # the stream is stochastic
+    for t in range(300):
+        l, x, a, y = t % L, int(gen.integers(S)), int(gen.integers(A)), int(gen.integers(S))
+        r = float(gen.normal())
+        assert s.clock[0] == l
+        due = ES.observe(s, x, a, r, y, l == L - 1, agent.rng)
+        assert due == (l == L - 1)
+        ref.update(l, x, a, r, y)
+    for name in ("counts", "reward_sums", "next_counts"):
+        np.testing.assert_array_equal(getattr(agent.posterior, name), getattr(ref, name))
+    assert (s.flags[ES.STEPS], s.flags[ES.EPISODES], s.clock[0]) == (300, 100, 0)
+
+
+def test_boltzmann_action_searches_the_cumulative_row():
+    """K-learning's action: the row of the plan's cumulative policy searched for one uniform
+    of the agent's generator times the row's total (``np.searchsorted``, side right)."""
+    agent = KLearning(3, 4, n_layers=2)
+    agent.reset(np.random.default_rng(1))
+    s = agent.state
+    s.cdf[...] = np.cumsum(np.random.default_rng(2).dirichlet(np.ones(4), size=6), axis=1)
+    twin = np.random.default_rng(7)
+    rng = np.random.default_rng(7)
+    for l in (0, 1):
+        s.clock[0] = l
+        for x in range(3):
+            row = s.cdf[l * 3 + x]
+            want = min(int(np.searchsorted(row, twin.random() * row[-1], side="right")), 3)
+            assert ES.act(s, x, rng) == want
 
 
 def row_exceptions(P):

@@ -1,0 +1,191 @@
+r"""The compiled steps of the episodic agents that plan once per episode on a
+:class:`~optplan.posteriors.LayeredPosterior`: K-learning, the episodic PSRL, and the episodic
+UBE and count-bonus agents.
+
+Their state (:class:`EpisodicState`) holds the posterior's own arrays (counts, reward sums,
+next-state counts: the Python plan reads them where they are), the layer of the current step
+(the :class:`~optplan.agents.base.LayerClock`'s array) and the arrays the current plan acts
+from, one row per ``(layer, state)``:
+
+- :func:`act`: K-learning's Boltzmann draw (one ``Generator.random()``, searched in the row of
+  the plan's cumulative policy as ``np.searchsorted(cdf, u cdf[-1], side="right")``, capped at
+  ``A - 1``), the UBE's Thompson action
+  (:func:`optplan.agents._posterior_agent.thompson_act`), or the plan's policy (PSRL, the count
+  bonus);
+- :func:`observe`: the posterior's update (:meth:`LayeredPosterior.update
+  <optplan.posteriors.LayeredPosterior.update>`: the same float additions; a next state that
+  contradicts the deterministic transition prior is left out and reported, so that the Python
+  update raises its error), the layer, the counters; at an episode end a plan is due. PSRL's
+  plan with a Dirichlet prior and one reward noise sd is compiled
+  (:func:`optplan.agents._layered_kernels._psrl`) and made here; the others' are the agents'
+  Python ``plan()``, between two compiled calls.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._jit import njit
+from ..envs.kernels import play, search_right
+from . import _layered_kernels as LK
+from ._posterior_agent import thompson_act
+
+__all__ = ["EpisodicState", "new_state", "act", "observe", "run", "BOLTZMANN", "POLICY",
+           "THOMPSON", "FLAGS"]  # fmt: skip
+
+#: How the agent acts: a Boltzmann draw from a cumulative policy; a deterministic policy; the
+#: UBE's Thompson action.
+BOLTZMANN, POLICY, THOMPSON = 0, 1, 2
+#: ``flags``: how it acts; the deterministic transition prior; the deepest layer updated since
+#: the last plan; steps; episodes; compiled plans; PSRL's reward mode (-1: the plan is
+#: Python's); a contradicted prior (then its layer, state, action, next state).
+KIND, DETERMINISTIC, TOP, STEPS, EPISODES, PLANS, FUSED, BAD, BAD_L, BAD_X, BAD_A, BAD_Y = range(12)
+FLAGS = 12
+#: ``params``: PSRL's ``1 / prior_var``, ``sigma**2``, ``prior_var``; the UBE's ``zeta``
+#: (where :func:`~optplan.agents._posterior_agent.thompson_act` reads it); the Dirichlet
+#: pseudo-count.
+INV_PRIOR, SD2, PRIOR_VAR, ZETA, ALPHA0 = range(5)
+
+
+class EpisodicState(NamedTuple):
+    """An episodic agent's state: the posterior's ``counts``, ``reward_sums`` ``(L, S, A)``
+    and ``next_counts`` ``(L, S, A, S)``; ``clock = [layer]``; ``flags`` (:data:`FLAGS`),
+    ``params``; the plan's ``cdf``, ``qm``, ``sd`` ``(L S, A)`` and ``policy``, ``forced``
+    ``(L S,)`` (row ``l S + s``); PSRL's compiled plan's scratch ``mean``, ``var``, ``R``,
+    ``P``, ``V`` and its ``Q`` (:class:`optplan.agents._layered_kernels.PsrlWork`)."""
+
+    counts: np.ndarray
+    reward_sums: np.ndarray
+    next_counts: np.ndarray
+    clock: np.ndarray
+    flags: np.ndarray
+    params: np.ndarray
+    cdf: np.ndarray
+    policy: np.ndarray
+    forced: np.ndarray
+    qm: np.ndarray
+    sd: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    R: np.ndarray
+    P: np.ndarray
+    V: np.ndarray
+    Q: np.ndarray
+
+
+_NONE = np.zeros((1, 1))
+
+
+def new_state(agent, kind: int, forced=None, zeta: float = 0.0, work=None) -> EpisodicState:
+    """The state of ``agent`` after its ``reset`` (its posterior, clock and sizes): ``kind``
+    of :data:`BOLTZMANN`, :data:`POLICY`, :data:`THOMPSON`; ``forced (L, S)`` the Thompson
+    action's only admissible action (``-1``: several); ``work`` PSRL's compiled plan's scratch
+    (``None``: Python plans)."""
+    post = agent.posterior
+    L, S, A = post.shape
+    flags = np.zeros(FLAGS, dtype=np.int64)
+    flags[KIND], flags[DETERMINISTIC], flags[TOP], flags[FUSED] = kind, post.deterministic, -1, -1
+    params = np.zeros(5)
+    params[ZETA] = zeta
+    rows = (L * S, A) if kind != POLICY else (1, 1)
+    scratch = (_NONE[None],) * 3 + (_NONE[None, None], _NONE, _NONE[None])
+    if work is not None:
+        mode, params[INV_PRIOR], params[SD2], params[PRIOR_VAR] = LK.psrl_scalars(post, work)
+        if mode != LK.GIVEN:
+            flags[FUSED] = mode
+            params[ALPHA0] = post.transition_prior
+            scratch = (work.mean, work.var, work.R, work.P, work.V, np.empty((L, S, A)))
+    LK._compiled()  # the plan's compiled functions, bound before a step compiles
+    return EpisodicState(
+        counts=post.counts, reward_sums=post.reward_sums, next_counts=post.next_counts,
+        clock=agent.clock.array, flags=flags, params=params,
+        cdf=np.zeros(rows if kind == BOLTZMANN else (1, 1)),
+        policy=np.zeros(L * S, dtype=np.int64),
+        forced=np.full(L * S, -1, dtype=np.int64) if forced is None
+        else np.ascontiguousarray(forced, dtype=np.int64).reshape(L * S),
+        qm=np.zeros(rows if kind == THOMPSON else (1, 1)),
+        sd=np.zeros(rows if kind == THOMPSON else (1, 1)),
+        mean=scratch[0], var=scratch[1], R=scratch[2], P=scratch[3], V=scratch[4], Q=scratch[5],
+    )  # fmt: skip
+
+
+@njit(inline="always")
+def act(s, x, rng):  # pragma: no cover - compiled by numba
+    """The action in state ``x`` at the current layer, from the current plan."""
+    row = s.clock[0] * s.counts.shape[1] + x
+    kind = s.flags[KIND]
+    if kind == BOLTZMANN:
+        cdf = s.cdf[row]
+        last = cdf.shape[0] - 1
+        return min(search_right(cdf, rng.random() * cdf[last]), last)
+    if kind == THOMPSON:
+        return thompson_act(s, row, rng)
+    return s.policy[row]
+
+
+@njit(inline="always")
+def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
+    """The posterior's update and the layer; ``True`` when Python must plan (an episode ended
+    and the plan is Python's) or raise (the deterministic prior is contradicted)."""
+    f = s.flags
+    l = s.clock[0]
+    nxt = s.next_counts
+    recorded = l + 1 < nxt.shape[0]
+    if recorded and f[DETERMINISTIC]:
+        seen = 0.0
+        for t in range(nxt.shape[3]):
+            seen += nxt[l, x, a, t]
+        if seen > 0 and nxt[l, x, a, y] == 0:
+            f[BAD], f[BAD_L], f[BAD_X], f[BAD_A], f[BAD_Y] = 1, l, x, a, y
+            return True
+    s.counts[l, x, a] += 1
+    s.reward_sums[l, x, a] += r
+    if recorded:
+        nxt[l, x, a, y] += 1
+    if l > f[TOP]:
+        f[TOP] = l
+    f[STEPS] += 1
+    if not done:
+        s.clock[0] = l + 1
+        return False
+    s.clock[0] = 0
+    f[EPISODES] += 1
+    if f[FUSED] < 0:
+        return True
+    L, S = s.Q.shape[0], s.Q.shape[1]
+    p = s.params
+    LK._psrl(rng, s.counts, s.reward_sums, nxt, f[FUSED], p[INV_PRIOR], p[SD2], p[PRIOR_VAR],
+             s.mean, s.var, p[ALPHA0], s.R, s.P, s.V, s.Q, s.policy.reshape(L, S))  # fmt: skip
+    f[PLANS] += 1
+    return False
+
+
+@njit
+def run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(act, observe, s, env, steps, env_rng, agent_rng)
+
+
+def contradiction(agent) -> None:
+    """Raise the posterior's error for the step :func:`observe` left out (if any)."""
+    f = agent.state.flags
+    if f[BAD]:
+        f[BAD] = 0
+        l, x, a, y = (int(v) for v in f[BAD_L : BAD_Y + 1])
+        agent.posterior.update(l, x, a, 0.0, y)  # raises
+        raise RuntimeError("the deterministic prior's contradiction did not raise")
+
+
+def compiled_reason(agent, env) -> str | None:
+    """Why the episodic steps cannot be played in ``env`` (an
+    :class:`~optplan.envs.kernels.EnvArrays`): a continuing or truncated environment, or one
+    with another number of layers."""
+    if not env.ints[1]:
+        return f"the {type(agent).__name__} agent is episodic, the environment is continuing"
+    if env.ints[2]:
+        return "the environment truncates episodes (max_steps)"
+    if env.mask.shape[0] != agent.n_layers:
+        return f"the environment has {env.mask.shape[0]} layers, the agent {agent.n_layers}"
+    return None
