@@ -15,10 +15,12 @@ from, one row per ``(layer, state)``:
 - :func:`observe`: the posterior's update (:meth:`LayeredPosterior.update
   <optplan.posteriors.LayeredPosterior.update>`: the same float additions; a next state that
   contradicts the deterministic transition prior is left out and reported, so that the Python
-  update raises its error), the layer, the counters; at an episode end a plan is due. PSRL's
-  plan with a Dirichlet prior and one reward noise sd is compiled
-  (:func:`optplan.agents._layered_kernels._psrl`) and made here; the others' are the agents'
-  Python ``plan()``, between two compiled calls.
+  update raises its error), the layer, the counters; at an episode end a plan is due. Two
+  plans are compiled and made here: PSRL's with a Dirichlet prior and one reward noise sd
+  (:func:`optplan.agents._layered_kernels._psrl`) and the UBE's with the tabular rule
+  (:func:`optplan.agents._layered_ube_kernels._plan`, layers ``0 .. top``, in place in the
+  agent's own arrays); the others are the agents' Python ``plan()``, between two compiled
+  calls.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from .._jit import njit
 from ..envs.kernels import play, search_right
 from . import _layered_kernels as LK
+from . import _layered_ube_kernels as LUK
 from ._posterior_agent import thompson_act
 
 __all__ = ["EpisodicState", "new_state", "act", "observe", "run", "BOLTZMANN", "POLICY",
@@ -39,22 +42,29 @@ __all__ = ["EpisodicState", "new_state", "act", "observe", "run", "BOLTZMANN", "
 #: UBE's Thompson action.
 BOLTZMANN, POLICY, THOMPSON = 0, 1, 2
 #: ``flags``: how it acts; the deterministic transition prior; the deepest layer updated since
-#: the last plan; steps; episodes; compiled plans; PSRL's reward mode (-1: the plan is
-#: Python's); a contradicted prior (then its layer, state, action, next state).
-KIND, DETERMINISTIC, TOP, STEPS, EPISODES, PLANS, FUSED, BAD, BAD_L, BAD_X, BAD_A, BAD_Y = range(12)
-FLAGS = 12
-#: ``params``: PSRL's ``1 / prior_var``, ``sigma**2``, ``prior_var``; the UBE's ``zeta``
-#: (where :func:`~optplan.agents._posterior_agent.thompson_act` reads it); the Dirichlet
-#: pseudo-count.
-INV_PRIOR, SD2, PRIOR_VAR, ZETA, ALPHA0 = range(5)
+#: the last plan; steps; episodes; compiled plans; the compiled plan's reward mode (-1: the
+#: plan is Python's); a contradicted prior (then its layer, state, action, next state); the
+#: compiled plan (:data:`PSRL_PLAN`, :data:`UBE_PLAN`); a compiled plan that failed.
+(KIND, DETERMINISTIC, TOP, STEPS, EPISODES, PLANS, FUSED, BAD, BAD_L, BAD_X, BAD_A, BAD_Y,
+ PLANNER, FAILED) = range(14)  # fmt: skip
+FLAGS = 14
+PSRL_PLAN, UBE_PLAN = 0, 1
+#: ``params``: the reward posterior's ``1 / prior_var``, ``sigma**2``, ``prior_var``; the
+#: UBE's ``zeta`` (where :func:`~optplan.agents._posterior_agent.thompson_act` reads it); the
+#: Dirichlet pseudo-count; the UBE plan's ``np.square(sigma)``, ``gamma``, ``gamma**2``,
+#: ``gamma**2 Q_max**2``.
+INV_PRIOR, SD2, PRIOR_VAR, ZETA, ALPHA0, SQ, G, G2, CQ = range(9)
 
 
 class EpisodicState(NamedTuple):
     """An episodic agent's state: the posterior's ``counts``, ``reward_sums`` ``(L, S, A)``
     and ``next_counts`` ``(L, S, A, S)``; ``clock = [layer]``; ``flags`` (:data:`FLAGS`),
     ``params``; the plan's ``cdf``, ``qm``, ``sd`` ``(L S, A)`` and ``policy``, ``forced``
-    ``(L S,)`` (row ``l S + s``); PSRL's compiled plan's scratch ``mean``, ``var``, ``R``,
-    ``P``, ``V`` and its ``Q`` (:class:`optplan.agents._layered_kernels.PsrlWork`)."""
+    ``(L S,)`` (row ``l S + s``); the compiled plan's arrays: PSRL's scratch ``mean``,
+    ``var``, ``R``, ``P``, ``V`` and its ``Q``
+    (:class:`optplan.agents._layered_kernels.PsrlWork`), or the UBE's posterior means
+    ``mean``, ``var``, ``P``, its mean-reward values ``Q`` (``QA``), ``V`` (``VA``), ``local``,
+    ``u`` and ``mask``."""
 
     counts: np.ndarray
     reward_sums: np.ndarray
@@ -73,41 +83,62 @@ class EpisodicState(NamedTuple):
     P: np.ndarray
     V: np.ndarray
     Q: np.ndarray
+    local: np.ndarray
+    u: np.ndarray
+    mask: np.ndarray
 
 
 _NONE = np.zeros((1, 1))
 
 
-def new_state(agent, kind: int, forced=None, zeta: float = 0.0, work=None) -> EpisodicState:
-    """The state of ``agent`` after its ``reset`` (its posterior, clock and sizes): ``kind``
-    of :data:`BOLTZMANN`, :data:`POLICY`, :data:`THOMPSON`; ``forced (L, S)`` the Thompson
-    action's only admissible action (``-1``: several); ``work`` PSRL's compiled plan's scratch
-    (``None``: Python plans)."""
+def new_state(agent, kind: int, forced=None, zeta: float = 0.0, psrl=None, ube=None):
+    """The :class:`EpisodicState` of ``agent`` after its ``reset`` (its posterior, clock and
+    sizes): ``kind`` of :data:`BOLTZMANN`, :data:`POLICY`, :data:`THOMPSON`; ``forced (L,
+    S)`` the Thompson action's only admissible action (``-1``: several); ``psrl`` PSRL's
+    compiled plan's scratch, ``ube`` the UBE agent whose compiled plan the steps make
+    (:func:`ube_arrays`); neither: Python plans."""
     post = agent.posterior
     L, S, A = post.shape
     flags = np.zeros(FLAGS, dtype=np.int64)
     flags[KIND], flags[DETERMINISTIC], flags[TOP], flags[FUSED] = kind, post.deterministic, -1, -1
-    params = np.zeros(5)
+    params = np.zeros(9)
     params[ZETA] = zeta
-    rows = (L * S, A) if kind != POLICY else (1, 1)
-    scratch = (_NONE[None],) * 3 + (_NONE[None, None], _NONE, _NONE[None])
-    if work is not None:
-        mode, params[INV_PRIOR], params[SD2], params[PRIOR_VAR] = LK.psrl_scalars(post, work)
+    rows = (L * S, A)
+    plan = dict(zip(("mean", "var", "R", "P", "V", "Q", "local", "u"),
+                    (_NONE[None],) * 3 + (_NONE[None, None], _NONE) + (_NONE[None],) * 3))  # fmt: skip
+    plan["mask"] = np.ones((1, 1, 1), dtype=np.bool_)
+    acting = {
+        "cdf": np.zeros(rows if kind == BOLTZMANN else (1, 1)),
+        "policy": np.zeros(L * S, dtype=np.int64),
+        "qm": np.zeros(rows if kind == THOMPSON else (1, 1)),
+        "sd": np.zeros(rows if kind == THOMPSON else (1, 1)),
+    }
+    if psrl is not None:
+        mode, params[INV_PRIOR], params[SD2], params[PRIOR_VAR] = LK.psrl_scalars(post, psrl)
         if mode != LK.GIVEN:
-            flags[FUSED] = mode
+            flags[FUSED], flags[PLANNER] = mode, PSRL_PLAN
             params[ALPHA0] = post.transition_prior
-            scratch = (work.mean, work.var, work.R, work.P, work.V, np.empty((L, S, A)))
-    LK._compiled()  # the plan's compiled functions, bound before a step compiles
+            plan.update(mean=psrl.mean, var=psrl.var, R=psrl.R, P=psrl.P, V=psrl.V,
+                        Q=np.empty((L, S, A)))  # fmt: skip
+    elif ube is not None:
+        flags[FUSED], flags[PLANNER] = ube._layered[0], UBE_PLAN
+        params[INV_PRIOR], params[SD2], params[SQ] = ube._layered[1:]
+        params[PRIOR_VAR] = post.prior_var
+        params[ALPHA0] = 0.0 if post.deterministic else post.transition_prior
+        g = float(ube.discount)
+        params[G], params[G2], params[CQ] = g, ube.discount**2, ube.discount**2 * ube.q_max**2
+        plan.update(mean=ube.mean, var=ube.var, P=ube.P, Q=ube._QA, V=ube._VA, local=ube.local,
+                    u=ube.u, mask=ube._layered_mask)  # fmt: skip
+        acting.update(qm=ube.q.reshape(rows), sd=ube._sqrt_u.reshape(rows),
+                      policy=ube.policy.reshape(L * S))  # fmt: skip
+    LK._compiled()  # the plans' compiled functions, bound before a step compiles
+    LUK._compiled()
     return EpisodicState(
         counts=post.counts, reward_sums=post.reward_sums, next_counts=post.next_counts,
         clock=agent.clock.array, flags=flags, params=params,
-        cdf=np.zeros(rows if kind == BOLTZMANN else (1, 1)),
-        policy=np.zeros(L * S, dtype=np.int64),
         forced=np.full(L * S, -1, dtype=np.int64) if forced is None
         else np.ascontiguousarray(forced, dtype=np.int64).reshape(L * S),
-        qm=np.zeros(rows if kind == THOMPSON else (1, 1)),
-        sd=np.zeros(rows if kind == THOMPSON else (1, 1)),
-        mean=scratch[0], var=scratch[1], R=scratch[2], P=scratch[3], V=scratch[4], Q=scratch[5],
+        **acting, **plan,
     )  # fmt: skip
 
 
@@ -154,12 +185,41 @@ def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     f[EPISODES] += 1
     if f[FUSED] < 0:
         return True
-    L, S = s.Q.shape[0], s.Q.shape[1]
-    p = s.params
-    LK._psrl(rng, s.counts, s.reward_sums, nxt, f[FUSED], p[INV_PRIOR], p[SD2], p[PRIOR_VAR],
-             s.mean, s.var, p[ALPHA0], s.R, s.P, s.V, s.Q, s.policy.reshape(L, S))  # fmt: skip
     f[PLANS] += 1
-    return False
+    if f[PLANNER] == PSRL_PLAN:
+        _psrl_plan(s, rng)
+        return False
+    ok = _ube_plan(s)
+    f[TOP] = -1
+    if not ok:
+        f[FAILED] = 1
+    return not ok
+
+
+@njit(inline="always")
+def _psrl_plan(s, rng):  # pragma: no cover - compiled by numba
+    """PSRL's plan (:func:`optplan.agents._layered_kernels._psrl`) into ``Q`` and the
+    policy."""
+    f, p = s.flags, s.params
+    L, S = s.Q.shape[0], s.Q.shape[1]
+    LK._psrl(rng, s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2],
+             p[PRIOR_VAR], s.mean, s.var, p[ALPHA0], s.R, s.P, s.V, s.Q,
+             s.policy.reshape(L, S))  # fmt: skip
+
+
+@njit(inline="always")
+def _ube_plan(s):  # pragma: no cover - compiled by numba
+    """The UBE's re-plan of layers ``0 .. top`` (:func:`optplan.agents._layered_ube_kernels.
+    _plan`) in the agent's arrays; whether ``u`` stayed finite."""
+    f, p = s.flags, s.params
+    L, S, A = s.counts.shape
+    status = LUK._plan(
+        f[TOP], False, s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2],
+        p[SQ], p[PRIOR_VAR], f[DETERMINISTIC] == 1, p[ALPHA0], s.mask, p[G], p[G2], p[CQ],
+        s.mean, s.var, s.P, s.Q, s.V, s.qm.reshape(L, S, A), s.policy.reshape(L, S), s.local,
+        s.u, s.sd.reshape(L, S, A),
+    )  # fmt: skip
+    return status == LUK.OK
 
 
 @njit

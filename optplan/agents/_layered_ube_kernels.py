@@ -29,9 +29,9 @@ the NumPy plan's numbers (the same operations in the same order):
   residual) is 0 by construction for this recursion; a ``u`` that is not finite is reported
   (:data:`OVERFLOW`) and the agent raises the fast path's error.
 
-:func:`self_check` compares the compiled plan with the NumPy plan on random posteriors once per
-process; the agent uses the compiled plan only when they agree bit for bit (numba's BLAS is
-SciPy's OpenBLAS, not NumPy's).
+``tests/test_episodic_steps.py`` compares the compiled plan with the NumPy plan
+(:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent.plan>`) on the
+posteriors of runs, within stated tolerances.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ from .. import _jit
 from . import _layered_kernels as _LK
 from ._layered_kernels import _row_sum
 
-__all__ = ["AVAILABLE", "FLAT", "NOISY", "EXACT", "OK", "OVERFLOW", "plan", "reward_mode",
-           "self_check"]  # fmt: skip
+__all__ = ["AVAILABLE", "FLAT", "NOISY", "EXACT", "OK", "OVERFLOW", "plan", "reward_mode"]
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -197,66 +196,3 @@ def plan(agent, top: int, fresh: bool, mode: tuple) -> int:
         agent.discount**2 * agent.q_max**2, agent.mean, agent.var, agent.P, agent._QA,
         agent._VA, agent.q, agent.policy, agent.local, agent.u, agent._sqrt_u,
     )  # fmt: skip
-
-
-_CHECK: list = []
-
-
-def self_check(UBE, seed: int = 3) -> bool:
-    """Whether the compiled plan gives the NumPy plan's arrays on random layered posteriors
-    (first plans and partial re-plans, both priors, masked actions), on this installation
-    (checked once per process); ``UBE`` is :class:`optplan.agents.UBE`."""
-    if _CHECK:
-        return _CHECK[0]
-    ok = AVAILABLE
-    if ok:
-
-        class _NumpyPlan(UBE):
-            def _layered_plan(self):
-                return None
-
-        class _CompiledPlan(UBE):
-            def _layered_plan(self):
-                return self._layered_mode()
-
-        gen = np.random.default_rng(seed)
-        for case in range(8):
-            L, S, A = (20, 20, 2) if case < 2 else tuple(int(x) for x in gen.integers(2, 7, 3))
-            kw = {"sigma": (1.0, 0.0, 0.4)[case % 3], "prior_var": (None, 2.0)[case % 2]}
-            if case % 4 == 3:
-                kw["transition_prior"] = 1.5
-            mask = None
-            if case == 5:
-                mask = np.ones((S, A), dtype=bool)
-                mask[0, 1:] = False
-            agents = [
-                cls(
-                    S,
-                    A,
-                    n_layers=L,
-                    reward_bound=1.0,
-                    discount=(1.0, 0.9)[case % 2],
-                    action_mask=mask,
-                    **kw,
-                )  # fmt: skip
-                for cls in (_NumpyPlan, _CompiledPlan)
-            ]
-            for agent in agents:
-                agent.reset(np.random.default_rng(0))
-            for _ in range(6):
-                data = [
-                    tuple(int(gen.integers(0, m)) for m in (L, S, A, S)) + (float(gen.normal()),)
-                    for _ in range(int(gen.integers(1, 3 * S)))
-                ]
-                top = max(d[0] for d in data)
-                for agent in agents:
-                    for l, s, a, y, r in data:
-                        if agent.action_mask[l, s, a]:
-                            agent.posterior.update(l, s, a, r, y)
-                    agent.plan(top)
-            ref, got = agents
-            for name in ("mean", "var", "P", "_QA", "_VA", "q", "policy", "local", "u",
-                         "_sqrt_u"):  # fmt: skip
-                ok &= np.array_equal(getattr(ref, name), getattr(got, name))
-    _CHECK.append(bool(ok))
-    return _CHECK[0]

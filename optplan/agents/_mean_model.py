@@ -150,7 +150,8 @@ class MeanModelAgent(ABC):
         self._scale = 0.0
         self._planned = False
         if self.episodic:
-            self.state = ES.new_state(self, self._ACTS, self._forced, getattr(self, "zeta", 0.0))
+            zeta = getattr(self, "zeta", 0.0)
+            self.state = ES.new_state(self, self._ACTS, self._forced, zeta, ube=self._fused())
         self.plan()
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
@@ -179,14 +180,29 @@ class MeanModelAgent(ABC):
             return
         ES.contradiction(self)
         self._counted()
+        f = self.state.flags
+        if f[ES.FAILED]:
+            f[ES.FAILED] = 0
+            self._failed()
         self.plan(self._top)
         self._top = -1
-        self.state.flags[ES.TOP] = -1
+        f[ES.TOP] = -1
+
+    def _fused(self):
+        """The agent whose plan the episodic steps make compiled (the UBE's), or ``None``."""
+        return None
+
+    def _failed(self) -> None:
+        """Raise the error of a compiled plan that failed."""
 
     def _counted(self) -> None:
-        """The counters of the episodic steps (steps, episodes, deepest layer updated)."""
+        """The counters of the episodic steps (steps, episodes, deepest layer updated, plans
+        made compiled)."""
         f = self.state.flags
         self.steps, self.episode, self._top = int(f[ES.STEPS]), int(f[ES.EPISODES]), int(f[ES.TOP])
+        if f[ES.PLANS]:
+            self.plans += int(f[ES.PLANS])
+            f[ES.PLANS] = 0
 
     def _play_episodic(self, env, steps, env_rng) -> int:
         """The episodic steps' compiled loop (:func:`optplan.agents._episodic_steps.run`)."""
@@ -201,9 +217,12 @@ class MeanModelAgent(ABC):
     def _load(self) -> None:
         """The plan the episodic steps act from, copied into their state."""
         s = self.state
-        s.policy[:] = self.policy.reshape(-1)
         if self._ACTS == ES.THOMPSON:
             s.params[ES.ZETA] = self.zeta
+        if s.flags[ES.FUSED] >= 0:  # the steps act from the plan's own arrays
+            return
+        s.policy[:] = self.policy.reshape(-1)
+        if self._ACTS == ES.THOMPSON:
             s.qm[...] = self.q.reshape(s.qm.shape)
             s.sd[...] = self._sqrt_u.reshape(s.sd.shape)
 

@@ -99,7 +99,7 @@ class EpisodicAgent(CompiledAgent, ABC):
         self.rng = check_rng(rng)
         self.posterior.reset()
         self.clock.reset()
-        self.state = ES.new_state(self, self._KIND, work=self._fused_work())
+        self.state = ES.new_state(self, self._KIND, psrl=self._fused_work())
         self._synced = 0
         self.plan()
 

@@ -285,10 +285,17 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
         return LUK.reward_mode(self.posterior)
 
     def _layered_plan(self):
-        """:meth:`_layered_mode` where the compiled plan equals NumPy's on this installation
-        (:func:`optplan.agents._layered_ube_kernels.self_check`), else ``None``."""
-        mode = self._layered_mode()
-        return mode if mode is not None and LUK.self_check(UBE) else None
+        """:meth:`_layered_mode`: the compiled plan's reward mode, or ``None``."""
+        return self._layered_mode()
+
+    def _fused(self):
+        return self if getattr(self, "_layered", None) is not None else None
+
+    def _failed(self) -> None:
+        what = "the uncertainty Bellman equation of the posterior-mean model"
+        raise RuntimeError(
+            f"{what} ended 'numerical_error': the UBE solution overflowed the double range"
+        )
 
     def _plan_layered(self, top, mode) -> None:
         """:meth:`MeanModelAgent.plan <optplan.agents._mean_model.MeanModelAgent.plan>` in
@@ -299,17 +306,11 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
         fresh = not self._planned
         L = self.n_layers
         top = L - 1 if top is None or fresh else int(top)
-        if top == L - 1:  # a whole plan: u and its root are new arrays, as the solve's
-            self.u = np.empty_like(self.u)
-            self._sqrt_u = np.empty_like(self._sqrt_u)
-        status = LUK.plan(self, top, fresh, mode)
+        status = LUK.plan(self, top, fresh, mode)  # in place: the compiled steps' arrays
         self._scale = 0.0
         self._planned = True
         if status != LUK.OK:
-            what = "the uncertainty Bellman equation of the posterior-mean model"
-            raise RuntimeError(
-                f"{what} ended 'numerical_error': the UBE solution overflowed the double range"
-            )
+            self._failed()
         self._load()
 
     def select_action(self, state: int) -> int:
