@@ -1,12 +1,12 @@
-"""The RAVI-UCB agents' compiled engine (optplan.experiments.ravi_compiled) equals the generic
-Python loop exactly: the generic loop (engine="python", the agents' own select_action /
-update, unchanged) is the reference. Compared: the whole Trace (states, actions, rewards,
+"""The RAVI-UCB agents' compiled loop under discounted resets (``play_resets``) equals the
+generic loop, which calls the same compiled steps: the whole Trace (states, actions, rewards,
 regret curves, episode ends, the oracle run, the occupancy regret of the tracked policies), the
 agent left behind (Lambda^-1, Lambda, b, theta_hat, phi, V_k, pi_k, Q, counts, clocks), the
 generators and the environment's state; on the linear mixture (d = 1, 4, 8; reward noise) and
 RiverSwim (known and learned rewards) under discounted resets, for runs counted in steps and
 in episodes (buffers grown, the end-of-episode hook called alike); and runs it does not cover
-take the generic loop."""
+take the generic loop. The steps themselves are checked by hand: the action against NumPy's
+``searchsorted``, the linear record against ``numpy.linalg.inv``."""
 
 from __future__ import annotations
 
@@ -19,13 +19,9 @@ from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear
 from optplan.agents.registry import make_agent
 from optplan.envs import DiscountedResets, LinearMixtureMDP, TabularEnv
 from optplan.envs.registry import ENVS
-from optplan.experiments import _segment_kernels as SK
-from optplan.experiments import engines, ravi_compiled, run
+from optplan.agents.ravi import ravi_act, ravi_observe
+from optplan.experiments import compiled, engines, run
 from optplan.generators import riverswim
-
-pytestmark = pytest.mark.skipif(
-    not (SK.AVAILABLE and SK.self_check()), reason="numba's draws differ from numpy's here"
-)
 
 LINEAR_LEFT = ("Lambda_inv", "Lambda", "b", "theta_hat", "phi", "values", "q", "log_policy")
 TABULAR_LEFT = ("N", "N_next", "reward_sums", "values", "q", "log_policy")
@@ -129,31 +125,51 @@ def test_runs_counted_in_episodes_and_the_hook():
 def test_the_engine_is_taken():
     env = make_env("linear-mixture")
     agent = make_agent("ravi-ucb-linear", env, horizon=100)
-    assert engines.select("auto", agent, env, None, True).name == "RAVI-UCB"
+    assert engines.select("auto", agent, env, None, True).name == ENGINE
     env = make_env("riverswim-resets")
     agent = make_agent("ravi-ucb", env, horizon=100)
-    assert engines.select("compiled", agent, env, 10, False).name == "RAVI-UCB"
+    assert engines.select("compiled", agent, env, 10, False).name == ENGINE
+
+
+ENGINE = "the agent's compiled steps"
 
 
 def test_uncovered_runs_take_the_generic_loop():
     class Sub(RAVIUCB):
-        pass
+        def update(self, state, action, reward, next_state, done):
+            super().update(state, action, reward, next_state, done)
 
     env = make_env("riverswim-resets")
     sub = Sub(6, 2, discount=0.9, horizon=100)
-    why = ravi_compiled.compiled_reason(sub, env, None, True)
-    assert "is not one of" in why
+    assert "Sub overrides update" in compiled.compiled_reason(sub, env, None, True)
     assert engines.select("auto", sub, env, None, True) is None
-    # no discounted resets: the linear agent on the continuing mixture
+    # an agent without a loop under discounted resets
+    other = make_agent("epsilon-greedy", env)
+    assert "no compiled loop under discounted resets" in compiled.compiled_reason(other, env)
+    # no discounted resets: the linear agent on the continuing mixture plays one epoch
     inner = LinearMixtureMDP.random(6, 2, 2, 0)
     agent = RAVIUCBLinear(inner.features, inner.mdp.R, discount=0.9, horizon=100)
-    assert "not DiscountedResets" in ravi_compiled.compiled_reason(agent, inner, None, False)
-    with pytest.raises(OptplanError, match="does not cover"):
-        run(agent, inner, steps=50, seed=0, engine="compiled")
-    # a wrapped environment with truncated episodes
-    wrapped = DiscountedResets(TabularEnv(riverswim(6), max_steps=20), 0.9)
-    tab = RAVIUCB(6, 2, discount=0.9, horizon=100)
-    assert "max_steps" in ravi_compiled.compiled_reason(tab, wrapped, None, True)
+    assert compiled.compiled_reason(agent, inner, None, False) is None
+
+
+def test_steps_by_hand():
+    """The action: ``searchsorted`` of one uniform times the row's total; the linear agent's
+    record: ``Lambda^{-1}`` equal to ``inv(Lambda)`` after the Sherman-Morrison updates."""
+    env = make_env("linear-mixture", d=3, n_states=5)
+    agent = make_agent("ravi-ucb-linear", env, horizon=100)
+    agent.reset(np.random.default_rng(4))
+    s = agent.state
+    twin, rng = np.random.default_rng(9), np.random.default_rng(9)
+    for x in range(5):
+        row = agent._cdf[x]
+        assert ravi_act(s, x, rng) == int(row.searchsorted(twin.random() * row[-1], "right"))
+    gen = np.random.default_rng(1)
+    for _ in range(40):
+        x, a, y = int(gen.integers(5)), int(gen.integers(2)), int(gen.integers(5))
+        assert not ravi_observe(s, x, a, 0.0, y, False, rng)
+    np.testing.assert_allclose(agent.Lambda_inv, np.linalg.inv(agent.Lambda), rtol=1e-10,
+                               atol=1e-12)  # fmt: skip
+    assert agent.t == 41
 
 
 def test_an_inadmissible_action_is_refused_alike():

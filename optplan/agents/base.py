@@ -113,6 +113,9 @@ class CompiledAgent:
 
     #: The cached compiled loop ``run(state, env, steps, env_rng, agent_rng) -> status``.
     _run: Callable
+    #: The same under discounted resets, ``run(state, env, steps, env_rng, coin_rng,
+    #: agent_rng)`` (:func:`optplan.envs.kernels.play_resets`); ``None``: not covered.
+    _run_resets: Callable | None = None
     #: The agent's policy (:class:`PolicyAgent`) changes only in :meth:`plan`, or in
     #: ``observe`` returning ``True`` while :meth:`track` is on, so the compiled loop can
     #: record it between calls (runs that track policies, for the occupancy regret).
@@ -127,6 +130,11 @@ class CompiledAgent:
         """Run the compiled loop from ``steps.position`` (:func:`optplan.envs.kernels.play`);
         its status."""
         return int(self._run(self.state, env, steps, env_rng, self.rng))
+
+    def play_resets(self, env, steps, env_rng, coin_rng) -> int:
+        """:meth:`play` under discounted resets (:func:`optplan.envs.kernels.play_resets`), in
+        the agent's ``_run_resets`` (``run`` with ``coin_rng`` after ``env_rng``)."""
+        return int(self._run_resets(self.state, env, steps, env_rng, coin_rng, self.rng))
 
     def plan(self) -> None:
         """The plan ``observe`` asked for (agents that plan in Python override it)."""

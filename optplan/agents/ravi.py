@@ -27,6 +27,7 @@ Theorem 5.6 set it):
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,8 +41,9 @@ from .._checks import (
 from .._jit import njit
 from .._params import Component, Param
 from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
+from ..envs.kernels import play, play_resets, search_right
 from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
-from .base import check_agent_mask, check_count, check_rng
+from .base import CompiledAgent, check_agent_mask, check_count, check_rng
 
 __all__ = [
     "RAVIUCB",
@@ -52,6 +54,7 @@ __all__ = [
     "sherman_morrison",
     "sherman_morrison_into",
     "linear_observe",
+    "RAVIState",
 ]
 
 
@@ -113,11 +116,82 @@ def sherman_morrison(inverse: np.ndarray, x: np.ndarray) -> None:
     sherman_morrison_into(inverse, np.ascontiguousarray(x, dtype=float), np.empty(d), np.empty(d))
 
 
-class _RAVI:
+class RAVIState(NamedTuple):
+    """The compiled steps' view of a RAVI-UCB agent: the epoch's policy ``pi_k`` (``policy``,
+    ``cdf`` its cumulative rows, ``(S, A)``); the tabular agent's counts ``N``, ``N_next``,
+    ``reward_sums``, or the linear agent's ``phi_k`` (``(S, A, d)``), ``values`` (``V_k``),
+    ``inv`` (``Lambda^{-1}``), ``gram`` (``Lambda``), ``b`` and scratch ``u``, ``w`` (the
+    other kind's are ``1``-sized blanks); ``clock = [t, linear]``."""
+
+    cdf: np.ndarray
+    policy: np.ndarray
+    N: np.ndarray
+    N_next: np.ndarray
+    reward_sums: np.ndarray
+    phi: np.ndarray
+    values: np.ndarray
+    inv: np.ndarray
+    gram: np.ndarray
+    b: np.ndarray
+    u: np.ndarray
+    w: np.ndarray
+    clock: np.ndarray
+
+
+@njit(inline="always")
+def ravi_act(s, x, rng):  # pragma: no cover - compiled by numba
+    """``a ~ pi_k(. | x)``: one uniform times the row's total, searched in its cumulative sums
+    (``searchsorted``, side right); rounded past the last action, the last action with mass."""
+    row = s.cdf[x]
+    A = row.shape[0]
+    a = search_right(row, rng.random() * row[A - 1])
+    if a >= A:
+        a = A - 1
+        while a > 0 and not s.policy[x, a] > 0.0:
+            a -= 1
+    return a
+
+
+@njit(inline="always")
+def ravi_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
+    """Record ``(x, a, r, y)``; a new epoch (a Python plan) is due when the episode ended."""
+    if s.clock[1]:
+        linear_observe(s.inv, s.gram, s.b, s.phi[x, a], s.values[y], s.u, s.w)
+    else:
+        s.N[x, a] += 1.0
+        s.N_next[x, a, y] += 1.0
+        s.reward_sums[x, a] += r
+    s.clock[0] += 1
+    return done
+
+
+@njit
+def ravi_run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
+    """The compiled loop (:func:`optplan.envs.kernels.play`) with these steps."""
+    return play(ravi_act, ravi_observe, s, env, steps, env_rng, agent_rng)
+
+
+@njit
+def ravi_run_resets(s, env, steps, env_rng, coin_rng, agent_rng):  # pragma: no cover - compiled
+    """The same under discounted resets (:func:`optplan.envs.kernels.play_resets`)."""
+    return play_resets(ravi_act, ravi_observe, s, env, steps, env_rng, coin_rng, agent_rng)
+
+
+#: The blanks of the other agent's arrays in :class:`RAVIState`: 2-, 3- and 1-dimensional.
+_BLANK = (np.zeros((1, 1)), np.zeros((1, 1, 1)), np.zeros(1))
+
+
+class _RAVI(CompiledAgent):
     """What both agents share: parameters, the epoch's policy and its sampling, the epoch
-    clock. Subclasses plan an epoch (:meth:`_plan`) and record a transition (:meth:`_observe`)."""
+    clock. Subclasses plan an epoch (:meth:`_plan`) and say what the compiled steps record
+    (:meth:`_data`). The steps are compiled functions of :class:`RAVIState`
+    (:func:`ravi_act`, :func:`ravi_observe`), which both loops of
+    :func:`~optplan.experiments.run` call; an epoch's plan is Python's."""
 
     name = "ravi-ucb"
+    _run = staticmethod(ravi_run)
+    _run_resets = staticmethod(ravi_run_resets)
+    POLICY_CHANGES_IN_PLAN = True
 
     def _init_common(self, S, A, discount, horizon, eta, beta_scale, delta, action_mask):
         self.n_states, self.n_actions = S, A
@@ -141,10 +215,20 @@ class _RAVI:
         self.action_mask = mask
         self.rng = None
         self.epochs = 0
+        self._clock = np.array([1, isinstance(self, RAVIUCBLinear)], dtype=np.int64)
 
     @staticmethod
     def _check_beta(beta) -> float | None:
         return None if beta is None else check_positive("beta", beta, allow_zero=True)
+
+    @property
+    def t(self) -> int:
+        """The step count, from 1."""
+        return int(self._clock[0])
+
+    @t.setter
+    def t(self, value: int) -> None:
+        self._clock[0] = value
 
     def reset(self, rng: np.random.Generator) -> None:
         self.rng = check_rng(rng)
@@ -161,6 +245,11 @@ class _RAVI:
         self._plan()
         self.policy = np.exp(self.log_policy)
         self._cdf = np.cumsum(self.policy, axis=1)
+        self.state = RAVIState(self._cdf, self.policy, *self._data(), self._clock)
+
+    def plan(self) -> None:
+        """The next epoch (its planning step), due when an episode ended."""
+        self._new_epoch()
 
     @property
     def policy_version(self) -> int:
@@ -172,18 +261,13 @@ class _RAVI:
         return self.policy
 
     def select_action(self, state: int) -> int:
-        """``a ~ pi_k(. | state)`` (one uniform draw, a search in the row's cumulative sums)."""
-        row = self._cdf[state]
-        a = int(row.searchsorted(self.rng.random() * row[-1], side="right"))
-        if a >= self.n_actions:  # u * total rounded up to total: the last action with mass
-            a = int(np.flatnonzero(self.policy[state] > 0)[-1])
-        return a
+        """``a ~ pi_k(. | state)`` (:func:`ravi_act`)."""
+        return int(ravi_act(self.state, int(state), self.rng))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         """Record ``(x_t, a_t, x_{t+1})``; a new epoch (one planning step) when ``done``."""
-        self._observe(state, action, reward, next_state)
-        self.t += 1
-        if done:
+        if ravi_observe(self.state, int(state), int(action), float(reward), int(next_state),
+                        bool(done), self.rng):  # fmt: skip
             self._new_epoch()
 
     def stats(self) -> dict:
@@ -270,10 +354,9 @@ class RAVIUCB(_RAVI):
         )
         self.values, self.log_policy, self.q = step
 
-    def _observe(self, state, action, reward, next_state) -> None:
-        self.N[state, action] += 1.0
-        self.N_next[state, action, next_state] += 1.0
-        self.reward_sums[state, action] += reward
+    def _data(self) -> tuple:
+        two, three, one = _BLANK
+        return self.N, self.N_next, self.reward_sums, three, one, two, two, one, one, one
 
     def __repr__(self) -> str:
         return (
@@ -375,10 +458,13 @@ class RAVIUCBLinear(_RAVI):
         bonus = self.beta * np.sqrt(np.maximum(width, 0.0))
         self.q = clipped_backup(self.rewards, bonus, self.phi @ self.theta_hat, self.discount)
 
-    def _observe(self, state, action, reward, next_state) -> None:
+    def _data(self) -> tuple:
+        two, three, _ = _BLANK
+        phi = np.ascontiguousarray(self.phi)
+        values = np.ascontiguousarray(self.values, dtype=float)
         d = self.dim
-        linear_observe(self.Lambda_inv, self.Lambda, self.b, self.phi[state, action],
-                       float(self.values[next_state]), np.empty(d), np.empty(d))  # fmt: skip
+        return (two, three, two, phi, values, self.Lambda_inv, self.Lambda, self.b, np.empty(d),
+                np.empty(d))  # fmt: skip
 
     def __repr__(self) -> str:
         return (

@@ -11,15 +11,20 @@ same draws, in the same order, on the same generator as the environment's own Py
   uniform, searched in the cumulative transition row, then a standard normal times the
   transition's reward sd where it is positive;
 - :class:`~optplan.envs.DeepSea`: the expected reward, a standard normal where the variant puts
-  noise, then, for a "right" of the stochastic version, one uniform against ``1 / size``.
+  noise, then, for a "right" of the stochastic version, one uniform against ``1 / size``;
+- :class:`~optplan.envs.DiscountedResets` over a continuing tabular environment: its step,
+  then the reset coin (one uniform of the wrapper's own generator against ``discount``).
 
 :func:`play` is the loop, written once and inlined into each agent's cached ``run`` (numba
 caches a function whose compiled callees are globals of its module, not one that takes them
 as arguments)::
 
     @njit
-    def run(state, env, position, rng, out):
-        return play(act, observe, state, env, position, rng, out)
+    def run(state, env, steps, env_rng, agent_rng):
+        return play(act, observe, state, env, steps, env_rng, agent_rng)
+
+:func:`play_resets` is the same loop under discounted resets, with the reset coin's generator
+(``coin_rng``) after the environment's (:func:`generators` gives both).
 
 The Python side, which calls ``run`` until the steps or episodes are done, records episode
 ends and makes Python plans between calls, is :mod:`optplan.experiments.compiled`.
@@ -39,6 +44,8 @@ __all__ = [
     "env_arrays",
     "start",
     "play",
+    "play_resets",
+    "generators",
     "TABULAR",
     "DEEPSEA",
     "DONE",
@@ -62,7 +69,8 @@ class EnvArrays(NamedTuple):
     law of each transition (DeepSea: ``mean[l, s, a, 0]`` its expected reward, ``sd`` unused);
     ``mask (L, S, A)``: admissible pairs; ``initial_cdf (S,)``; ``goals (S,)``: next states that
     reach the goal (tabular); ``mapping``, ``noise_mask (L, S)``: DeepSea's "right" action and
-    where its reward is noisy; ``scalars``: ``[noise sd, 1 / size or 0 when deterministic]``;
+    where its reward is noisy; ``scalars``: ``[noise sd, 1 / size or 0 when deterministic,
+    the discount of discounted resets or 0]``;
     ``ints``: ``[kind, layered, max_steps or 0]``."""
 
     cdf: np.ndarray
@@ -102,10 +110,16 @@ def env_arrays(env) -> EnvArrays | str:
     """``env`` as :class:`EnvArrays`, or why a compiled loop cannot play it (an environment
     with its own step, reset or reward law, a wrapper, a model too large to hold densely)."""
     from .deepsea import DeepSea
+    from .resets import DiscountedResets
     from .tabular import TabularEnv
     from .transition_rewards import TransitionRewardEnv
 
     cls = type(env)
+    if cls is DiscountedResets:
+        inner = env_arrays(env.env)
+        if isinstance(inner, str) or inner.ints[1]:
+            return inner if isinstance(inner, str) else "discounted resets of a layered model"
+        return inner._replace(scalars=np.array([*inner.scalars[:2], env.discount]))
     if cls is DeepSea:
         size = env.size
         mean = _c(env.mdp.R, float)[..., None]
@@ -114,7 +128,7 @@ def env_arrays(env) -> EnvArrays | str:
             mask=_c(env.mdp.action_mask, np.bool_), initial_cdf=_c(env._initial_cdf, float),
             goals=np.zeros(size, dtype=np.bool_), mapping=_c(env.mapping, np.int64),
             noise_mask=_c(env._noise_mask, np.bool_),
-            scalars=np.array([env.reward_noise, 0.0 if env.deterministic else 1.0 / size]),
+            scalars=np.array([env.reward_noise, 0.0 if env.deterministic else 1.0 / size, 0.0]),
             ints=np.array([DEEPSEA, 1, 0], dtype=np.int64),
         )  # fmt: skip
     if not isinstance(env, TabularEnv):
@@ -139,7 +153,7 @@ def env_arrays(env) -> EnvArrays | str:
         cdf=_c(lift(env._cdf), float), mean=_c(lift(mean), float), sd=_c(lift(sd), float),
         mask=_c(lift(mdp.action_mask), np.bool_), initial_cdf=_c(env._initial_cdf, float),
         goals=goals, mapping=np.zeros((1, 1), dtype=np.int64),
-        noise_mask=np.zeros((1, 1), dtype=np.bool_), scalars=np.zeros(2),
+        noise_mask=np.zeros((1, 1), dtype=np.bool_), scalars=np.zeros(3),
         ints=np.array([TABULAR, int(layered), env.max_steps or 0], dtype=np.int64),
     )  # fmt: skip
 
@@ -163,17 +177,34 @@ def start(env, rng):  # pragma: no cover - compiled by numba
     return search_right(env.initial_cdf, rng.random())
 
 
+def generators(env) -> tuple:
+    """``(env_rng, coin_rng)``: the generator of ``env``'s steps and resets, and that of its
+    reset coin (:class:`~optplan.envs.DiscountedResets`: the wrapper's; else ``env_rng``)."""
+    from .resets import DiscountedResets
+
+    if type(env) is DiscountedResets:
+        return env.env.np_random, env.np_random
+    return env.np_random, env.np_random
+
+
 @njit(inline="always")
 def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled
+    """:func:`play_resets` of an environment without discounted resets."""
+    return play_resets(act, observe, state, env, steps, env_rng, env_rng, agent_rng)
+
+
+@njit(inline="always")
+def play_resets(act, observe, state, env, steps, env_rng, coin_rng, agent_rng):  # pragma: no cover
     """Play the agent (``act(state, x, rng) -> a``, ``observe(state, x, a, r, y, done, rng)
     -> plan due``) in ``env`` from ``steps.position`` until ``position[6]`` steps, or
     ``position[7]`` episode ends, or a Python plan is due, or an inadmissible action; returns
     the reason (:data:`DONE`, :data:`ENDS`, :data:`PLAN`, :data:`INADMISSIBLE`; :data:`PLAN`
     when a plan is due at the episode end that reached ``position[7]``).
 
-    An episode ends after ``L`` steps of a layered model or ``max_steps`` steps (``done`` is
-    then passed to ``observe``), and the environment is reset then, or at the start of the next
-    call when the episode end stopped this one."""
+    An episode ends after ``L`` steps of a layered model, ``max_steps`` steps, or when the reset
+    coin of discounted resets (one uniform of ``coin_rng`` after each step) is at least their
+    discount (``done`` is then passed to ``observe``), and the environment is reset then, or at
+    the start of the next call when the episode end stopped this one."""
     pos = steps.position
     if pos[9]:  # the reset after the episode end play stopped at
         pos[1] = start(env, env_rng)
@@ -187,6 +218,7 @@ def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cov
     cdf, mean, sd, mask, goals = env.cdf, env.mean, env.sd, env.mask, env.goals
     initial_cdf = env.initial_cdf
     mapping, noise_mask, noise, wind = env.mapping, env.noise_mask, env.scalars[0], env.scalars[1]
+    gamma = env.scalars[2]
     L = mask.shape[0]
     size = mapping.shape[1]
     status = DONE
@@ -220,6 +252,8 @@ def play(act, observe, state, env, steps, env_rng, agent_rng):  # pragma: no cov
         t += 1
         k += 1
         done = (layered and k >= L) or (max_steps > 0 and k >= max_steps)
+        if gamma > 0.0 and coin_rng.random() >= gamma:  # DiscountedResets.step's coin
+            done = True
         plan = observe(state, x, a, r, y, done, agent_rng)
         x = y
         if done:

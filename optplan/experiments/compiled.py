@@ -29,7 +29,7 @@ from .._checks import OptplanError
 from .._jit import njit
 from ..agents.base import CompiledAgent
 from ..envs import kernels as EK
-from ..envs.kernels import EnvArrays, Steps, env_arrays, play
+from ..envs.kernels import EnvArrays, Steps, env_arrays, play_resets
 from .trace import episode_ended
 
 __all__ = ["EPISODES", "TRACKS", "CHUNK", "compiled_reason", "compiled_loop", "compiled_oracle_run",
@@ -64,6 +64,8 @@ def compiled_reason(agent, env, episodes=None, track: bool = False) -> str | Non
     arrays = env_arrays(env)
     if isinstance(arrays, str):
         return arrays
+    if arrays.scalars[2] > 0 and getattr(agent, "_run_resets", None) is None:
+        return f"{cls.__name__} has no compiled loop under discounted resets"
     return agent.compiled_reason(arrays)
 
 
@@ -114,6 +116,8 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
     state, _ = env.reset(seed=env_seed)
     agent.reset(agent_rng)
     arrays = env_arrays(env)
+    env_rng, coin_rng = EK.generators(env)
+    resets = arrays.scalars[2] > 0
     max_steps = steps if steps is not None else MAX_STEPS
     each_end = on_episode_end is not None or stop_when_solved
     out = _steps(min(max_steps, CHUNK))
@@ -131,7 +135,10 @@ def compiled_loop(agent, env, env_seed: int, agent_rng, steps, record, bar=None,
         if track:
             version = _track(agent, record, version)
         with _sigint_after():
-            status = agent.play(arrays, out, env.np_random)
+            if resets:
+                status = agent.play_resets(arrays, out, env_rng, coin_rng)
+            else:
+                status = agent.play(arrays, out, env_rng)
         t = int(pos[0])
         if track:
             record.policy_index.extend([len(record.policies) - 1] * (t - before))
@@ -189,7 +196,7 @@ def _finish(record, env, arrays: EnvArrays, out: Steps, ends_seen, start, bar, s
         if bar is not None and steps is None:
             bar.update(n_ends)
     record.goal_seen = t > 0 and _reports_goals(arrays)
-    _leave(env, pos, arrays)
+    _leave(env, pos, out, arrays)
     record.wall_time = time.perf_counter() - start
     return record
 
@@ -199,14 +206,15 @@ def _reports_goals(arrays: EnvArrays) -> bool:
     return arrays.ints[0] == EK.DEEPSEA or bool(arrays.goals.any())
 
 
-def _leave(env, pos, arrays: EnvArrays | None = None) -> None:
+def _leave(env, pos, out: Steps | None = None, arrays: EnvArrays | None = None) -> None:
     """The Python environment placed where the compiled run left it (at the end of an episode
-    when the run stopped there: ``arrays`` give its length)."""
-    if arrays is not None and pos[9]:
-        length = arrays.mask.shape[0] if arrays.ints[1] else int(arrays.ints[2])
-        env.set_position(int(pos[1]), length, done=True)
+    when the run stopped there: ended, or cut by a discounted reset's coin)."""
+    n = int(pos[4])
+    if out is None or not pos[9] or n == 0:
+        env.set_position(int(pos[1]), int(pos[3]))
         return
-    env.set_position(int(pos[1]), int(pos[3]))
+    length = int(out.ends[n - 1] - (out.ends[n - 2] if n > 1 else 0))
+    env.set_position(int(pos[1]), length, done=not arrays.scalars[2] > 0)
 
 
 class PolicyState(NamedTuple):
@@ -229,8 +237,8 @@ def _policy_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by
 
 
 @njit
-def _policy_run(s, env, steps, env_rng, agent_rng):  # pragma: no cover - compiled by numba
-    return play(_policy_act, _policy_observe, s, env, steps, env_rng, agent_rng)
+def _policy_run(s, env, steps, env_rng, coin_rng, agent_rng):  # pragma: no cover - compiled
+    return play_resets(_policy_act, _policy_observe, s, env, steps, env_rng, coin_rng, agent_rng)
 
 
 def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | None:
@@ -248,9 +256,10 @@ def compiled_oracle_run(env, oracle, env_seed: int, steps: int) -> np.ndarray | 
     out.position[7] = _NO_LIMIT
     agent = PolicyState(policy, np.zeros(1, dtype=np.int64))
     rng = np.random.default_rng(0)  # the oracle draws nothing
+    env_rng, coin_rng = EK.generators(env)
     while out.position[0] < steps:
         with _sigint_after():
-            status = _policy_run(agent, arrays, out, env.np_random, rng)
+            status = _policy_run(agent, arrays, out, env_rng, coin_rng, rng)
         if status != EK.DONE:
             return None
     return out.rewards

@@ -12,8 +12,7 @@ Two tables, each of engines that say for themselves what they cover:
   oracle, env_seed, steps)`` (the oracle run's rewards, or ``None`` for the generic one).
   The first is the agents' own compiled loop (:mod:`.compiled`: every
   :class:`~optplan.agents.base.CompiledAgent`, its steps played by
-  :func:`optplan.envs.kernels.play`). The other is RAVI-UCB's (:mod:`.ravi_compiled`), whose
-  epochs run under discounted resets.
+  :func:`optplan.envs.kernels.play`).
 - :data:`BATCH_ENGINES`, for many seeds of one configuration at once (:func:`batch_runner`):
   ``match(agent, params, env)`` gives a runner ``runner(seeds, episodes)`` or ``None``. The
   UBE agents on the UBE chain are one (:mod:`.chain_batch`).
@@ -80,16 +79,9 @@ def _compiled_agents():
     return compiled
 
 
-def _ravi_compiled():
-    from . import ravi_compiled
-
-    return ravi_compiled
-
-
 #: The engines :func:`select` tries, in order.
 RUN_ENGINES: tuple[RunEngine, ...] = (
     RunEngine("the agent's compiled steps", _compiled_agents),
-    RunEngine("RAVI-UCB", _ravi_compiled),
 )
 
 
