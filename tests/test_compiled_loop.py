@@ -58,7 +58,7 @@ COMPILED_AGENTS = ("epsilon-greedy", "soft-q", "q-learning-ucb", "ucrl2", "kl-uc
 def _fits(agent, make_env) -> bool:
     env = make_env()
     try:
-        built = make_agent(agent, env)
+        make_agent(agent, env)
     except ValueError:  # e.g. UCRL on a layered model: refused, naming why
         return False
     return True

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from test_engines_exact import assert_same_trace
 
-from optplan.agents import PSRL, UBE, CountBonus, KLearning
+from optplan.agents import PSRL, UBE, KLearning
 from optplan.agents import _episodic_steps as ES
 from optplan.agents import _layered_kernels as LK
 from optplan.agents.registry import make_agent
@@ -174,7 +174,7 @@ def test_compiled_plans_are_taken():
     schedule, and PSRL with a Dirichlet prior; the conic method and PSRL's deterministic
     prior plan in NumPy."""
     env = make_env("deepsea-6")
-    for name, params, compiled in (
+    for name, params, planned in (
         ("psrl", {}, True),
         ("psrl", {"transitions": "deterministic"}, False),
         ("k-learning", {}, True),
@@ -189,9 +189,9 @@ def test_compiled_plans_are_taken():
         agent = make_agent(name, env, **params)
         if name != "k-learning":
             agent.reset(np.random.default_rng(0))
-            assert compiled_plans_used(agent) == compiled, params
+            assert compiled_plans_used(agent) == planned, params
         else:  # a conic reset would plan with CVXPY: the choice alone
-            assert agent._compiled_plan() == compiled, params
+            assert agent._compiled_plan() == planned, params
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,10 @@ import pytest
 from test_engines_exact import assert_same_trace
 
 from optplan._checks import OptplanError
-from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear
+from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear, ravi_act, ravi_observe
 from optplan.agents.registry import make_agent
 from optplan.envs import DiscountedResets, LinearMixtureMDP, TabularEnv
 from optplan.envs.registry import ENVS
-from optplan.agents.ravi import ravi_act, ravi_observe
 from optplan.experiments import compiled, engines, run
 from optplan.generators import riverswim
 

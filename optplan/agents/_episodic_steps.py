@@ -104,9 +104,9 @@ def new_state(agent, kind: int, forced=None, zeta: float = 0.0, psrl=None, ube=N
     params = np.zeros(9)
     params[ZETA] = zeta
     rows = (L * S, A)
-    plan = dict(zip(("mean", "var", "R", "P", "V", "Q", "local", "u"),
-                    (_NONE[None],) * 3 + (_NONE[None, None], _NONE) + (_NONE[None],) * 3))  # fmt: skip
-    plan["mask"] = np.ones((1, 1, 1), dtype=np.bool_)
+    three, four = _NONE[None], _NONE[None, None]
+    plan = {"mean": three, "var": three, "R": three, "P": four, "V": _NONE, "Q": three,
+            "local": three, "u": three, "mask": np.ones((1, 1, 1), dtype=np.bool_)}  # fmt: skip
     acting = {
         "cdf": np.zeros(rows if kind == BOLTZMANN else (1, 1)),
         "policy": np.zeros(L * S, dtype=np.int64),

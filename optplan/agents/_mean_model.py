@@ -192,7 +192,7 @@ class MeanModelAgent(ABC):
         """The agent whose plan the episodic steps make compiled (the UBE's), or ``None``."""
         return None
 
-    def _failed(self) -> None:
+    def _failed(self) -> None:  # noqa: B027 - only an agent with a compiled plan raises
         """Raise the error of a compiled plan that failed."""
 
     def _counted(self) -> None:

@@ -14,7 +14,7 @@ policy iteration is the same operations:
   all the Dirichlet's gammas first, then all the precisions, then all the normals, as
   :meth:`Dirichlet.sample <optplan.posteriors.Dirichlet.sample>` and
   :meth:`NormalGamma.sample <optplan.posteriors.NormalGamma.sample>`; numba implements them
-  with NumPy's algorithms on the same bit generator (:func:`self_check`); the Dirichlet's
+  with NumPy's algorithms on the same bit generator; the Dirichlet's
   row totals as NumPy's pairwise sum;
 - the sampled reward ``R[s, a] = sum_s' P mu`` summed in order (``np.einsum`` may group
   the terms otherwise: ``R`` and ``q`` may differ from the NumPy plan's in the last bits;
@@ -42,7 +42,7 @@ from .. import _jit
 from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _copy, _matvec, _pw_sum
 
-__all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan", "self_check",
+__all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan",
            "Work", "MAX_STATES", "absorb_batch"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
@@ -328,38 +328,3 @@ def plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, policy, warm: boo
         rng, dalpha, mu0, lam, nalpha, nbeta, mask, 1.0 if average else float(discount),
         average, policy, bool(warm), *work.args(), int(max_iter),
     )  # fmt: skip
-
-
-@_JIT
-def _draws(rng, a, out):  # pragma: no cover - compiled by numba
-    """``standard_gamma(a[i])``, ``gamma(a[i], 2)`` and ``standard_normal()`` in turn."""
-    for i in range(a.shape[0]):
-        out[3 * i] = rng.standard_gamma(a[i])
-        out[3 * i + 1] = rng.gamma(a[i], 2.0)
-        out[3 * i + 2] = rng.standard_normal()
-
-
-_CHECK: list = []
-
-
-def self_check(n: int = 2000, seed: int = 2024) -> bool:
-    """Whether numba's ``standard_gamma``, ``gamma`` and ``standard_normal`` give NumPy's
-    numbers and leave NumPy's state (shape parameters below and above 1), and the BLAS and
-    LAPACK routes of :func:`optplan.fast._agent_kernels.self_check` agree with NumPy's, on
-    this installation (checked once per process)."""
-    if _CHECK:
-        return _CHECK[0]
-    ok = AVAILABLE and _ak.self_check()
-    if ok:
-        shapes = np.random.default_rng(seed).choice([0.05, 0.5, 1.0, 1.5, 3.0, 40.0], n)
-        ref, got = np.random.default_rng(seed), np.random.default_rng(seed)
-        want = np.empty(3 * n)
-        for i in range(n):
-            want[3 * i] = ref.standard_gamma(shapes[i])
-            want[3 * i + 1] = ref.gamma(shapes[i], 2.0)
-            want[3 * i + 2] = ref.standard_normal()
-        out = np.empty(3 * n)
-        _compiled()["_draws"](got, shapes, out)
-        ok = np.array_equal(out, want) and got.bit_generator.state == ref.bit_generator.state
-    _CHECK.append(bool(ok))
-    return _CHECK[0]

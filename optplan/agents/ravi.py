@@ -40,8 +40,8 @@ from .._checks import (
 )
 from .._jit import njit
 from .._params import Component, Param
-from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
 from ..envs.kernels import play, play_resets, search_right
+from ..soft import check_unit_rewards, clipped_backup, mirror_step, ravi_step
 from ._env import DISCOUNT_FROM_ENV, continuing_shape, env_discount, env_model
 from .base import CompiledAgent, check_agent_mask, check_count, check_rng
 
@@ -140,11 +140,18 @@ class RAVIState(NamedTuple):
 
 @njit(inline="always")
 def ravi_act(s, x, rng):  # pragma: no cover - compiled by numba
-    """``a ~ pi_k(. | x)``: one uniform times the row's total, searched in its cumulative sums
-    (``searchsorted``, side right); rounded past the last action, the last action with mass."""
+    """``a ~ pi_k(. | x)``: :func:`ravi_pick` of one uniform of ``rng``."""
+    return ravi_pick(s, x, rng.random())
+
+
+@njit
+def ravi_pick(s, x, u):  # pragma: no cover - compiled by numba
+    """The action of uniform ``u``: ``u`` times the row's total, searched in its cumulative
+    sums (``searchsorted``, side right); rounded past the last action, the last action with
+    mass."""
     row = s.cdf[x]
     A = row.shape[0]
-    a = search_right(row, rng.random() * row[A - 1])
+    a = search_right(row, u * row[A - 1])
     if a >= A:
         a = A - 1
         while a > 0 and not s.policy[x, a] > 0.0:
@@ -261,13 +268,14 @@ class _RAVI(CompiledAgent):
         return self.policy
 
     def select_action(self, state: int) -> int:
-        """``a ~ pi_k(. | state)`` (:func:`ravi_act`)."""
-        return int(ravi_act(self.state, int(state), self.rng))
+        """``a ~ pi_k(. | state)`` (:func:`ravi_act`: :func:`ravi_pick` of one uniform)."""
+        return int(ravi_pick(self.state, int(state), self.rng.random()))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         """Record ``(x_t, a_t, x_{t+1})``; a new epoch (one planning step) when ``done``."""
+        # the record draws nothing: no generator (numba unboxes one per call)
         if ravi_observe(self.state, int(state), int(action), float(reward), int(next_state),
-                        bool(done), self.rng):  # fmt: skip
+                        bool(done), None):  # fmt: skip
             self._new_epoch()
 
     def stats(self) -> dict:

@@ -80,9 +80,7 @@ def _compiled_agents():
 
 
 #: The engines :func:`select` tries, in order.
-RUN_ENGINES: tuple[RunEngine, ...] = (
-    RunEngine("the agent's compiled steps", _compiled_agents),
-)
+RUN_ENGINES: tuple[RunEngine, ...] = (RunEngine("the agent's compiled steps", _compiled_agents),)
 
 
 def select(engine: str, agent, env, episodes, track: bool) -> RunEngine | None:
