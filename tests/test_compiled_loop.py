@@ -220,10 +220,17 @@ def test_the_compiled_oracle_run_is_the_generic_one():
 
 
 def test_environments_the_compiled_loop_cannot_play_say_why():
+    import gymnasium as gym
+
     from optplan.envs import DiscountedResets
 
-    wrapped = DiscountedResets(_env("riverswim", n_states=6), 0.9)
+    wrapped = gym.Wrapper(_env("riverswim", n_states=6))
     assert "not a TabularEnv" in env_arrays(wrapped)
+    resets = DiscountedResets(_env("riverswim", n_states=6), 0.9)
+    assert env_arrays(resets).scalars[2] == 0.9  # played by agents with a resets loop
+    assert "no compiled loop under discounted resets" in compiled.compiled_reason(
+        make_agent("epsilon-greedy", resets), resets
+    )
 
     class OwnStep(TabularEnv):
         def step(self, action):
