@@ -35,8 +35,8 @@ from . import _layered_kernels as LK
 from . import _layered_ube_kernels as LUK
 from ._posterior_agent import thompson_act
 
-__all__ = ["EpisodicState", "new_state", "act", "observe", "run", "BOLTZMANN", "POLICY",
-           "THOMPSON", "FLAGS"]  # fmt: skip
+__all__ = ["EpisodicState", "new_state", "act", "pick", "observe", "record", "plan_end", "run",
+           "python_act", "python_observe", "BOLTZMANN", "POLICY", "THOMPSON", "FLAGS"]  # fmt: skip
 
 #: How the agent acts: a Boltzmann draw from a cumulative policy; a deterministic policy; the
 #: UBE's Thompson action.
@@ -148,21 +148,43 @@ def act(s, x, rng):  # pragma: no cover - compiled by numba
     row = s.clock[0] * s.counts.shape[1] + x
     kind = s.flags[KIND]
     if kind == BOLTZMANN:
-        cdf = s.cdf[row]
-        last = cdf.shape[0] - 1
-        return min(search_right(cdf, rng.random() * cdf[last]), last)
+        return pick(s.cdf, row, rng.random())
     if kind == THOMPSON:
         return thompson_act(s, row, rng)
     return s.policy[row]
 
 
 @njit(inline="always")
+def pick(cdf, row, u):  # pragma: no cover - compiled by numba
+    """The Boltzmann action of uniform ``u``: ``u`` times the row's total searched in the
+    cumulative row (side right), capped at the last action."""
+    c = cdf[row]
+    last = c.shape[0] - 1
+    return min(search_right(c, u * c[last]), last)
+
+
+#: What :func:`record` saw: a step within an episode; an episode's last step; a step that
+#: contradicts the deterministic transition prior (left out).
+STEP, ENDED, CONTRADICTED = 0, 1, 2
+
+
+@njit(inline="always")
 def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
-    """The posterior's update and the layer; ``True`` when Python must plan (an episode ended
-    and the plan is Python's) or raise (the deterministic prior is contradicted)."""
-    f = s.flags
-    l = s.clock[0]
-    nxt = s.next_counts
+    """:func:`record`, then at an episode's end :func:`plan_end`; ``True`` when Python must
+    plan (an episode ended and the plan is Python's) or raise (a contradicted prior)."""
+    seen = record(s.counts, s.reward_sums, s.next_counts, s.clock, s.flags, x, a, r, y, done)
+    if seen == STEP:
+        return False
+    if seen == CONTRADICTED:
+        return True
+    return plan_end(s, rng)
+
+
+@njit(inline="always")
+def record(counts, reward_sums, nxt, clock, f, x, a, r, y, done):  # pragma: no cover
+    """The posterior's update, the layer and the counters (:data:`STEP`, :data:`ENDED`), or
+    :data:`CONTRADICTED` with the step kept in ``flags``."""
+    l = clock[0]
     recorded = l + 1 < nxt.shape[0]
     if recorded and f[DETERMINISTIC]:
         seen = 0.0
@@ -170,19 +192,27 @@ def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
             seen += nxt[l, x, a, t]
         if seen > 0 and nxt[l, x, a, y] == 0:
             f[BAD], f[BAD_L], f[BAD_X], f[BAD_A], f[BAD_Y] = 1, l, x, a, y
-            return True
-    s.counts[l, x, a] += 1
-    s.reward_sums[l, x, a] += r
+            return CONTRADICTED
+    counts[l, x, a] += 1
+    reward_sums[l, x, a] += r
     if recorded:
         nxt[l, x, a, y] += 1
     if l > f[TOP]:
         f[TOP] = l
     f[STEPS] += 1
     if not done:
-        s.clock[0] = l + 1
-        return False
-    s.clock[0] = 0
+        clock[0] = l + 1
+        return STEP
+    clock[0] = 0
     f[EPISODES] += 1
+    return ENDED
+
+
+@njit
+def plan_end(s, rng):  # pragma: no cover - compiled by numba
+    """At an episode's end, the compiled plan (PSRL's, the UBE's; ``False``), or ``True``: the
+    plan is Python's, or the UBE's failed (Python raises)."""
+    f = s.flags
     if f[FUSED] < 0:
         return True
     f[PLANS] += 1
@@ -194,6 +224,29 @@ def observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by numba
     if not ok:
         f[FAILED] = 1
     return not ok
+
+
+def python_act(agent, x: int) -> int:
+    """:func:`act` from Python (the generic loop): the same compiled pieces, with the arrays
+    they read handed over (numba types a state tuple anew at every call)."""
+    s = agent.state
+    agent.clock.current()  # an error once an episode outlasts n_layers steps
+    row = int(s.clock[0]) * s.counts.shape[1] + x
+    kind = s.flags[KIND]
+    if kind == BOLTZMANN:
+        return int(pick(s.cdf, row, agent.rng.random()))
+    if kind == THOMPSON:
+        return int(thompson_act(s, row, agent.rng))
+    return int(s.policy[row])
+
+
+def python_observe(agent, x: int, a: int, r: float, y: int, done: bool) -> bool:
+    """:func:`observe` from Python (the generic loop): whether a Python plan is due."""
+    s = agent.state
+    seen = record(s.counts, s.reward_sums, s.next_counts, s.clock, s.flags, x, a, r, y, done)
+    if seen == STEP:
+        return False
+    return seen == CONTRADICTED or bool(plan_end(s, agent.rng))
 
 
 @njit(inline="always")

@@ -161,8 +161,8 @@ class MeanModelAgent(ABC):
             if self.steps % self.update_every == 0:
                 self.plan()
             return
-        if ES.observe(self.state, int(state), int(action), float(reward), int(next_state),
-                      bool(done), self.rng):  # fmt: skip
+        if ES.python_observe(self, int(state), int(action), float(reward), int(next_state),
+                             bool(done)):  # fmt: skip
             self.plan_due()
         else:
             self._counted()
@@ -211,8 +211,7 @@ class MeanModelAgent(ABC):
         return status
 
     def _act_episodic(self, state: int) -> int:
-        self.clock.current()  # an error once an episode outlasts n_layers steps
-        return int(ES.act(self.state, int(state), self.rng))
+        return ES.python_act(self, int(state))
 
     def _load(self) -> None:
         """The plan the episodic steps act from, copied into their state."""

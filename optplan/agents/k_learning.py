@@ -109,12 +109,11 @@ class EpisodicAgent(CompiledAgent, ABC):
         return 0 if self.state is None else int(self.state.flags[ES.EPISODES])
 
     def select_action(self, state: int) -> int:
-        self.clock.current()  # an error once an episode outlasts n_layers steps
-        return int(ES.act(self.state, int(state), self.rng))
+        return ES.python_act(self, int(state))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
-        if ES.observe(self.state, int(state), int(action), float(reward), int(next_state),
-                      bool(done), self.rng):  # fmt: skip
+        if ES.python_observe(self, int(state), int(action), float(reward), int(next_state),
+                             bool(done)):  # fmt: skip
             self.plan()
         else:
             self._sync()
