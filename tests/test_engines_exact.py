@@ -38,15 +38,21 @@ def make_env(name):
     return comp.build(0, **comp.resolve(params, name))
 
 
-def both(agent_name, env_name, steps, seed, run_kw=None, **params):
-    """``(trace, agent, env)`` of the generic loop and of the compiled one."""
+def both_loops(build_env, agent_name, seed, run_kw, **params):
+    """``(trace, agent, env)`` of the generic loop and of the compiled one, each run on its own
+    ``build_env()``."""
     out = {}
     for engine in ("python", "compiled"):
-        env = make_env(env_name)
+        env = build_env()
         agent = make_agent(agent_name, env, **params)
-        trace = run(agent, env, steps=steps, seed=seed, engine=engine, **(run_kw or {}))
-        out[engine] = (trace, agent, env)
+        out[engine] = (run(agent, env, seed=seed, engine=engine, **run_kw), agent, env)
     return out["python"], out["compiled"]
+
+
+def both(agent_name, env_name, steps, seed, run_kw=None, **params):
+    """:func:`both_loops` of ``steps`` steps on the named environment."""
+    run_kw = {"steps": steps, **(run_kw or {})}
+    return both_loops(lambda: make_env(env_name), agent_name, seed, run_kw, **params)
 
 
 def assert_same_trace(tr, tc):

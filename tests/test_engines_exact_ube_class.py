@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_engines_exact import ENVIRONMENTS, assert_same_trace, make_env
+from test_engines_exact import ENVIRONMENTS, assert_same_trace, both_loops, make_env
 
 from optplan._checks import OptplanError
 from optplan.agents import UBE
@@ -176,13 +176,7 @@ def test_runs_with_compiled_plan_equal_numpy_plan(env_name, seed, params, monkey
 
 def both(env_name, steps, seed, **params):
     """``(trace, agent, env)`` of the generic loop and of the compiled engine."""
-    out = {}
-    for engine in ("python", "compiled"):
-        env = make_env(env_name)
-        agent = make_agent("ube", env, **params)
-        trace = run(agent, env, steps=steps, seed=seed, engine=engine)
-        out[engine] = (trace, agent, env)
-    return out["python"], out["compiled"]
+    return both_loops(lambda: make_env(env_name), "ube", seed, {"steps": steps}, **params)
 
 
 def assert_same_left(ref, got):

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from test_engines_exact import assert_same_trace
+from test_engines_exact import assert_same_trace, both_loops
 
 from optplan.agents import PSRL, UBE, KLearning
 from optplan.agents import _episodic_steps as ES
@@ -118,13 +118,7 @@ def compiled_plans_used(agent) -> bool:
 
 def both(agent_name, env_name, seed, run_kw, **params):
     """``(trace, agent, env)`` of the generic loop and of the compiled one."""
-    out = {}
-    for engine in ("python", "compiled"):
-        env = make_env(env_name)
-        agent = make_agent(agent_name, env, **params)
-        trace = run(agent, env, seed=seed, engine=engine, **run_kw)
-        out[engine] = (trace, agent, env)
-    return out["python"], out["compiled"]
+    return both_loops(lambda: make_env(env_name), agent_name, seed, run_kw, **params)
 
 
 def assert_same_left(ref, got):

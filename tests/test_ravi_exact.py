@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_engines_exact import assert_same_trace
+from test_engines_exact import assert_same_trace, both_loops
 
 from optplan._checks import OptplanError
 from optplan.agents.ravi import RAVIUCB, RAVIUCBLinear, ravi_act, ravi_observe
@@ -33,13 +33,7 @@ def make_env(name, **params):
 
 def both(agent_name, make, seed, run_kw, **params):
     """``(trace, agent, env)`` of the generic loop and of the compiled one."""
-    out = {}
-    for engine in ("python", "compiled"):
-        env = make()
-        agent = make_agent(agent_name, env, **params)
-        trace = run(agent, env, seed=seed, engine=engine, **run_kw)
-        out[engine] = (trace, agent, env)
-    return out["python"], out["compiled"]
+    return both_loops(make, agent_name, seed, run_kw, **params)
 
 
 def assert_same_left(ref, got):
