@@ -141,20 +141,20 @@ class RAVIState(NamedTuple):
 @njit(inline="always")
 def ravi_act(s, x, rng):  # pragma: no cover - compiled by numba
     """``a ~ pi_k(. | x)``: :func:`ravi_pick` of one uniform of ``rng``."""
-    return ravi_pick(s, x, rng.random())
+    return ravi_pick(s.cdf, s.policy, x, rng.random())
 
 
-@njit
-def ravi_pick(s, x, u):  # pragma: no cover - compiled by numba
+@njit(inline="always")
+def ravi_pick(cdf, policy, x, u):  # pragma: no cover - compiled by numba
     """The action of uniform ``u``: ``u`` times the row's total, searched in its cumulative
     sums (``searchsorted``, side right); rounded past the last action, the last action with
     mass."""
-    row = s.cdf[x]
+    row = cdf[x]
     A = row.shape[0]
     a = search_right(row, u * row[A - 1])
     if a >= A:
         a = A - 1
-        while a > 0 and not s.policy[x, a] > 0.0:
+        while a > 0 and not policy[x, a] > 0.0:
             a -= 1
     return a
 
@@ -165,11 +165,17 @@ def ravi_observe(s, x, a, r, y, done, rng):  # pragma: no cover - compiled by nu
     if s.clock[1]:
         linear_observe(s.inv, s.gram, s.b, s.phi[x, a], s.values[y], s.u, s.w)
     else:
-        s.N[x, a] += 1.0
-        s.N_next[x, a, y] += 1.0
-        s.reward_sums[x, a] += r
+        count(s.N, s.N_next, s.reward_sums, x, a, r, y)
     s.clock[0] += 1
     return done
+
+
+@njit(inline="always")
+def count(N, N_next, reward_sums, x, a, r, y):  # pragma: no cover - compiled by numba
+    """The tabular agent's record of ``(x, a, r, y)``."""
+    N[x, a] += 1.0
+    N_next[x, a, y] += 1.0
+    reward_sums[x, a] += r
 
 
 @njit
@@ -269,13 +275,19 @@ class _RAVI(CompiledAgent):
 
     def select_action(self, state: int) -> int:
         """``a ~ pi_k(. | state)`` (:func:`ravi_act`: :func:`ravi_pick` of one uniform)."""
-        return int(ravi_pick(self.state, int(state), self.rng.random()))
+        return int(ravi_pick(self._cdf, self.policy, int(state), self.rng.random()))
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
         """Record ``(x_t, a_t, x_{t+1})``; a new epoch (one planning step) when ``done``."""
-        # the record draws nothing: no generator (numba unboxes one per call)
-        if ravi_observe(self.state, int(state), int(action), float(reward), int(next_state),
-                        bool(done), None):  # fmt: skip
+        # :func:`ravi_observe` with the arrays it writes handed over (numba types a state
+        # tuple anew at every call)
+        s, x, a, y = self.state, int(state), int(action), int(next_state)
+        if self._clock[1]:
+            linear_observe(s.inv, s.gram, s.b, s.phi[x, a], float(s.values[y]), s.u, s.w)
+        else:
+            count(s.N, s.N_next, s.reward_sums, x, a, float(reward), y)
+        self._clock[0] += 1
+        if done:
             self._new_epoch()
 
     def stats(self) -> dict:
