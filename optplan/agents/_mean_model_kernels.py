@@ -61,7 +61,7 @@ def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new,
                       max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`optplan.dp.policy_iteration` (discounted) on the dense ``(P, R)`` from ``policy``
     (updated in place; the caller chose the start policy): the evaluation ``(I - discount
-    P_pi) v = r_pi`` by ``np.linalg.solve``, the backup ``q = (P v) discount + R``, the greedy
+    P_pi) v = r_pi`` by :func:`optplan.fast._agent_kernels._solve_t`, the backup ``q = (P v) discount + R``, the greedy
     improvement of :func:`optplan.agents._psrl_kernels._improve`.
     Returns ``(status, iterations, classes, gain)`` as that module's."""
     S, A = R.shape
@@ -69,16 +69,17 @@ def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new,
     qv = q.reshape(S * A)
     M = M_flat[: S * S].reshape((S, S))
     for it in range(1, max_iter + 1):
-        for i in range(S):  # I - discount P_pi
+        for i in range(S):  # I - discount P_pi, transposed
             a = policy[i]
             for j in range(S):
-                M[i, j] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
+                M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
             b[i] = R[i, a]
-        x = np.linalg.solve(M, b[:S])
+        if _ak._solve_t(M, b[:S]) != 0:
+            return K.NUMERICAL, it, 1, math.nan
         for i in range(S):
-            if not math.isfinite(x[i]):
+            if not math.isfinite(b[i]):
                 return K.NUMERICAL, it, 1, math.nan
-            values[i] = x[i]
+            values[i] = b[i]
         _matvec(flat, values, qv)
         if K._improve(q, R, mask, policy, new, discount) == 0:
             return K.OK, it, 1, math.nan

@@ -21,10 +21,10 @@ policy iteration is the same operations:
   ``tests/test_psrl_compiled.py`` compares the two);
 - policy iteration: :func:`optplan.dp.policy_iteration`'s steps (start policy, evaluation,
   backup ``q = (P v) gamma + R`` by BLAS ``dgemv``, greedy improvement keeping the incumbent
-  within ``1e-12`` relative) with the evaluation solved by LAPACK ``dgesv`` (numba's binding, to
-  SciPy's OpenBLAS, not the build NumPy bundles: from about 7 states the values can differ
-  from the NumPy plan's in the last bits too; the policies agree on the tested posteriors), as
-  :func:`optplan.fast._agent_kernels._solve_t` calls it: ``I - gamma P_pi``, or the bordered
+  within ``1e-12`` relative) with the evaluation solved by Gaussian elimination with partial
+  pivoting (:func:`optplan.fast._agent_kernels._solve_t`; the values can differ from the NumPy
+  plan's in the last bits; the policies agree on the tested posteriors): ``I - gamma P_pi``,
+  or the bordered
   unichain system of :func:`optplan.dp.evaluate_unichain` for average reward); the recurrent classes
   of each average-reward policy counted as :func:`optplan.dp.n_recurrent_classes` does.
 
@@ -203,7 +203,7 @@ def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, 
             n = _n_classes(P, policy, reach, stack)
             if n > 1:
                 return MULTICHAIN, it, n, gain
-            for i in range(S + 1):  # the bordered system, transposed (LAPACK's order)
+            for i in range(S + 1):  # the bordered system, transposed (_solve_t's order)
                 for j in range(S + 1):
                     M[i, j] = 0.0
             for i in range(S):

@@ -19,8 +19,9 @@ operations:
 - ``nu``: :func:`optplan.uncertainty.local_draft` / :func:`~optplan.uncertainty.local_lemma1`
   term by term, each sum over ``s'`` NumPy's pairwise sum of the same products, 0 where
   inadmissible;
-- the UBE: :func:`optplan.fast.ube._direct`'s system solved by LAPACK ``dgesv`` (the routine
-  ``np.linalg.solve`` calls), ``Pbar v`` by BLAS ``dgemv``, and its certificate (the
+- the UBE: :func:`optplan.fast.ube._direct`'s system solved by Gaussian elimination with
+  partial pivoting (:func:`optplan.fast._agent_kernels._solve_t`), ``Pbar v`` by a compiled
+  product, and its certificate (the
   fixed-point residual within ``1e-10`` of ``max |u|``).
 
 A plan that fails here (singular or not finite, no stop of policy iteration, a residual
@@ -36,7 +37,7 @@ same operations as its NumPy plan
 ``UBE._after_plan``):
 
 - the posterior-mean model and policy iteration: :func:`optplan.agents._mean_model_kernels.
-  _plan` without a bonus (numpy's own ``dgesv`` and ``dgemv``);
+  _plan` without a bonus;
 - ``nu`` (0 where inadmissible): ``Var mu`` with known transitions; else
   ``(sd^2 + gamma^2 Q_max^2) / max(n, 1)`` (``local="tabular"``, :func:`optplan.uncertainty.
   local_tabular`), ``Var mu + gamma^2 Q_max^2 (1 - sum_s' Pbar^2) / (alpha_0 + 1)``
@@ -44,10 +45,9 @@ same operations as its NumPy plan
   ``s'`` (``"draft"``), each sum over ``s'`` NumPy's pairwise sum of the same products;
 - the UBE as above (:func:`_ube`), and ``sqrt(u)`` of every pair.
 
-It applies (:func:`mean_applies`) to a continuing ``UBE`` with ``method="fast"`` where both
-kernels' BLAS / LAPACK routes agree with NumPy's (:func:`available`,
-:func:`optplan.agents._mean_model_kernels.applies`). Its kernels are a collection of their own
-(:data:`_MEAN_JIT`), so that the plan above does not depend on numpy's bundled library.
+It applies (:func:`mean_applies`) to a continuing ``UBE`` with ``method="fast"`` of fewer than
+:data:`MAX_STATES` states (:func:`available`, :func:`optplan.agents._mean_model_kernels.
+applies`). Its kernels are a collection of their own (:data:`_MEAN_JIT`).
 """
 
 from __future__ import annotations
@@ -275,8 +275,7 @@ def _compiled() -> dict:
 
 # --- the continuing plan of UBE (Eq. 3) ---------------------------------------------------
 
-#: The kernels of :func:`_mean_plan`: they call :mod:`optplan.agents._mean_model_kernels`,
-#: which binds numpy's own BLAS / LAPACK library.
+#: The kernels of :func:`_mean_plan`: they call :mod:`optplan.agents._mean_model_kernels`.
 _MEAN_JIT = _jit.Jit(
     "the compiled UBE plan (Gaussian rewards)",
     uses=(_JIT, MK._JIT),

@@ -1,6 +1,6 @@
 r"""Small compiled helpers of the agents' steps: copies, NumPy's pairwise row sum, products
 ``(m, n) @ (n,)`` (BLAS through ``np.dot``, as NumPy), ``argmin``/``argmax`` with NumPy's
-ties and NaNs, and a transposed dense solve (``np.linalg.solve``, LAPACK ``dgesv``).
+ties and NaNs, and a transposed dense solve (Gaussian elimination with partial pivoting).
 
 Compiled on first use and cached by numba (:class:`optplan._jit.Jit`).
 """
@@ -89,15 +89,39 @@ def _argmax(u):  # pragma: no cover - compiled by numba
 
 @_JIT
 def _solve_t(M, b):  # pragma: no cover - compiled by numba
-    """Solve the system whose matrix ``M`` holds transposed (its C buffer is the matrix in
-    Fortran order, as LAPACK reads it) for ``b``, in place: 0, or 1 when the matrix is
-    singular to machine precision (``b`` then unchanged). ``np.linalg.solve`` of numba (LAPACK
-    ``dgesv`` of SciPy's library, as ``np.linalg.solve`` calls it)."""
-    try:
-        x = np.linalg.solve(M.T, b)
-    except Exception:  # noqa: BLE001 - numba's LinAlgError on a singular matrix
-        return 1
-    _copy(b, x)
+    """Solve ``A x = b`` in place, ``A = M.T`` (``M``'s C buffer holds ``A`` in Fortran order,
+    LAPACK's layout, so that a column of ``A`` is a row of ``M``), by Gaussian elimination
+    with partial pivoting (LAPACK ``dgetf2``'s algorithm); ``M`` is overwritten by the
+    factors. Returns 0, or 1 when a pivot is 0 or not a number (``A`` singular or not finite;
+    ``b`` is then partly reduced)."""
+    n = b.shape[0]
+    for k in range(n):
+        p, big = k, abs(M[k, k])
+        for i in range(k + 1, n):
+            if abs(M[k, i]) > big:
+                p, big = i, abs(M[k, i])
+        if not big > 0.0:
+            return 1
+        if p != k:
+            for j in range(n):
+                M[j, k], M[j, p] = M[j, p], M[j, k]
+            b[k], b[p] = b[p], b[k]
+        pivot = M[k, k]
+        for i in range(k + 1, n):
+            M[k, i] /= pivot
+        for j in range(k + 1, n):
+            akj = M[j, k]
+            if akj != 0.0:
+                for i in range(k + 1, n):
+                    M[j, i] -= M[k, i] * akj
+        bk = b[k]
+        for i in range(k + 1, n):
+            b[i] -= M[k, i] * bk
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for j in range(i + 1, n):
+            acc -= M[j, i] * b[j]
+        b[i] = acc / M[i, i]
     return 0
 
 
