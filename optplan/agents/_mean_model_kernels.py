@@ -61,8 +61,8 @@ def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new,
                       max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`optplan.dp.policy_iteration` (discounted) on the dense ``(P, R)`` from ``policy``
     (updated in place; the caller chose the start policy): the evaluation ``(I - discount
-    P_pi) v = r_pi`` by :func:`optplan.fast._agent_kernels._solve_t`, the backup ``q = (P v) discount + R``, the greedy
-    improvement of :func:`optplan.agents._psrl_kernels._improve`.
+    P_pi) v = r_pi`` by :func:`optplan.fast._agent_kernels._solve_t`, the backup ``q = (P v)
+    discount + R``, the greedy improvement of :func:`optplan.agents._psrl_kernels._improve`.
     Returns ``(status, iterations, classes, gain)`` as that module's."""
     S, A = R.shape
     flat = P.reshape(S * A, S)
