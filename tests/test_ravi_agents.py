@@ -178,9 +178,9 @@ def test_sherman_morrison_after_10k_updates(kind):
 
 
 class _Recording(RAVIUCBLinear):
-    def _observe(self, state, action, reward, next_state):
-        self.recorded.append(self.phi[state, action].copy())
-        super()._observe(state, action, reward, next_state)
+    def update(self, state, action, reward, next_state, done):
+        self.recorded.append(self.phi[state, action].copy())  # the epoch's phi, as recorded
+        super().update(state, action, reward, next_state, done)
 
 
 @pytest.mark.slow
