@@ -151,7 +151,7 @@ class MeanModelAgent(ABC):
         self._planned = False
         if self.episodic:
             zeta = getattr(self, "zeta", 0.0)
-            self.state = ES.new_state(self, self._ACTS, self._forced, zeta, ube=self._fused())
+            self.state = ES.new_state(self, self._KIND, self._forced, zeta, ube=self._fused())
         self.plan()
 
     def update(self, state: int, action: int, reward: float, next_state: int, done: bool) -> None:
@@ -170,7 +170,7 @@ class MeanModelAgent(ABC):
     # --- episodic mode: the compiled steps (:mod:`optplan.agents._episodic_steps`) ----------
 
     #: How the episodic steps act (:data:`optplan.agents._episodic_steps.POLICY`, ...).
-    _ACTS = ES.POLICY
+    _KIND = ES.POLICY
 
     def plan_due(self) -> None:
         """The plan at an episode's end: layers ``0 .. top`` re-planned (continuing: a whole
@@ -216,12 +216,12 @@ class MeanModelAgent(ABC):
     def _load(self) -> None:
         """The plan the episodic steps act from, copied into their state."""
         s = self.state
-        if self._ACTS == ES.THOMPSON:
+        if self._KIND == ES.THOMPSON:
             s.params[ES.ZETA] = self.zeta
         if s.flags[ES.FUSED] >= 0:  # the steps act from the plan's own arrays
             return
         s.policy[:] = self.policy.reshape(-1)
-        if self._ACTS == ES.THOMPSON:
+        if self._KIND == ES.THOMPSON:
             s.qm[...] = self.q.reshape(s.qm.shape)
             s.sd[...] = self._sqrt_u.reshape(s.sd.shape)
 

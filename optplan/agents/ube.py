@@ -250,7 +250,7 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
             self._sync()
 
     plan_due = MeanModelAgent.plan_due
-    _ACTS = ES.THOMPSON
+    _KIND = ES.THOMPSON
 
     def play(self, env, steps, env_rng) -> int:
         if self.episodic:
