@@ -24,12 +24,16 @@ _KINDS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 @dataclass(frozen=True)
 class Param:
     """One parameter of a component: name, kind (``int``/``float``/``bool``/``str``),
-    default (``None`` = the builder decides), and a one-line description."""
+    default (``None`` = the builder decides), and a one-line description. ``file``: a
+    ``str`` naming a file the builder reads (a model file, counts), which a sweep's driver
+    reads and sends with each task (:func:`optplan.modelfile.shipped`), so that workers on
+    other machines or in other directories build the same component."""
 
     name: str
     kind: str
     default: Any
     doc: str
+    file: bool = False
 
     def check(self, value, where: str):
         """``value`` converted to this kind, or ``TypeError`` naming ``where`` and the value."""

@@ -97,8 +97,24 @@ class StateActionSizes:
         return getattr(self, self.sizes_from).shape[self.state_axis + 1]
 
 
+class HeldTransitions(StateActionSizes):
+    """How a model holds ``P``: dense, or sparse as the rows of :attr:`P_rows`."""
+
+    @property
+    def P_format(self) -> str:
+        """``"dense"`` (``P`` is an array, ``(S, A, S)`` or with layers ``(L, S, A, S)``) or
+        ``"csr"`` (``P`` is a ``scipy.sparse.csr_matrix``, one row per pair: ``(S·A, S)``,
+        row ``s·A + a``, or ``(L·S·A, S)``, row ``l·S·A + s·A + a``)."""
+        return "csr" if is_sparse(self.P) else "dense"
+
+    @property
+    def sparse(self) -> bool:
+        """Whether ``P`` is held sparse (:attr:`P_format` ``"csr"``)."""
+        return is_sparse(self.P)
+
+
 @dataclass(frozen=True, eq=False)
-class TabularMDP(StateActionSizes):
+class TabularMDP(HeldTransitions):
     """A finite MDP for the discounted or the average-reward criterion.
 
     Parameters
@@ -183,17 +199,6 @@ class TabularMDP(StateActionSizes):
     def shape(self) -> tuple[int, int]:
         """``(S, A)``."""
         return self.R.shape
-
-    @property
-    def P_format(self) -> str:
-        """``"dense"`` (``P`` is an ``(S, A, S)`` array) or ``"csr"`` (``P`` is a
-        ``scipy.sparse.csr_matrix`` of shape ``(S·A, S)``, row ``s·A + a``)."""
-        return "csr" if is_sparse(self.P) else "dense"
-
-    @property
-    def sparse(self) -> bool:
-        """Whether ``P`` is held sparse (:attr:`P_format` ``"csr"``)."""
-        return is_sparse(self.P)
 
     @property
     def P_rows(self):
@@ -293,7 +298,7 @@ def _same_transitions(a, b) -> bool:
 
 
 @dataclass(frozen=True, eq=False)
-class FiniteHorizonMDP(StateActionSizes):
+class FiniteHorizonMDP(HeldTransitions):
     """A layered finite-horizon MDP (k-learning-variational-bayesian-rl §2).
 
     Parameters
@@ -401,17 +406,6 @@ class FiniteHorizonMDP(StateActionSizes):
     def shape(self) -> tuple[int, int, int]:
         """``(L, S, A)``."""
         return self.R.shape
-
-    @property
-    def P_format(self) -> str:
-        """``"dense"`` (``P`` is an ``(L, S, A, S)`` array) or ``"csr"`` (``P`` is a
-        ``scipy.sparse.csr_matrix`` of shape ``(L·S·A, S)``, row ``l·S·A + s·A + a``)."""
-        return "csr" if is_sparse(self.P) else "dense"
-
-    @property
-    def sparse(self) -> bool:
-        """Whether ``P`` is held sparse (:attr:`P_format` ``"csr"``)."""
-        return is_sparse(self.P)
 
     @property
     def P_rows(self):

@@ -34,6 +34,7 @@ file raises ``FileNotFoundError``); errors from the model's own validation
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
@@ -308,6 +309,43 @@ def wrong_kind(path: Path, data: dict[str, Any], want: str) -> OptplanError | No
     return OptplanError(f"{path}: is {what}, not {wanted}: {use}")
 
 
+#: Files a sweep's driver read and sent with the task this process runs: ``path as the
+#: sweep names it -> contents`` (:func:`shipped`); :func:`load_model` and :func:`load_counts`
+#: read these before the disk.
+SHIPPED: dict[str, bytes] = {}
+
+
+@contextlib.contextmanager
+def shipped(files: dict[str, bytes]):
+    """Within the block, :func:`load_model` and :func:`load_counts` read ``files`` (``path ->
+    contents``, the paths as a sweep names them) instead of the disk: a worker on another
+    machine, or in another directory, builds a task from the files its driver read."""
+    SHIPPED.update(files)
+    try:
+        yield
+    finally:
+        for key in files:
+            SHIPPED.pop(key, None)
+
+
+def read_shippable(path) -> bytes | None:
+    """The contents of ``path`` for :func:`shipped`, ``None`` where it cannot be read (the
+    worker then reports the error as a task's)."""
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes: the shipped copy where there is one (:func:`shipped`)."""
+    data = SHIPPED.get(str(path))
+    if data is not None:
+        return data
+    with path.open("rb") as fh:
+        return fh.read()
+
+
 def load_model(path: str | os.PathLike) -> Model:
     """Load a model file (explicit arrays or a generator call; see the module docstring).
 
@@ -339,11 +377,10 @@ def load_model(path: str | os.PathLike) -> Model:
         files = sorted(f.name for f in path.glob("*.toml"))
         hint = f" (its model files: {', '.join(files[:6])}{', ...' if len(files) > 6 else ''})"
         raise OptplanError(f"{path}: is a directory, not a model file{hint if files else ''}")
-    with path.open("rb") as fh:
-        try:
-            data = tomllib.load(fh)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise OptplanError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        data = tomllib.loads(_read(path).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise OptplanError(f"{path}: not valid TOML: {exc}") from None
     error = wrong_kind(path, data, "model")
     if error is not None:
         raise error
@@ -459,11 +496,10 @@ def load_counts(path, n_states: int, n_actions: int) -> np.ndarray:
     Example: ``models/cowan3-rigged.toml`` (the paper's rigged start, §5.1)."""
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_read(path).decode("utf-8"))
     except OSError as exc:
         raise OptplanError(f"initial_counts: cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise OptplanError(f"initial_counts: {path} is not valid TOML: {exc}") from None
     if "T" not in data:
         error = wrong_kind(path, data, "counts")

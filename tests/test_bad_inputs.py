@@ -383,10 +383,10 @@ PYTHON_CASES = [
         r"DiscountedPlanning.solve\(method='fast'\) has no option 'bogus'",
     ),
     (
-        "klball-fast-no-options",
+        "klball-fast-kernel-only",
         lambda: op.KLBallIndex(*PV, 0.1).solve(max_iter=3),
         OptplanTypeError,
-        r"has no option 'max_iter' \(its options: none\)",
+        r"has no option 'max_iter' \(its options: kernel\)",
     ),
     (
         "k-temperature-xtol-str",

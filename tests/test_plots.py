@@ -105,8 +105,7 @@ def test_plot_scaling_omits_unsolved_sizes_and_draws_reference():
         ax,
         {"k-learning": (x, y), "q-learning": (x2, y2)},
         ylabel="steps to solve",
-        reference=lambda n: 2.0 ** (n - 1),
-        reference_label="2^(n-1)",
+        reference=(lambda n: 2.0 ** (n - 1), "2^(n-1)"),
         title="scaling",
     )
     assert out is ax

@@ -48,8 +48,8 @@ def _compiled_improvement(rows, R, mask, discount, V, policy):
     q, new = np.empty((S, A)), np.empty(S, dtype=np.intp)
     c_ptr, c_idx, c_data = D._chain_buffers(rows, S, A)
     bellman, own, same = sweeps()["_policy_backup"](
-        rows.indptr, rows.indices, rows.data, R, np.ascontiguousarray(mask), bool(mask.all()),
-        discount, V, policy, q, new, c_ptr, c_idx, c_data,
+        (rows.indptr, rows.indices, rows.data), R, np.ascontiguousarray(mask), bool(mask.all()),
+        discount, V, policy, q, new, (c_ptr, c_idx, c_data),
     )  # fmt: skip
     nnz = int(c_ptr[S])
     chain = D._csr((c_data[:nnz], c_idx[:nnz], c_ptr), rows)

@@ -29,9 +29,9 @@ MAX_ITER = 1_000
 class CountBonusState(NamedTuple):
     """The posterior's ``counts``, ``sums`` and ``next_counts`` (the agent's
     :class:`~optplan.posteriors.LayeredPosterior` arrays themselves), the per-pair noise
-    ``sd``, the action mask, the policy, the posterior-mean model (``mean``, ``var``, ``P``),
-    the ``bonus``, the plan's ``R``, ``q``, ``values`` and scratch; ``params`` and ``flags``
-    (:data:`TPRIOR` ..., :data:`STEPS` ...)."""
+    ``sd``, the action mask, the policy, the posterior-mean model with the bonus
+    (:class:`optplan.agents._mean_model_kernels.Model`), the plan's scratch; ``params`` and
+    ``flags`` (:data:`TPRIOR` ..., :data:`STEPS` ...)."""
 
     counts: np.ndarray
     sums: np.ndarray
@@ -39,19 +39,8 @@ class CountBonusState(NamedTuple):
     sd: np.ndarray
     mask: np.ndarray
     policy: np.ndarray
-    mean: np.ndarray
-    var: np.ndarray
-    P: np.ndarray
-    bonus: np.ndarray
-    R: np.ndarray
-    q: np.ndarray
-    values: np.ndarray
-    M: np.ndarray
-    b: np.ndarray
-    row: np.ndarray
-    new: np.ndarray
-    ints: np.ndarray
-    ipiv: np.ndarray
+    model: MK.Model
+    scratch: MK.K.Scratch
     params: np.ndarray
     flags: np.ndarray
 
@@ -60,7 +49,7 @@ def new_state(agent) -> CountBonusState:
     """The state of a continuing agent just reset (its posterior's arrays, not copies)."""
     MK._compiled()  # the plan's compiled functions, bound before a step compiles
     post = agent.posterior
-    S, A = agent.n_states, agent.n_actions
+    S = agent.n_states
     prior_var = np.inf if agent.prior_var is None else float(agent.prior_var)
     flags = np.zeros(8, dtype=np.int64)
     flags[EVERY], flags[IMPROPER], flags[KNOWN] = agent.update_every, post.improper, agent.known
@@ -69,13 +58,8 @@ def new_state(agent) -> CountBonusState:
         counts=post.counts, sums=post.reward_sums, next_counts=post.next_counts,
         sd=np.array(agent._sd, dtype=float, order="C"),
         mask=np.array(agent.action_mask, dtype=bool, order="C"),
-        policy=np.zeros(S, dtype=np.int64), mean=agent.mean, var=agent.var,
-        # known transitions are read-only on the agent: the plan reads a copy
-        P=np.array(agent.P, dtype=float, order="C") if agent.known else agent.P,
-        bonus=agent.bonus, R=np.zeros((S, A)), q=np.zeros((S, A)), values=np.zeros(S),
-        M=np.zeros((S + 1) ** 2), b=np.zeros(S + 1), row=np.zeros(S + 1),
-        new=np.zeros(S, dtype=np.int64), ints=np.zeros(3, dtype=np.int64),
-        ipiv=np.zeros(S, dtype=np.int64), params=params, flags=flags,
+        policy=np.zeros(S, dtype=np.int64), model=MK.new_model(agent, agent.bonus),
+        scratch=MK.K.scratch(S), params=params, flags=flags,
     )  # fmt: skip
 
 
@@ -87,11 +71,9 @@ def plan_now(s):  # pragma: no cover - compiled by numba
     f, p = s.flags, s.params
     scale = p[BETA] * math.log(f[STEPS] + 1)
     f[PLANS] += 1
-    status, its, _, _ = MK._plan(
-        s.counts, s.sums, s.next_counts, p[TPRIOR], s.sd, p[PRIOR_VAR], f[IMPROPER] == 1,
-        f[KNOWN] == 1, s.mask, scale, p[DISCOUNT], s.policy, f[PLANNED] == 1, s.mean, s.var,
-        s.P, s.bonus, s.R, s.q, s.values, s.M, s.b, s.row, s.new, s.ints, s.ipiv, MAX_ITER,
-    )  # fmt: skip
+    post = (s.counts, s.sums, s.next_counts, p[TPRIOR], s.sd, p[PRIOR_VAR], f[IMPROPER] == 1)
+    status, its, _, _ = MK._plan(post, f[KNOWN] == 1, s.mask, scale, p[DISCOUNT], s.policy,
+                                 f[PLANNED] == 1, s.model, s.scratch, MAX_ITER)  # fmt: skip
     f[STATUS], f[ITERATIONS] = status, its
     f[PLANNED] = 1
     p[SCALE] = scale

@@ -255,9 +255,8 @@ def _psrl_plan(s, rng):  # pragma: no cover - compiled by numba
     policy."""
     f, p = s.flags, s.params
     L, S = s.Q.shape[0], s.Q.shape[1]
-    LK._psrl(rng, s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2],
-             p[PRIOR_VAR], s.mean, s.var, p[ALPHA0], s.R, s.P, s.V, s.Q,
-             s.policy.reshape(L, S))  # fmt: skip
+    post = (s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2], p[PRIOR_VAR])
+    LK._psrl(rng, post, s.mean, s.var, p[ALPHA0], s.R, s.P, s.V, s.Q, s.policy.reshape(L, S))
 
 
 @njit(inline="always")
@@ -267,10 +266,11 @@ def _ube_plan(s):  # pragma: no cover - compiled by numba
     f, p = s.flags, s.params
     L, S, A = s.counts.shape
     status = LUK._plan(
-        f[TOP], False, s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2],
-        p[SQ], p[PRIOR_VAR], f[DETERMINISTIC] == 1, p[ALPHA0], s.mask, p[G], p[G2], p[CQ],
-        s.mean, s.var, s.P, s.Q, s.V, s.qm.reshape(L, S, A), s.policy.reshape(L, S), s.local,
-        s.u, s.sd.reshape(L, S, A),
+        f[TOP], False,
+        (s.counts, s.reward_sums, s.next_counts, f[FUSED], p[INV_PRIOR], p[SD2], p[PRIOR_VAR]),
+        f[DETERMINISTIC] == 1, p[ALPHA0], s.mask, (p[G], p[G2], p[CQ], p[SQ]),
+        (s.mean, s.var, s.P, s.Q, s.V, s.qm.reshape(L, S, A), s.policy.reshape(L, S)),
+        (s.local, s.u, s.sd.reshape(L, S, A)),
     )  # fmt: skip
     return status == LUK.OK
 

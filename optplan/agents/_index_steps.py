@@ -67,12 +67,7 @@ class IndexState(NamedTuple):
     W: np.ndarray
     kw: np.ndarray
     q: np.ndarray
-    M: np.ndarray
-    b: np.ndarray
-    row: np.ndarray
-    new: np.ndarray
-    reach: np.ndarray
-    stack: np.ndarray
+    scratch: PK.Scratch
     iw: np.ndarray
 
 
@@ -88,9 +83,8 @@ def new_state(R, mask, counts, policy, python_pi: bool) -> IndexState:
         good=np.zeros((S, A), dtype=bool), policy=np.array(policy, dtype=np.int64),
         v=np.zeros(S), gain=np.full(1, np.nan), u=np.full(A, -np.inf), rates=np.full(A, np.nan),
         radius=np.full(A, np.nan), clock=clock, G=np.zeros((A, S)), W=np.zeros(A),
-        kw=np.zeros((6, S)), q=np.zeros((S, A)), M=np.zeros((S + 1) ** 2), b=np.zeros(S + 1),
-        row=np.zeros(S), new=np.zeros(S, dtype=np.int64), reach=np.zeros((S, S), dtype=bool),
-        stack=np.zeros(S, dtype=np.int64), iw=np.zeros(S + 128, dtype=np.int64),
+        kw=np.zeros((6, S)), q=np.zeros((S, A)), scratch=PK.scratch(S),
+        iw=np.zeros(S + 128, dtype=np.int64),
     )  # fmt: skip
 
 
@@ -133,9 +127,8 @@ def solve(s):  # pragma: no cover - compiled by numba
         return True
     PK._start_policy(s.R, s.good, s.policy, True)
     status, _, _, gain = PK._policy_iteration(
-        s.p_hat, s.R, s.good, 1.0, True, s.policy, s.q, s.v, s.M, s.b, s.row, s.new, s.reach,
-        s.stack, PI_MAX_ITER,
-    )  # fmt: skip
+        s.p_hat, s.R, s.good, 1.0, True, s.policy, s.q, s.v, s.scratch, PI_MAX_ITER
+    )
     s.gain[0] = gain
     s.clock[PI_STATUS] = status
     return status != PK.OK

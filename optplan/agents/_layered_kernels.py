@@ -113,11 +113,12 @@ def _reward_posterior(counts, sums, mode, inv_prior, sd2, prior_var, mean,
 
 
 @_JIT
-def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean, var,
-          alpha0, R, P, V, Q, policy):  # fmt: skip  # pragma: no cover - compiled by numba
+def _psrl(rng, post, mean, var, alpha0, R, P, V, Q, policy):  # pragma: no cover - numba
     """One PSRL plan into ``R, P`` (the drawn model), ``V`` (L + 1, S), ``Q`` and ``policy``
-    (module docstring). ``mean``, ``var``: NumPy's posterior (:data:`GIVEN`) or scratch;
+    (module docstring) from ``post = (counts, sums, next_counts, mode, inv_prior, sd2,
+    prior_var)``. ``mean``, ``var``: NumPy's posterior (:data:`GIVEN`) or scratch;
     ``inv_prior = 1.0 / prior_var``, ``sd2 = sigma**2`` as Python computes them."""
+    counts, sums, next_counts, mode, inv_prior, sd2, prior_var = post
     L, S, A = counts.shape
     n = L * S * A
     m1 = mean.reshape(n)
@@ -170,12 +171,12 @@ def _psrl(rng, counts, sums, next_counts, mode, inv_prior, sd2, prior_var, mean,
 
 
 @_JIT
-def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
-             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
+def _k_model(post, R, var, deterministic, alpha0, bonus, P, c,
              M):  # fmt: skip  # pragma: no cover - compiled by numba
-    """A K-learning plan's model: ``R`` (the posterior mean rewards; NumPy's with
-    :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus numerators) filled, and
-    the search's row groups (:func:`optplan.fast._k_kernels._rows`). ``span <= 0``: the
+    """A K-learning plan's model from ``post`` (as :func:`_psrl`'s): ``R`` (the posterior mean
+    rewards; NumPy's with :data:`GIVEN`), ``var``, ``P`` (mean transitions) and ``c`` (bonus
+    numerators) filled, and the search's row groups (:func:`optplan.fast._k_kernels._rows`).
+    ``bonus = (posterior_bonus, sigma2, span, paper_unvisited, s_alpha)``: ``span <= 0``: the
     default ``L - 1 - l``; ``s_alpha = S * transition_prior`` as Python computes it;
     ``sigma2 = np.square(sigma)``. Returns whether some ``c`` is not 0.
 
@@ -190,6 +191,8 @@ def _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
     counts. ``uniform[:S]`` keeps an unvisited pair's row (``uniform[S]`` is 1 once it is
     computed), ``owned[l, j]`` whether pair ``j`` of layer ``l`` has a group of its own,
     ``prior[l]`` the layer's group of unvisited pairs (``-1``: none yet)."""
+    counts, sums, next_counts, mode, inv_prior, sd2, prior_var = post
+    posterior_bonus, sigma2, span, paper_unvisited, s_alpha = bonus
     seen3, totals3, uniform, owned, prior = M[:5]
     PT, group, nrep, flat, sparse, base, nnz, idx, val = M[5:]
     L, S, A = counts.shape
@@ -311,19 +314,18 @@ def _soft(z, pi, cdf, total):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _k_schedule(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var,
-                deterministic, alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha,
-                tau, P, c, M, K, V, pi, cdf):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One K-learning plan at the temperature ``tau`` of the schedule (module docstring): the
-    model (:func:`_k_model`), then :func:`optplan.soft.soft_backward` into ``K`` and ``V``
+def _k_schedule(post, R, var, deterministic, alpha0, bonus, tau, P, c, M,
+                out):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One K-learning plan at the temperature ``tau`` of the schedule (module docstring) into
+    ``out = (K, V, pi, cdf)``: the model (:func:`_k_model`), then
+    :func:`optplan.soft.soft_backward` into ``K`` and ``V``
     (``K_l = (R_l + c_l / tau) + P_l V_{l+1}``, ``V_l = m + tau log(sum_a exp((K_l - m) /
     tau))``, ``m = max_a K_l``), and the Boltzmann policy ``pi`` (``exp(...) / sum``, the same
     numbers as :func:`optplan.soft.boltzmann_policy_and_values`; its values are ``V``) and its
     cumulative rows ``cdf``."""
-    L, S, A = counts.shape
-    _k_model(counts, sums, next_counts, mode, inv_prior, sd2, prior_var, R, var, deterministic,
-             alpha0, posterior_bonus, sigma2, span, paper_unvisited, s_alpha, P, c,
-             M)  # fmt: skip
+    K, V, pi, cdf = out
+    L, S, A = R.shape
+    _k_model(post, R, var, deterministic, alpha0, bonus, P, c, M)
     SA = S * A
     q = np.zeros((S, A))
     x = np.empty(SA)
@@ -418,7 +420,7 @@ def psrl_plan(rng, post, work: PsrlWork) -> tuple[np.ndarray, np.ndarray]:
     Q = np.empty(work.shape)
     policy = np.empty(work.shape[:2], dtype=np.intp)
     _compiled()["_psrl"](
-        rng, post.counts, post.reward_sums, post.next_counts, *work.scalars, work.mean,
+        rng, (post.counts, post.reward_sums, post.next_counts, *work.scalars), work.mean,
         work.var, float(post.transition_prior), work.R, work.P, work.V, Q, policy,
     )  # fmt: skip
     return Q, policy
@@ -433,13 +435,16 @@ class KWork:
         self.post = post
         self.mode, inv_prior, sd2 = reward_mode(post)
         det = bool(post.deterministic)
-        self.scalars = (
-            self.mode, inv_prior, sd2, float(post.prior_var), det,
-            0.0 if det else float(post.transition_prior), bonus == "posterior",
-            float(np.square(post.sigma)), 0.0 if span is None else float(span),
-            unvisited == "paper", 0.0 if det else S * post.transition_prior,
-            *_search_constants(),
+        #: ``(mode, 1 / prior_var, sigma**2, prior_var)``; deterministic, ``alpha0``; the bonus
+        #: scalars (:func:`_k_model`); the search's constants.
+        self.scalars = (self.mode, inv_prior, sd2, float(post.prior_var))
+        self.det, self.alpha0 = det, 0.0 if det else float(post.transition_prior)
+        self.bonus = (
+            bonus == "posterior", float(np.square(post.sigma)),
+            0.0 if span is None else float(span), unvisited == "paper",
+            0.0 if det else S * post.transition_prior,
         )  # fmt: skip
+        self.search = _search_constants()
         self.R, self.var, self.pi, self.lam, self.X = (np.empty((L, S, A)) for _ in range(5))
         self.P, self.V, self.m = np.empty((L, S, A, S)), np.empty((L, S)), np.empty((L, S))
         #: Read-only views of ``R``, ``P`` and the initial distribution, for the search.
@@ -464,22 +469,16 @@ def k_plan(work: KWork, guess: float | None = None):
     started around ``guess`` as ``KLearningTemperature.solve("fast", guess=guess)`` starts
     it): ``(tau, K, c)`` (fresh arrays), or ``None`` where the compiled search hands over to
     SciPy's (the agent then makes the NumPy plan); :func:`k_policy` then gives its policy."""
-    post, sc = work.post, work.scalars
-    if work.mode == GIVEN:
-        _given(post, work.R, work.var)
     table = _compiled()
     K, c = np.empty(work.shape), np.empty(work.shape)
-    if not table["_k_model"](
-        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:11],
-        work.P, c, work.model,
-    ):  # fmt: skip
+    if not table["_k_model"](*_k_args(work), work.P, c, work.model):
         return None  # no bonus anywhere: SciPy's search answers tau* = 0
     # the search on read-only views, as KLearningTemperature.solve("fast") hands them over:
     # one compiled search for both (numba compiles a function once per array writability)
     R, P, rho = work.frozen
     out = _KK._table()["_solve_rows"](
-        R, P, work.model[5:], _KK._read_only(c)[0], rho, *sc[11:], *_SEARCH[-1](guess), 2.0, K,
-        work.V, work.pi, work.lam,
+        (R, P, work.model[5:], _KK._read_only(c)[0], rho),
+        (*work.search, *_SEARCH[-1](guess), 2.0), (K, work.V, work.pi, work.lam),
     )  # fmt: skip
     if out[0] != _KK.SOLVED:
         return None
@@ -501,16 +500,22 @@ def k_schedule_plan(work: KWork, tau: float):
     """One K-learning plan at the schedule's temperature ``tau`` (one scalar ``sigma``, ``S >=
     2``): ``(K, c, pi, values, cdf)`` (fresh arrays), the numbers of :func:`optplan.soft.
     k_values` and :func:`optplan.soft.boltzmann_policy_and_values` on the posterior's means."""
-    post, sc = work.post, work.scalars
-    if work.mode == GIVEN:
-        _given(post, work.R, work.var)
     K, c, pi, cdf = (np.empty(work.shape) for _ in range(4))
     V = np.empty(work.shape[:2])
-    _compiled()["_k_schedule"](
-        post.counts, post.reward_sums, post.next_counts, *sc[:4], work.R, work.var, *sc[4:11],
-        float(tau), work.P, c, work.model, K, V, pi, cdf,
-    )  # fmt: skip
+    _compiled()["_k_schedule"](*_k_args(work), float(tau), work.P, c, work.model, (K, V, pi, cdf))
     return K, c, pi, V, cdf
+
+
+def _k_args(work: KWork) -> tuple:
+    """:func:`_k_model`'s arguments up to ``bonus`` (NumPy's reward posterior first, where the
+    kernels do not compute it)."""
+    post = work.post
+    if work.mode == GIVEN:
+        _given(post, work.R, work.var)
+    return (
+        (post.counts, post.reward_sums, post.next_counts, *work.scalars), work.R, work.var,
+        work.det, work.alpha0, work.bonus,
+    )  # fmt: skip
 
 
 _SEARCH: list = []

@@ -63,15 +63,13 @@ _JIT = _jit.Jit(
 
 
 @_JIT
-def _plan(top, fresh, counts, sums, next_counts, mode, inv_prior, sd2, sq, prior_var,
-          deterministic, alpha0, mask, g, g2, cq, mean, var, P, QA, VA, q, policy, local, u,
-          sqrt_u):  # fmt: skip  # pragma: no cover - compiled by numba
-    """Re-plan layers ``0 .. top`` in place (module docstring). ``sd2 = sigma**2`` and ``g2 =
-    discount**2`` as Python computes them, ``sq = np.square(sigma)``, ``cq = discount**2 *
-    q_max**2``; ``u`` and ``sqrt_u`` of the layers below ``top`` are the last plan's. Returns
-    :data:`OK` or :data:`OVERFLOW`."""
+def _refresh(top, post, sq, deterministic, alpha0, mean, var,
+             P):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`MeanModelAgent._refresh <optplan.agents._mean_model.MeanModelAgent._refresh>`:
+    the posterior of layers ``0 .. top`` into ``mean``, ``var`` and ``P`` from ``post =
+    (counts, sums, next_counts, mode, inv_prior, sd2, prior_var)``."""
+    counts, sums, next_counts, mode, inv_prior, sd2, prior_var = post
     L, S, A = counts.shape
-    # _refresh: the posterior of layers 0 .. top
     for l in range(top + 1):
         for s in range(S):
             for a in range(A):
@@ -107,7 +105,14 @@ def _plan(top, fresh, counts, sums, next_counts, mode, inv_prior, sd2, sq, prior
                     total = _row_sum(out, 0, S)
                     for t in range(S):
                         out[t] = out[t] / total
-    # _backward: layers top .. 0
+
+
+@_JIT
+def _backward(top, fresh, g, mask, mean, P, QA, VA, q,
+              policy):  # fmt: skip  # pragma: no cover - compiled by numba
+    """:meth:`MeanModelAgent._backward <optplan.agents._mean_model.MeanModelAgent._backward>`:
+    layers ``top .. 0`` of ``QA``, ``VA``, the masked ``q`` and the policy."""
+    L, S, A = mean.shape
     for l in range(top, -1, -1):
         pv = np.dot(P[l].reshape(S * A, S), VA[l + 1])
         for s in range(S):
@@ -131,7 +136,15 @@ def _plan(top, fresh, counts, sums, next_counts, mode, inv_prior, sd2, sq, prior
                     best = prev
             policy[l, s] = best
             VA[l, s] = QA[l, s, best]
-    # _after_plan: the local term of layers 0 .. top (tabular rule), then u
+
+
+@_JIT
+def _uncertainty(top, counts, mask, coef, P, policy, local, u,
+                 sqrt_u):  # fmt: skip  # pragma: no cover - compiled by numba
+    """``UBE._after_plan``: the local term of layers ``0 .. top`` (tabular rule; ``coef = (g2,
+    cq, sq)``), then ``u`` and ``sqrt_u``. Returns :data:`OK` or :data:`OVERFLOW`."""
+    g2, cq, sq = coef
+    L, S, A = counts.shape
     for l in range(top + 1):
         for s in range(S):
             for a in range(A):
@@ -164,6 +177,22 @@ def _plan(top, fresh, counts, sums, next_counts, mode, inv_prior, sd2, sq, prior
     return status
 
 
+@_JIT
+def _plan(top, fresh, post, deterministic, alpha0, mask, coef, model,
+          ube):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Re-plan layers ``0 .. top`` in place (module docstring): ``post`` as :func:`_refresh`'s,
+    ``coef = (g, g2, cq, sq)`` (``g2 = discount**2`` as Python computes it, ``cq =
+    discount**2 q_max**2``, ``sq = np.square(sigma)``), ``model = (mean, var, P, QA, VA, q,
+    policy)`` and ``ube = (local, u, sqrt_u)`` (of the layers below ``top``: the last
+    plan's). Returns :data:`OK` or :data:`OVERFLOW`."""
+    g, g2, cq, sq = coef
+    mean, var, P, QA, VA, q, policy = model
+    local, u, sqrt_u = ube
+    _refresh(top, post, sq, deterministic, alpha0, mean, var, P)
+    _backward(top, fresh, g, mask, mean, P, QA, VA, q, policy)
+    return _uncertainty(top, post[0], mask, (g2, cq, sq), P, policy, local, u, sqrt_u)
+
+
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
 
@@ -190,9 +219,10 @@ def plan(agent, top: int, fresh: bool, mode: tuple) -> int:
     det = bool(post.deterministic)
     g = float(agent.discount)
     return _compiled()["_plan"](
-        int(top), bool(fresh), post.counts, post.reward_sums, post.next_counts, mode[0],
-        mode[1], mode[2], mode[3], float(post.prior_var), det,
-        0.0 if det else float(post.transition_prior), agent._layered_mask, g, agent.discount**2,
-        agent.discount**2 * agent.q_max**2, agent.mean, agent.var, agent.P, agent._QA,
-        agent._VA, agent.q, agent.policy, agent.local, agent.u, agent._sqrt_u,
+        int(top), bool(fresh),
+        (post.counts, post.reward_sums, post.next_counts, mode[0], mode[1], mode[2],
+         float(post.prior_var)), det, 0.0 if det else float(post.transition_prior),
+        agent._layered_mask, (g, agent.discount**2, agent.discount**2 * agent.q_max**2, mode[3]),
+        (agent.mean, agent.var, agent.P, agent._QA, agent._VA, agent.q, agent.policy),
+        (agent.local, agent.u, agent._sqrt_u),
     )  # fmt: skip

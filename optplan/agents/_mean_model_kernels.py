@@ -15,7 +15,7 @@ does not cover) computes:
   NumPy);
 - the Dirichlet mean ``alpha / sum(alpha)`` (known transitions: the agent's, unchanged);
 - the bonus ``sd / sqrt(max(n, 1))`` (0 where inadmissible) and ``R = mean + scale bonus``;
-- policy iteration: :func:`_policy_iteration` (the start policy of
+- policy iteration: :func:`optplan.agents._psrl_kernels._policy_iteration` (the start policy of
   :func:`optplan.dp.policy_iteration`: the last one when warm and admissible, else greedy
   in ``R``).
 
@@ -25,6 +25,7 @@ does not cover) computes:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _pw_sum
 from . import _psrl_kernels as K
 
-__all__ = ["Work", "applies"]
+__all__ = ["Model", "new_model", "applies"]
 
 
 _JIT = _jit.Jit(
@@ -46,56 +47,17 @@ _JIT = _jit.Jit(
 
 
 @_JIT
-def _matvec(M, v, out):  # pragma: no cover - compiled by numba
-    """``out = M @ v``."""
-    m, n = M.shape
-    for i in range(m):
-        acc = 0.0
-        for j in range(n):
-            acc += M[i, j] * v[j]
-        out[i] = acc
-
-
-@_JIT
-def _policy_iteration(P, R, mask, discount, policy, q, values, M_flat, b, new,
-                      max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
-    """:func:`optplan.dp.policy_iteration` (discounted) on the dense ``(P, R)`` from ``policy``
-    (updated in place; the caller chose the start policy): the evaluation ``(I - discount
-    P_pi) v = r_pi`` by :func:`optplan.fast._agent_kernels._solve_t`, the backup ``q = (P v)
-    discount + R``, the greedy improvement of :func:`optplan.agents._psrl_kernels._improve`.
-    Returns ``(status, iterations, classes, gain)`` as that module's."""
-    S, A = R.shape
-    flat = P.reshape(S * A, S)
-    qv = q.reshape(S * A)
-    M = M_flat[: S * S].reshape((S, S))
-    for it in range(1, max_iter + 1):
-        for i in range(S):  # I - discount P_pi, transposed
-            a = policy[i]
-            for j in range(S):
-                M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
-            b[i] = R[i, a]
-        if _ak._solve_t(M, b[:S]) != 0:
-            return K.NUMERICAL, it, 1, math.nan
-        for i in range(S):
-            if not math.isfinite(b[i]):
-                return K.NUMERICAL, it, 1, math.nan
-            values[i] = b[i]
-        _matvec(flat, values, qv)
-        if K._improve(q, R, mask, policy, new, discount) == 0:
-            return K.OK, it, 1, math.nan
-        for i in range(S):
-            policy[i] = new[i]
-    return K.MAX_ITER, max_iter, 1, math.nan
-
-
-@_JIT
-def _plan(counts, sums, next_counts, tprior, sd, prior_var, improper, known, mask, scale,
-          discount, policy, warm, mean, var, P, bonus, R, q, values, M, b, row, new, ints,
-          ipiv, max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
-    """Refresh ``mean``, ``var``, ``P`` (unless ``known``) and ``bonus`` from the posterior
-    arrays, ``R = mean + scale bonus``, then policy iteration from ``policy`` (updated in
-    place). Returns ``(status, iterations, classes, gain)``. ``ints``, ``ipiv``: not used.
-    """
+def _plan(post, known, mask, scale, discount, policy, warm, model, w,
+          max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
+    """Refresh ``model = (mean, var, P, bonus, R, q, values)``: ``mean``, ``var``, ``P``
+    (unless ``known``) and ``bonus`` from the posterior ``post = (counts, sums, next_counts,
+    tprior, sd, prior_var, improper)``, ``R = mean + scale bonus``, then policy iteration
+    from ``policy`` (updated in place) with the scratch ``w``
+    (:class:`optplan.agents._psrl_kernels.Scratch`). Returns ``(status, iterations, classes,
+    gain)``."""
+    counts, sums, next_counts, tprior, sd, prior_var, improper = post
+    mean, var, P, bonus, R, q, values = model
+    row = w.row
     S, A = counts.shape
     for s in range(S):
         for a in range(A):
@@ -127,29 +89,29 @@ def _plan(counts, sums, next_counts, tprior, sd, prior_var, improper, known, mas
                 bonus[s, a] = 0.0
             R[s, a] = mean[s, a] + scale * bonus[s, a]
     K._start_policy(R, mask, policy, warm)
-    return _policy_iteration(P, R, mask, discount, policy, q, values, M, b, new, max_iter)
+    return K._policy_iteration(P, R, mask, discount, False, policy, q, values, w, max_iter)
 
 
-class Work:
-    """The arrays a compiled plan reads and writes besides the agent's own: the per-pair sd,
-    ``R``, ``q``, values and the solves' scratch (``S`` states, ``A`` actions)."""
+class Model(NamedTuple):
+    """The posterior-mean model a plan refreshes (``mean``, ``var``, ``P``, ``bonus``) and its
+    ``R``, ``q`` and values."""
 
-    def __init__(self, agent):
-        S, A = agent.n_states, agent.n_actions
-        self.sd = np.ascontiguousarray(agent._sd, dtype=np.float64)
-        self.mask = np.ascontiguousarray(agent.action_mask, dtype=np.bool_)
-        self.prior_var = np.inf if agent.prior_var is None else float(agent.prior_var)
-        self.R, self.q, self.values = np.zeros((S, A)), np.zeros((S, A)), np.zeros(S)
-        self.M, self.b, self.row = np.zeros((S + 1) ** 2), np.zeros(S + 1), np.zeros(S + 1)
-        self.new = np.zeros(S, np.int64)
-        self.ints, self.ipiv = np.zeros(3, np.int64), np.zeros(S, np.int64)
-        # known transitions are read-only on the agent: the plan reads this copy
-        self.P = np.array(agent._P, dtype=np.float64) if agent.known else None
+    mean: np.ndarray
+    var: np.ndarray
+    P: np.ndarray
+    bonus: np.ndarray
+    R: np.ndarray
+    q: np.ndarray
+    values: np.ndarray
 
-    def tail(self) -> tuple:
-        """The arrays in :func:`_plan`'s order after ``bonus``."""
-        return (self.R, self.q, self.values, self.M, self.b, self.row, self.new, self.ints,
-                self.ipiv)  # fmt: skip
+
+def new_model(agent, bonus: np.ndarray) -> Model:
+    """The agent's own ``mean``, ``var`` and ``P`` (known transitions are read-only on the
+    agent: a copy), ``bonus``, and zeroed ``R``, ``q``, values."""
+    S, A = agent.n_states, agent.n_actions
+    P = np.array(agent._P, dtype=np.float64) if agent.known else agent.P
+    return Model(agent.mean, agent.var, P, bonus, np.zeros((S, A)), np.zeros((S, A)),
+                 np.zeros(S))  # fmt: skip
 
 
 def applies(agent) -> bool:

@@ -60,6 +60,7 @@ from .base import (
     check_normal_gamma,
     check_rng,
     continuing_mask,
+    state_field,
 )
 
 __all__ = ["PosteriorAgent", "ThompsonMeanModel", "ThompsonState", "absorb", "FLAGS"]
@@ -104,8 +105,9 @@ def posterior_arrays(agent) -> tuple:
 def absorb(s):  # pragma: no cover - compiled by numba
     """Fold a compiled posterior agent's buffered transitions into its posterior
     (:func:`optplan.agents._psrl_kernels.absorb_batch`)."""
-    PK.absorb_batch(s.flags[PENDING], s.buf_s, s.buf_a, s.buf_r, s.buf_s2, s.cnt, s.sums, s.sq,
-                    s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.flags[PUBLIC] == 1)  # fmt: skip
+    PK.absorb_batch(s.flags[PENDING], (s.buf_s, s.buf_a, s.buf_r, s.buf_s2),
+                    (s.cnt, s.sums, s.sq), (s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta),
+                    s.flags[PUBLIC] == 1)  # fmt: skip
     s.flags[PENDING] = 0
 
 
@@ -182,7 +184,7 @@ class PosteriorAgent(ABC):
         ),
         doc="The Normal-Gamma posterior of the mean rewards (a copy).",
     )
-    policy = property(lambda self: self.state.policy, doc="The greedy policy ``(S,)``.")
+    policy = state_field("policy", "The greedy policy ``(S,)``.")
     steps = property(lambda self: int(self.state.flags[STEPS]), doc="Steps since ``reset``.")
     plans = property(lambda self: int(self.state.flags[PLANS]), doc="Plans since ``reset``.")
     _pending = property(lambda self: int(self.state.flags[PENDING]))
@@ -252,14 +254,9 @@ class ThompsonState(NamedTuple):
     nu: np.ndarray
     u: np.ndarray
     sd: np.ndarray
-    M: np.ndarray
-    b: np.ndarray
-    row: np.ndarray
-    new: np.ndarray
-    reach: np.ndarray
-    stack: np.ndarray
     v: np.ndarray
     w: np.ndarray
+    scratch: PK.Scratch
     qm: np.ndarray
     params: np.ndarray
     flags: np.ndarray
@@ -278,10 +275,9 @@ def thompson_plan_now(s):  # pragma: no cover - compiled by numba
         return True
     p = s.params
     status = UK._plan(
-        s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.mask, p[0], f[RULE],
-        p[1], p[2], p[0] * p[0], s.policy, f[PLANNED] == 1, s.P, s.var, s.R, s.a0, s.q,
-        s.values, s.nu, s.u, s.sd, s.M, s.b, s.row, s.new, s.reach, s.stack, s.v, s.w,
-        f[MAX_ITER],
+        (s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta), s.mask, p[0], (f[RULE], p[1], p[2]),
+        s.policy, f[PLANNED] == 1, (s.P, s.var, s.R, s.a0, s.q, s.values, s.nu, s.u, s.sd, s.v,
+        s.w), s.scratch, f[MAX_ITER],
     )  # fmt: skip
     f[STATUS] = status
     if status != UK.OK:
@@ -357,8 +353,6 @@ class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
         flags = new_flags(self, python, UK.MAX_ITER)
         flags[RULE] = rule
         work = UK.Work(S, A)
-        for x in work.args():
-            x[...] = 0
         self.state = ThompsonState(
             *posterior_arrays(self), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
             np.ascontiguousarray(self._forced, dtype=np.int64),
@@ -401,16 +395,16 @@ class ThompsonMeanModel(CompiledAgent, ConicFallback, PosteriorAgent):
 
     @abstractmethod
     def _kernel_rule(self) -> tuple:
-        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels._plan`)."""
 
     @abstractmethod
     def _noise_sd(self, P: np.ndarray) -> np.ndarray:
         """The Thompson noise's standard deviation per pair, before ``zeta`` (the NumPy
         plan)."""
 
-    q = property(lambda self: self.state.qm, doc="``Qbar`` (``-inf`` where inadmissible).")
-    values = property(lambda self: self.state.values, doc="``V`` of the greedy policy.")
-    noise_sd = property(lambda self: self.state.sd, doc="The Thompson noise's sd per pair.")
+    q = state_field("qm", "``Qbar`` (``-inf`` where inadmissible).")
+    values = state_field("values", "``V`` of the greedy policy.")
+    noise_sd = state_field("sd", "The Thompson noise's sd per pair.")
 
     def _solve(self, problem):
         """The agent's problem solved: the fast path without the dual (never read here)."""

@@ -35,6 +35,7 @@ evaluation factorizes); larger models plan in NumPy.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,8 +43,8 @@ from .. import _jit
 from ..fast import _agent_kernels as _ak
 from ..fast._agent_kernels import _copy, _matvec, _pw_sum
 
-__all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "plan",
-           "Work", "MAX_STATES", "absorb_batch"]  # fmt: skip
+__all__ = ["AVAILABLE", "OK", "MULTICHAIN", "MAX_ITER", "NUMERICAL", "Scratch",
+           "scratch", "Work", "MAX_STATES", "absorb_batch"]  # fmt: skip
 
 #: numba is installed (the ``jit`` extra).
 AVAILABLE = _jit.AVAILABLE
@@ -59,6 +60,26 @@ MAX_STATES = 200
 _JIT = _jit.Jit(
     "the compiled PSRL plan", uses=(_ak._JIT,), cache=True, nogil=True, error_model="numpy"
 )
+
+
+class Scratch(NamedTuple):
+    """Policy iteration's scratch for ``S`` states: the evaluation's system ``M`` (flat, room
+    for the bordered average-reward one) and right-hand side ``b``, a row, the improved
+    policy ``new``, and the reachability ``reach`` and ``stack`` of the class count."""
+
+    M: np.ndarray
+    b: np.ndarray
+    row: np.ndarray
+    new: np.ndarray
+    reach: np.ndarray
+    stack: np.ndarray
+
+
+def scratch(S: int) -> Scratch:
+    """Zeroed :class:`Scratch` for ``S`` states."""
+    z = np.zeros
+    return Scratch(z((S + 1) ** 2), z(S + 1), z(S + 1), z(S, np.int64), z((S, S), np.bool_),
+                   z(S, np.int64))  # fmt: skip
 
 
 @_JIT
@@ -187,11 +208,25 @@ def _improve(q, R, mask, policy, new, discount):  # pragma: no cover - compiled 
 
 
 @_JIT
-def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, b, row, new,
-                      reach, stack, max_iter):  # fmt: skip  # pragma: no cover - compiled
+def _discounted_system(P, policy, g, rhs, M, b):  # pragma: no cover - compiled by numba
+    """The system ``(I - g P_pi) x = rhs_pi`` of the policy, transposed
+    (:func:`optplan.fast._agent_kernels._solve_t`'s order), into ``M`` and ``b``."""
+    S = P.shape[0]
+    for i in range(S):
+        a = policy[i]
+        for j in range(S):
+            M[j, i] = (1.0 if i == j else 0.0) - g * P[i, a, j]
+        b[i] = rhs[i, a]
+
+
+@_JIT
+def _policy_iteration(P, R, mask, discount, average, policy, q, values, w,
+                      max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """:func:`optplan.dp.policy_iteration` on the dense ``(P, R)`` from ``policy`` (updated in
-    place; the caller chose the start policy). Returns ``(status, iterations, classes,
-    gain)``; ``values`` and ``q`` belong to the last evaluated policy."""
+    place; the caller chose the start policy) with the :class:`Scratch` ``w``. Returns
+    ``(status, iterations, classes, gain)``; ``values`` and ``q`` belong to the last evaluated
+    policy."""
+    M_flat, b, row, new, reach, stack = w
     S, A = R.shape
     flat = P.reshape(S * A, S)
     qv = q.reshape(S * A)
@@ -218,11 +253,7 @@ def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, 
             M[0, S] = 1.0
             b[S] = 0.0
         else:
-            for i in range(S):  # I - discount P_pi, transposed
-                a = policy[i]
-                for j in range(S):
-                    M[j, i] = (1.0 if i == j else 0.0) - discount * P[i, a, j]
-                b[i] = R[i, a]
+            _discounted_system(P, policy, discount, R, M, b)
         info = _ak._solve_t(M, b[:n_eq])
         if info != 0:
             return NUMERICAL, it, 1, gain
@@ -241,12 +272,15 @@ def _policy_iteration(P, R, mask, discount, average, policy, q, values, M_flat, 
 
 
 @_JIT
-def _plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, average, policy, warm, P, mu,
-          R, q, values, M, b, row, new, reach, stack, max_iter):  # fmt: skip  # pragma: no cover
-    """One plan: draw ``(P, mu)``, ``R = sum_s' P mu``, policy iteration from ``policy``
-    (``warm``: the last plan's; else, or when it takes an inadmissible action, greedy in
-    ``R``). ``policy`` becomes the new policy. Returns ``(status, iterations, classes,
-    gain)``."""
+def _plan(rng, post, mask, discount, average, policy, warm, out, w,
+          max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
+    """One plan from the posterior ``post = (dalpha, mu0, lam, nalpha, nbeta)`` into ``out =
+    (P, mu, R, q, values)``: draw ``(P, mu)``, ``R = sum_s' P mu``, policy iteration from
+    ``policy`` (``warm``: the last plan's; else, or when it takes an inadmissible action,
+    greedy in ``R``) with the :class:`Scratch` ``w``. ``policy`` becomes the new policy.
+    Returns ``(status, iterations, classes, gain)``."""
+    dalpha, mu0, lam, nalpha, nbeta = post
+    P, mu, R, q, values = out
     _sample(rng, dalpha, mu0, lam, nalpha, nbeta, P, mu)
     S, A, K = P.shape
     for s in range(S):
@@ -256,17 +290,18 @@ def _plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, average, policy,
                 total += P[s, a, k] * mu[s, a, k]
             R[s, a] = total
     _start_policy(R, mask, policy, warm)
-    return _policy_iteration(P, R, mask, discount, average, policy, q, values, M, b, row, new,
-                             reach, stack, max_iter)  # fmt: skip
+    return _policy_iteration(P, R, mask, discount, average, policy, q, values, w, max_iter)
 
 
 @_JIT
-def absorb_batch(k, buf_s, buf_a, buf_r, buf_s2, cnt, sums, sq, dalpha, mu0, lam, nalpha, nbeta,
-            public):  # fmt: skip  # pragma: no cover - compiled by numba
-    """Fold the ``k`` buffered transitions into the posterior arrays in place (``cnt``,
-    ``sums``, ``sq``: zeros on entry and on exit): the Dirichlet's counts and
-    :func:`~optplan.posteriors.normal_gamma_update` on the entries the batch touched
-    (``public``: the public code's sum of squares)."""
+def absorb_batch(k, buf, batch, post, public):  # pragma: no cover - compiled by numba
+    """Fold the ``k`` transitions of ``buf = (s, a, r, s')`` into the posterior ``post = (dalpha,
+    mu0, lam, nalpha, nbeta)`` in place (``batch = (cnt, sums, sq)``: zeros on entry and on
+    exit): the Dirichlet's counts and :func:`~optplan.posteriors.normal_gamma_update` on the
+    entries the batch touched (``public``: the public code's sum of squares)."""
+    buf_s, buf_a, buf_r, buf_s2 = buf
+    cnt, sums, sq = batch
+    dalpha, mu0, lam, nalpha, nbeta = post
     for i in range(k):
         x, a, y, r = buf_s[i], buf_a[i], buf_s2[i], buf_r[i]
         cnt[x, a, y] += 1.0
@@ -305,26 +340,12 @@ class Work:
     def __init__(self, S: int, A: int):
         self.P, self.mu = np.zeros((S, A, S)), np.zeros((S, A, S))
         self.R, self.q, self.values = np.zeros((S, A)), np.zeros((S, A)), np.zeros(S)
-        self.M, self.b, self.row = np.zeros((S + 1) ** 2), np.zeros(S + 1), np.zeros(S)
-        self.new = np.zeros(S, np.int64)
-        self.reach, self.stack = np.zeros((S, S), np.bool_), np.zeros(S, np.int64)
+        self.scratch = scratch(S)
 
-    def args(self) -> tuple:
-        """The arrays in :func:`_plan`'s order after ``warm``."""
-        return (self.P, self.mu, self.R, self.q, self.values, self.M, self.b, self.row,
-                self.new, self.reach, self.stack)  # fmt: skip
+    def out(self) -> tuple:
+        """:func:`_plan`'s ``out``."""
+        return (self.P, self.mu, self.R, self.q, self.values)
 
 
 def _compiled() -> dict:
     return _JIT.table or _JIT.compiled()
-
-
-def plan(rng, dalpha, mu0, lam, nalpha, nbeta, mask, discount, policy, warm: bool, work: Work,
-         max_iter: int = 1_000):  # fmt: skip
-    """:func:`_plan`, compiled: ``discount`` ``None`` for average reward; ``policy`` (int64,
-    C order) is updated in place; the model, ``R``, ``q`` and values land in ``work``."""
-    average = discount is None
-    return _compiled()["_plan"](
-        rng, dalpha, mu0, lam, nalpha, nbeta, mask, 1.0 if average else float(discount),
-        average, policy, bool(warm), *work.args(), int(max_iter),
-    )  # fmt: skip

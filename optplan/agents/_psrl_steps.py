@@ -61,12 +61,7 @@ class PSRLState(NamedTuple):
     R: np.ndarray
     q: np.ndarray
     values: np.ndarray
-    M: np.ndarray
-    b: np.ndarray
-    row: np.ndarray
-    new: np.ndarray
-    reach: np.ndarray
-    stack: np.ndarray
+    scratch: K.Scratch
     params: np.ndarray
     flags: np.ndarray
 
@@ -87,9 +82,8 @@ def psrl_plan_now(s, rng):  # pragma: no cover - compiled by numba
     for x in range(S):
         old[x] = s.policy[x]
     status, its, classes, _ = K._plan(
-        rng, s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta, s.mask, s.params[0], f[AVERAGE] == 1,
-        s.policy, f[PLANNED] == 1, s.P, s.mu, s.R, s.q, s.values, s.M, s.b, s.row, s.new,
-        s.reach, s.stack, f[MAX_ITER],
+        rng, (s.alpha, s.mu0, s.lam, s.nalpha, s.nbeta), s.mask, s.params[0], f[AVERAGE] == 1,
+        s.policy, f[PLANNED] == 1, (s.P, s.mu, s.R, s.q, s.values), s.scratch, f[MAX_ITER],
     )  # fmt: skip
     f[STATUS], f[ITERATIONS], f[CLASSES] = status, its, classes
     if status != K.OK:

@@ -63,7 +63,7 @@ from . import _mean_model_kernels as MK
 from . import _psrl_kernels as PK
 
 __all__ = ["AVAILABLE", "OK", "NUMERICAL", "MAX_ITER", "DRAFT", "LEMMA1", "MOMENT", "TABULAR",
-           "KNOWN", "MAX_STATES", "plan", "Work", "available", "MeanWork",
+           "KNOWN", "MAX_STATES", "Work", "available", "mean_rule",
            "mean_applies"]  # fmt: skip
 
 AVAILABLE = _jit.AVAILABLE
@@ -189,11 +189,7 @@ def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled 
     uf = u.reshape(S * A)
     wf = w.reshape(S * A)
     M = M_flat[: S * S].reshape((S, S))
-    for i in range(S):  # I - g2 P_pi, transposed
-        a = policy[i]
-        for j in range(S):
-            M[j, i] = (1.0 if i == j else 0.0) - g2 * P[i, a, j]
-        b[i] = nu[i, a]
+    PK._discounted_system(P, policy, g2, nu, M, b)
     info = _ak._solve_t(M, b[:S])
     if info != 0:
         return NUMERICAL
@@ -222,25 +218,29 @@ def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled 
 
 
 @_JIT
-def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, div, g2, policy, warm, P,
-          var, R, a0, q, values, nu, u, sd, M, b, row, new, reach, stack, v, w,
+def _plan(post, mask, discount, rule, policy, warm, out, w,
           max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One plan; ``policy`` becomes the new policy; the noise sd is ``sqrt(u) / div``.
-    Returns the status."""
+    """One plan from the posterior ``post = (dalpha, mu0, lam, nalpha, nbeta)`` into ``out =
+    (P, var, R, a0, q, values, nu, u, sd, v, w)`` (:class:`Work`) with the policy iteration
+    scratch ``w``; ``policy`` becomes the new policy; ``rule = (rule, coef, div)``: the local
+    term, its coefficient, and the noise sd ``sqrt(u) / div``. Returns the status."""
+    dalpha, mu0, lam, nalpha, nbeta = post
+    P, var, R, a0, q, values, nu, u, sd, v, ws = out
+    kind, coef, div = rule
     _mean_model(dalpha, mu0, lam, nalpha, nbeta, P, var, R, a0)
     S, A, K = P.shape
     PK._start_policy(R, mask, policy, warm)
-    status, _, _, _ = PK._policy_iteration(P, R, mask, discount, False, policy, q, values, M, b,
-                                           row, new, reach, stack, max_iter)  # fmt: skip
+    status, _, _, _ = PK._policy_iteration(P, R, mask, discount, False, policy, q, values, w,
+                                           max_iter)  # fmt: skip
     if status != OK:
         return status
-    if rule == MOMENT:
-        status = _moment_local(mu0, P, var, a0, values, discount, nu, row, b, v)
+    if kind == MOMENT:
+        status = _moment_local(mu0, P, var, a0, values, discount, nu, w.row, w.b, v)
         if status != OK:
             return status
     else:
-        _local(dalpha, mu0, mask, P, var, a0, rule, coef, nu, row)
-    status = _ube(P, policy, nu, g2, u, v, M, b, w)
+        _local(dalpha, mu0, mask, P, var, a0, kind, coef, nu, w.row)
+    status = _ube(P, policy, nu, discount * discount, u, v, w.M, w.b, ws)
     if status != OK:
         return status
     for s in range(S):
@@ -250,23 +250,20 @@ def _plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount, rule, coef, div, g2, 
 
 
 class Work:
-    """One agent's plan arrays (``S`` states, ``A`` actions), allocated once."""
+    """One agent's plan arrays (``S`` states, ``A`` actions), allocated once (zeros)."""
 
     def __init__(self, S: int, A: int):
-        self.P, self.var = np.empty((S, A, S)), np.empty((S, A, S))
-        self.R, self.a0, self.q = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
-        self.values = np.empty(S)
-        self.nu, self.u, self.sd = np.empty((S, A)), np.empty((S, A)), np.empty((S, A))
-        self.M, self.b, self.row = np.empty((S + 1) ** 2), np.empty(S + 1), np.empty(S)
-        self.new = np.empty(S, np.int64)
-        self.reach, self.stack = np.empty((S, S), np.bool_), np.empty(S, np.int64)
-        self.v, self.w = np.empty(S), np.empty((S, A))
+        self.P, self.var = np.zeros((S, A, S)), np.zeros((S, A, S))
+        self.R, self.a0, self.q = np.zeros((S, A)), np.zeros((S, A)), np.zeros((S, A))
+        self.values = np.zeros(S)
+        self.nu, self.u, self.sd = np.zeros((S, A)), np.zeros((S, A)), np.zeros((S, A))
+        self.v, self.w = np.zeros(S), np.zeros((S, A))
+        self.scratch = PK.scratch(S)
 
     def args(self) -> tuple:
-        """The arrays in :func:`_plan`'s order after ``warm``."""
+        """:func:`_plan`'s ``out``, then the scratch."""
         return (self.P, self.var, self.R, self.a0, self.q, self.values, self.nu, self.u,
-                self.sd, self.M, self.b, self.row, self.new, self.reach, self.stack, self.v,
-                self.w)  # fmt: skip
+                self.sd, self.v, self.w, self.scratch)  # fmt: skip
 
 
 def _compiled() -> dict:
@@ -336,20 +333,21 @@ def _mean_local(counts, next_counts, tprior, sd, mask, P, var, mean, rule, coef,
 
 
 @_MEAN_JIT
-def _mean_plan(counts, sums, next_counts, tprior, sdr, prior_var, improper, known, mask,
-               discount, rule, coef, g2, policy, warm, mean, var, P, bonus, R, q, values, M,
-               b, row, new, ints, ipiv, nu, u, sqrt_u, v, w,
+def _mean_plan(post, known, mask, discount, rule, coef, policy, warm, model, ube, w,
                max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
-    """One plan of the UBE: ``mean``, ``var``, ``P`` (unless ``known``), ``policy`` (in
-    place), ``q``, ``values``, ``nu``, ``u`` and ``sqrt_u``; ``sdr`` is the reward noise's
-    sd per pair. Returns the status."""
-    status, _, _, _ = MK._plan(counts, sums, next_counts, tprior, sdr, prior_var, improper,
-                               known, mask, 0.0, discount, policy, warm, mean, var, P, bonus,
-                               R, q, values, M, b, row, new, ints, ipiv, max_iter)  # fmt: skip
+    """One plan of the UBE from ``post`` (:func:`optplan.agents._mean_model_kernels._plan`'s;
+    ``sd`` the reward noise's per pair): ``model = (mean, var, P, bonus, R, q, values)``
+    (``P`` unless ``known``), ``policy`` (in place) and ``ube = (nu, u, sqrt_u, v, w)``, with
+    the policy iteration scratch ``w``. Returns the status."""
+    counts, sums, next_counts, tprior, sdr, prior_var, improper = post
+    mean, var, P, bonus, R, q, values = model
+    nu, u, sqrt_u, v, wu = ube
+    status, _, _, _ = MK._plan(post, known, mask, 0.0, discount, policy, warm, model, w,
+                               max_iter)  # fmt: skip
     if status != OK:
         return status
-    _mean_local(counts, next_counts, tprior, sdr, mask, P, var, mean, rule, coef, nu, row)
-    status = _ube(P, policy, nu, g2, u, v, M, b, w)
+    _mean_local(counts, next_counts, tprior, sdr, mask, P, var, mean, rule, coef, nu, w.row)
+    status = _ube(P, policy, nu, discount * discount, u, v, w.M, w.b, wu)
     if status != OK:
         return status
     S, A = u.shape
@@ -359,31 +357,15 @@ def _mean_plan(counts, sums, next_counts, tprior, sdr, prior_var, improper, know
     return OK
 
 
-class MeanWork(MK.Work):
-    """The arrays of a :class:`~optplan.agents.UBE`'s compiled plan besides its own (``mean``,
-    ``var``, ``P``): the count-bonus plan's (:class:`optplan.agents._mean_model_kernels.Work`;
-    its bonus is a scratch array at scale 0; ``sd`` the reward noise's), ``nu``, ``u``,
-    ``sqrt_u`` and the UBE's scratch; and the agent's ``(rule, coef)``."""
-
-    def __init__(self, agent):
-        super().__init__(agent)
-        S, A = agent.n_states, agent.n_actions
-        self.bonus = np.zeros((S, A))
-        self.nu, self.u, self.sqrt_u = np.zeros((S, A)), np.zeros((S, A)), np.zeros((S, A))
-        self.v, self.w = np.zeros(S), np.zeros((S, A))
-        g = float(agent.discount)
-        if agent.known:
-            self.rule, self.coef = KNOWN, 0.0
-        elif agent.local_rule == "draft":
-            self.rule, self.coef = DRAFT, agent.q_max**2
-        else:  # as the NumPy rules scale their transition term
-            self.rule = TABULAR if agent.local_rule == "tabular" else LEMMA1
-            self.coef = g**2 * agent.q_max**2
-
-    def args(self, agent) -> tuple:
-        """:func:`_mean_plan`'s arguments from ``mean`` to ``w``."""
-        return (agent.mean, agent.var, agent.P if self.P is None else self.P, self.bonus,
-                *self.tail(), self.nu, self.u, self.sqrt_u, self.v, self.w)  # fmt: skip
+def mean_rule(agent) -> tuple[int, float]:
+    """A :class:`~optplan.agents.UBE`'s local rule for :func:`_mean_plan` and its ``coef``."""
+    if agent.known:
+        return KNOWN, 0.0
+    if agent.local_rule == "draft":
+        return DRAFT, agent.q_max**2
+    # as the NumPy rules scale their transition term
+    rule = TABULAR if agent.local_rule == "tabular" else LEMMA1
+    return rule, float(agent.discount) ** 2 * agent.q_max**2
 
 
 def mean_applies(agent) -> bool:
@@ -407,17 +389,3 @@ def _mean_compiled() -> dict | None:
 def available(n_states: int) -> bool:
     """Whether the compiled plan applies: numba and fewer than :data:`MAX_STATES` states."""
     return AVAILABLE and n_states < MAX_STATES
-
-
-def plan(dalpha, mu0, lam, nalpha, nbeta, mask, discount: float, rule: tuple, policy,
-         warm: bool, work: Work, max_iter: int | None = None) -> int:  # fmt: skip
-    """:func:`_plan`, compiled: ``policy`` (int64) is updated in place; the model, ``q``,
-    values, ``nu``, ``u`` and the noise sd land in ``work``; ``rule`` is the agent's
-    ``(rule, coef, div)`` (:func:`_plan`); ``max_iter`` (default
-    :data:`MAX_ITER`) caps policy iteration."""
-    if max_iter is None:
-        max_iter = MAX_ITER
-    return _compiled()["_plan"](
-        dalpha, mu0, lam, nalpha, nbeta, mask, float(discount), int(rule[0]), float(rule[1]),
-        float(rule[2]), float(discount) ** 2, policy, bool(warm), *work.args(), int(max_iter),
-    )  # fmt: skip

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._jit import njit
 from ..envs.kernels import play
+from . import _mean_model_kernels as MK
 from . import _ube_kernels as UK
 from ._count_bonus_steps import counted
 from ._posterior_agent import thompson_act
@@ -36,8 +37,10 @@ class UBEState(NamedTuple):
     """The posterior's ``counts``, ``sums`` and ``next_counts`` (the agent's posterior arrays
     themselves), the reward noise ``sdr``, the mask, the single admissible action of each
     state (``forced``, -1 where there is a choice), the policy and the one before the last plan
-    (``old``), ``qm`` (``q`` with inadmissible actions ``-inf``), the posterior-mean model,
-    the plan's arrays (``nu``, ``u``, ``sd = sqrt(u)``) and scratch; ``params``, ``flags``."""
+    (``old``), ``qm`` (``q`` with inadmissible actions ``-inf``), the posterior-mean model
+    (:class:`optplan.agents._mean_model_kernels.Model`, its bonus unused), policy iteration's
+    scratch, the plan's arrays (``nu``, ``u``, ``sd = sqrt(u)``, scratch ``v``, ``w``);
+    ``params``, ``flags``."""
 
     counts: np.ndarray
     sums: np.ndarray
@@ -48,19 +51,8 @@ class UBEState(NamedTuple):
     policy: np.ndarray
     old: np.ndarray
     qm: np.ndarray
-    mean: np.ndarray
-    var: np.ndarray
-    P: np.ndarray
-    bonus: np.ndarray
-    R: np.ndarray
-    q: np.ndarray
-    values: np.ndarray
-    M: np.ndarray
-    b: np.ndarray
-    row: np.ndarray
-    new: np.ndarray
-    ints: np.ndarray
-    ipiv: np.ndarray
+    model: MK.Model
+    scratch: MK.K.Scratch
     nu: np.ndarray
     u: np.ndarray
     sd: np.ndarray
@@ -70,27 +62,26 @@ class UBEState(NamedTuple):
     flags: np.ndarray
 
 
-def new_state(agent, work) -> UBEState:
-    """The state of a continuing agent just reset: its posterior's arrays and ``work``'s
-    (:class:`optplan.agents._ube_kernels.MeanWork`), not copies."""
+def new_state(agent, rule: tuple) -> UBEState:
+    """The state of a continuing agent just reset (its posterior's arrays, not copies); ``rule``
+    is :func:`optplan.agents._ube_kernels.mean_rule`'s."""
     UK._mean_compiled()  # the plan's compiled functions, bound before a step compiles
     post = agent.posterior
     S, A = agent.n_states, agent.n_actions
     flags = np.zeros(9, dtype=np.int64)
     flags[EVERY], flags[IMPROPER], flags[KNOWN] = agent.update_every, post.improper, agent.known
-    flags[RULE], flags[MAX_ITER] = work.rule, UK.MAX_ITER
-    params = np.array([post.transition_prior, work.prior_var, agent.discount, agent.zeta,
-                       work.coef])  # fmt: skip
-    mean, var, P, bonus, R, q, values, M, b, row, new, ints, ipiv, nu, u, sd, v, w = work.args(
-        agent
-    )
+    flags[RULE], flags[MAX_ITER] = rule[0], UK.MAX_ITER
+    prior_var = np.inf if agent.prior_var is None else float(agent.prior_var)
+    params = np.array([post.transition_prior, prior_var, agent.discount, agent.zeta, rule[1]])
     return UBEState(
-        counts=post.counts, sums=post.reward_sums, next_counts=post.next_counts, sdr=work.sd,
-        mask=work.mask, forced=np.array(agent._forced, dtype=np.int64),
-        policy=np.zeros(S, dtype=np.int64), old=np.zeros(S, dtype=np.int64),
-        qm=np.zeros((S, A)), mean=mean, var=var, P=P, bonus=bonus, R=R, q=q, values=values,
-        M=M, b=b, row=row, new=new, ints=ints, ipiv=ipiv, nu=nu, u=u, sd=sd, v=v, w=w,
-        params=params, flags=flags,
+        counts=post.counts, sums=post.reward_sums, next_counts=post.next_counts,
+        sdr=np.ascontiguousarray(agent._sd, dtype=np.float64),
+        mask=np.ascontiguousarray(agent.action_mask, dtype=np.bool_),
+        forced=np.array(agent._forced, dtype=np.int64), policy=np.zeros(S, dtype=np.int64),
+        old=np.zeros(S, dtype=np.int64), qm=np.zeros((S, A)),
+        model=MK.new_model(agent, np.zeros((S, A))), scratch=MK.K.scratch(S),
+        nu=np.zeros((S, A)), u=np.zeros((S, A)), sd=np.zeros((S, A)), v=np.zeros(S),
+        w=np.zeros((S, A)), params=params, flags=flags,
     )  # fmt: skip
 
 
@@ -104,12 +95,10 @@ def plan_now(s):  # pragma: no cover - compiled by numba
     S, A = s.qm.shape
     for x in range(S):
         s.old[x] = s.policy[x]
-    g = p[DISCOUNT]
+    post = (s.counts, s.sums, s.next_counts, p[TPRIOR], s.sdr, p[PRIOR_VAR], f[IMPROPER] == 1)
     status = UK._mean_plan(
-        s.counts, s.sums, s.next_counts, p[TPRIOR], s.sdr, p[PRIOR_VAR], f[IMPROPER] == 1,
-        f[KNOWN] == 1, s.mask, g, f[RULE], p[COEF], g * g, s.policy, f[PLANNED] == 1, s.mean,
-        s.var, s.P, s.bonus, s.R, s.q, s.values, s.M, s.b, s.row, s.new, s.ints, s.ipiv, s.nu,
-        s.u, s.sd, s.v, s.w, f[MAX_ITER],
+        post, f[KNOWN] == 1, s.mask, p[DISCOUNT], f[RULE], p[COEF], s.policy, f[PLANNED] == 1,
+        s.model, (s.nu, s.u, s.sd, s.v, s.w), s.scratch, f[MAX_ITER],
     )  # fmt: skip
     f[STATUS] = status
     if status != UK.OK:
@@ -117,7 +106,7 @@ def plan_now(s):  # pragma: no cover - compiled by numba
     f[PLANNED] = 1
     for x in range(S):
         for c in range(A):
-            s.qm[x, c] = s.q[x, c] if s.mask[x, c] else -math.inf
+            s.qm[x, c] = s.model.q[x, c] if s.mask[x, c] else -math.inf
     return False
 
 

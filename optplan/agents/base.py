@@ -94,6 +94,11 @@ class PolicyAgent(Protocol):
         ...
 
 
+def state_field(name: str, doc: str) -> property:
+    """A read-only attribute that is the field ``name`` of the agent's compiled state."""
+    return property(lambda self: getattr(self.state, name), doc=doc)
+
+
 class CompiledAgent:
     """An agent whose steps are compiled functions of one state tuple (bsuite's
     ``TrainingState``): ``self.state`` is a ``NamedTuple`` of arrays holding all it learns, and

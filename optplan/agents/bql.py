@@ -59,7 +59,14 @@ from ..posteriors import DRAFT_REWARD_PRIOR, NormalGamma
 from . import _bql_kernels as BK
 from ._bql_kernels import BQLState, bql_act, bql_observe, bql_run
 from ._posterior_agent import DRAFT_GAMMA, NG_PRIOR_PARAMS, continuing_args, ng_prior
-from .base import CompiledAgent, check_count, check_normal_gamma, check_rng, continuing_mask
+from .base import (
+    CompiledAgent,
+    check_count,
+    check_normal_gamma,
+    check_rng,
+    continuing_mask,
+    state_field,
+)
 
 __all__ = [
     "BayesianQLearning",
@@ -253,10 +260,10 @@ class BayesianQLearning(CompiledAgent):
             path=np.zeros(BK.NEWTON_STEPS),
         )  # fmt: skip
 
-    mu0 = property(lambda self: self.state.mu0, doc="Posterior means ``mu0``, ``(S, A)``.")
-    lam = property(lambda self: self.state.lam, doc="Posterior ``lam``, ``(S, A)``.")
-    alpha = property(lambda self: self.state.alpha, doc="Posterior ``alpha``, ``(S, A)``.")
-    beta = property(lambda self: self.state.beta, doc="Posterior ``beta``, ``(S, A)``.")
+    mu0 = state_field("mu0", "Posterior means ``mu0``, ``(S, A)``.")
+    lam = state_field("lam", "Posterior ``lam``, ``(S, A)``.")
+    alpha = state_field("alpha", "Posterior ``alpha``, ``(S, A)``.")
+    beta = state_field("beta", "Posterior ``beta``, ``(S, A)``.")
 
     @property
     def steps(self) -> int:

@@ -92,7 +92,7 @@ class CountBonus(CompiledAgent, MeanModelAgent):
         if self.plans != self._synced:
             self._synced = self.plans
             self.policy = s.policy
-            self.q = masked(s.q, self.action_mask)
+            self.q = masked(s.model.q, self.action_mask)
             self._scale = float(s.params[CB.SCALE])
             self._planned = True
 

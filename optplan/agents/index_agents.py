@@ -63,7 +63,7 @@ from ..result import INFEASIBLE, OPTIMAL
 from . import _index_steps as IX
 from . import _psrl_kernels as PK
 from ._env import continuing_shape, env_model
-from .base import CompiledAgent, ConicFallback, check_agent_mask, check_rng
+from .base import CompiledAgent, ConicFallback, check_agent_mask, check_rng, state_field
 
 #: The compiled policy iteration's statuses, as words.
 PK_STATUS = {
@@ -128,13 +128,13 @@ class TransitionEstimator:
         IX.good_rows(self.state)
         self.solve()
 
-    R = property(lambda self: self.state.R, doc="The known mean rewards ``(S, A)``.")
-    T = property(lambda self: self.state.T, doc="Counts ``T[x, a, y]``.")
-    Txa = property(lambda self: self.state.Txa, doc="Counts ``T[x, a]``.")
-    Tx = property(lambda self: self.state.Tx, doc="Counts ``T[x]``.")
-    p_hat = property(lambda self: self.state.p_hat, doc="``(T + 1) / (T[x, a] + S)``.")
-    policy = property(lambda self: self.state.policy, doc="The estimated optimal policy.")
-    v = property(lambda self: self.state.v, doc="Bias ``v_hat`` (0 in state 0).")
+    R = state_field("R", "The known mean rewards ``(S, A)``.")
+    T = state_field("T", "Counts ``T[x, a, y]``.")
+    Txa = state_field("Txa", "Counts ``T[x, a]``.")
+    Tx = state_field("Tx", "Counts ``T[x]``.")
+    p_hat = state_field("p_hat", "``(T + 1) / (T[x, a] + S)``.")
+    policy = state_field("policy", "The estimated optimal policy.")
+    v = state_field("v", "Bias ``v_hat`` (0 in state 0).")
     gain = property(lambda self: float(self.state.gain[0]), doc="Gain ``phi_hat``.")
 
     @property
@@ -397,7 +397,13 @@ def _builder(cls):
 _PARAMS = (
     Param("method", "str", "fast", "index by 'fast' (closed form / root) or 'conic' (CVXPY)"),
     Param("solver", "str", None, "conic solver (CLARABEL, ECOS, SCS)"),
-    Param("initial_counts", "str", "", "TOML file with T[x][a][y] pseudo-counts (rigged start)"),
+    Param(
+        "initial_counts",
+        "str",
+        "",
+        "TOML file with T[x][a][y] pseudo-counts (rigged start)",
+        file=True,
+    ),
 )
 BUILDERS = tuple(
     Component(cls.name, _builder(cls), _PARAMS, doc)

@@ -70,7 +70,7 @@ class MomentMatching(ThompsonMeanModel):
         super().__init__(n_states, n_actions, zeta=zeta, discount=discount, **model)
 
     def _kernel_rule(self) -> tuple:
-        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels._plan`)."""
         return UK.MOMENT, 0.0, self.discount if self.std == "public-code" else 1.0
 
     @property

@@ -196,7 +196,7 @@ class ContinuingPSRL(CompiledAgent, PosteriorAgent):
         self.state = PSRLState(
             *posterior_arrays(self), np.ascontiguousarray(self.action_mask, dtype=np.bool_),
             np.asarray(self.action_mask.argmax(axis=1), dtype=np.int64),
-            np.zeros(S, dtype=np.int64), *work.args(),
+            np.zeros(S, dtype=np.int64), *work.out(), work.scratch,
             np.array([1.0 if self.discount is None else float(self.discount)]),
             new_flags(self, S >= K.MAX_STATES),
         )  # fmt: skip

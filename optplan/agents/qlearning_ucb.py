@@ -26,7 +26,7 @@ from .._checks import check_positive, check_real
 from .._jit import njit
 from .._params import Component, Param
 from ..envs.kernels import play
-from .base import CompiledAgent, check_count, check_rng
+from .base import CompiledAgent, check_count, check_rng, state_field
 from .qlearning import EPISODIC_CONFIDENCE, _pick, check_episodes, episodic_args, layered_mask
 
 __all__ = ["QLearningUCB", "UCBQState", "ucb_act", "ucb_observe", "ucb_run"]
@@ -135,9 +135,9 @@ class QLearningUCB(CompiledAgent):
             clock=np.array([0, 0, self.episodes or 0], dtype=np.int64),
         )  # fmt: skip
 
-    q = property(lambda self: self.state.q, doc="``Q_h``, ``(H, S, A)``.")
-    values = property(lambda self: self.state.values, doc="``V_h``, ``(H + 1, S)``.")
-    counts = property(lambda self: self.state.counts, doc="``N_h``, ``(H, S, A)``.")
+    q = state_field("q", "``Q_h``, ``(H, S, A)``.")
+    values = state_field("values", "``V_h``, ``(H + 1, S)``.")
+    counts = state_field("counts", "``N_h``, ``(H, S, A)``.")
 
     @property
     def episode(self) -> int:

@@ -63,7 +63,7 @@ from ._posterior_agent import (
     model_builder,
     thompson_act,
 )
-from .base import CompiledAgent, ConicFallback, thompson_action
+from .base import CompiledAgent, ConicFallback, state_field, thompson_action
 from .count_bonus import COUNT_BONUS, CountBonus
 
 __all__ = ["UBE", "CountBonus", "ContinuingUBE", "LOCAL_RULES", "CONTINUING_LOCAL_RULES"]
@@ -177,7 +177,7 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
         self.local = np.zeros(self.action_mask.shape)
         self._sqrt_u = np.zeros(self.action_mask.shape)
         own = self._own_plan()
-        self._work = UK.MeanWork(self) if own and UK.mean_applies(self) else None
+        self._work = UK.mean_rule(self) if own and UK.mean_applies(self) else None
         own &= all(getattr(type(self), n) is getattr(MeanModelAgent, n) for n in _MEAN_PLAN)
         self._layered = self._layered_plan() if own else None
         self.state = None
@@ -234,7 +234,7 @@ class UBE(CompiledAgent, ConicFallback, MeanModelAgent):
         if self.plans != self._synced:
             self._synced = self.plans
             self.policy = s.policy.copy()
-            self.q = masked(s.q, self.action_mask)
+            self.q = masked(s.model.q, self.action_mask)
             self.local = s.nu.copy()
             self.u = s.u.copy()
             self._sqrt_u = s.sd.copy()
@@ -462,13 +462,13 @@ class ContinuingUBE(ThompsonMeanModel):
         return q_max(self.reward_bound, discount=self.discount)
 
     def _kernel_rule(self) -> tuple:
-        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels.plan`)."""
+        """The compiled plan's ``(rule, coef, div)`` (:func:`optplan.agents._ube_kernels._plan`)."""
         if self.local_rule == "draft":
             return UK.DRAFT, self.q_max**2, 1.0
         return UK.LEMMA1, self.discount**2 * self.q_max**2, 1.0
 
-    local = property(lambda self: self.state.nu, doc="``nu`` of every pair (0 where inadmissible).")
-    u = property(lambda self: self.state.u, doc="The UBE's solution (0 where inadmissible).")
+    local = state_field("nu", "``nu`` of every pair (0 where inadmissible).")
+    u = state_field("u", "The UBE's solution (0 where inadmissible).")
 
     @local.setter
     def local(self, value) -> None:

@@ -51,6 +51,7 @@ from .base import (
     check_count,
     check_rng,
     one_hot_policy,
+    state_field,
 )
 
 __all__ = ["UCRL2", "KLUCRL", "UCRLState", "act", "observe", "run"]
@@ -180,12 +181,12 @@ class _UCRL(CompiledAgent, ConicFallback, ABC):
         self.reset_fallback()
         self._new_episode()
 
-    N = property(lambda self: self.state.N, doc="Visits of each pair ``(S, A)``.")
-    N_next = property(lambda self: self.state.N_next, doc="Transition counts ``(S, A, S)``.")
-    reward_sums = property(lambda self: self.state.reward_sums, doc="Reward sums ``(S, A)``.")
-    nu = property(lambda self: self.state.nu, doc="Visits within the episode ``(S, A)``.")
-    N_k = property(lambda self: self.state.N_k, doc="``max(1, N)`` at the episode's start.")
-    policy = property(lambda self: self.state.policy, doc="The episode's policy ``(S,)``.")
+    N = state_field("N", "Visits of each pair ``(S, A)``.")
+    N_next = state_field("N_next", "Transition counts ``(S, A, S)``.")
+    reward_sums = state_field("reward_sums", "Reward sums ``(S, A)``.")
+    nu = state_field("nu", "Visits within the episode ``(S, A)``.")
+    N_k = state_field("N_k", "``max(1, N)`` at the episode's start.")
+    policy = state_field("policy", "The episode's policy ``(S,)``.")
 
     @property
     def t(self) -> int:

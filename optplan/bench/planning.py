@@ -278,24 +278,8 @@ def bench_planning(
     problems = dict(PLANNING_PROBLEMS)
     problems["discounted"] = (DiscountedPlanning, lambda mdp: mdp.with_discount(gamma))
     if sparse:
-        _check_sparse_sizes(sizes if "random" in models else (), n_actions,
-                            grid if "grid" in models else None)  # fmt: skip
-        other = [c for c in criteria if c not in SPARSE_CRITERIA]
-        if other:
-            raise OptplanError(
-                f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
-            )
-        named = [m for m in models if m != "random"]
-        if peers:
-            require()  # before any timing
-        rows = []
-        if "random" in models:
-            rows += _bench_sparse(
-                sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers
-            )
-        for name in named:
-            rows.append(_named_row(name, gamma, grid, peers, solvers, progress))
-        return rows
+        instances = (sizes, n_actions, repeats, seed, models, grid, gamma)
+        return _sparse_rows(instances, criteria, solvers, problems, peers, progress)
     if tuple(models) != ("random",):
         raise OptplanError("--models names sparse instances: add --sparse")
     check_model_size(max(sizes), n_actions, layers)
@@ -400,6 +384,31 @@ def _sparse_peers(row: dict, solved: list) -> None:
             row[f"peer_{peer}_skip"] = skip
             continue
         solver_entries(row, f"peer_{peer}", float(np.median(medians)), err=worst)
+
+
+def _sparse_rows(instances, criteria, solvers, problems, peers, progress) -> list[dict]:
+    """:func:`bench_planning`'s sparse rows: the random models' (``"random"`` in ``models``),
+    then one discounted row per named model; ``instances = (sizes, n_actions, repeats, seed,
+    models, grid, gamma)``."""
+    sizes, n_actions, repeats, seed, models, grid, gamma = instances
+    _check_sparse_sizes(sizes if "random" in models else (), n_actions,
+                        grid if "grid" in models else None)  # fmt: skip
+    other = [c for c in criteria if c not in SPARSE_CRITERIA]
+    if other:
+        raise OptplanError(
+            f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
+        )
+    if peers:
+        require()  # before any timing
+    rows = []
+    if "random" in models:
+        rows += _bench_sparse(
+            sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers
+        )
+    for name in models:
+        if name != "random":
+            rows.append(_named_row(name, gamma, grid, peers, solvers, progress))
+    return rows
 
 
 def _bench_sparse(

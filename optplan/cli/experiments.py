@@ -12,7 +12,7 @@ import json
 import sys
 import warnings
 
-from .._checks import OptplanError
+from .._checks import MissingDependency, OptplanError
 from .._progress import progress_bar
 from ..experiments.stats import aggregate
 from ..modelfile import tomllib
@@ -20,7 +20,13 @@ from ..plots import figures, plots
 from ..plots.figures import KINDS, SCALING_METRICS
 from ..sweeps import registry
 from ..sweeps.execute import BACKENDS, execute_task, run_sweep
-from ..sweeps.records import DAMAGED_DIR, PLOT_CURVE_KEYS, StoreWarning, summary_row
+from ..sweeps.records import (
+    DAMAGED_DIR,
+    PLOT_CURVE_KEYS,
+    StoreWarning,
+    summary_columns,
+    summary_row,
+)
 from ..sweeps.results import load_results
 from ..sweeps.sweep import load_sweep, single_sweep
 
@@ -313,6 +319,8 @@ def cmd_results(args) -> int:
             f"(wall_time ignored)"
         )
         return 0
+    if args.csv or args.parquet:
+        return _export(res, args)
     groups = aggregate(rows)
     if args.json:
         damaged = [d.to_dict() for d in res.damaged]
@@ -334,11 +342,49 @@ def cmd_results(args) -> int:
     return 0
 
 
+def _export(res, args) -> int:
+    """``optplan results --csv/--parquet``: the summary table (one row per task) or, with
+    ``--curves``, the curves in long form (:meth:`Results.to_frame`)."""
+    import csv
+
+    if args.csv and not args.curves:  # the standard library suffices
+        rows = res.rows
+        with open(args.csv, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=summary_columns(rows))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.csv}: {len(rows)} tasks")
+    else:
+        frame = res.to_frame(curves=args.curves)
+        if args.csv:
+            frame.to_csv(args.csv, index=False)
+            print(f"wrote {args.csv}: {len(frame)} rows")
+    if args.parquet:
+        frame = res.to_frame(curves=args.curves)
+        try:
+            frame.to_parquet(args.parquet, index=False)
+        except ImportError as exc:  # pandas names both engines it tried
+            raise MissingDependency(
+                "--parquet needs a Parquet engine: pip install pyarrow"
+            ) from exc
+        print(f"wrote {args.parquet}: {len(frame)} rows")
+    return 0
+
+
 def _results_parser(sub) -> None:
     p = _command(sub, "results", cmd_results, "summarize a sweep's result directory")
     p.add_argument("dir", help="result directory of optplan sweep")
     _switches(p, json="every task row and the group table")
     p.add_argument("--compare", metavar="DIR", help="exit 1 unless DIR has equal rows")
+    p.add_argument("--csv", metavar="FILE", help="write the table of tasks (or --curves) as CSV")
+    p.add_argument(
+        "--parquet", metavar="FILE", help="write it as Parquet (needs pandas and pyarrow)"
+    )
+    p.add_argument(
+        "--curves",
+        action="store_true",
+        help="with --csv/--parquet: the curves in long form, one row per task and step",
+    )
 
 
 @_store_warnings

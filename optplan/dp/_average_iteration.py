@@ -231,7 +231,7 @@ def _improve_py(P, R, mask, h, pol, q, new):  # pragma: no cover - compiled by n
     return changed
 
 
-def _joint_loop_py(P, pol, h, r, x, y, Th, budget, tol, scale, pi, out, power):  # pragma: no cover
+def _joint_loop_py(P, pol, h, r, x, y, Th, stop, pi, out, power):  # pragma: no cover - numba
     """:func:`_iterate_joint`'s loop compiled whole (numba): each step one fused pass
     (:func:`_fused_step`, the compiled :func:`_joint_step_py`), then the bookkeeping of
     :func:`_relative_step` and :func:`_power_step` in scalars (the last three spans and
@@ -241,7 +241,9 @@ def _joint_loop_py(P, pol, h, r, x, y, Th, budget, tol, scale, pi, out, power): 
 
     ``power=False``: the evaluation alone (:func:`_iterate_average`'s iteration; ``pi``,
     ``x``, ``y`` untouched, ``out[2] = 0``). Once the power iteration has converged, the
-    remaining evaluation steps are value-only passes (:func:`_value_step`)."""
+    remaining evaluation steps are value-only passes (:func:`_value_step`). ``stop = (budget,
+    tol, scale)``."""
+    budget, tol, scale = stop
     S = P.shape[0]
     s1 = s2 = s3 = 0.0  # the last three spans (s1 the latest)
     m1 = m2 = m3 = 0.0  # the last three moves
@@ -352,7 +354,7 @@ def _iterate_joint(
     x = np.full(S, 1.0 / S)
     y, Th, pi, out = np.empty(S), np.empty(S), np.empty(S), np.zeros(3)
     r_pi = np.ascontiguousarray(r_pi, dtype=np.float64)
-    state = loop(P, pol, h, r_pi, x, y, Th, budget, tol, scale, pi, out, power)
+    state = loop(P, pol, h, r_pi, x, y, Th, (budget, tol, scale), pi, out, power)
     if state != _DONE:
         return None
     return float(out[0]), h, int(out[1]), pi if power else None

@@ -60,14 +60,15 @@ def _jacobi_sweep_py(
 
 
 def _jacobi_loop_py(
-    indptr, indices, data, R, mask, every, gamma, V, policy, sweeps, target, quiet, stable
+    csr, R, mask, every, gamma, V, policy, sweeps, target, quiet, stable
 ):  # pragma: no cover - compiled by numba
     """Value iteration from ``V`` (overwritten with the last values) for at most ``sweeps``
     sweeps: stops when a sweep's change is at most ``target`` (returns the number of that
     sweep; ``V`` is then the values it started from, certified by that change, and
     ``policy`` greedy in them) or when at most ``quiet`` states changed their greedy action
     in ``stable`` sweeps in a row (returns 0; ``V`` the last values, ``policy`` greedy in
-    the ones before)."""
+    the ones before). ``csr = (indptr, indices, data)``: ``P``'s rows."""
+    indptr, indices, data = csr
     S = V.shape[0]
     out = np.empty(S)
     held = 0
@@ -218,7 +219,7 @@ def _chain_fixed_point_py(
 
 
 def _policy_backup_py(
-    indptr, indices, data, R, mask, every, gamma, V, policy, q, new, c_ptr, c_idx, c_data
+    csr, R, mask, every, gamma, V, policy, q, new, chain
 ):  # pragma: no cover - compiled by numba
     """One pass of policy iteration's improvement step, as ``backup``, ``greedy(...,
     tol=1e-12)`` and the two residuals compute it: ``q = R + gamma P V`` (every action),
@@ -226,7 +227,10 @@ def _policy_backup_py(
     and ``new``'s chain gathered into the CSR arrays ``c_ptr``, ``c_idx``, ``c_data`` (each
     state's row copied while it is in cache; ``c_idx`` and ``c_data`` long enough for any
     policy). Returns ``(max_s |max_a q - V|, max_s |q[s, policy[s]] - V|, whether new ==
-    policy)``; a NaN anywhere makes the residuals NaN."""
+    policy)``; a NaN anywhere makes the residuals NaN. ``csr = (indptr, indices, data)``:
+    ``P``'s rows; ``chain = (c_ptr, c_idx, c_data)``."""
+    indptr, indices, data = csr
+    c_ptr, c_idx, c_data = chain
     S, A = R.shape
     n = np.uint64(0)
     c_ptr[0] = 0

@@ -368,62 +368,27 @@ def discounted_policy_iteration(
     r_scale = float(np.abs(np.where(mask, R, 0.0)).max()) or 1.0
     vi_sweeps, how = 0, "value iteration"
     if policy is None and warm_sweeps > 0:
-        if (
-            sparse
-            and iterative
-            and compiled_sweeps() is not None
-            and _kept_start(rows, R, mask, discount)
-        ):
-            # the certificate below asks bound <= tol * max|V|; max|V| >= r_scale-ish is
-            # not known yet: aim at tol times the reward scale (a sweep changing by delta
-            # leaves a Bellman residual of at most discount * delta)
-            target = 0.5 * tol * (1.0 - discount)  # times max(1, max |V|), as it goes
-            policy, values, vi_sweeps = _gauss_seidel_start(
-                rows, R, mask, every, discount, VI_MAX_SWEEPS, target
-            )
-            how = "value iteration (Gauss-Seidel)"
-        else:
-            policy, values, vi_sweeps = _warm_start(
-                rows, R, mask, discount, warm_sweeps, 0.5 * tol * r_scale * (1.0 - discount)
-            )
+        gauss_seidel = sparse and iterative and compiled_sweeps() is not None
+        policy, values, vi_sweeps, how = _first_policy(
+            rows, R, mask, discount, warm_sweeps, tol, gauss_seidel, r_scale
+        )
     policy = start_policy(R, mask, policy)
     idx = np.arange(S)
     if vi_sweeps:
-        # value iteration met its target: certify it (Jacobi Bellman residual) and stop
-        q = backup(rows, R, values, discount)
-        qm = q if every else masked(q, mask)
-        new = greedy(qm, policy, tol=1e-12)
-        bellman = float(np.abs(qm.max(axis=1) - values).max())
-        own = float(np.abs(q[idx, new] - values).max())
-        bound = max(bellman, own) / (1.0 - discount)
-        if bound <= tol * (float(np.abs(values).max()) or 1.0):
-            message = f"{how}: {vi_sweeps} sweeps"
-            return DiscountedPolicyIteration(OPTIMAL, message, new, values, q, bound, 0, 0, True)
-        policy = new
+        done = _certified(rows, R, mask, discount, policy, values, tol)
+        if isinstance(done, DiscountedPolicyIteration):
+            return done._replace(message=f"{how}: {vi_sweeps} sweeps")
+        policy = done
     eval_tol = LOOSE_EVAL * r_scale
     q = None
     bound = np.inf
     evaluations = 0
     P_pi = None
     kernels = compiled_sweeps() if sparse and iterative and rows.format == "csr" else None
-    if iterative and not sparse:
-        chain = dense_chain
-    elif kernels is not None:  # each policy's chain gathered into one set of arrays
-        chain = sparse_chain
-        q_out, greedy_out = np.empty((S, A)), np.empty(S, dtype=np.intp)
-        mask_c = np.ascontiguousarray(mask)
-        R_c = np.ascontiguousarray(R, dtype=np.float64)
-        buffers = c_ptr, c_idx, c_data = _chain_buffers(rows, S, A)
-        policy = np.ascontiguousarray(policy, dtype=np.intp)
-        kernels["_gather_chain"](
-            rows.indptr, rows.indices, rows.data, A, policy, c_ptr, c_idx, c_data
-        )
-        P_pi = SparseChain(
-            _csr((c_data[: int(c_ptr[S])], c_idx[: int(c_ptr[S])], c_ptr), rows), kernels
-        )
-        r_pi = R[idx, policy]
-    else:
-        chain = policy_model
+    gathered = None if kernels is None else _GatheredChains(rows, R, mask, kernels)
+    chain = dense_chain if iterative and not sparse else policy_model
+    if gathered is not None:  # each policy's chain gathered into one set of arrays
+        policy, P_pi, r_pi = gathered.first(policy)
     for it in range(1, max_iter + 1):
         if P_pi is None:
             P_pi, r_pi = chain(rows, R, policy)
@@ -441,22 +406,10 @@ def discounted_policy_iteration(
             return DiscountedPolicyIteration(
                 NUMERICAL_ERROR, message, policy, values, q, np.inf, it, evaluations, iterative
             )
-        if kernels is not None:  # backup, greedy and both residuals in one pass
-            policy = np.ascontiguousarray(policy, dtype=np.intp)
-            values = np.ascontiguousarray(values, dtype=np.float64)
-            # the next chain overwrites P_pi's arrays: its evaluation is done, and it is
-            # returned only when the policy repeats (the same rows written again)
-            c_ptr, c_idx, c_data = buffers
-            bellman, evaluation_residual, same = kernels["_policy_backup"](
-                rows.indptr, rows.indices, rows.data, R_c, mask_c, every, discount, values,
-                policy, q_out, greedy_out, c_ptr, c_idx, c_data,
-            )  # fmt: skip
-            q = q_out
-            new = policy if same else greedy_out.copy()
-            if not same:
-                nnz = int(c_ptr[S])
-                gathered = _csr((c_data[:nnz], c_idx[:nnz], c_ptr), rows)
-                next_chain = (SparseChain(gathered, kernels), R[idx, new])
+        if gathered is not None:  # backup, greedy and both residuals in one pass
+            policy, values, q, new, bellman, evaluation_residual = gathered.improve(
+                discount, policy, values
+            )
         else:
             q = backup(rows, R, values, discount)
             qm = q if every else masked(q, mask)
@@ -479,12 +432,44 @@ def discounted_policy_iteration(
         if not same:
             policy = new
             P_pi = None
-            if kernels is not None:
-                P_pi, r_pi = next_chain
+            if gathered is not None:
+                P_pi, r_pi = gathered.next
     message = f"discounted policy iteration did not stop in {max_iter} iterations"
     return DiscountedPolicyIteration(
         MAX_ITER, message, policy, values, q, bound, max_iter, evaluations, iterative
     )
+
+
+def _first_policy(rows, R, mask, discount, warm_sweeps, tol, gauss_seidel, r_scale):
+    """:func:`discounted_policy_iteration`'s first policy and values by value iteration from
+    ``V = 0``: Gauss-Seidel sweeps (compiled, sparse, where the model keeps its start:
+    :func:`_kept_start`) or ``warm_sweeps`` Jacobi sweeps. Returns ``(policy, values, sweeps,
+    how)``; ``sweeps`` is 0 unless value iteration met its target."""
+    every = bool(mask.all())
+    if gauss_seidel and _kept_start(rows, R, mask, discount):
+        # the certificate asks bound <= tol * max|V|; max|V| >= r_scale-ish is not known
+        # yet: aim at tol times the reward scale (a sweep changing by delta leaves a Bellman
+        # residual of at most discount * delta)
+        target = 0.5 * tol * (1.0 - discount)  # times max(1, max |V|), as it goes
+        out = _gauss_seidel_start(rows, R, mask, every, discount, VI_MAX_SWEEPS, target)
+        return (*out, "value iteration (Gauss-Seidel)")
+    target = 0.5 * tol * r_scale * (1.0 - discount)
+    return (*_warm_start(rows, R, mask, discount, warm_sweeps, target), "value iteration")
+
+
+def _certified(rows, R, mask, discount, policy, values, tol):
+    """Value iteration met its target: certify ``values`` (the Jacobi Bellman residual of
+    their greedy policy). The optimal result (its message to be set) when the bound is at most
+    ``tol * max |V|``, else the greedy policy to start policy iteration from."""
+    q = backup(rows, R, values, discount)
+    qm = q if bool(mask.all()) else masked(q, mask)
+    new = greedy(qm, policy, tol=1e-12)
+    bellman = float(np.abs(qm.max(axis=1) - values).max())
+    own = float(np.abs(q[np.arange(R.shape[0]), new] - values).max())
+    bound = max(bellman, own) / (1.0 - discount)
+    if bound <= tol * (float(np.abs(values).max()) or 1.0):
+        return DiscountedPolicyIteration(OPTIMAL, "", new, values, q, bound, 0, 0, True)
+    return new
 
 
 def _gauss_seidel_start(rows, R, mask, every, discount, max_sweeps, target):
@@ -632,9 +617,7 @@ def _warm_start(rows, R, mask, discount, sweeps, target):
         policy = np.full(S, -1, dtype=np.intp)
         R = np.ascontiguousarray(R, dtype=np.float64)
         k = table["_jacobi_loop"](
-            rows.indptr,
-            rows.indices,
-            rows.data,
+            (rows.indptr, rows.indices, rows.data),
             R,
             np.ascontiguousarray(mask),
             every,
@@ -804,6 +787,55 @@ class SparseChain:
             FIXED_POINT_SLOW, self.transposed,
         )  # fmt: skip
         return bool(done)
+
+
+class _GatheredChains:
+    """:func:`discounted_policy_iteration`'s chains on a CSR model with the compiled sweeps:
+    each policy's chain gathered into one set of CSR arrays (:func:`_chain_buffers`), and the
+    improvement (backup, greedy, both residuals) in one compiled pass that gathers the next
+    policy's chain as it goes."""
+
+    def __init__(self, rows, R, mask, kernels):
+        S, A = R.shape
+        self.rows, self.R, self.kernels = rows, R, kernels
+        self.q, self.greedy = np.empty((S, A)), np.empty(S, dtype=np.intp)
+        self.mask = np.ascontiguousarray(mask)
+        self.R_c = np.ascontiguousarray(R, dtype=np.float64)
+        self.every = bool(mask.all())
+        self.buffers = _chain_buffers(rows, S, A)
+        #: The chain of the last improvement's new policy and its rewards.
+        self.next = None
+
+    def _chain(self):
+        c_ptr, c_idx, c_data = self.buffers
+        nnz = int(c_ptr[-1])
+        return SparseChain(_csr((c_data[:nnz], c_idx[:nnz], c_ptr), self.rows), self.kernels)
+
+    def first(self, policy):
+        """``(policy, P_pi, r_pi)`` of the first policy (``policy`` as ``intp``)."""
+        policy = np.ascontiguousarray(policy, dtype=np.intp)
+        rows = self.rows
+        self.kernels["_gather_chain"](
+            rows.indptr, rows.indices, rows.data, self.R.shape[1], policy, *self.buffers
+        )
+        return policy, self._chain(), self.R[np.arange(policy.shape[0]), policy]
+
+    def improve(self, discount, policy, values):
+        """``(policy, values, q, new, bellman, evaluation_residual)``; where the policy
+        changes, :attr:`next` is the new one's chain. The next chain overwrites the last one's
+        arrays: its evaluation is done, and it is returned only when the policy repeats (the
+        same rows written again)."""
+        policy = np.ascontiguousarray(policy, dtype=np.intp)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        rows = self.rows
+        bellman, residual, same = self.kernels["_policy_backup"](
+            (rows.indptr, rows.indices, rows.data), self.R_c, self.mask, self.every, discount,
+            values, policy, self.q, self.greedy, self.buffers,
+        )  # fmt: skip
+        new = policy if same else self.greedy.copy()
+        if not same:
+            self.next = (self._chain(), self.R[np.arange(new.shape[0]), new])
+        return policy, values, self.q, new, bellman, residual
 
 
 def _chain_buffers(rows, S: int, A: int) -> tuple:

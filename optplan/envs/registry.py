@@ -111,13 +111,10 @@ def random_dirichlet(
     """A random Dirichlet MDP (:func:`optplan.generators.random_dirichlet`) drawn from
     ``model_seed`` (the environment's stream is seeded by ``reset(seed=...)``)."""
     from ..generators import random_dirichlet as model
-    from .tabular import TabularEnv
 
     _no_render(render_mode)
     mdp = model(n_states, n_actions, seed=model_seed, alpha=alpha, support=support)
-    if discount is not None:
-        mdp = mdp.with_discount(discount)
-    return TabularEnv(mdp, reward_noise=reward_noise)
+    return _env(mdp, discount, reward_noise)
 
 
 def sparse_goal_dirichlet(
@@ -135,12 +132,18 @@ def sparse_goal_dirichlet(
     """A sparse goal Dirichlet MDP (:func:`optplan.generators.sparse_goal_dirichlet`: peaked
     rows, a few goal pairs, small distracting rewards) drawn from ``model_seed``."""
     from ..generators import sparse_goal_dirichlet as model
-    from .tabular import TabularEnv
 
     _no_render(render_mode)
     mdp = model(
         n_states, n_actions, seed=model_seed, alpha=alpha, n_goals=n_goals, distractor=distractor
     )
+    return _env(mdp, discount, reward_noise)
+
+
+def _env(mdp, discount, reward_noise):
+    """The environment of a drawn model, with ``discount`` when one is given."""
+    from .tabular import TabularEnv
+
     if discount is not None:
         mdp = mdp.with_discount(discount)
     return TabularEnv(mdp, reward_noise=reward_noise)
@@ -385,7 +388,7 @@ _PRIOR_MDP = (
     _GAMMA,
 )
 _MODEL = (
-    Param("path", "str", "", "model file (.toml), see optplan.modelfile"),
+    Param("path", "str", "", "model file (.toml), see optplan.modelfile", file=True),
     Param("horizon", "int", 0, "0: continuing; L > 0: episodes of L layers"),
     _NOISE,
 )

@@ -1,5 +1,5 @@
 r"""Small compiled helpers of the agents' steps: copies, NumPy's pairwise row sum, products
-``(m, n) @ (n,)`` (BLAS through ``np.dot``, as NumPy), ``argmin``/``argmax`` with NumPy's
+``(m, n) @ (n,)``, ``argmin``/``argmax`` with NumPy's
 ties and NaNs, and a transposed dense solve (Gaussian elimination with partial pivoting).
 
 Compiled on first use and cached by numba (:class:`optplan._jit.Jit`).
@@ -8,8 +8,6 @@ Compiled on first use and cached by numba (:class:`optplan._jit.Jit`).
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 from .. import _jit
 from . import _kernels
@@ -56,11 +54,14 @@ def _row_sum(a):  # pragma: no cover - compiled by numba
 
 @_JIT
 def _matvec(M, v, out):  # pragma: no cover - compiled by numba
-    """``out = M @ v`` as numpy computes it (BLAS ``dgemv``; ``ddot`` for one row)."""
-    if M.shape[0] == 1:
-        out[0] = np.dot(M[0], v)
-    else:
-        _copy(out, np.dot(M, v))
+    """``out = M @ v``, row by row (the agents' matrices are small: a loop compiles in a
+    fraction of BLAS's binding and allocates nothing)."""
+    m, n = M.shape
+    for i in range(m):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v[j]
+        out[i] = acc
 
 
 @_JIT

@@ -324,11 +324,14 @@ def _rows(P):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _derivative(u, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k):  # pragma: no cover
-    """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u``, the pass at ``tau`` kept in
-    buffer set ``k`` (``BK[k]``, ... and ``T[k] = (f, M, A, B)``); ``ok`` False where Python
-    would raise (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an
-    argument so that ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
+def _derivative(u, two, prob, buf, k):  # pragma: no cover - compiled by numba
+    """``(f'(e^u), ok)``: ``A - B / tau**2`` at ``tau = e^u`` for ``prob = (R, P, G, c, rho)``,
+    the pass at ``tau`` kept in buffer set ``k`` of ``buf = (BK, BV, Bpi, Blam, E, T)``
+    (``BK[k]``, ... and ``T[k] = (f, M, A, B)``); ``ok`` False where Python would raise
+    (``tau**2`` out of range) or the value is not finite. ``two`` is 2.0, an argument so that
+    ``pow`` stays a call (as Python's ``tau**2``), not ``tau * tau``."""
+    R, P, G, c, rho = prob
+    BK, BV, Bpi, Blam, E, T = buf
     tau = math.exp(u)
     f, M, A, B = _terms(tau, R, P, G, c, rho, BK[k], BV[k], Bpi[k], Blam[k], E)
     T[k, 0], T[k, 1], T[k, 2], T[k, 3] = f, M, A, B
@@ -354,26 +357,28 @@ def _signbit(x):  # pragma: no cover - compiled by numba
 
 
 @_JIT
-def _solve(R, P, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two, K, V,
-           pi, lam):  # fmt: skip  # pragma: no cover - compiled by numba
-    """The search of :func:`optplan.fast.k_temperature.solve`; ``K, V, pi, lam`` filled at
-    ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``. The bracket
+def _solve(R, P, c, rho, search, out):  # pragma: no cover - compiled by numba
+    """The search of :func:`optplan.fast.k_temperature.solve`; ``out = (K, V, pi, lam)``
+    filled at ``tau*``. Returns ``(status, tau, iterations, evaluations, f, M, A, B)``.
+    ``search = (xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two)``: the bracket
     starts at ``[u0 - half, u0 + half]`` and widens by ``step0``, doubling; ``u0`` is
     ``u_guess`` (the log of a guess of ``tau*``, clipped to the bounds) or, where that is NaN,
     the centre from ``tau = 1``."""
-    return _solve_rows(R, P, _rows(P), c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess,
-                       half, step0, two, K, V, pi, lam)  # fmt: skip
+    return _solve_rows((R, P, _rows(P), c, rho), search, out)
 
 
 @_JIT
-def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two,
-                K, V, pi, lam):  # fmt: skip  # pragma: no cover - compiled by numba
-    """:func:`_solve` with ``G``, :func:`_rows` of ``P`` or a caller's equivalent grouping
-    (rows put in one group must be equal, ``flat`` rows constant).
+def _solve_rows(prob, search, out):  # pragma: no cover - compiled by numba
+    """:func:`_solve` with ``prob = (R, P, G, c, rho)``, ``G`` :func:`_rows` of ``P`` or a
+    caller's equivalent grouping (rows put in one group must be equal, ``flat`` rows
+    constant).
 
     Each trial ``tau`` is evaluated into one of three buffer sets, one per point Brent's
     method holds (``xpre``, ``xcur``, ``xblk``; the bracket's two ends before it), so the pass
     at the root found is the one kept in ``xcur``'s set: no pass is repeated."""
+    R, P, G, c, rho = prob
+    xtol, rtol, max_iter, u_min, u_max, u_guess, half, step0, two = search
+    K, V, pi, lam = out
     L, S, A_ = R.shape
     E = np.empty((L, S, A_))
     BK, BV, Bpi, Blam = (
@@ -383,6 +388,7 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, ha
         np.empty((3, L, S, A_)),
     )
     T = np.empty((3, 4))
+    buf = (BK, BV, Bpi, Blam, E, T)
     evals = 0
     if math.isnan(u_guess):
         # _start: the bracket's centre from tau = 1
@@ -399,11 +405,11 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, ha
     lo = u0 - half
     hi = u0 + half
     k_lo, k_hi = 0, 1
-    g_lo, ok = _derivative(lo, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
+    g_lo, ok = _derivative(lo, two, prob, buf, k_lo)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
-    g_hi, ok = _derivative(hi, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
+    g_hi, ok = _derivative(hi, two, prob, buf, k_hi)
     evals += 1
     if not ok:
         return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -421,14 +427,14 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, ha
             if u_min > lo:
                 lo = u_min
             k_lo = _other(k_hi, k_hi)
-            g_lo, ok = _derivative(lo, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_lo)
+            g_lo, ok = _derivative(lo, two, prob, buf, k_lo)
         else:
             lo, g_lo, k_lo = hi, g_hi, k_hi
             hi = hi + step
             if u_max < hi:
                 hi = u_max
             k_hi = _other(k_lo, k_lo)
-            g_hi, ok = _derivative(hi, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_hi)
+            g_hi, ok = _derivative(hi, two, prob, buf, k_hi)
         evals += 1
         if not ok:
             return FALLBACK, 0.0, 0, evals, 0.0, 0.0, 0.0, 0.0
@@ -498,7 +504,7 @@ def _solve_rows(R, P, G, c, rho, xtol, rtol, max_iter, u_min, u_max, u_guess, ha
             else:
                 xcur += delta if sbis > 0 else -delta
             k_cur = _other(k_pre, k_blk)
-            fcur, ok = _derivative(xcur, two, R, P, G, c, rho, BK, BV, Bpi, Blam, E, T, k_cur)
+            fcur, ok = _derivative(xcur, two, prob, buf, k_cur)
             evals += 1
             if not ok:
                 return FALLBACK, 0.0, iterations, evals, 0.0, 0.0, 0.0, 0.0
@@ -578,6 +584,6 @@ def solve(
     K, pi, lam = np.empty((L, S, A)), np.empty((L, S, A)), np.empty((L, S, A))
     V = np.empty((L, S))
     R, P, c, rho = _read_only(R, P, c, rho)
-    out = table["_solve"](R, P, c, rho, float(xtol), float(rtol), int(max_iter), float(u_min),
-                          float(u_max), *bracket, 2.0, K, V, pi, lam)  # fmt: skip
+    search = (float(xtol), float(rtol), int(max_iter), float(u_min), float(u_max), *bracket, 2.0)
+    out = table["_solve"](R, P, c, rho, search, (K, V, pi, lam))
     return (*out, K, V, pi, lam)

@@ -92,24 +92,8 @@ def solve(
     status, message, gain, h, pi, q = _evaluate_returned(
         P, R, mask, policy, status, message, note, pi_out, ev
     )
-    occupancy = np.zeros_like(R)
-    occupancy[np.arange(mdp.n_states), policy] = pi
-    result = fast_result(
-        algorithm,
-        start,
-        iterations,
-        value=gain,
-        x=h,
-        multiplier=occupancy,
-        status=status,
-        message=message,
-        values=h,
-        q=masked(backup(P, R, h), mask) if q is None else q,
-        policy=policy,
-        gain=gain,
-        bias=h,
-        occupancy=occupancy,
-    )
+    q = masked(backup(P, R, h), mask) if q is None else q
+    result = _result(algorithm, start, iterations, (status, message), (gain, h, pi, q), policy)
     if algorithm == "policy_iteration" and status == MULTICHAIN:
         return settle_multichain(result, solve_multichain(problem, max_iter or 1_000), mdp)
     return result
@@ -137,7 +121,6 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
         )
     rows, R, mask = mdp.P_rows, mdp.R, mdp.action_mask
     S = mdp.n_states
-    idx = np.arange(S)
     start = time.perf_counter()
     scale = float(np.abs(R[mask]).max()) or 1.0
     relative = np.zeros(S)
@@ -185,8 +168,17 @@ def _solve_sparse(problem, algorithm, tol, max_iter, aperiodicity) -> PlanResult
         gain, h, pi, q = np.nan, nan, nan, masked(np.full_like(R, np.nan), mask)
     else:
         gain, h, pi = ev.gain, ev.bias, ev.stationary
-    occupancy = np.zeros_like(R)
-    occupancy[idx, policy] = pi
+    return _result(algorithm, start, iterations, (status, message), (gain, h, pi, q), policy)
+
+
+def _result(algorithm, start, iterations, outcome, solution, policy) -> PlanResult:
+    """The result of ``policy``: ``outcome = (status, message)``, ``solution = (gain, bias,
+    stationary distribution of the policy's chain, q)``; the occupancy (the multiplier) is the
+    stationary distribution on the policy's pairs."""
+    status, message = outcome
+    gain, h, pi, q = solution
+    occupancy = np.zeros_like(q)
+    occupancy[np.arange(q.shape[0]), policy] = pi
     return fast_result(
         algorithm,
         start,

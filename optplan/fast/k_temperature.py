@@ -190,11 +190,12 @@ def _compiled_search(problem, xtol: float, max_iter: int, bracket) -> PlanResult
     )
     if status != _k_kernels.SOLVED:
         return None
-    return _found(tau, iterations, evals, start, f, M, A, B, K, V, pi, lam, "numba", "compiled")
+    return _found(tau, iterations, evals, start, (f, M, A, B, K, V, pi, lam), "numba", "compiled")
 
 
-def _found(tau, iterations, evals, start, f, M, A, B, K, V, pi, lam, kernel, search):
-    """The optimal result at ``tau*`` from its terms."""
+def _found(tau, iterations, evals, start, terms, kernel, search):
+    """The optimal result at ``tau*`` from its ``terms = (f, M, A, B, K, V, pi, lam)``."""
+    f, M, A, B, K, V, pi, lam = terms
     dual = M + 2.0 * math.sqrt(A * B)
     info = {
         "tau": tau,
@@ -232,10 +233,7 @@ def _scipy_search(problem, xtol: float, max_iter: int, kernel: str, bracket) -> 
             f"Brent's method did not converge in {max_iter} iterations", iterations, start
         )
     tau = math.exp(u_star)
-    f, M, A, B, K, V, pi, lam = terms(tau, final=True)
-    return _found(
-        tau, iterations, dfdu.evals + 1, start, f, M, A, B, K, V, pi, lam, kernel, "scipy"
-    )
+    return _found(tau, iterations, dfdu.evals + 1, start, terms(tau, final=True), kernel, "scipy")
 
 
 class _Derivative:

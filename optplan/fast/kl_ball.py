@@ -390,7 +390,9 @@ def _ell_w(delta: np.ndarray, s: np.ndarray):
     return ell, w, u
 
 
-def solve(problem) -> PlanResult:
-    """Solve one ``KLBallIndex`` through the batched kernel."""
+def solve(problem, kernel: str = "auto") -> PlanResult:
+    """Solve one ``KLBallIndex`` by the batched kernel (``kernel``: :func:`kl_ball_index`'s)."""
     # the problem object validated its fields at construction
-    return kl_ball_index(problem.p, problem.v, problem.radius, validate=False).element(())
+    return kl_ball_index(
+        problem.p, problem.v, problem.radius, validate=False, kernel=kernel
+    ).element(())

@@ -178,7 +178,9 @@ def _terms(r: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.exp(r)[:, None] - np.expm1(r)[:, None] * c
 
 
-def solve(problem) -> PlanResult:
-    """Solve one ``KLInfRate`` through the batched kernel."""
+def solve(problem, kernel: str = "auto") -> PlanResult:
+    """Solve one ``KLInfRate`` by the batched kernel (``kernel``: :func:`kl_inf_rate`'s)."""
     # the problem object validated its fields at construction
-    return kl_inf_rate(problem.p, problem.v, problem.target, validate=False).element(())
+    return kl_inf_rate(problem.p, problem.v, problem.target, validate=False, kernel=kernel).element(
+        ()
+    )

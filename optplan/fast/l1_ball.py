@@ -137,7 +137,9 @@ def _numpy_rows(p, v, d, shared_v):
     return value, q, lam, status
 
 
-def solve(problem) -> PlanResult:
-    """Solve one ``L1BallIndex`` through the batched kernel."""
+def solve(problem, kernel: str = "auto") -> PlanResult:
+    """Solve one ``L1BallIndex`` by the batched kernel (``kernel``: :func:`l1_ball_index`'s)."""
     # the problem object validated its fields at construction
-    return l1_ball_index(problem.p, problem.v, problem.radius, validate=False).element(())
+    return l1_ball_index(
+        problem.p, problem.v, problem.radius, validate=False, kernel=kernel
+    ).element(())

@@ -37,15 +37,13 @@ def plot_scaling(
     *,
     ylabel: str,
     xlabel: str = "size",
-    reference: Callable[[Any], Any] | None = None,
-    reference_label: str | None = None,
+    reference: Callable[[Any], Any] | tuple[Callable[[Any], Any], str] | None = None,
     logy: bool = True,
     level: float = 0.95,
     title: str | None = None,
     stat: str = "mean",
     partial: bool = False,
     legend: bool = True,
-    ticks_at_data: bool = True,
     dodge: float = 0.0,
 ) -> Axes:
     """Plot a metric against environment size, with confidence error bars.
@@ -65,11 +63,10 @@ def plot_scaling(
         ``(n_seeds, m)`` (a 1-D ``y`` is one seed; NaN: not solved within the cap).
     ylabel : str
     xlabel : str, default "size"
-    reference : callable, optional
+    reference : callable or (callable, str), optional
         ``f(x) -> y`` (e.g. ``lambda n: 2.0 ** (n - 1)``), a thin black dashed line over the
-        union of all ``x``; called on the array of sizes, or on each size if that fails.
-    reference_label : str, optional
-        Legend entry of the reference line (default ``"reference"``).
+        union of all ``x``; called on the array of sizes, or on each size if that fails. With
+        a label, ``(f, label)``: the line's legend entry (default ``"reference"``).
     logy : bool, default True
     level : float, default 0.95
         Confidence level of the error bars (:func:`~optplan.experiments.stats.mean_ci`).
@@ -82,8 +79,6 @@ def plot_scaling(
         fraction ``"k/n"`` beside; sizes where every seed is finite are filled.
     legend : bool, default True
         The panel's legend (a multi-panel figure may draw one :func:`figure_legend`).
-    ticks_at_data : bool, default True
-        x ticks at the sizes in the data only.
     dodge : float, default 0
         Shift the i-th of ``n`` labels' points to ``x * (1 + dodge * (i - (n - 1) / 2))``, so
         that equal values at one size stay visible side by side; ticks stay at the sizes.
@@ -91,7 +86,8 @@ def plot_scaling(
     Returns
     -------
     matplotlib.axes.Axes
-        `ax`, with a line and error bars per label.
+        `ax`, with a line and error bars per label, and x ticks at the sizes in the data
+        (``ax.set_xticks`` afterwards sets others).
 
     Raises
     ------
@@ -102,19 +98,11 @@ def plot_scaling(
     level = check_level(level)
     all_x, cut = _scaling_lines(ax, sizes, stat, level, partial, dodge, logy)
     if reference is not None and all_x:
-        _reference_line(ax, reference, reference_label, np.unique(np.concatenate(all_x)))
+        f, label = reference if isinstance(reference, tuple) else (reference, None)
+        _reference_line(ax, f, label, np.unique(np.concatenate(all_x)))
     if cut:
-        # A proxy artist: the legend (the panel's or the figure's) says what the arrows mean.
-        ax.plot(
-            [],
-            [],
-            linestyle="none",
-            marker=r"$\downarrow$",
-            markersize=9,
-            color="0.3",
-            label=CUT_BAR_NOTE,
-        )
-    if ticks_at_data and all_x:
+        _cut_note(ax)
+    if all_x:
         ticks = np.unique(np.concatenate(all_x))
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
         ax.xaxis.set_minor_locator(_null_locator())
@@ -141,6 +129,14 @@ def _scaling_lines(
         xx = xx * (1.0 + dodge * (i - (len(sizes) - 1) / 2.0))
         cut += _scaling_line(ax, i, label, xx, runs, stat, level, partial, logy)
     return all_x, cut
+
+
+def _cut_note(ax) -> None:
+    """A proxy artist: the legend (the panel's or the figure's) says what the arrows mean."""
+    ax.plot(
+        [], [], linestyle="none", marker=r"$\downarrow$", markersize=9, color="0.3",
+        label=CUT_BAR_NOTE,
+    )  # fmt: skip
 
 
 def _reference_line(ax, reference: Callable, label: str | None, xs: np.ndarray) -> None:

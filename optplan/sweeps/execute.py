@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import modelfile
 from .._checks import MissingDependency, OptplanError, check_int
 from .._progress import progress_bar
 from ..experiments.metrics import subsample_indices
@@ -135,10 +136,11 @@ def execute_task(task: dict) -> tuple[dict, dict]:
     try:
         _prepare_worker(task)
         env_cfg, agent_cfg = task["env"], task["agent"]
-        env = registry.get_env(env_cfg["name"]).build(task["seed_index"], **env_cfg["params"])
-        agent = registry.make_agent(
-            agent_cfg["name"], env, task["criterion"], **agent_cfg["params"]
-        )
+        with modelfile.shipped(task.get("files", {})):
+            env = registry.get_env(env_cfg["name"]).build(task["seed_index"], **env_cfg["params"])
+            agent = registry.make_agent(
+                agent_cfg["name"], env, task["criterion"], **agent_cfg["params"]
+            )
         trace = run(
             agent,
             env,
@@ -240,6 +242,7 @@ def worker_payloads(sweep: Sweep, tasks) -> list[dict]:
         + [c.name.partition(":")[0] for c in (*sweep.agents, *sweep.envs) if ":" in c.name]
     ]
     paths = [p for p in dict.fromkeys(paths) if p]
+    files = _files(sweep)
     out = []
     for t in tasks:
         payload = t.to_dict()
@@ -247,7 +250,41 @@ def worker_payloads(sweep: Sweep, tasks) -> list[dict]:
         payload["sys_path"] = paths
         if shipped:
             payload["components"] = shipped
+        mine = {
+            key: files[key]
+            for side in ("agent", "env")
+            for key in _file_values(payload[side], side)
+            if files.get(key) is not None
+        }
+        if mine:
+            payload["files"] = mine
         out.append(payload)
+    return out
+
+
+def _file_values(config: dict, side: str) -> list[str]:
+    """The files a task's agent or environment configuration names (its parameters declared
+    ``Param(file=True)``), as :func:`optplan.modelfile.shipped` keys them."""
+    get = registry.get_agent if side == "agent" else registry.get_env
+    try:
+        params = get(config["name"]).params
+    except OptplanError:  # unknown here: the worker reports it
+        return []
+    values = (config["params"].get(p.name) for p in params if p.file)
+    return [str(Path(v)) for v in values if isinstance(v, str) and v]
+
+
+def _files(sweep: Sweep) -> dict[str, bytes | None]:
+    """Every file the sweep's components name, read once by the driver (relative paths from
+    its working directory, as the sweep file says): the tasks carry them to the workers,
+    wherever those run. A file the driver cannot read is not sent; the worker then reports
+    its own error for the task."""
+    out: dict[str, bytes | None] = {}
+    for side, configs in (("agent", sweep.agents), ("env", sweep.envs)):
+        for c in configs:
+            for key in _file_values({"name": c.name, "params": c.params}, side):
+                if key not in out:
+                    out[key] = modelfile.read_shippable(key)
     return out
 
 

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import OptplanError
+from .._checks import MissingDependency, OptplanError
 from .records import (
+    CURVE_KEYS,
     DERIVED_CURVE_KEYS,
+    OPTIONAL_CURVE_KEYS,
     PLOT_CURVE_KEYS,
     TIMING_COLUMNS,
     DamagedRecord,
     _warn_skipped,
+    summary_columns,
     summary_row,
 )
 from .store import ResultStore
@@ -98,6 +101,46 @@ class Results:
         out = np.full(Y.shape, np.nan)
         np.divide(Y, np.outer(bounds, log_t), out=out, where=log_t[None, :] > 0)
         return t, out
+
+    def to_frame(self, curves: bool = False):
+        """The results as a :class:`pandas.DataFrame` (the ``pandas`` extra).
+
+        ``curves=False``: one row per finished task, the columns of ``summary.csv`` (ids,
+        ``agent.*`` and ``env.*`` parameters, seed, the summary metrics, status). ``curves=
+        True``: the curves in long form, one row per task and stored step: ``index``,
+        ``task_id``, ``agent``, ``env``, ``seed_index``, ``t`` and one column per stored
+        curve (``regret``, ``realized_regret``, ``gap_regret``, ``normalized_regret``, and
+        ``occupancy_regret`` where the task has it; NaN where not). Tasks that failed have no
+        curves.
+
+        Raises
+        ------
+        MissingDependency
+            pandas is not installed (``pip install "optplan[pandas]"``).
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - exercised only without pandas
+            raise MissingDependency(
+                'Results.to_frame needs pandas: pip install "optplan[pandas]"'
+            ) from exc
+        rows = self.rows
+        if not curves:
+            return pd.DataFrame(rows, columns=summary_columns(rows))
+        parts = []
+        keys = (*CURVE_KEYS, *OPTIONAL_CURVE_KEYS)
+        for r, row in zip(self.records, rows, strict=True):
+            if r["status"] != "ok":
+                continue
+            a = self.arrays(r)
+            part = {k: row[k] for k in ("index", "task_id", "agent", "env", "seed_index")}
+            part["t"] = a["t"]
+            part.update({k: a[k] if k in a else np.nan for k in keys})
+            parts.append(pd.DataFrame(part))
+        columns = ["index", "task_id", "agent", "env", "seed_index", "t", *keys]
+        if not parts:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(parts, ignore_index=True)[columns]
 
     def compare(self, other: Results) -> list[str]:
         """Differences between the summary rows of two stores, timing columns excluded.

@@ -60,6 +60,30 @@ def _l1_gap(q, v, V):  # pragma: no cover - compiled by numba
 
 
 @jit
+def _copy_rest(p, v, best, kv, ix):  # pragma: no cover - compiled by numba
+    """The states but ``best`` as ``(value, index)`` pairs into ``kv``, ``ix`` (sorted while
+    copied, stably, when they make one short segment); returns their count and mass."""
+    S = p.shape[0]
+    m = 0
+    R = 0.0
+    short = S <= L1_INSERTION_N + 1
+    for x in range(S):
+        if x == best:
+            continue
+        vx = v[x]
+        b = m - 1
+        while short and b >= 0 and kv[b] > vx:
+            kv[b + 1] = kv[b]
+            ix[b + 1] = ix[b]
+            b -= 1
+        kv[b + 1] = vx
+        ix[b + 1] = x
+        R += p[x]
+        m += 1
+    return m, R
+
+
+@jit
 def _l1_partial(p, v, d, q, iw):  # pragma: no cover - compiled by numba
     """One L1-ball row, sorting only the states the ball drains. The states but the best are
     copied as ``(value, index)`` pairs (the values into ``q``, which is written only at the
@@ -83,28 +107,7 @@ def _l1_partial(p, v, d, q, iw):  # pragma: no cover - compiled by numba
     kv = q
     ix = iw[:S]
     stack = iw[S:]
-    m = 0
-    R = 0.0
-    if S <= L1_INSERTION_N + 1:  # one short segment: sorted while copied, stably
-        for x in range(S):
-            if x != best:
-                vx = v[x]
-                b = m - 1
-                while b >= 0 and kv[b] > vx:
-                    kv[b + 1] = kv[b]
-                    ix[b + 1] = ix[b]
-                    b -= 1
-                kv[b + 1] = vx
-                ix[b + 1] = x
-                R += p[x]
-                m += 1
-    else:
-        for x in range(S):
-            if x != best:
-                kv[m] = v[x]
-                ix[m] = x
-                R += p[x]
-                m += 1
+    m, R = _copy_rest(p, v, best, kv, ix)
     target = eps * (1.0 + 1e-9) + 1e-15
     if not (d >= 0.0 and target < R * (1.0 - 1e-9)):
         return math.nan, math.nan, LEFT
