@@ -31,7 +31,7 @@ from optplan.experiments.stats import mean_ci
 from optplan.generators import riverswim
 from optplan.modelfile import tomllib
 from optplan.plots.figures import regret_figure
-from optplan.plots.plots import save_figure
+from optplan.plots.plots import figure_legend, save_figure
 from optplan.sweeps import load_results, load_sweep, run_sweep
 from optplan.sweeps.sweep import sweep_from_dict
 
@@ -115,21 +115,15 @@ def main(argv=None) -> int:
     print("\n".join(table(results, at, bounds)))
     runs = sorted({len(r) for r in results.groups().values()})
     fig = regret_figure(results, metric="gap_regret", logx=True, logy=True, t_min=steps / 100)
-    for ax in fig.axes:  # the lower bound's asymptote where it is defined
+    for ax in fig.axes:  # the lower bound's asymptote where it is defined, in the legend
         C = bounds.get(ax.get_title())
         if C:
             t = np.geomspace(steps / 100, steps, 50)
-            ax.plot(t, C * np.log(t), color="black", lw=1.2, ls=(0, (1, 1)))
-            ax.annotate(
-                f"lower bound C(P) ln t, C(P) = {C:.3f}",
-                (t[-1], C * np.log(t[-1])),
-                xytext=(-5, 4),
-                textcoords="offset points",
-                ha="right",
-                va="bottom",
-                fontsize=9,
-                bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
-            )
+            label = f"lower bound C(P) ln t ({ax.get_title()}: C(P) = {C:.3f})"
+            ax.plot(t, C * np.log(t), color="black", lw=1.2, ls=(0, (1, 1)), label=label)
+    for legend in list(fig.legends):  # drawn again with the bound's entry
+        legend.remove()
+    figure_legend(fig, fig.axes)
     fig.suptitle(
         "IMED-RL and optimistic PSRL vs UCRL2, KL-UCRL, MDP-PS: cumulative gap regret over "
         f"{steps:,} steps; median and 25-75% band over {'/'.join(map(str, runs))} runs\n"
