@@ -46,7 +46,9 @@ _JIT = _jit.Jit(
 )
 
 
-@_JIT
+# inlined into the compiled step that plans: its tuples of arrays are not built at each
+# plan, and numba compiles one level less
+@_JIT(inline="always")
 def _plan(post, known, mask, scale, discount, policy, warm, model, w,
           max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """Refresh ``model = (mean, var, P, bonus, R, q, values)``: ``mean``, ``var``, ``P``

@@ -217,7 +217,9 @@ def _ube(P, policy, nu, g2, u, v, M_flat, b, w):  # pragma: no cover - compiled 
     return OK
 
 
-@_JIT
+# inlined into the compiled step that plans: its tuples of arrays are not built at each
+# plan, and numba compiles one level less
+@_JIT(inline="always")
 def _plan(post, mask, discount, rule, policy, warm, out, w,
           max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """One plan from the posterior ``post = (dalpha, mu0, lam, nalpha, nbeta)`` into ``out =
@@ -332,7 +334,9 @@ def _mean_local(counts, next_counts, tprior, sd, mask, P, var, mean, rule, coef,
             nu[s, a] = t1 + t2 + coef * t3
 
 
-@_MEAN_JIT
+# inlined into the compiled step that plans: its tuples of arrays are not built at each
+# plan, and numba compiles one level less
+@_MEAN_JIT(inline="always")
 def _mean_plan(post, known, mask, discount, rule, coef, policy, warm, model, ube, w,
                max_iter):  # fmt: skip  # pragma: no cover - compiled by numba
     """One plan of the UBE from ``post`` (:func:`optplan.agents._mean_model_kernels._plan`'s;
