@@ -383,6 +383,12 @@ PYTHON_CASES = [
         r"DiscountedPlanning.solve\(method='fast'\) has no option 'bogus'",
     ),
     (
+        "klball-fast-bad-kernel",
+        lambda: op.KLBallIndex(*PV, 0.1).solve(kernel="gpu"),
+        OptplanError,
+        r"kernel must be one of \('auto', 'numpy', 'numba'\), got 'gpu'",
+    ),
+    (
         "klball-fast-kernel-only",
         lambda: op.KLBallIndex(*PV, 0.1).solve(max_iter=3),
         OptplanTypeError,

@@ -66,7 +66,7 @@ def test_a_cluster_that_loses_a_node_gives_the_local_results(tmp_path):
     pytest.importorskip("ray", reason="the Ray backend needs the optional extra optplan[ray]")
     ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
     if ray is None:
-        pytest.skip("no `ray` command next to this Python")
+        pytest.skip(reason="no `ray` command next to this Python or on PATH")
     # a short directory: Ray's socket paths must stay under the OS limit (107 bytes)
     temp = tempfile.mkdtemp(prefix="opr", dir="/tmp")
     port = _free_port()

@@ -73,3 +73,11 @@ def test_parquet_without_an_engine_names_the_package(store, tmp_path, capsys):
         return
     assert main(["results", str(store), "--parquet", str(tmp_path / "t.parquet")]) == 2
     assert "--parquet needs a Parquet engine: pip install pyarrow" in capsys.readouterr().err
+
+
+def test_bad_export_options_are_one_line_errors(store, tmp_path, capsys):
+    assert main(["results", str(store), "--curves"]) == 2
+    assert "--curves says what --csv or --parquet writes" in capsys.readouterr().err
+    missing = tmp_path / "no-such-dir" / "t.csv"
+    assert main(["results", str(store), "--csv", str(missing)]) == 2
+    assert "no-such-dir" in capsys.readouterr().err

@@ -319,6 +319,8 @@ def cmd_results(args) -> int:
             f"(wall_time ignored)"
         )
         return 0
+    if args.curves and not (args.csv or args.parquet):
+        raise OptplanError("--curves says what --csv or --parquet writes: give one of them")
     if args.csv or args.parquet:
         return _export(res, args)
     groups = aggregate(rows)
