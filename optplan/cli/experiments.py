@@ -346,29 +346,27 @@ def cmd_results(args) -> int:
 
 def _export(res, args) -> int:
     """``optplan results --csv/--parquet``: the summary table (one row per task) or, with
-    ``--curves``, the curves in long form (:meth:`Results.to_frame`)."""
+    ``--curves``, the curves in long form (:meth:`Results.to_frame`, made once). The task
+    table as CSV needs only the standard library."""
     import csv
 
-    if args.csv and not args.curves:  # the standard library suffices
+    frame = res.to_frame(curves=args.curves) if args.curves or args.parquet else None
+    if args.csv and frame is None:
         rows = res.rows
         with open(args.csv, "w", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=summary_columns(rows))
             writer.writeheader()
             writer.writerows(rows)
         print(f"wrote {args.csv}: {len(rows)} tasks")
-    else:
-        frame = res.to_frame(curves=args.curves)
-        if args.csv:
-            frame.to_csv(args.csv, index=False)
-            print(f"wrote {args.csv}: {len(frame)} rows")
+    elif args.csv:
+        frame.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}: {len(frame)} rows")
     if args.parquet:
-        frame = res.to_frame(curves=args.curves)
         try:
             frame.to_parquet(args.parquet, index=False)
         except ImportError as exc:  # pandas names both engines it tried
-            raise MissingDependency(
-                "--parquet needs a Parquet engine: pip install pyarrow"
-            ) from exc
+            hint = "--parquet needs a Parquet engine: pip install pyarrow"
+            raise MissingDependency(hint) from exc
         print(f"wrote {args.parquet}: {len(frame)} rows")
     return 0
 
