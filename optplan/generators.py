@@ -63,6 +63,7 @@ def riverswim(
     p_right_first: float = 0.6,
     p_stay_last: float = 0.6,
     start: int | Sequence[int] = 0,
+    sparse: bool = False,
 ) -> TabularMDP:
     """RiverSwim: a chain where the rewarding end lies against the current.
 
@@ -101,11 +102,15 @@ def riverswim(
         Start state(s); the initial distribution is uniform over them. The default ``0``
         (the leftmost state) follows Osband et al. (2013); ``[0, 1]`` gives the uniform start
         over the two leftmost states of Strehl & Littman (2008).
+    sparse : bool
+        Hold ``P`` as a CSR matrix of ``(S·2, S)`` rows (at most 3 entries each): long
+        chains (``S`` in the millions) without the ``2 S^2`` dense array.
 
     Returns
     -------
     TabularMDP
-        ``P`` of shape ``(S, 2, S)``, named ``"riverswim"``.
+        ``P`` of shape ``(S, 2, S)`` (``sparse``: its ``(S·2, S)`` rows, CSR), named
+        ``"riverswim"``.
 
     Notes
     -----
@@ -114,7 +119,10 @@ def riverswim(
     p_stay_last=0.3, r_left=5, r_right=10000, start=[0, 1]``.
     """
     S = _check_int("n_states", n_states, 2)
-    check_model_size(S, 2)
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise OptplanError(f"sparse must be True or False, got {sparse!r}")
+    if not sparse:
+        check_model_size(S, 2)
     gamma = _check_discount(discount)
     r_left = _check_real("r_left", r_left)
     r_right = _check_real("r_right", r_right)
@@ -123,7 +131,7 @@ def riverswim(
     R = np.zeros((S, 2))
     R[0, 0] = r_left
     R[S - 1, 1] = r_right
-    P = _river_transitions(S, *swim)
+    P = _river_transitions(S, *swim, sparse=sparse)
     return TabularMDP(P, R, discount=gamma, initial=initial, name="riverswim")
 
 
@@ -160,19 +168,33 @@ def _uniform_start(start, S: int) -> np.ndarray:
     return initial
 
 
-def _river_transitions(S: int, p_right, p_stay, p_left, p_right_first, p_stay_last):
-    """:func:`riverswim`'s ``P`` ``(S, 2, S)``: action 0 drifts left, action 1 swims right."""
+def _river_transitions(S: int, p_right, p_stay, p_left, p_right_first, p_stay_last, sparse):
+    """:func:`riverswim`'s ``P`` ``(S, 2, S)`` (``sparse``: its ``(S·2, S)`` rows, CSR):
+    action 0 drifts left, action 1 swims right."""
     s = np.arange(S)
-    P = np.zeros((S, 2, S))
-    P[s, 0, np.maximum(s - 1, 0)] = 1.0
     mid = s[1:-1]
-    P[mid, 1, mid + 1] = p_right
-    P[mid, 1, mid] = p_stay
-    P[mid, 1, mid - 1] = p_left
-    P[0, 1, 1] = p_right_first
-    P[0, 1, 0] = 1.0 - p_right_first
-    P[S - 1, 1, S - 1] = p_stay_last
-    P[S - 1, 1, S - 2] = 1.0 - p_stay_last
+    left = np.maximum(s - 1, 0)
+    # (state, action, next state, probability) of every transition, by kind
+    parts = [
+        (s, 0, left, np.ones(S)),
+        (mid, 1, mid + 1, np.full(mid.size, p_right)),
+        (mid, 1, mid, np.full(mid.size, p_stay)),
+        (mid, 1, mid - 1, np.full(mid.size, p_left)),
+        (np.array([0, 0]), 1, np.array([1, 0]), np.array([p_right_first, 1.0 - p_right_first])),
+        (np.array([S - 1, S - 1]), 1, np.array([S - 1, S - 2]),
+         np.array([p_stay_last, 1.0 - p_stay_last])),
+    ]  # fmt: skip
+    if sparse:
+        import scipy.sparse as sp
+
+        rows = np.concatenate([frm * 2 + a for frm, a, _, _ in parts])
+        cols = np.concatenate([to for _, _, to, _ in parts])
+        vals = np.concatenate([p for _, _, _, p in parts])
+        keep = vals > 0
+        return sp.coo_matrix((vals[keep], (rows[keep], cols[keep])), shape=(2 * S, S)).tocsr()
+    P = np.zeros((S, 2, S))
+    for frm, a, to, p in parts:
+        np.add.at(P, (frm, a, to), p)
     return P
 
 

@@ -141,10 +141,38 @@ def test_sparse_named_rows_check_peers_and_say_where_they_are_skipped():
             if sparse_peer_skip(peer, r["S"]) is not None:  # a peer that does not import
                 assert "does not import" in r[f"peer_{peer}_skip"]
                 continue
+            if (r["model"], peer) == ("taxi", "QE-PI"):  # cycles among Taxi's tied policies
+                assert "stopped at its iteration limit" in r[f"peer_{peer}_skip"]
+                continue
             assert r[f"peer_{peer}_err"] <= 1e-8 * 100  # checked to 1e-8 max(1, max|V|)
             assert r[f"peer_{peer}_ratio"] > 0
     text = __import__("optplan.bench.planning", fromlist=["x"]).format_table(rows, [])
     assert "taxi" in text and "pymdp VI s" in text and "mdpsolver s" in text
+    assert "QuantEcon MPI s" in text and "iteration limit" in text
+
+
+def test_sparse_structured_families_and_grid_sides_get_a_row_each():
+    rows = bench_planning(
+        Runs(sizes=[150], repeats=3, solvers=[]),
+        criteria=["discounted", "average"],
+        peers=True,
+        sparse=True,
+        models=["queue", "chain", "grid"],
+        grid=[5, 12],
+        gamma=0.99,
+        tol=1e-8,
+        sparse_peers=["QE-MPI"],
+    )
+    got = [(r["criterion"], r["model"], r["S"], r["instances"]) for r in rows]
+    assert got == [("discounted", "queue", 150, 1), ("discounted", "chain", 150, 1),
+                   ("discounted", "grid", 25, 1), ("discounted", "grid", 144, 1)]  # fmt: skip
+    for r in rows:  # QuantEcon at the same relative accuracy, its values checked first
+        assert r["peer_QE-MPI_err"] <= 1e-8 * max(1.0, 100.0)
+        assert not any(k.startswith("peer_mdpsolver") for k in r)
+    with pytest.raises(ValueError, match="grid must be an integer >= 2, got 1"):
+        bench_planning(Runs(sizes=[10]), sparse=True, models=["grid"], grid=[5, 1])
+    with pytest.raises(ValueError, match="sparse_peers must hold entries of"):
+        bench_planning(Runs(sizes=[10]), sparse=True, peers=True, sparse_peers=["QE"])
 
 
 def test_sparse_random_rows_time_the_peers_on_the_discounted_criterion():
@@ -160,6 +188,7 @@ def test_sparse_random_rows_time_the_peers_on_the_discounted_criterion():
     assert discounted["criterion"] == "discounted" and discounted["model"] == "random"
     assert discounted["peer_mdpsolver_err"] <= 1e-8 * 100
     assert discounted["peer_mdpsolver_ratio"] > 0
+    assert discounted["peer_QE-MPI_err"] <= 1e-8 * 100 and discounted["peer_QE-PI_ratio"] > 0
     assert not any(k.startswith("peer_") for k in average)  # peers: discounted rows only
 
 
@@ -195,4 +224,4 @@ def test_cli_sparse_named_models_with_gamma(capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "discount 0.99" in out and "frozenlake" in out and "grid 3x3" in out
+    assert "discount 0.99" in out and "frozenlake" in out and "gridworlds 3x3" in out

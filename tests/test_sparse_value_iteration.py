@@ -1,7 +1,7 @@
-"""The sparse discounted solve's value-iteration strategies: Jacobi value iteration from 0
-that certifies on terminating models, Gauss-Seidel value iteration in flow order from the
-kept rewards on goal-directed ones, the hand-over to policy iteration, and the Gauss-Seidel
-policy evaluations; each checked against an exact (factorized) answer."""
+"""The sparse discounted solve's strategies: Jacobi value iteration from 0 that certifies on
+terminating models, modified policy iteration with Gauss-Seidel sweeps in flow order from
+the kept rewards on goal-directed ones, the hand-over to policy iteration, and the
+Gauss-Seidel policy evaluations; each checked against an exact (factorized) answer."""
 
 from __future__ import annotations
 
@@ -62,7 +62,8 @@ def test_gridworld_takes_gauss_seidel_from_the_kept_rewards(discount):
     mdp = gridworld_mdp(14, discount=discount)
     assert D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
     out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, discount)
-    assert out.status == "optimal" and out.message.startswith("value iteration (Gauss-Seidel)")
+    assert out.status == "optimal"
+    assert out.message.startswith("modified policy iteration (Gauss-Seidel, flow order)")
     exact = _exact(mdp)
     scale = np.abs(exact.values).max()
     # the certificate: ||V - V*|| <= bound <= tol max|V|, and it holds against the exact V*
@@ -73,15 +74,42 @@ def test_gridworld_takes_gauss_seidel_from_the_kept_rewards(discount):
     assert np.abs(own - exact.values).max() <= 2 * out.bound + 1e-12 * scale
 
 
-def test_gauss_seidel_on_a_relabelled_model_equals_policy_iteration(monkeypatch):
-    monkeypatch.setattr(D, "PERMUTE_MIN_STATES", 10)  # the large-model path on a small grid
-    mdp = gridworld_mdp(12, discount=0.97)
+def _goal_at(mdp, goal: int):
+    """``mdp`` with its states relabelled so that its goal (the last state) is ``goal``."""
+    S, A = mdp.n_states, mdp.n_actions
+    perm = np.arange(S)
+    perm[[goal, S - 1]] = perm[[S - 1, goal]]  # old state perm[i] is new state i
+    inv = np.argsort(perm)
+    P = mdp.P_rows.tocoo()
+    old_s, a = np.divmod(P.row, A)
+    rows = inv[old_s] * A + a
+    P = sp.csr_matrix((P.data, (rows, inv[P.col])), shape=(S * A, S))
+    return op.TabularMDP(P, mdp.R[perm], mdp.discount)
+
+
+def test_reach_order_is_breadth_first_backwards_from_the_sources():
+    mdp = _chain_mdp(6, 0.9)  # 0 -> 1 -> ... -> 5 (stays put under action 0)
+    order = D.reach_order(mdp.P_rows, np.array([3]), 2)
+    assert order[:4].tolist() == [3, 2, 1, 0]  # 4 and 5 cannot reach 3: last, in order
+    assert order[4:].tolist() == [4, 5]
+    grid = gridworld_mdp(5)
+    order = D.reach_order(grid.P_rows, np.array([24]), 4)
+    r, c = np.divmod(order, 5)
+    assert (np.diff((4 - r) + (4 - c)) >= 0).all()  # by Manhattan distance to the goal
+
+
+@pytest.mark.parametrize("goal", [0, 37, 143])
+def test_flow_iteration_equals_policy_iteration_wherever_the_goal_is(goal):
+    mdp = _goal_at(gridworld_mdp(12, discount=0.97), goal)
     out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, 0.97)
     pi = D.discounted_policy_iteration(
         mdp.P_rows, mdp.R, mdp.action_mask, 0.97, evaluation="direct", warm_sweeps=0
     )
-    assert out.message.startswith("value iteration (Gauss-Seidel)")
+    assert out.message.startswith("modified policy iteration (Gauss-Seidel, flow order)")
     np.testing.assert_allclose(out.values, pi.values, rtol=0, atol=1e-10 * 33.4)
+    # ties (right or down) may differ; the policy's own values may not
+    own = D.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), 0.97)
+    np.testing.assert_allclose(own, pi.values, rtol=0, atol=2e-10 * 33.4)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -96,7 +124,8 @@ def test_random_models_hand_over_to_policy_iteration_and_match_the_dense_path(se
 
 
 def test_slow_gauss_seidel_hands_over_and_stays_exact(monkeypatch):
-    monkeypatch.setattr(D, "VI_SLOW", 0.01)  # every sweep counts as slow: hand over at once
+    monkeypatch.setattr(D, "FLOW_WINDOW", 0)  # every iteration counts as slow: hand over at once
+    monkeypatch.setattr(D, "FLOW_SLOW", 0.0)
     mdp = gridworld_mdp(10, discount=0.95)
     out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
     assert out.status == "optimal" and out.evaluations > 0

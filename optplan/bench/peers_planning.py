@@ -83,9 +83,21 @@ VI_MAX_STATES = 10_000
 MDPSOLVER_GRID_MAX_STATES = 90_000
 #: Peers of the ``--sparse --peers`` rows (discounted only), in column order: pymdptoolbox's
 #: ``PolicyIteration`` and ``ValueIteration``, mdptoolbox-hiive's (a maintained fork, the
-#: same algorithms, ``hiive.mdptoolbox``), and mdpsolver's modified policy iteration (its
-#: default algorithm; :mod:`.mdpsolver_peer`).
-SPARSE_PEERS = ("PI", "VI", "hiive-PI", "hiive-VI", "mdpsolver")
+#: same algorithms, ``hiive.mdptoolbox``), mdpsolver's modified policy iteration (its
+#: default algorithm; :mod:`.mdpsolver_peer`), and QuantEcon's ``DiscreteDP`` modified
+#: policy iteration and policy iteration (:func:`_quantecon`).
+SPARSE_PEERS = ("PI", "VI", "hiive-PI", "hiive-VI", "mdpsolver", "QE-MPI", "QE-PI")
+#: QuantEcon's ``solve(method="modified_policy_iteration", k=...)``: sweeps of the policy's
+#: operator after each Bellman backup (its default, 20).
+QE_MPI_SWEEPS = 20
+#: QuantEcon's policy iteration evaluates each policy by ``scipy.sparse.linalg.spsolve``,
+#: whose LU fills in on random and grid chains (a random model of 10^4 states ran for more
+#: than 500 s; 3.8 s at 2,000): sparse rows above this many states skip it (the bench's cap).
+QE_PI_MAX_STATES = 2_000
+#: QuantEcon's ``max_iter`` here (modified policy iteration, policy iteration): its policy
+#: iteration can cycle among tied policies (Taxi's did); a run that reaches it has no answer
+#: (reported, not timed).
+QE_MAX_ITER = {"QE-MPI": 100_000, "QE-PI": 1_000}
 #: Column titles of :data:`SPARSE_PEERS` (and of the dense peers).
 PEER_LABELS = {
     "RVI": "pymdp RVI",
@@ -94,10 +106,17 @@ PEER_LABELS = {
     "hiive-PI": "hiive PI",
     "hiive-VI": "hiive VI",
     "mdpsolver": "mdpsolver",
+    "QE-MPI": "QuantEcon MPI",
+    "QE-PI": "QuantEcon PI",
 }
 #: The Python distribution of each optional sparse peer, for the skip reason when it does
 #: not import.
-_DISTRIBUTIONS = {"hiive-PI": "mdptoolbox-hiive", "hiive-VI": "mdptoolbox-hiive"}
+_DISTRIBUTIONS = {
+    "hiive-PI": "mdptoolbox-hiive",
+    "hiive-VI": "mdptoolbox-hiive",
+    "QE-MPI": "quantecon",
+    "QE-PI": "quantecon",
+}
 
 #: The name of mdpsolver's column (its modified policy iteration, :mod:`.mdpsolver_peer`).
 MDPSOLVER = "mdpsolver"
@@ -196,6 +215,15 @@ def sparse_peer_skip(name: str, n_states: int, model: str = "random") -> str | N
     label = PEER_LABELS[name]
     if name.startswith("hiive") and _hiive() is None:
         return f"{label} skipped: mdptoolbox-hiive does not import (pip install mdptoolbox-hiive)"
+    if name.startswith("QE"):
+        if _quantecon() is None:
+            return f"{label} skipped: quantecon does not import (pip install quantecon)"
+        if name == "QE-PI" and n_states > QE_PI_MAX_STATES:
+            return (
+                f"{label} skipped above {QE_PI_MAX_STATES} states (the bench's cap: its "
+                "evaluations are scipy's spsolve, whose LU fills in)"
+            )
+        return None
     if name == "mdpsolver":
         from .mdpsolver_peer import available
 
@@ -222,7 +250,45 @@ def sparse_peer_skip(name: str, n_states: int, model: str = "random") -> str | N
     return None
 
 
-def run_sparse_peer(name: str, mdp, fast, cache: dict | None = None) -> tuple[float, float]:
+def _quantecon():
+    """``quantecon.markov.DiscreteDP``, or ``None`` when quantecon does not import."""
+    try:
+        from quantecon.markov import DiscreteDP
+    except Exception:  # noqa: BLE001 - an import failure of any kind: the peer is skipped
+        return None
+    return DiscreteDP
+
+
+def _run_quantecon(name: str, mdp, cache: dict, tol: float) -> tuple[float, np.ndarray]:
+    """QuantEcon's ``DiscreteDP`` in state-action-pair form (``R`` and ``s_indices``,
+    ``a_indices`` of the admissible pairs, ``Q`` their CSR rows of ``P``), built untimed
+    (kept in ``cache``): modified policy iteration (``k`` = :data:`QE_MPI_SWEEPS`, ``epsilon
+    = tol max|R| / (1 - gamma)``, its stop ``span(T v - v) < epsilon (1 - gamma) / gamma``
+    then the midrange shift) or policy iteration; ``(seconds of solve, values)``."""
+    if "qe" not in cache:
+        A = mdp.n_actions
+        pairs = np.flatnonzero(np.asarray(mdp.action_mask).ravel())
+        s_idx, a_idx = np.divmod(pairs, A)
+        R = np.asarray(mdp.R, dtype=np.float64).ravel()[pairs]
+        Q = mdp.P_rows[pairs].tocsr()
+        cache["qe"] = _quantecon()(R, Q, mdp.discount, s_idx, a_idx)
+        cache["epsilon"] = tol * (float(np.abs(R).max()) or 1.0) / (1.0 - mdp.discount)
+    ddp = cache["qe"]
+    start = time.perf_counter()
+    if name == "QE-MPI":
+        res = ddp.solve(method="modified_policy_iteration", epsilon=cache["epsilon"],
+                        max_iter=QE_MAX_ITER[name], k=QE_MPI_SWEEPS)  # fmt: skip
+    else:
+        res = ddp.solve(method="policy_iteration", max_iter=QE_MAX_ITER[name])
+    seconds = time.perf_counter() - start
+    if res.num_iter >= QE_MAX_ITER[name]:  # no answer: NaN values, reported as not converged
+        return seconds, np.full(mdp.n_states, np.nan)
+    return seconds, np.asarray(res.v)
+
+
+def run_sparse_peer(
+    name: str, mdp, fast, cache: dict | None = None, tol: float = 1e-10
+) -> tuple[float, float]:
     """``(wall seconds of the solve, max |V_peer - V_fast|)`` for peer ``name`` of
     :data:`SPARSE_PEERS` on the discounted model ``mdp`` that optplan's fast path solved to
     ``fast``.
@@ -233,10 +299,13 @@ def run_sparse_peer(name: str, mdp, fast, cache: dict | None = None) -> tuple[fl
     untimed from ``mdp.P_rows``; ``run()`` timed. mdpsolver: :func:`.mdpsolver_peer.solve`
     (modified policy iteration, its default, on one thread, at its default tolerance), its
     input lists built untimed (kept in ``cache`` across runs of the same model), a fresh
-    model each run, ``model.solve`` timed."""
+    model each run, ``model.solve`` timed. QuantEcon: :func:`_run_quantecon` at ``tol``."""
     if name not in SPARSE_PEERS:
         raise ValueError(f"peer must be one of {SPARSE_PEERS}, got {name!r}")
     cache = {} if cache is None else cache
+    if name.startswith("QE"):
+        seconds, values = _run_quantecon(name, mdp, cache, tol)
+        return seconds, float(np.abs(values - np.asarray(fast.values)).max())
     if name == "mdpsolver":
         from . import mdpsolver_peer
 

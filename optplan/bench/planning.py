@@ -18,7 +18,7 @@ import numpy as np
 from .._checks import OptplanError
 from ..dp import ITERATIVE_MIN_STATES
 from ..dp.discounted import DENSE_ITERATIVE_MIN_STATES
-from ..mdp import FiniteHorizonMDP, TabularMDP, check_model_size
+from ..mdp import FiniteHorizonMDP, check_model_size
 from ..problems import (
     AverageRewardPlanning,
     DiscountedPlanning,
@@ -35,16 +35,22 @@ from .cases import random_mdp
 from .mdpsolver_peer import ALGORITHM as MDPSOLVER_ALGORITHM
 from .mdpsolver_peer import PARALLEL as MDPSOLVER_PARALLEL
 from .mdpsolver_peer import RELATIVE_TOLERANCE
-from .peers_planning import (
-    PEER_LABELS,
-    PEERS,
-    RVI_EPSILON,
-    SPARSE_PEERS,
-    VI_EPSILON,
-    require,
-    run_peer,
-    run_sparse_peer,
-    sparse_peer_skip,
+from .models import (
+    GRID_SIZE,
+    GRID_SLIP,
+    NAMED_MODELS,
+    SIZED_MODELS,
+    SPARSE_SUCCESSORS,
+    gridworld_mdp,
+    named_mdp,
+    random_sparse_mdp,
+)
+from .peers_planning import PEER_LABELS, PEERS, RVI_EPSILON, SPARSE_PEERS, VI_EPSILON, run_peer
+from .sparse_planning import (
+    PEER_AGREE,
+    PEER_ONE_RUN_STATES,
+    SPARSE_PEER_RUNS,
+    sparse_rows,
 )
 
 __all__ = [
@@ -95,129 +101,11 @@ DEFAULT_CRITERIA = ("discounted", "average")
 PEER_RUNS = 3
 #: The suite's default runs: sizes, actions, MDPs per size, solvers, seed.
 RUNS = Runs(sizes=(10, 100, 500), n_actions=4, repeats=5)
-#: Successors per state-action pair of :func:`random_sparse_mdp`.
-SPARSE_SUCCESSORS = 10
-#: The criteria ``--sparse`` times (the others' paths are dense).
-SPARSE_CRITERIA = ("discounted", "average")
-#: ``--models`` of ``--sparse``: random sparse models at ``--sizes``, and named instances
-#: (discounted rows only): Gymnasium's Taxi-v4 and slippery FrozenLake-v1 8x8 (episodic
-#: view, ``P`` held CSR), and the ``--grid`` N x N :func:`gridworld_mdp`.
-NAMED_MODELS = ("taxi", "frozenlake", "grid")
-#: ``--grid``: side of the gridworld (10^6 states).
-GRID_SIZE = 1000
-#: The gridworld's slip probability: the move is drawn uniformly among the 4 directions.
-GRID_SLIP = 0.1
-#: A peer's values must agree with optplan's to this (times max(1, max |V|)) to be timed.
-PEER_AGREE = 1e-8
-#: From this many states each contender of a ``--sparse --peers`` row runs once (its first,
-#: checked run is its time), below it :data:`SPARSE_PEER_RUNS` times (the median: a run of
-#: a millisecond is hit by the odd pause of a shared machine, 5-10 ms on Taxi).
-PEER_ONE_RUN_STATES = 100_000
-SPARSE_PEER_RUNS = 5
 #: The discount of the discounted rows unless ``--gamma`` says otherwise.
 GAMMA = 0.95
-
-
-def gridworld_mdp(n: int, slip: float = GRID_SLIP, discount: float | None = None) -> TabularMDP:
-    """An ``n x n`` gridworld, ``P`` held CSR (``4 n^2`` rows, at most 4 entries each): state
-    ``row * n + col``, actions up, right, down, left; the chosen move with probability
-    ``1 - slip``, otherwise a direction drawn uniformly among the 4 (a move off the grid
-    stays); reward -1 per step until the one goal, the corner ``n^2 - 1``, absorbing with
-    reward 0. Built without a Python loop over states."""
-    import scipy.sparse as sp
-
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise OptplanError(f"grid must be an integer >= 2, got {n!r}")
-    if not 0.0 <= slip <= 1.0:
-        raise OptplanError(f"slip must be in [0, 1], got {slip!r}")
-    S, A = n * n, 4
-    state = np.arange(S, dtype=np.int64)
-    r, c = np.divmod(state, n)
-    moves = (
-        np.where(r > 0, state - n, state),  # up
-        np.where(c < n - 1, state + 1, state),  # right
-        np.where(r < n - 1, state + n, state),  # down
-        np.where(c > 0, state - 1, state),  # left
-    )
-    goal = S - 1
-    rows, cols, vals = [], [], []
-    for a in range(A):  # over the 4 actions and 4 directions, vectorized over states
-        for d in range(A):
-            p = slip / A + (1.0 - slip) * (d == a)
-            if p > 0:
-                rows.append(state * A + a)
-                cols.append(moves[d])
-                vals.append(np.full(S, p))
-    rows, cols, vals = (np.concatenate(x) for x in (rows, cols, vals))
-    keep = rows // A != goal
-    rows = np.concatenate([rows[keep], goal * A + np.arange(A)])
-    cols = np.concatenate([cols[keep], np.full(A, goal)])
-    vals = np.concatenate([vals[keep], np.ones(A)])
-    P = sp.coo_matrix((vals, (rows, cols)), shape=(S * A, S)).tocsr()
-    R = np.full((S, A), -1.0)
-    R[goal] = 0.0
-    return TabularMDP(P, R, discount, name=f"gridworld {n}x{n}")
-
-
-def named_mdp(name: str, gamma: float, grid: int = GRID_SIZE) -> TabularMDP:
-    """The named instance ``name`` of :data:`NAMED_MODELS` at discount ``gamma``, ``P`` CSR."""
-    from ..bridges import from_gymnasium
-
-    if name == "taxi":
-        return from_gymnasium("Taxi-v4", discount=gamma, sparse=True)
-    if name == "frozenlake":
-        return from_gymnasium(
-            "FrozenLake-v1", discount=gamma, sparse=True, map_name="8x8", is_slippery=True
-        )
-    if name == "grid":
-        return gridworld_mdp(grid, discount=gamma)
-    raise OptplanError(f"model must be one of {('random',) + NAMED_MODELS}, got {name!r}")
-
-
-def _check_sparse_sizes(sizes, n_actions: int, grid: int | None) -> None:
-    """Refuse, before any model is built, a random sparse size or a grid whose CSR ``P`` (a
-    value and an index per entry, a pointer per row) would not fit in the machine's memory,
-    naming the option and the bytes."""
-    from .._model_checks import check_bytes, memory_bytes
-
-    budget = memory_bytes()
-    if budget is None:
-        return
-    for S in sizes:
-        rows, nnz = S * n_actions, S * n_actions * SPARSE_SUCCESSORS
-        check_bytes(16 * nnz + 8 * rows, f"--sizes {S} (random sparse, {n_actions} actions, "
-                    f"{SPARSE_SUCCESSORS} successors)", "a CSR P", budget)  # fmt: skip
-    if grid is not None:
-        S = grid * grid
-        check_bytes(16 * 5 * 4 * S + 8 * 4 * S, f"--grid {grid} ({S:,} states, 4 moves)",
-                    "a CSR P", budget)  # fmt: skip
-
-
-def random_sparse_mdp(
-    rng: np.random.Generator, n_states: int, n_actions: int, successors: int = SPARSE_SUCCESSORS
-) -> TabularMDP:
-    """A random sparse ``TabularMDP``: each pair moves to ``successors`` states drawn
-    uniformly (with replacement: a repeated state's probabilities add up) with Dirichlet(1)
-    probabilities; rewards uniform on [0, 1); ``P`` built as CSR directly (memory ``O(S A
-    successors)``, never ``S^2``, and no temporary of the size of ``P``'s data)."""
-    import scipy.sparse as sp
-
-    S, A, K = n_states, n_actions, min(successors, n_states)
-    index = np.int32 if S < 2**31 else np.int64
-    indices = rng.integers(0, S, size=S * A * K, dtype=index)
-    data = np.empty(S * A * K)
-    step = K * 2**20  # filled in blocks: no temporary of the full size (S = 10^7: 3.2 GB)
-    for start in range(0, data.size, step):
-        block = data[start : start + step]
-        block[:] = rng.random(block.size)  # the same stream as one call
-        np.negative(block, out=block)
-        np.log1p(block, out=block)
-        np.negative(block, out=block)  # Exp(1)
-        rows = block.reshape(-1, K)
-        rows /= rows.sum(axis=1, keepdims=True)  # Dirichlet(1)
-    pointer = np.arange(0, S * A * K + 1, K, dtype=np.int64 if S * A * K >= 2**31 else np.int32)
-    P = sp.csr_matrix((data, indices, pointer), shape=(S * A, S), copy=False)
-    return TabularMDP(P, rng.random((S, A)))
+#: The relative accuracy asked of the fast path (and of QuantEcon) unless ``--tol`` says
+#: otherwise.
+TOL = 1e-10
 
 
 def bench_planning(
@@ -227,8 +115,10 @@ def bench_planning(
     progress: Callable[[str], None] | None = None,
     sparse: bool = False,
     models: Sequence[str] = ("random",),
-    grid: int = GRID_SIZE,
+    grid: int | Sequence[int] = GRID_SIZE,
     gamma: float = GAMMA,
+    tol: float = TOL,
+    sparse_peers: Sequence[str] = SPARSE_PEERS,
 ) -> list[dict]:
     """Median wall time of the fast path and of each conic solver on random dense MDPs:
     ``runs.repeats`` MDPs with ``runs.n_actions`` actions at each of ``runs.sizes`` states.
@@ -248,10 +138,11 @@ def bench_planning(
     ``peer_<NAME>_s``, ``peer_<NAME>_ratio`` (peer median / fast median: >= 1 means optplan
     is faster) and ``peer_<NAME>_err`` (max disagreement of gain or values).
 
-    ``sparse``: the instances are :func:`random_sparse_mdp` models (criteria of
-    :data:`SPARSE_CRITERIA` only) when ``models`` holds ``"random"``, then one discounted
-    row per named instance of ``models`` (:data:`NAMED_MODELS`; ``grid``: the side of
-    :func:`gridworld_mdp`); each row adds ``model``, ``nnz`` (stored transition
+    ``sparse``: the instances are the families of :mod:`.models` that ``models`` names
+    (criteria of :data:`SPARSE_CRITERIA` only): :func:`random_sparse_mdp` models, the queue
+    and the long chain (:data:`SIZED_MODELS`, one instance each) at ``sizes`` states, then
+    one discounted row per named instance (:data:`NAMED_MODELS`; ``grid``: the side, or
+    sides, of :func:`gridworld_mdp`); each row adds ``model``, ``nnz`` (stored transition
     probabilities per instance) and ``peak_rss_gib`` (the process's peak resident memory
     once the row is done: it only grows, so it is the largest model's so far). With
     ``peers``, the discounted rows (random and named) also time the peers of
@@ -262,24 +153,30 @@ def bench_planning(
     |V|)``) before any of its times counts (:func:`_sparse_peers`); ``peer_<NAME>_skip``
     says why a peer was not timed.
 
-    ``gamma``: the discount of the discounted rows.
+    ``sparse_peers``: the peers timed on ``--sparse --peers`` rows (default all of
+    :data:`.peers_planning.SPARSE_PEERS`). ``gamma``: the discount of the discounted rows.
+    ``tol``: the relative accuracy asked of
+    the fast path (its ``tol``) and, on sparse rows, of QuantEcon (``epsilon = tol max|R| /
+    (1 - gamma)``).
 
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`, dense).
     """
     sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
     criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
-    models = check_choices("models", models, ("random",) + NAMED_MODELS)
+    models = check_choices("models", models, ("random",) + SIZED_MODELS + NAMED_MODELS)
+    grids = _check_grids(grid)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+        raise OptplanError(f"tol must be in (0, 1), got {tol!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1:
         raise OptplanError(f"gamma must be a discount in [0, 1), got {gamma!r}")
-    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 2:
-        raise OptplanError(f"grid must be an integer >= 2, got {grid!r}")
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
     problems = dict(PLANNING_PROBLEMS)
     problems["discounted"] = (DiscountedPlanning, lambda mdp: mdp.with_discount(gamma))
     if sparse:
-        instances = (sizes, n_actions, repeats, seed, models, grid, gamma)
-        return _sparse_rows(instances, criteria, solvers, problems, peers, progress)
+        instances = (sizes, n_actions, repeats, seed, models, grids, gamma)
+        names = check_choices("sparse_peers", sparse_peers, SPARSE_PEERS) if peers else ()
+        return sparse_rows(instances, criteria, solvers, problems, tuple(names), progress, tol)
     if tuple(models) != ("random",):
         raise OptplanError("--models names sparse instances: add --sparse")
     check_model_size(max(sizes), n_actions, layers)
@@ -308,160 +205,15 @@ def bench_planning(
     return rows
 
 
-def _peak_rss_gib() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def _named_row(name, gamma, grid, peers, solvers, progress) -> dict:
-    """The discounted row of the named instance ``name`` (see :func:`bench_planning`)."""
-    mdp = named_mdp(name, gamma, grid)
-    problem = DiscountedPlanning(mdp)
-    S = mdp.n_states
-    row = {"criterion": "discounted", "model": name, "S": S, "A": mdp.n_actions}
-    row |= {"instances": 1, "nnz": mdp.nnz}
-    DiscountedPlanning(named_mdp(name, gamma, 2) if name == "grid" else mdp).solve(
-        method="fast"
-    )  # untimed: imports and compiled kernels
-    runs = SPARSE_PEER_RUNS if peers and S < PEER_ONE_RUN_STATES else 1
-    fast = None
-    times = []
-    for _ in range(runs):
-        fast, t = timed(lambda: problem.solve(method="fast"))
-        times.append(t)
-    row["fast_s"] = float(np.median(times))
-    for solver in solvers:
-        res, t = timed(lambda s=solver: problem.solve(method="conic", solver=s))
-        ok = res.status in SOLUTION_PRESENT
-        err = abs(res.value - fast.value) if ok else 0.0
-        solver_entries(row, solver, t, fail=int(not ok), err=err)
-    row["best_ratio"] = min((row[f"{s}_ratio"] for s in solvers), default=None)
-    if peers:
-        _sparse_peers(row, [(mdp, fast)])
-    row["peak_rss_gib"] = _peak_rss_gib()
-    if progress:
-        progress(f"discounted {name} S={S} (sparse): " + _progress_text(row))
-    return row
-
-
-def _progress_text(row: dict) -> str:
-    return f"fast {row['fast_s']:.2e}s, peak RSS {row['peak_rss_gib']:.2f} GiB" + "".join(
-        f", {PEER_LABELS[p]} ratio {row[f'peer_{p}_ratio']:.2f}"
-        for p in SPARSE_PEERS
-        if f"peer_{p}_ratio" in row
-    )
-
-
-def _sparse_peers(row: dict, solved: list) -> None:
-    """Time each peer of :data:`SPARSE_PEERS` on the ``(mdp, fast result)`` pairs of
-    ``solved`` (one row's instances) into ``row``: per instance its runs
-    (:data:`SPARSE_PEER_RUNS`, one from :data:`PEER_ONE_RUN_STATES` states), the first
-    checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max |V|)``)
-    before any of its times counts; the median over instances of each instance's median
-    run. A peer skipped (:func:`.peers_planning.sparse_peer_skip`) or disagreeing gets
-    ``peer_<NAME>_skip``."""
-    S = solved[0][0].n_states
-    runs = SPARSE_PEER_RUNS if S < PEER_ONE_RUN_STATES else 1
-    for peer in SPARSE_PEERS:
-        skip = sparse_peer_skip(peer, S, row.get("model", "random"))
-        medians, worst = [], 0.0
-        for mdp, fast in solved if skip is None else ():
-            cache: dict = {}
-            scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
-            first = run_sparse_peer(peer, mdp, fast, cache)
-            if not first[1] <= PEER_AGREE * scale:
-                skip = (
-                    f"{PEER_LABELS[peer]} not timed: its values differ from optplan's by "
-                    f"{first[1]:.2e} (max |V| {scale:.3g})"
-                )
-                break
-            results = [first] + [run_sparse_peer(peer, mdp, fast, cache) for _ in range(runs - 1)]
-            del cache
-            medians.append(float(np.median([t for t, _ in results])))
-            worst = max([worst] + [e for _, e in results])
-        if skip is not None:
-            row[f"peer_{peer}_skip"] = skip
-            continue
-        solver_entries(row, f"peer_{peer}", float(np.median(medians)), err=worst)
-
-
-def _sparse_rows(instances, criteria, solvers, problems, peers, progress) -> list[dict]:
-    """:func:`bench_planning`'s sparse rows: the random models' (``"random"`` in ``models``),
-    then one discounted row per named model; ``instances = (sizes, n_actions, repeats, seed,
-    models, grid, gamma)``."""
-    sizes, n_actions, repeats, seed, models, grid, gamma = instances
-    _check_sparse_sizes(sizes if "random" in models else (), n_actions,
-                        grid if "grid" in models else None)  # fmt: skip
-    other = [c for c in criteria if c not in SPARSE_CRITERIA]
-    if other:
-        raise OptplanError(
-            f"--sparse times the criteria {SPARSE_CRITERIA}, got {tuple(other)} (dense paths)"
-        )
-    if peers:
-        require()  # before any timing
-    rows = []
-    if "random" in models:
-        rows += _bench_sparse(
-            sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers
-        )
-    for name in models:
-        if name != "random":
-            rows.append(_named_row(name, gamma, grid, peers, solvers, progress))
-    return rows
-
-
-def _bench_sparse(
-    sizes, n_actions, repeats, solvers, seed, criteria, progress, problems, peers=False
-) -> list[dict]:
-    """:func:`bench_planning` on random sparse models (see its ``sparse``); ``peers``: the
-    discounted rows also time :data:`SPARSE_PEERS` (:func:`_sparse_peers`)."""
-    rows = []
-    for criterion in criteria:
-        cls, model = problems[criterion]
-        warm = cls(model(random_sparse_mdp(np.random.default_rng(seed), 8, n_actions)))
-        warm.solve(method="fast")  # untimed: imports
-        with_peers = peers and criterion == "discounted"
-        for S in sizes:
-            rng = np.random.default_rng([seed, S])
-            row = {"criterion": criterion, "model": "random", "S": S, "A": n_actions}
-            row["instances"] = repeats
-            nnz = []
-            if with_peers:
-                times, solved = [], []
-                for _ in range(repeats):
-                    problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
-                    nnz.append(problem.mdp.nnz)
-                    runs = []
-                    for _ in range(SPARSE_PEER_RUNS if S < PEER_ONE_RUN_STATES else 1):
-                        fast, t = timed(lambda p=problem: p.solve(method="fast"))
-                        runs.append(t)
-                    times.append(float(np.median(runs)))
-                    solved.append((problem.mdp, fast))
-                row["fast_s"] = float(np.median(times))
-                row["best_ratio"] = None
-                _sparse_peers(row, solved)
-                del solved
-            else:
-
-                def instances(rng=rng, cls=cls, model=model, nnz=nnz, S=S):
-                    for _ in range(repeats):
-                        problem = cls(model(random_sparse_mdp(rng, S, n_actions)))
-                        nnz.append(problem.mdp.nnz)
-                        yield problem
-
-                _size_row(row, instances(), solvers, ())
-            row["nnz"] = int(np.median(nnz))
-            row["peak_rss_gib"] = _peak_rss_gib()
-            rows.append(row)
-            if progress:
-                ratios = (
-                    [f", best conic ratio {row['best_ratio']:.0f}x"]
-                    if row.get("best_ratio") is not None
-                    else []
-                )
-                progress(f"{criterion} S={S} (sparse): " + _progress_text(row) + "".join(ratios))
-    return rows
+def _check_grids(grid) -> tuple[int, ...]:
+    """``grid`` (a side or a sequence of sides) as a tuple of integers >= 2."""
+    sides = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    for side in sides:
+        if isinstance(side, bool) or not isinstance(side, (int, np.integer)) or side < 2:
+            raise OptplanError(f"grid must be an integer >= 2, got {side!r}")
+    if not sides:
+        raise OptplanError("grid must name at least one side")
+    return sides
 
 
 def _warm_up(cls, model, names, sizes, n_actions: int, seed: int, solvers=()) -> None:
@@ -599,11 +351,13 @@ table = solvers_table(format_table)
 
 
 def total(args: argparse.Namespace) -> int:
-    """How many progress lines :func:`bench_planning` reports: one per criterion and size
-    (of the random models), and one per named model."""
+    """How many progress lines :func:`bench_planning` reports: one per criterion, family
+    sized by ``--sizes`` and size, and one per named model (per side of ``--grid``)."""
     models = getattr(args, "models", ("random",))
-    named = sum(m != "random" for m in models)
-    return (len(args.criteria) * len(args.sizes) if "random" in models else 0) + named
+    sized = sum(m in ("random",) + SIZED_MODELS for m in models)
+    named = sum(len(_check_grids(args.grid)) if m == "grid" else 1
+                for m in models if m in NAMED_MODELS)  # fmt: skip
+    return len(args.criteria) * len(args.sizes) * sized + named
 
 
 def header(args: argparse.Namespace) -> str:
@@ -613,21 +367,9 @@ def header(args: argparse.Namespace) -> str:
         if "finite_horizon" in args.criteria
         else ""
     )
-    kind = (
-        f"random sparse MDPs ({SPARSE_SUCCESSORS} successors per pair, P held CSR)"
-        if getattr(args, "sparse", False)
-        else "random dense MDPs"
-    )
+    kind = "random dense MDPs"
     if getattr(args, "sparse", False):
-        models = getattr(args, "models", ("random",))
-        named = [m for m in models if m != "random"]
-        parts = [kind] if "random" in models else []
-        if named:
-            parts.append(
-                f"named sparse models {', '.join(named)} (grid {args.grid}x{args.grid}, "
-                f"slip {GRID_SLIP})"
-            )
-        kind = "; ".join(parts)
+        kind = "; ".join(_family_text(m, args) for m in getattr(args, "models", ("random",)))
     kind += f", discount {getattr(args, 'gamma', GAMMA)}"
     text = (
         f"planning benchmark: {kind}, A={args.n_actions}{horizon}, {args.repeats} "
@@ -638,7 +380,10 @@ def header(args: argparse.Namespace) -> str:
             "\npeers: pymdptoolbox and mdptoolbox-hiive PolicyIteration and ValueIteration "
             f"(epsilon={VI_EPSILON:g}) given A scipy.sparse S x S matrices, run() timed; "
             "mdpsolver modified policy iteration (its default; one thread; tolerance "
-            "1e-10 x max(1, max|r|) / (1 - gamma)), model.solve timed on a fresh model; each "
+            "1e-10 x max(1, max|r|) / (1 - gamma)), model.solve timed on a fresh model; "
+            "QuantEcon DiscreteDP (state-action pairs, Q CSR) modified policy iteration (k=20, "
+            f"epsilon = tol x max|R| / (1 - gamma), tol {getattr(args, 'tol', TOL):g}) and "
+            "policy iteration, solve timed; each "
             f"peer's first run checked against optplan's values (to {PEER_AGREE:g} x max(1, "
             f"max|V|)) before its times count; median of {SPARSE_PEER_RUNS} runs per contender "
             f"below {PEER_ONE_RUN_STATES} states, one run from there; ratio = peer median / "
@@ -657,6 +402,20 @@ def header(args: argparse.Namespace) -> str:
             "median (>= 1: optplan faster); agree = max |gain or V difference|"
         )
     return text
+
+
+def _family_text(name: str, args: argparse.Namespace) -> str:
+    """The header's words for the model family ``name`` of ``--models``."""
+    if name == "random":
+        return f"random sparse MDPs ({SPARSE_SUCCESSORS} successors per pair)"
+    if name == "grid":
+        sides = ", ".join(f"{n}x{n}" for n in _check_grids(args.grid))
+        return f"slippery gridworlds {sides} (slip {GRID_SLIP})"
+    if name == "queue":
+        return "a controlled queue (birth-death) at each size"
+    if name == "chain":
+        return "RiverSwim chains at each size"
+    return {"taxi": "Taxi-v4", "frozenlake": "FrozenLake-v1 8x8 slippery"}[name]
 
 
 def meta(args: argparse.Namespace) -> dict:
@@ -702,17 +461,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_choices(
         parser,
         "--models",
-        ("random",) + NAMED_MODELS,
-        "with --sparse: random models at --sizes and/or named ones (taxi: Taxi-v4; "
-        "frozenlake: FrozenLake-v1 8x8 slippery; grid: the --grid N x N gridworld)",
+        ("random",) + SIZED_MODELS + NAMED_MODELS,
+        "with --sparse: model families at --sizes states (random; queue: a controlled "
+        "birth-death queue; chain: RiverSwim) and/or named ones (taxi: Taxi-v4; frozenlake: "
+        "FrozenLake-v1 8x8 slippery; grid: the --grid N x N slippery gridworlds)",
         ("random",),
     )
     parser.add_argument(
         "--grid",
         type=int,
-        default=GRID_SIZE,
+        nargs="+",
+        default=[GRID_SIZE],
         metavar="N",
-        help=f"side of the gridworld of --models grid (default {GRID_SIZE}: 10^6 states)",
+        help=f"sides of the gridworlds of --models grid (default {GRID_SIZE}: 10^6 states)",
+    )
+    add_choices(
+        parser,
+        "--sparse-peers",
+        SPARSE_PEERS,
+        "with --sparse --peers: the peers to time",
+    )
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=TOL,
+        help="relative accuracy asked of the fast path on --sparse rows and of QuantEcon "
+        f"(default {TOL:g})",
     )
     parser.add_argument(
         "--gamma",

@@ -95,16 +95,18 @@ def _jacobi_loop_py(
 
 
 def _value_sweep_py(
-    indptr, indices, data, R, mask, every, gamma, V, order, policy
+    indptr, indices, data, R, mask, every, gamma, V, order, policy, tie
 ):  # pragma: no cover - compiled by numba
     """One Gauss-Seidel sweep of value iteration over ``order``: ``V`` and ``policy`` (the
-    first maximizing admissible action) updated in place; returns ``max |V_new - V_old|``."""
+    first maximizing admissible action, ``policy[s]`` kept on a relative tie of ``tie``)
+    updated in place; returns ``max |V_new - V_old|``."""
     A = R.shape[1]
     delta = 0.0
     for k in range(order.shape[0]):
         s = order[k]
         best = -np.inf
         arg = -1
+        held = -np.inf
         for a in range(A):
             if not every and not mask[s, a]:
                 continue
@@ -121,6 +123,10 @@ def _value_sweep_py(
             if q > best:
                 best = q
                 arg = a
+            if a == policy[s]:
+                held = q
+        if held >= best - tie * abs(best):
+            arg = policy[s]
         change = abs(best - V[s])
         if change > delta:
             delta = change
@@ -275,15 +281,24 @@ def _policy_backup_py(
 
 
 def _gather_chain_py(
-    indptr, indices, data, A, policy, c_ptr, c_idx, c_data
+    indptr, indices, data, A, policy, order, inv, c_ptr, c_idx, c_data
 ):  # pragma: no cover - compiled by numba
-    """A deterministic policy's chain, rows ``s·A + policy[s]`` of the CSR rows, gathered
-    into the CSR arrays ``c_ptr``, ``c_idx``, ``c_data`` (long enough for it)."""
+    """A deterministic policy's chain relabelled in ``order``: its row ``i`` is row
+    ``s·A + policy[s]`` of the CSR rows for ``s = order[i]``, each column ``j`` written as
+    ``inv[j]`` (``inv`` the inverse of ``order``), into the CSR arrays ``c_ptr``, ``c_idx``,
+    ``c_data`` (long enough for it)."""
     n = np.uint64(0)
     c_ptr[0] = 0
-    for s in range(policy.shape[0]):
-        n = _copy_row(indptr, indices, data, s * A + policy[s], n, c_idx, c_data)
-        c_ptr[s + 1] = n
+    for i in range(order.shape[0]):
+        s = order[i]
+        row = s * A + policy[s]
+        p, end = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+        while p < end:
+            c_idx[n] = inv[indices[p]]
+            c_data[n] = data[p]
+            n += np.uint64(1)
+            p += np.uint64(1)
+        c_ptr[i + 1] = n
 
 
 def _copy_row_py(indptr, indices, data, row, n, c_idx, c_data):  # pragma: no cover - numba
@@ -300,17 +315,18 @@ def _copy_row_py(indptr, indices, data, row, n, c_idx, c_data):  # pragma: no co
 
 def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - compiled by numba
     """Each state's number of steps to a cycle (absorbing states included) when it moves to
-    its most likely successor under ``policy`` (rows ``s·A + policy[s]``): ``depth`` filled
-    in place. A sweep in increasing depth visits a state after the one it most likely moves
-    to: the policy's flow, backwards."""
+    its most likely successor other than itself under ``policy`` (rows ``s·A + policy[s]``;
+    a Gauss-Seidel sweep solves a state's self-loop in place): ``depth`` filled in place.
+    A sweep in increasing depth visits a state after the one it most likely moves to: the
+    policy's flow, backwards."""
     S = policy.shape[0]
     succ = np.empty(S, np.int64)
     for s in range(S):
         row = s * A + policy[s]
-        best = -1.0
+        best = 0.0
         arg = s
         for p in range(indptr[row], indptr[row + 1]):
-            if data[p] > best:
+            if data[p] > best and indices[p] != s:  # a self-loop is solved in place
                 best = data[p]
                 arg = indices[p]
         succ[s] = arg
@@ -341,6 +357,59 @@ def _depths_py(indptr, indices, data, policy, A, depth):  # pragma: no cover - c
             state[t] = 2
 
 
+def _reach_order_py(col_ptr, row_idx, A, sources, order):  # pragma: no cover - numba
+    """The states in breadth-first order backwards from ``sources`` (``col_ptr``, ``row_idx``:
+    the CSC structure of the ``(S·A, S)`` rows, so that column ``j`` lists the pairs that can
+    move to ``j``): the sources, then the states one step from them under some action, and so
+    on; states that reach no source last, in increasing order. ``order`` filled in place."""
+    S = order.shape[0]
+    seen = np.zeros(S, np.bool_)
+    n = 0
+    for s in sources:
+        if not seen[s]:
+            seen[s] = True
+            order[n] = s
+            n += 1
+    head = 0
+    while head < n:
+        j = order[head]
+        head += 1
+        for p in range(col_ptr[j], col_ptr[j + 1]):
+            s = row_idx[p] // A
+            if not seen[s]:
+                seen[s] = True
+                order[n] = s
+                n += 1
+    for s in range(S):
+        if not seen[s]:
+            order[n] = s
+            n += 1
+
+
+def _levels_py(indptr, indices, A, start, limit):  # pragma: no cover - compiled by numba
+    """The levels of the breadth-first search from ``start`` over every action's transitions
+    (CSR rows ``s·A + a``) until it has reached ``limit`` states, or all it can."""
+    S = (indptr.shape[0] - 1) // A
+    seen = np.zeros(S, np.bool_)
+    queue = np.empty(min(S, limit + S), np.int64)
+    seen[start] = True
+    queue[0] = start
+    head, n, levels = 0, 1, 0
+    while head < n and n < limit:
+        end = n  # this level's states are queue[head:end]
+        levels += 1
+        while head < end:
+            s = queue[head]
+            head += 1
+            for p in range(indptr[s * A], indptr[s * A + A]):
+                j = indices[p]
+                if not seen[j]:
+                    seen[j] = True
+                    queue[n] = j
+                    n += 1
+    return levels
+
+
 #: The compiled sweeps, bound by :data:`_JIT` when it compiles (numba resolves them when it
 #: compiles the loop).
 _jacobi_sweep = None
@@ -354,6 +423,8 @@ _JIT.register(_jacobi_loop_py, name="_jacobi_loop")
 _JIT.register(_value_sweep_py, name="_value_sweep")
 _JIT.register(_linear_sweep_py, name="_linear_sweep")
 _JIT.register(_depths_py, name="_depths")
+_JIT.register(_reach_order_py, name="_reach_order")
+_JIT.register(_levels_py, name="_levels")
 _JIT.register(_chain_fixed_point_py, name="_chain_fixed_point")
 _JIT.register(_policy_backup_py, name="_policy_backup")
 _JIT.register(_gather_chain_py, name="_gather_chain")
@@ -361,7 +432,6 @@ _JIT.register(_gather_chain_py, name="_gather_chain")
 
 def sweeps():
     """``{"_jacobi_sweep": ..., "_jacobi_loop": ..., "_value_sweep": ..., "_linear_sweep":
-    ..., "_depths": ..., "_chain_fixed_point": ..., "_policy_backup": ..., "_gather_chain":
-    ...}`` compiled, or
-    ``None`` without numba."""
+    ..., "_depths": ..., "_reach_order": ..., "_levels": ..., "_chain_fixed_point": ...,
+    "_policy_backup": ..., "_gather_chain": ...}`` compiled, or ``None`` without numba."""
     return _JIT.compiled_or_none()
