@@ -106,7 +106,9 @@ def _chain(seed, S, K):
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("seed, S, K", [(0, 50, 3), (1, 400, 10), (2, 2000, 2), (3, 7, 1)])
 @pytest.mark.parametrize("discount", [0.5, 0.95, 0.99])
-def test_fixed_point_equals_the_numpy_loop_bit_for_bit(transposed, seed, S, K, discount):
+def test_compiled_and_numpy_solves_meet_the_residual_and_the_exact_answer(
+    transposed, seed, S, K, discount
+):
     P_pi, r_pi = _chain(seed, S, K)
     chain = D.SparseChain(P_pi, sweeps())
     if transposed:
@@ -115,11 +117,18 @@ def test_fixed_point_equals_the_numpy_loop_bit_for_bit(transposed, seed, S, K, d
     else:
         b, x0, M0, M1 = r_pi, np.zeros(S), P_pi, chain
     tol = 1e-13
-    numpy_x = D._krylov(M0, b, discount, x0, tol, "test", not transposed)
-    compiled_x = D._krylov(M1, b, discount, x0.copy(), tol, "test", not transposed)
-    assert np.array_equal(numpy_x, compiled_x)
-    residual = b + discount * (M0 @ compiled_x) - compiled_x
-    assert np.abs(residual).max() <= tol + 1e-14 * max(1.0, float(np.abs(compiled_x).max()))
+    exact = np.linalg.solve(np.eye(S) - discount * M0.toarray(), b)
+    for x in (
+        D._krylov(M0, b, discount, x0, tol, "test", not transposed),  # the NumPy loop
+        D._krylov(M1, b, discount, x0.copy(), tol, "test", not transposed),  # compiled
+    ):
+        residual = b + discount * (M0 @ x) - x
+        scale = max(1.0, float(np.abs(x).max()))
+        assert np.abs(residual).max() <= tol + 1e-14 * scale
+        # ||x - exact|| <= ||residual|| ||(I - discount M)^{-1}||_inf, at most 1 / (1 -
+        # discount) for the chain and S / (1 - discount) for its transpose (the 1-norm)
+        inverse = (S if transposed else 1) / (1.0 - discount)
+        assert np.abs(x - exact).max() <= (tol + 1e-14 * scale) * inverse
 
 
 @pytest.mark.parametrize("transposed", [False, True])
