@@ -106,7 +106,9 @@ def test_banded_solve_equals_the_dense_solve(transposed):
 def test_banded_solve_declines_a_wide_chain():
     P = sp.csr_matrix(np.roll(np.eye(20), D.BANDED_MAX + 1, axis=1))  # i -> i + 9 (mod 20)
     assert D._banded_solve((P.indptr, P.indices, P.data), np.ones(20), 0.9) is None
-    assert D._bandwidth(P.indptr, P.indices) == 20 - D.BANDED_MAX - 1
+    assert D._bandwidth(P.indptr, P.indices) == D.BANDED_MAX + 1  # it stops at the first
+    rows = queue_mdp(30).P_rows  # rows s·3 + a of a birth-death chain: within 1 of s
+    assert D._bandwidth(rows.indptr, rows.indices, 3) == 1
 
 
 def test_value_sweep_keeps_the_incumbent_on_a_tie():

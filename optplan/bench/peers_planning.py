@@ -259,12 +259,14 @@ def _quantecon():
     return DiscreteDP
 
 
-def _run_quantecon(name: str, mdp, cache: dict, tol: float) -> tuple[float, np.ndarray]:
+def _run_quantecon(name: str, mdp, cache: dict, tol: float, scale: float):
     """QuantEcon's ``DiscreteDP`` in state-action-pair form (``R`` and ``s_indices``,
     ``a_indices`` of the admissible pairs, ``Q`` their CSR rows of ``P``), built untimed
     (kept in ``cache``): modified policy iteration (``k`` = :data:`QE_MPI_SWEEPS`, ``epsilon
-    = tol max|R| / (1 - gamma)``, its stop ``span(T v - v) < epsilon (1 - gamma) / gamma``
-    then the midrange shift) or policy iteration; ``(seconds of solve, values)``."""
+    = tol * scale``, ``scale = max(1, max |V|)`` of optplan's answer: its stop ``span(T v -
+    v) < epsilon (1 - gamma) / gamma`` then the midrange shift leave ``v`` within ``epsilon
+    / 2``, the accuracy optplan certifies) or policy iteration; ``(seconds of solve,
+    values)``."""
     if "qe" not in cache:
         A = mdp.n_actions
         pairs = np.flatnonzero(np.asarray(mdp.action_mask).ravel())
@@ -272,7 +274,7 @@ def _run_quantecon(name: str, mdp, cache: dict, tol: float) -> tuple[float, np.n
         R = np.asarray(mdp.R, dtype=np.float64).ravel()[pairs]
         Q = mdp.P_rows[pairs].tocsr()
         cache["qe"] = _quantecon()(R, Q, mdp.discount, s_idx, a_idx)
-        cache["epsilon"] = tol * (float(np.abs(R).max()) or 1.0) / (1.0 - mdp.discount)
+        cache["epsilon"] = tol * scale
     ddp = cache["qe"]
     start = time.perf_counter()
     if name == "QE-MPI":
@@ -304,7 +306,8 @@ def run_sparse_peer(
         raise ValueError(f"peer must be one of {SPARSE_PEERS}, got {name!r}")
     cache = {} if cache is None else cache
     if name.startswith("QE"):
-        seconds, values = _run_quantecon(name, mdp, cache, tol)
+        scale = max(1.0, float(np.abs(np.asarray(fast.values)).max()))
+        seconds, values = _run_quantecon(name, mdp, cache, tol, scale)
         return seconds, float(np.abs(values - np.asarray(fast.values)).max())
     if name == "mdpsolver":
         from . import mdpsolver_peer

@@ -156,8 +156,8 @@ def bench_planning(
     ``sparse_peers``: the peers timed on ``--sparse --peers`` rows (default all of
     :data:`.peers_planning.SPARSE_PEERS`). ``gamma``: the discount of the discounted rows.
     ``tol``: the relative accuracy asked of
-    the fast path (its ``tol``) and, on sparse rows, of QuantEcon (``epsilon = tol max|R| /
-    (1 - gamma)``).
+    the fast path (its ``tol``) and, on sparse rows, of QuantEcon (``epsilon = tol max(1,
+    max |V|)`` of optplan's answer).
 
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`, dense).
@@ -310,7 +310,7 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
         + (f"{'nnz':>12}{'peak GiB':>10}" if extra else ""),
         solvers,
         lambda s: f"{s + ' s':>12}{'ratio':>8}{'fail':>5}{'max err':>10}",
-        "".join(f"{_peer_label(n) + ' s':>15}{'ratio':>8}{'agree':>10}" for n in peers),
+        "".join(f"{_peer_label(n) + ' s':>17}{'ratio':>8}{'agree':>10}" for n in peers),
     )
     notes = []
     for r in rows:
@@ -328,14 +328,14 @@ def format_table(rows: list[dict], solvers: Sequence[str]) -> str:
         for n in peers:
             if f"peer_{n}_s" in r:
                 line += (
-                    f"{r[f'peer_{n}_s']:>15.2e}{r[f'peer_{n}_ratio']:>7.2f}x"
+                    f"{r[f'peer_{n}_s']:>17.2e}{r[f'peer_{n}_ratio']:>7.2f}x"
                     f"{r[f'peer_{n}_err']:>10.1e}"
                 )
             elif f"peer_{n}_skip" in r:
-                line += f"{'skipped':>15}{'-':>8}{'-':>10}"
+                line += f"{'skipped':>17}{'-':>8}{'-':>10}"
                 notes.append(f"{r.get('model', '')} S={r['S']}: {r[f'peer_{n}_skip']}")
             else:
-                line += f"{'-':>15}{'-':>8}{'-':>10}"
+                line += f"{'-':>17}{'-':>8}{'-':>10}"
         lines.append(line)
     return "\n".join(lines + notes)
 
@@ -382,7 +382,7 @@ def header(args: argparse.Namespace) -> str:
             "mdpsolver modified policy iteration (its default; one thread; tolerance "
             "1e-10 x max(1, max|r|) / (1 - gamma)), model.solve timed on a fresh model; "
             "QuantEcon DiscreteDP (state-action pairs, Q CSR) modified policy iteration (k=20, "
-            f"epsilon = tol x max|R| / (1 - gamma), tol {getattr(args, 'tol', TOL):g}) and "
+            f"epsilon = tol x max(1, max|V|), tol {getattr(args, 'tol', TOL):g}) and "
             "policy iteration, solve timed; each "
             f"peer's first run checked against optplan's values (to {PEER_AGREE:g} x max(1, "
             f"max|V|)) before its times count; median of {SPARSE_PEER_RUNS} runs per contender "

@@ -386,6 +386,21 @@ def _reach_order_py(col_ptr, row_idx, A, sources, order):  # pragma: no cover - 
             n += 1
 
 
+def _band_py(indptr, indices, A, limit):  # pragma: no cover - compiled by numba
+    """The largest ``|s - j|`` over the entries ``(r, j)`` of the CSR rows, ``s = r // A``
+    (the state of row ``r = s·A + a``), or ``limit + 1`` as soon as one exceeds ``limit``."""
+    band = 0
+    for r in range(indptr.shape[0] - 1):
+        s = r // A
+        for p in range(indptr[r], indptr[r + 1]):
+            d = abs(indices[p] - s)
+            if d > band:
+                if d > limit:
+                    return limit + 1
+                band = d
+    return band
+
+
 def _levels_py(indptr, indices, A, start, limit):  # pragma: no cover - compiled by numba
     """The levels of the breadth-first search from ``start`` over every action's transitions
     (CSR rows ``s·A + a``) until it has reached ``limit`` states, or all it can."""
@@ -425,6 +440,7 @@ _JIT.register(_linear_sweep_py, name="_linear_sweep")
 _JIT.register(_depths_py, name="_depths")
 _JIT.register(_reach_order_py, name="_reach_order")
 _JIT.register(_levels_py, name="_levels")
+_JIT.register(_band_py, name="_band")
 _JIT.register(_chain_fixed_point_py, name="_chain_fixed_point")
 _JIT.register(_policy_backup_py, name="_policy_backup")
 _JIT.register(_gather_chain_py, name="_gather_chain")
@@ -432,6 +448,7 @@ _JIT.register(_gather_chain_py, name="_gather_chain")
 
 def sweeps():
     """``{"_jacobi_sweep": ..., "_jacobi_loop": ..., "_value_sweep": ..., "_linear_sweep":
-    ..., "_depths": ..., "_reach_order": ..., "_levels": ..., "_chain_fixed_point": ...,
-    "_policy_backup": ..., "_gather_chain": ...}`` compiled, or ``None`` without numba."""
+    ..., "_depths": ..., "_reach_order": ..., "_levels": ..., "_band": ...,
+    "_chain_fixed_point": ..., "_policy_backup": ..., "_gather_chain": ...}`` compiled, or
+    ``None`` without numba."""
     return _JIT.compiled_or_none()

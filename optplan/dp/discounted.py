@@ -94,7 +94,7 @@ BANDED_MAX = 8
 #: :data:`FLOW_LEVELS` levels to reach :data:`PROBE_STATES` states mixes slowly, and its
 #: solve starts with :func:`_flow_iteration`.
 FLOW_LEVELS = 32
-PROBE_STATES = 65_536
+PROBE_STATES = 4_096
 #: Its value sweeps keep a state's action on a relative tie of this times their target (a
 #: held action worse by ``tie |V|`` drags the evaluated values down by up to that, which the
 #: next value sweep undoes: above the target, a loop).
@@ -279,10 +279,11 @@ def _scattered(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     return y
 
 
-def _bandwidth(indptr, indices) -> int:
-    """The largest ``|i - j|`` over the entries ``(i, j)`` of a CSR matrix (0 when empty)."""
-    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
-    return int(np.abs(indices - rows).max()) if rows.size else 0
+def _bandwidth(indptr, indices, n_actions: int = 1) -> int:
+    """The largest ``|s - j|`` over the entries of CSR rows ``s·A + a`` (a square chain's
+    ``|i - j|`` when ``n_actions`` is 1), or ``BANDED_MAX + 1`` once one is above
+    :data:`BANDED_MAX` (compiled: it stops at the first such entry)."""
+    return int(compiled_sweeps()["_band"](indptr, indices, n_actions, BANDED_MAX))
 
 
 def _banded_solve(csr, b: np.ndarray, discount: float, transposed: bool = False):
@@ -533,8 +534,8 @@ def _structured(rows, n_actions: int) -> bool:
     """Whether the model mixes slowly: the breadth-first search from state 0 over every
     action's transitions needs more than :data:`FLOW_LEVELS` levels to reach
     :data:`PROBE_STATES` states (or all of them). A random model with 4 actions of 10
-    successors reaches 65,536 states in 4 levels; a 300 x 300 gridworld needs 378 from its
-    corner, a queue or a path 65,536."""
+    successors reaches 4,096 states in 3 levels; a gridworld needs 90 from its corner, a
+    queue or a path 4,096."""
     levels = compiled_sweeps()["_levels"](rows.indptr, rows.indices, n_actions, 0, PROBE_STATES)
     return int(levels) > FLOW_LEVELS
 
@@ -610,8 +611,7 @@ class _FlowEvaluation:
         self.kernels = compiled_sweeps()
         self.chain = _chain_buffers(rows, S, A)
         self.ident = np.arange(S)
-        pairs = np.repeat(np.arange(S * A) // A, np.diff(rows.indptr))
-        self.banded = not pairs.size or int(np.abs(rows.indices - pairs).max()) <= BANDED_MAX
+        self.banded = _bandwidth(rows.indptr, rows.indices, A) <= BANDED_MAX
 
     def __call__(self, policy, V, goal) -> None:
         rows, R, kernels, ident = self.rows, self.R, self.kernels, self.ident
@@ -671,7 +671,7 @@ def _kept(R, mask, discount) -> np.ndarray:
 #: on larger models a sweep over all of them costs as much as a step of the solve (0.2 s at
 #: 10^6 states, A = 4, 10 successors), and the means of the two starts differ by orders of
 #: magnitude where the choice matters.
-START_SAMPLE = 65_536
+START_SAMPLE = 8_192
 
 
 def _mean_residual(rows, R, mask, discount, V, states) -> float:
