@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import optplan as op
 from optplan.bench.planning import random_sparse_mdp
+from optplan.dp import _linear as L
 from optplan.dp import discounted as D
 from optplan.dp._common import backup, greedy, masked, policy_model
 from optplan.dp._sweeps import sweeps
@@ -46,13 +47,13 @@ def _numpy_improvement(rows, R, mask, discount, V, policy):
 def _compiled_improvement(rows, R, mask, discount, V, policy):
     S, A = R.shape
     q, new = np.empty((S, A)), np.empty(S, dtype=np.intp)
-    c_ptr, c_idx, c_data = D._chain_buffers(rows, S, A)
+    c_ptr, c_idx, c_data = L._chain_buffers(rows, S, A)
     bellman, own, same = sweeps()["_policy_backup"](
         (rows.indptr, rows.indices, rows.data), R, np.ascontiguousarray(mask), bool(mask.all()),
         discount, V, policy, q, new, (c_ptr, c_idx, c_data),
     )  # fmt: skip
     nnz = int(c_ptr[S])
-    chain = D._csr((c_data[:nnz], c_idx[:nnz], c_ptr), rows)
+    chain = L._csr((c_data[:nnz], c_idx[:nnz], c_ptr), rows)
     return q, new, bellman, own, same, chain
 
 
@@ -110,7 +111,7 @@ def test_compiled_and_numpy_solves_meet_the_residual_and_the_exact_answer(
     transposed, seed, S, K, discount
 ):
     P_pi, r_pi = _chain(seed, S, K)
-    chain = D.SparseChain(P_pi, sweeps())
+    chain = L.SparseChain(P_pi, sweeps())
     if transposed:
         b = (1.0 - discount) * np.full(S, 1.0 / S)
         x0, M0, M1 = np.full(S, 1.0 / S), P_pi.T, chain.T
@@ -119,8 +120,8 @@ def test_compiled_and_numpy_solves_meet_the_residual_and_the_exact_answer(
     tol = 1e-13
     exact = np.linalg.solve(np.eye(S) - discount * M0.toarray(), b)
     for x in (
-        D._krylov(M0, b, discount, x0, tol, "test", not transposed),  # the NumPy loop
-        D._krylov(M1, b, discount, x0.copy(), tol, "test", not transposed),  # compiled
+        L._krylov(M0, b, discount, x0, tol, "test", not transposed),  # the NumPy loop
+        L._krylov(M1, b, discount, x0.copy(), tol, "test", not transposed),  # compiled
     ):
         residual = b + discount * (M0 @ x) - x
         scale = max(1.0, float(np.abs(x).max()))
@@ -138,15 +139,15 @@ def test_slowly_mixing_chain_leaves_the_compiled_fixed_point_for_the_fallbacks(t
     S, discount = 300, 0.999
     P = sp.csr_matrix((np.ones(S), (np.arange(S), (np.arange(S) + 1) % S)), shape=(S, S))
     r = np.random.default_rng(0).random(S)
-    chain = D.SparseChain(P, sweeps())
+    chain = L.SparseChain(P, sweeps())
     if transposed:
         b, x0, M0, M1 = (1.0 - discount) * np.full(S, 1.0 / S), np.full(S, 1.0 / S), P.T, chain.T
     else:
         b, x0, M0, M1 = r, np.zeros(S), P, chain
     exact = np.linalg.solve(np.eye(S) - discount * M0.toarray(), b)
-    out = D._krylov(M1, b, discount, x0, 1e-12, "test", not transposed)
+    out = L._krylov(M1, b, discount, x0, 1e-12, "test", not transposed)
     assert np.abs(out - exact).max() <= 1e-9 * max(1.0, float(np.abs(exact).max()))
-    assert np.array_equal(out, D._krylov(M0, b, discount, x0, 1e-12, "test", not transposed))
+    assert np.array_equal(out, L._krylov(M0, b, discount, x0, 1e-12, "test", not transposed))
 
 
 def test_fixed_point_stops_on_nan():
@@ -154,7 +155,7 @@ def test_fixed_point_stops_on_nan():
     r_pi = r_pi.copy()
     r_pi[4] = np.nan
     x = np.zeros(30)
-    assert not D.SparseChain(P_pi, sweeps()).fixed_point(r_pi, 0.9, x, 1e-12)
+    assert not L.SparseChain(P_pi, sweeps()).fixed_point(r_pi, 0.9, x, 1e-12)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -11,6 +11,8 @@ import scipy.sparse as sp
 
 import optplan as op
 from optplan.bench.planning import gridworld_mdp, random_sparse_mdp
+from optplan.dp import _flow as F
+from optplan.dp import _linear as L
 from optplan.dp import discounted as D
 from optplan.dp._sweeps import sweeps
 
@@ -41,14 +43,14 @@ def _chain_mdp(n: int, discount: float):
 
 def test_flow_order_visits_each_state_after_its_successor():
     mdp = _chain_mdp(6, 0.9)
-    order = D.flow_order(mdp.P_rows, np.ones(6, dtype=np.intp), 2)
+    order = L.flow_order(mdp.P_rows, np.ones(6, dtype=np.intp), 2)
     assert order.tolist() == [5, 4, 3, 2, 1, 0]
 
 
 @pytest.mark.parametrize("discount", [0.9, 0.99])
 def test_terminating_model_is_certified_by_value_iteration(discount):
     mdp = _chain_mdp(40, discount)
-    assert not D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    assert not F._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
     res = op.DiscountedPlanning(mdp).solve(method="fast")
     assert res.status == "optimal"
     assert res.message.startswith("value iteration: ")
@@ -60,7 +62,7 @@ def test_terminating_model_is_certified_by_value_iteration(discount):
 @pytest.mark.parametrize("discount", [0.9, 0.99])
 def test_gridworld_takes_gauss_seidel_from_the_kept_rewards(discount):
     mdp = gridworld_mdp(14, discount=discount)
-    assert D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
+    assert F._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, discount)
     out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, discount)
     assert out.status == "optimal"
     assert out.message.startswith("modified policy iteration (Gauss-Seidel, flow order)")
@@ -70,7 +72,7 @@ def test_gridworld_takes_gauss_seidel_from_the_kept_rewards(discount):
     assert out.bound <= 1e-10 * scale
     assert np.abs(out.values - exact.values).max() <= out.bound + 1e-12 * scale
     # the policy's own values are within the bound as well
-    own = D.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), discount)
+    own = L.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), discount)
     assert np.abs(own - exact.values).max() <= 2 * out.bound + 1e-12 * scale
 
 
@@ -89,11 +91,11 @@ def _goal_at(mdp, goal: int):
 
 def test_reach_order_is_breadth_first_backwards_from_the_sources():
     mdp = _chain_mdp(6, 0.9)  # 0 -> 1 -> ... -> 5 (stays put under action 0)
-    order = D.reach_order(mdp.P_rows, np.array([3]), 2)
+    order = F.reach_order(mdp.P_rows, np.array([3]), 2)
     assert order[:4].tolist() == [3, 2, 1, 0]  # 4 and 5 cannot reach 3: last, in order
     assert order[4:].tolist() == [4, 5]
     grid = gridworld_mdp(5)
-    order = D.reach_order(grid.P_rows, np.array([24]), 4)
+    order = F.reach_order(grid.P_rows, np.array([24]), 4)
     r, c = np.divmod(order, 5)
     assert (np.diff((4 - r) + (4 - c)) >= 0).all()  # by Manhattan distance to the goal
 
@@ -108,14 +110,14 @@ def test_flow_iteration_equals_policy_iteration_wherever_the_goal_is(goal):
     assert out.message.startswith("modified policy iteration (Gauss-Seidel, flow order)")
     np.testing.assert_allclose(out.values, pi.values, rtol=0, atol=1e-10 * 33.4)
     # ties (right or down) may differ; the policy's own values may not
-    own = D.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), 0.97)
+    own = L.evaluate_discounted(*op.dp.policy_model(mdp.dense_P(), mdp.R, out.policy), 0.97)
     np.testing.assert_allclose(own, pi.values, rtol=0, atol=2e-10 * 33.4)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_models_hand_over_to_policy_iteration_and_match_the_dense_path(seed):
     mdp = random_sparse_mdp(np.random.default_rng(seed), 300, 3).with_discount(0.95)
-    assert not D._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
+    assert not F._kept_start(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
     res = op.DiscountedPlanning(mdp).solve(method="fast")
     assert res.status == "optimal" and res.message.startswith("inexact policy iteration")
     exact = _exact(mdp).values
@@ -124,8 +126,8 @@ def test_random_models_hand_over_to_policy_iteration_and_match_the_dense_path(se
 
 
 def test_slow_gauss_seidel_hands_over_and_stays_exact(monkeypatch):
-    monkeypatch.setattr(D, "FLOW_WINDOW", 0)  # every iteration counts as slow: hand over at once
-    monkeypatch.setattr(D, "FLOW_SLOW", 0.0)
+    monkeypatch.setattr(F, "FLOW_WINDOW", 0)  # every iteration counts as slow: hand over at once
+    monkeypatch.setattr(F, "FLOW_SLOW", 0.0)
     mdp = gridworld_mdp(10, discount=0.95)
     out = D.discounted_policy_iteration(mdp.P_rows, mdp.R, mdp.action_mask, 0.95)
     assert out.status == "optimal" and out.evaluations > 0
@@ -139,7 +141,7 @@ def test_gauss_seidel_linear_solve_meets_its_residual(stochastic):
     P_pi, r_pi = op.dp.policy_model(mdp.P_rows, mdp.R, policy)
     M = P_pi if stochastic else P_pi.T
     b = r_pi if stochastic else np.full(mdp.n_states, 1.0 / mdp.n_states)
-    x = D._gauss_seidel(M, b, 0.99, np.zeros(mdp.n_states), 1e-11, stochastic)
+    x = L._gauss_seidel(M, b, 0.99, np.zeros(mdp.n_states), 1e-11, stochastic)
     assert x is not None
     residual = b - (x - 0.99 * (M @ x))
     assert np.abs(residual).max() <= 1e-11
@@ -153,11 +155,11 @@ def test_gauss_seidel_linear_solve_gives_up_on_a_slowly_contracting_chain():
     mdp = gridworld_mdp(9, discount=0.99)
     P_pi, _ = op.dp.policy_model(mdp.P_rows, mdp.R, rng.integers(0, 4, mdp.n_states))
     b = np.full(mdp.n_states, 1.0 / mdp.n_states)
-    x = D._gauss_seidel(P_pi.T, b, 0.99, np.zeros(mdp.n_states), 1e-11, False)
+    x = L._gauss_seidel(P_pi.T, b, 0.99, np.zeros(mdp.n_states), 1e-11, False)
     if x is not None:  # it may get there; then it met the residual
         assert np.abs(b - (x - 0.99 * (P_pi.T @ x))).max() <= 1e-11
     # the evaluation that falls back from it is exact either way
-    d = D.discounted_occupancy(P_pi, b * mdp.n_states / mdp.n_states, 0.99, iterative=True)
+    d = L.discounted_occupancy(P_pi, b * mdp.n_states / mdp.n_states, 0.99, iterative=True)
     exact = np.linalg.solve((np.eye(mdp.n_states) - 0.99 * P_pi.toarray()).T, 0.01 * b)
     np.testing.assert_allclose(d, exact, rtol=0, atol=1e-11)
 
@@ -165,10 +167,10 @@ def test_gauss_seidel_linear_solve_gives_up_on_a_slowly_contracting_chain():
 def test_small_sparse_chains_are_solved_densely_and_exactly():
     mdp = random_sparse_mdp(np.random.default_rng(4), 60, 3).with_discount(0.9)
     P_pi, r_pi = op.dp.policy_model(mdp.P_rows, mdp.R, np.zeros(60, dtype=int))
-    v = D.evaluate_discounted(P_pi, r_pi, 0.9)
+    v = L.evaluate_discounted(P_pi, r_pi, 0.9)
     exact = np.linalg.solve(np.eye(60) - 0.9 * P_pi.toarray(), r_pi)
     np.testing.assert_allclose(v, exact, rtol=0, atol=1e-12)
-    d = D.discounted_occupancy(P_pi, np.full(60, 1 / 60), 0.9)
+    d = L.discounted_occupancy(P_pi, np.full(60, 1 / 60), 0.9)
     assert abs(d.sum() - 1.0) < 1e-12 and (d >= 0).all()
 
 
@@ -193,7 +195,7 @@ def test_start_choice_on_a_sample_of_states_equals_the_full_one(monkeypatch, mod
     else:
         mdp, discount = random_sparse_mdp(np.random.default_rng(3), 900, 4).with_discount(0.9), 0.9
     args = (mdp.P_rows, mdp.R, mdp.action_mask, discount)
-    full = D._kept_start(*args)
-    monkeypatch.setattr(D, "START_SAMPLE", 50)
-    assert D._kept_start(*args) == full
+    full = F._kept_start(*args)
+    monkeypatch.setattr(F, "START_SAMPLE", 50)
+    assert F._kept_start(*args) == full
     assert full == (model == "grid")

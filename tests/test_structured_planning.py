@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import optplan as op
 from optplan.bench.models import chain_mdp, gridworld_mdp, queue_mdp, random_sparse_mdp
+from optplan.dp import _flow as F
+from optplan.dp import _linear as L
 from optplan.dp import discounted as D
 from optplan.dp._sweeps import sweeps
 
@@ -48,7 +50,7 @@ def _check(mdp, discount, mask, tol=1e-10):
     assert out.bound <= tol * scale
     assert np.abs(out.values - exact.values).max() <= out.bound + 1e-12 * scale
     assert mask[np.arange(model.n_states), out.policy].all()
-    own = D.evaluate_discounted(*op.dp.policy_model(model.dense_P(), model.R, out.policy),
+    own = L.evaluate_discounted(*op.dp.policy_model(model.dense_P(), model.R, out.policy),
                                 discount)  # fmt: skip
     assert np.abs(own - exact.values).max() <= 2 * out.bound + 1e-11 * scale
     return out
@@ -86,10 +88,10 @@ def test_structured_models_take_the_flow_iteration(family, size, discount):
 
 
 def test_the_probe_tells_slow_mixing_from_random():
-    assert D._structured(queue_mdp(500).P_rows, 3)
-    assert D._structured(chain_mdp(500).P_rows, 2)
-    assert D._structured(gridworld_mdp(40).P_rows, 4)  # 78 levels from the corner
-    assert not D._structured(random_sparse_mdp(np.random.default_rng(0), 20_000, 4).P_rows, 4)
+    assert F._structured(queue_mdp(500).P_rows, 3)
+    assert F._structured(chain_mdp(500).P_rows, 2)
+    assert F._structured(gridworld_mdp(40).P_rows, 4)  # 78 levels from the corner
+    assert not F._structured(random_sparse_mdp(np.random.default_rng(0), 20_000, 4).P_rows, 4)
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -97,18 +99,18 @@ def test_banded_solve_equals_the_dense_solve(transposed):
     mdp = queue_mdp(40)
     P_pi, r_pi = op.dp.policy_model(mdp.P_rows, mdp.R, np.arange(40) % 3)
     b = r_pi if not transposed else np.full(40, 1 / 40)
-    x = D._banded_solve((P_pi.indptr, P_pi.indices, P_pi.data), b, 0.999, transposed)
+    x = L._banded_solve((P_pi.indptr, P_pi.indices, P_pi.data), b, 0.999, transposed)
     M = P_pi.toarray().T if transposed else P_pi.toarray()
     exact = np.linalg.solve(np.eye(40) - 0.999 * M, b)
     np.testing.assert_allclose(x, exact, rtol=1e-11, atol=0)
 
 
 def test_banded_solve_declines_a_wide_chain():
-    P = sp.csr_matrix(np.roll(np.eye(20), D.BANDED_MAX + 1, axis=1))  # i -> i + 9 (mod 20)
-    assert D._banded_solve((P.indptr, P.indices, P.data), np.ones(20), 0.9) is None
-    assert D._bandwidth(P.indptr, P.indices) == D.BANDED_MAX + 1  # it stops at the first
+    P = sp.csr_matrix(np.roll(np.eye(20), L.BANDED_MAX + 1, axis=1))  # i -> i + 9 (mod 20)
+    assert L._banded_solve((P.indptr, P.indices, P.data), np.ones(20), 0.9) is None
+    assert L._bandwidth(P.indptr, P.indices) == L.BANDED_MAX + 1  # it stops at the first
     rows = queue_mdp(30).P_rows  # rows s·3 + a of a birth-death chain: within 1 of s
-    assert D._bandwidth(rows.indptr, rows.indices, 3) == 1
+    assert L._bandwidth(rows.indptr, rows.indices, 3) == 1
 
 
 def test_value_sweep_keeps_the_incumbent_on_a_tie():

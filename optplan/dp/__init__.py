@@ -35,6 +35,7 @@ from ._common import (
     policy_model,
     solve_system,
 )
+from ._linear import SPARSE_DIRECT_MAX_STATES, discounted_occupancy, evaluate_discounted
 from .average import (
     APERIODIC_SHRINK,
     APERIODIC_WINDOW,
@@ -48,11 +49,8 @@ from .average import (
 )
 from .discounted import (
     DENSE_ITERATIVE_MIN_STATES,
-    SPARSE_DIRECT_MAX_STATES,
     DiscountedPolicyIteration,
-    discounted_occupancy,
     discounted_policy_iteration,
-    evaluate_discounted,
     value_iteration,
 )
 from .layered import backward_induction, evaluate_layered, forward_occupancy, layer_block

@@ -162,7 +162,7 @@ def _linear_sweep_py(
 def _chain_fixed_point_py(
     indptr, indices, data, b, gamma, x, y, tol, max_iter, slow, transposed
 ):  # pragma: no cover - compiled by numba
-    """The fixed-point phase of :func:`optplan.dp.discounted._krylov` on a policy's chain
+    """The fixed-point phase of :func:`optplan.dp._linear._krylov` on a policy's chain
     (square CSR), with the same floating-point operations in the same order as the NumPy
     loop (the same iterates bit for bit), fused into one pass an iteration: ``y = b + gamma
     M x`` with ``M`` the chain (MacQueen's extrapolation after it) or, ``transposed``, its

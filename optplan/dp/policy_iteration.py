@@ -25,8 +25,8 @@ from ._common import (
     policy_model,
     start_policy,
 )
+from ._linear import evaluate_discounted
 from .average import UnichainEvaluation, evaluate_unichain
-from .discounted import evaluate_discounted
 
 
 class PolicyIteration(NamedTuple):

@@ -16,8 +16,8 @@ import numpy as np
 
 from .._checks import OptplanError
 from ._common import EvaluationError
+from ._linear import SPARSE_DIRECT_MAX_STATES
 from .average import evaluate_unichain
-from .discounted import SPARSE_DIRECT_MAX_STATES
 
 #: The aperiodic transform's ``tau`` and the iterations' budget.
 SPARSE_TAU = 0.5

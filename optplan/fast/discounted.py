@@ -20,7 +20,8 @@ from ..dp import (
     policy_model,
     value_iteration,
 )
-from ..dp.discounted import DENSE_WARM_SWEEPS, WARM_SWEEPS, dense_chain, sparse_chain
+from ..dp._linear import dense_chain, sparse_chain
+from ..dp.discounted import DENSE_WARM_SWEEPS, WARM_SWEEPS
 from ..result import NUMERICAL_ERROR, OPTIMAL, PlanResult
 from ._options import check_algorithm, check_tol_iter
 from ._result import fast_result
