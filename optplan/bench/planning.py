@@ -367,12 +367,12 @@ def header(args: argparse.Namespace) -> str:
         if "finite_horizon" in args.criteria
         else ""
     )
-    kind = "random dense MDPs"
+    kind = f"random dense MDPs, A={args.n_actions}"
     if getattr(args, "sparse", False):
         kind = "; ".join(_family_text(m, args) for m in getattr(args, "models", ("random",)))
     kind += f", discount {getattr(args, 'gamma', GAMMA)}"
     text = (
-        f"planning benchmark: {kind}, A={args.n_actions}{horizon}, {args.repeats} "
+        f"planning benchmark: {kind}{horizon}, {args.repeats} "
         "instances per size, median wall seconds; ratio = conic median / fast median (same run)"
     )
     if getattr(args, "peers", False) and getattr(args, "sparse", False):
@@ -407,14 +407,14 @@ def header(args: argparse.Namespace) -> str:
 def _family_text(name: str, args: argparse.Namespace) -> str:
     """The header's words for the model family ``name`` of ``--models``."""
     if name == "random":
-        return f"random sparse MDPs ({SPARSE_SUCCESSORS} successors per pair)"
+        return f"random sparse MDPs (A={args.n_actions}, {SPARSE_SUCCESSORS} successors per pair)"
     if name == "grid":
         sides = ", ".join(f"{n}x{n}" for n in _check_grids(args.grid))
-        return f"slippery gridworlds {sides} (slip {GRID_SLIP})"
+        return f"slippery gridworlds {sides} (A=4, slip {GRID_SLIP})"
     if name == "queue":
-        return "a controlled queue (birth-death) at each size"
+        return "controlled birth-death queues (A=3)"
     if name == "chain":
-        return "RiverSwim chains at each size"
+        return "RiverSwim chains (A=2)"
     return {"taxi": "Taxi-v4", "frozenlake": "FrozenLake-v1 8x8 slippery"}[name]
 
 
