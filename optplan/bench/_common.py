@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .._checks import OptplanError, OptplanTypeError, check_int, check_real
 from ..problems.base import SOLVERS, check_solver
-from ..result import OPTIMAL
+from ..result import OPTIMAL, SOLUTION_PRESENT
 
 __all__ = [
     "timed",
@@ -35,6 +35,20 @@ def timed(fn: Callable):
     start = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - start
+
+
+def time_conic(problem, solvers: Sequence[str], fast, times: dict, errs: dict, fails: dict):
+    """Each conic solver of ``solvers`` on ``problem``: its wall time appended to
+    ``times[solver]``, and the distance of its value to the fast result ``fast``'s kept in
+    ``errs[solver]`` (the largest so far), or a failure (no solution) counted in
+    ``fails[solver]``."""
+    for solver in solvers:
+        res, t = timed(lambda s=solver: problem.solve(method="conic", solver=s))
+        times[solver].append(t)
+        if res.status in SOLUTION_PRESENT:
+            errs[solver] = max(errs[solver], abs(res.value - fast.value))
+        else:
+            fails[solver] += 1
 
 
 #: Runs of a fast path per instance in :func:`timed_median`.

@@ -26,9 +26,8 @@ from ..problems import (
     HittingTimes,
     RegretLowerBound,
 )
-from ..result import SOLUTION_PRESENT
 from . import peers_planning as dense_peers  # mdpsolver on the dense rows
-from ._common import Runs, check_choices, timed
+from ._common import Runs, check_choices, time_conic, timed
 from ._options import add_actions, add_choices, add_count, add_sizes, add_solvers
 from ._rows import median, solver_entries, solvers_table, table_lines
 from .cases import random_mdp
@@ -268,13 +267,7 @@ def _size_row(row: dict, instances: Iterable, solvers: Sequence[str], names: Seq
         for name in names:
             if name not in skips:
                 times[f"peer_{name}"].append(float(np.median(rounds[name])))
-        for solver in solvers:
-            res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
-            times[solver].append(t)
-            if res.status in SOLUTION_PRESENT:
-                errs[solver] = max(errs[solver], abs(res.value - fast.value))
-            else:
-                fails[solver] += 1
+        time_conic(problem, solvers, fast, times, errs, fails)
     row["fast_s"] = float(np.median(times["fast"]))
     for solver in solvers:
         solver_entries(row, solver, median(times[solver]), fail=fails[solver], err=errs[solver])

@@ -9,8 +9,7 @@ import numpy as np
 
 from .._checks import OptplanError
 from ..problems import DiscountedPlanning
-from ..result import SOLUTION_PRESENT
-from ._common import timed
+from ._common import time_conic, timed
 from ._rows import solver_entries
 from .models import (
     NAMED_MODELS,
@@ -105,13 +104,7 @@ def _row(row: dict, problems, solvers, peers: tuple, tol: float) -> dict:
             fast, t = timed(lambda p=problem: p.solve(method="fast", tol=tol))
             runs_s.append(t)
         times.append(float(np.median(runs_s)))
-        for solver in solvers:
-            res, t = timed(lambda p=problem, s=solver: p.solve(method="conic", solver=s))
-            conic[solver].append(t)
-            if res.status in SOLUTION_PRESENT:
-                errs[solver] = max(errs[solver], abs(res.value - fast.value))
-            else:
-                fails[solver] += 1
+        time_conic(problem, solvers, fast, conic, errs, fails)
         if peers:
             solved.append((problem.mdp, fast))
     row["instances"] = len(times)
