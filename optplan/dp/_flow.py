@@ -23,8 +23,9 @@ from ._sweeps import sweeps as compiled_sweeps
 #: changed the values by at most ``delta``, the greedy policy's chain is evaluated by
 #: Gauss-Seidel sweeps in its flow order until one changes them by at most this times
 #: ``delta`` (the slip of a gridworld leaves a flow-ordered sweep contracting by about 0.8
-#: at discount 0.99: value iteration alone took 78 sweeps of all the actions on the 300 x 300
-#: gridworld, this 10 of them and 62 of the chain, a quarter of their cost each).
+#: at discount 0.99: Gauss-Seidel value iteration alone took 78 sweeps of every action on the
+#: 300 x 300 gridworld; this takes 12 of them and 74 of the chain, a quarter of their cost
+#: each, at the default tol 1e-10).
 FLOW_SHRINK = 0.1
 #: Gauss-Seidel sweeps of one of those evaluations at most.
 FLOW_EVAL_SWEEPS = 1_000
