@@ -137,38 +137,23 @@ def bench_planning(
     ``peer_<NAME>_s``, ``peer_<NAME>_ratio`` (peer median / fast median: >= 1 means optplan
     is faster) and ``peer_<NAME>_err`` (max disagreement of gain or values).
 
-    ``sparse``: the instances are the families of :mod:`.models` that ``models`` names
-    (criteria of :data:`SPARSE_CRITERIA` only): :func:`random_sparse_mdp` models, the queue
-    and the long chain (:data:`SIZED_MODELS`, one instance each) at ``sizes`` states, then
-    one discounted row per named instance (:data:`NAMED_MODELS`; ``grid``: the side, or
-    sides, of :func:`gridworld_mdp`); each row adds ``model``, ``nnz`` (stored transition
-    probabilities per instance) and ``peak_rss_gib`` (the process's peak resident memory
-    once the row is done: it only grows, so it is the largest model's so far). With
-    ``peers``, the discounted rows (random and named) also time the peers of
-    :data:`.peers_planning.SPARSE_PEERS` (pymdptoolbox's and mdptoolbox-hiive's
-    ``PolicyIteration`` and ``ValueIteration`` given ``A`` scipy.sparse matrices, mdpsolver's
-    modified policy iteration: :func:`.peers_planning.run_sparse_peer`): each peer's first
-    run is checked against optplan's values (to :data:`PEER_AGREE` times ``max(1, max
-    |V|)``) before any of its times counts (:func:`_sparse_peers`); ``peer_<NAME>_skip``
-    says why a peer was not timed.
+    ``sparse``: the families of :mod:`.models` that ``models`` names, ``P`` held CSR
+    (:func:`.sparse_planning.sparse_rows`: criteria of :data:`SPARSE_CRITERIA`; the random,
+    queue and chain families at ``sizes``, the named ones, ``grid`` the gridworlds' sides);
+    each row adds ``model``, ``nnz`` and ``peak_rss_gib``; with ``peers``, the discounted
+    rows time the peers of ``sparse_peers``, each checked against optplan's values (to
+    :data:`PEER_AGREE` times ``max(1, max |V|)``) before its times count
+    (``peer_<NAME>_skip`` says why one was not timed).
 
-    ``sparse_peers``: the peers timed on ``--sparse --peers`` rows (default all of
-    :data:`.peers_planning.SPARSE_PEERS`). ``gamma``: the discount of the discounted rows.
-    ``tol``: the relative accuracy asked of
-    the fast path (its ``tol``) and, on sparse rows, of QuantEcon (``epsilon = tol max(1,
-    max |V|)`` of optplan's answer).
+    ``sparse_peers``: of :data:`.peers_planning.SPARSE_PEERS` (default all). ``gamma``: the
+    discount of the discounted rows. ``tol``: the relative accuracy asked of the fast path on
+    sparse rows and of QuantEcon (``epsilon = tol max(1, max |V|)`` of optplan's answer).
 
     Every argument is checked before any timing (sizes and counts positive integers, a model
     within :data:`optplan.mdp.MAX_MODEL_BYTES`, dense).
     """
     sizes, n_actions, repeats, solvers, seed = astuple(runs.checked())
-    criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
-    models = check_choices("models", models, ("random",) + SIZED_MODELS + NAMED_MODELS)
-    grids = _check_grids(grid)
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-        raise OptplanError(f"tol must be in (0, 1), got {tol!r}")
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1:
-        raise OptplanError(f"gamma must be a discount in [0, 1), got {gamma!r}")
+    criteria, models, grids = _checked(criteria, models, grid, tol, gamma)
     layers = PLANNING_HORIZON if "finite_horizon" in criteria else 1
     problems = dict(PLANNING_PROBLEMS)
     problems["discounted"] = (DiscountedPlanning, lambda mdp: mdp.with_discount(gamma))
@@ -202,6 +187,18 @@ def bench_planning(
                 ratios += [f"{n} ratio {row[f'peer_{n}_ratio']:.2f}" for n in names]
                 progress(f"{criterion} S={S}: fast {row['fast_s']:.2e}s, " + ", ".join(ratios))
     return rows
+
+
+def _checked(criteria, models, grid, tol, gamma) -> tuple:
+    """:func:`bench_planning`'s ``criteria``, ``models`` and ``grid`` (as a tuple of sides)
+    checked, and ``tol`` and ``gamma``."""
+    criteria = check_choices("criteria", criteria, tuple(PLANNING_PROBLEMS))
+    models = check_choices("models", models, ("random",) + SIZED_MODELS + NAMED_MODELS)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+        raise OptplanError(f"tol must be in (0, 1), got {tol!r}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1:
+        raise OptplanError(f"gamma must be a discount in [0, 1), got {gamma!r}")
+    return criteria, models, _check_grids(grid)
 
 
 def _check_grids(grid) -> tuple[int, ...]:
