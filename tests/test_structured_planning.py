@@ -149,3 +149,18 @@ def test_queue_and_chain_models():
         queue_mdp(1)
     with pytest.raises(ValueError, match="sparse must be True or False"):
         riverswim(5, sparse="yes")
+
+
+def test_occupancy_gauss_seidel_finishes_on_a_gridworld_at_discount_0999():
+    """The transposed solve's changes rise while the mass reaches the goal, then fall: it
+    must not give up (for a factorization) while they rise."""
+    mdp = gridworld_mdp(60, discount=0.999)
+    policy = op.DiscountedPlanning(mdp).solve(tol=1e-8).policy
+    P_pi, _ = op.dp.policy_model(mdp.P_rows, mdp.R, policy)
+    S = mdp.n_states
+    b = np.full(S, (1 - 0.999) / S)
+    x = L._gauss_seidel(P_pi.T, b, 0.999, np.full(S, 1.0 / S), 1e-13, False)
+    assert x is not None
+    column_sums = np.asarray(P_pi.sum(axis=0)).max()
+    assert np.abs(b - (x - 0.999 * (P_pi.T @ x))).max() <= 1e-13 * max(1.0, column_sums)
+    assert abs(x.sum() - 1.0) < 1e-9
