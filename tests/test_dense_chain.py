@@ -1,4 +1,4 @@
-"""A dense model's policy chain read in place (optplan.dp.discounted.DenseChain): its
+"""A dense model's policy chain read in place (optplan.dp._linear.DenseChain): its
 products against the gathered matrix, the iterative solves and the factorization fallback
 through it, and the dense discounted path built on it against exact policy iteration."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from optplan.bench.cases import random_mdp
-from optplan.dp import discounted as dd
+from optplan.dp import _linear as dd
 from optplan.dp._common import policy_model
 from optplan.mdp import TabularMDP
 from optplan.problems import DiscountedPlanning
