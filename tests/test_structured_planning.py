@@ -164,3 +164,18 @@ def test_occupancy_gauss_seidel_finishes_on_a_gridworld_at_discount_0999():
     column_sums = np.asarray(P_pi.sum(axis=0)).max()
     assert np.abs(b - (x - 0.999 * (P_pi.T @ x))).max() <= 1e-13 * max(1.0, column_sums)
     assert abs(x.sum() - 1.0) < 1e-9
+
+
+def test_bad_sizes_and_bench_options_are_named():
+    from optplan.bench import Runs
+    from optplan.bench.planning import bench_planning
+
+    with pytest.raises(ValueError, match="chain size must be an integer >= 2, got 1"):
+        chain_mdp(1)
+    with pytest.raises(ValueError, match="queue size must be an integer >= 2, got 2.5"):
+        queue_mdp(2.5)
+    for tol in (0, 1.5, True):
+        with pytest.raises(ValueError, match="tol must be in \\(0, 1\\)"):
+            bench_planning(Runs(sizes=[10]), sparse=True, models=["queue"], tol=tol)
+    with pytest.raises(ValueError, match="models must hold entries of"):
+        bench_planning(Runs(sizes=[10]), sparse=True, models=["queues"])
